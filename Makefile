@@ -11,7 +11,6 @@ export DS_ACCELERATOR ?= cpu
 .PHONY: reproduce test test-fast venv data book clean-venv lock
 
 reproduce: $(VENV)/.installed
-	$(PY) -m twotower_lib data prepare --profile $(PROFILE)
 	$(PY) -m twotower_lib run --profile $(PROFILE)
 	$(PY) -m twotower_lib book --profile $(PROFILE)
 

@@ -82,6 +82,8 @@ def test_prepared_directory_is_consistent(tiny_data):
     assert d.vocab_size == len(d.tokenizer) <= 300
     assert d.special_ids == {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
     docs = d.documents("train"), d.documents("valid")
+    texts = list(d.texts("valid"))
+    assert len(texts) == len(docs[1]) and any(c.isupper() for c in texts[0])  # cased, for the POS tagger
     assert not set(docs[0]) & set(docs[1]) and len(docs[1]) == m["documents"]["valid"] >= 1
     # document indices are contiguous and in range
     assert d.valid_doc_ids.min() == 0 and d.valid_doc_ids.max() < len(docs[1])

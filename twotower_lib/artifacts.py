@@ -20,6 +20,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterator
 
+from twotower_lib.errors import UserError
+
 # Packages whose versions decide numerical results; recorded in every manifest.
 TRACKED_PACKAGES = (
     "torch", "deepspeed", "transformers", "tokenizers", "numpy", "scipy", "pandas",
@@ -112,7 +114,7 @@ def read_json(path: str | os.PathLike) -> Any:
     except FileNotFoundError:
         raise
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path} is not valid JSON ({e}); it is corrupted or was written by "
+        raise UserError(f"{path} is not valid JSON ({e}); it is corrupted or was written by "
                          "something else. Delete it and re-run the command that produces it.") from e
 
 

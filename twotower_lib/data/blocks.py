@@ -7,17 +7,20 @@ Layout of a prepared-data directory:
     train_docs.npy           int32 (n_train_blocks, seq_len): document index of every token
     valid_ids.npy / valid_docs.npy   the same for validation (documents numbered from 0)
     counts.npy               int64 (vocab_size,): token counts over train_ids
-    documents.json           document ids of each split, in index order
+    documents.jsonl.gz       every cleaned document (id, split, cased text), in index order per split
 Documents are concatenated in order, each followed by [SEP]; the stream is cut into blocks of
 `seq_len` tokens and the remainder (< seq_len tokens) is dropped.
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Iterator
 import numpy as np
 from tqdm.auto import tqdm
 
@@ -25,7 +28,8 @@ from twotower_lib.artifacts import read_json, sha256_json
 from twotower_lib.errors import UserError
 
 MANIFEST = "manifest.json"
-FORMAT_VERSION = 1
+DOCUMENTS = "documents.jsonl.gz"
+FORMAT_VERSION = 2
 
 
 def is_validation(doc_id: str, seed: int, valid_fraction: float) -> bool:
@@ -124,7 +128,24 @@ class PreparedData:
         return load_tokenizer(self.path / "tokenizer")
 
     def documents(self, split: str) -> list[str]:
-        return read_json(self.path / "documents.json")[split]
+        """Document ids of `split`; position i is document index i in `<split>_docs.npy`."""
+        return [d["id"] for d in read_documents(self.path / DOCUMENTS) if d["split"] == split]
+
+    def texts(self, split: str, limit: int | None = None) -> Iterator[str]:
+        """Cleaned, cased text of the documents of `split` (what the POS tagger reads), in index order."""
+        n = 0
+        for d in read_documents(self.path / DOCUMENTS):
+            if d["split"] == split:
+                if limit is not None and n >= limit:
+                    return
+                n += 1
+                yield d["text"]
+
+
+def read_documents(path: Path) -> Iterator[dict]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            yield json.loads(line)
 
 
 def _open(path: Path, name: str, shape: tuple | None, dtype) -> np.ndarray:

@@ -9,18 +9,18 @@ inputs finds the directory up to date and does no work.
 from __future__ import annotations
 
 import argparse
+import gzip
+import io
 import json
 import os
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Iterator
-
 import numpy as np
 from tqdm.auto import tqdm
 
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json, sha256_file, sha256_json
-from twotower_lib.data.blocks import FORMAT_VERSION, MANIFEST, BlockWriter, is_validation
+from twotower_lib.data.blocks import DOCUMENTS, FORMAT_VERSION, MANIFEST, BlockWriter, is_validation, read_documents
 from twotower_lib.data.clean import Document
 from twotower_lib.data.config import DataConfig, data_home, prepared_dir
 from twotower_lib.data.sources import REGISTRY_PACKAGES, SourceReport, iter_documents, parse_registry_spec
@@ -53,12 +53,6 @@ def is_up_to_date(out: Path, cfg: DataConfig) -> bool:
             and all((out / f).exists() for f in m.get("files", {})))
 
 
-def _read_corpus(path: Path) -> Iterator[dict]:
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            yield json.loads(line)
-
-
 def prepare_data(cfg: DataConfig, out: str | Path | None = None, *, force: bool = False,
                  verbose: bool = True) -> Path:
     """Prepare `cfg`'s corpus into `out` (default: `prepared_dir(cfg)`); return the directory."""
@@ -74,11 +68,13 @@ def prepare_data(cfg: DataConfig, out: str | Path | None = None, *, force: bool 
     with atomic_directory(out) as tmp:
         # Pass 1: read and clean every document once; keep them on disk, not in memory.
         reports: list[SourceReport] = []
-        corpus_file = tmp / ".corpus.jsonl"
+        corpus_file = tmp / DOCUMENTS  # kept: the POS section tags these (cased) texts
         doc_ids: dict[str, list[str]] = {"train": [], "valid": []}
         words = {"train": 0, "valid": 0}
         seen: set[str] = set()
-        with open(corpus_file, "w", encoding="utf-8") as f:
+        # mtime=0 and no file name in the gzip header: the same corpus gives the same bytes (content hash)
+        with open(corpus_file, "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as gz, \
+                io.TextIOWrapper(gz, encoding="utf-8") as f:
             docs = iter_documents(cfg.corpus, data_home() / "sources", cfg.doc_words, cfg.max_docs, reports)
             for doc in tqdm(docs, desc="reading corpus", unit="doc", disable=not verbose):
                 if doc.doc_id in seen:
@@ -87,11 +83,11 @@ def prepare_data(cfg: DataConfig, out: str | Path | None = None, *, force: bool 
                 split = "valid" if is_validation(doc.doc_id, cfg.seed, cfg.valid_fraction) else "train"
                 doc_ids[split].append(doc.doc_id)
                 words[split] += len(doc.text.split())
-                f.write(json.dumps({"split": split, "text": doc.text}) + "\n")
+                f.write(json.dumps({"id": doc.doc_id, "split": split, "text": doc.text}) + "\n")
         _check_nonempty(cfg, doc_ids, reports)
 
         # The tokenizer sees the training split only.
-        train_texts = (d["text"] for d in _read_corpus(corpus_file) if d["split"] == "train")
+        train_texts = (d["text"] for d in read_documents(corpus_file) if d["split"] == "train")
         if verbose:
             print(f"training WordPiece tokenizer (vocab {cfg.vocab_size}) on {len(doc_ids['train'])} documents ...")
         tokenizer = train_wordpiece(train_texts, cfg.vocab_size)
@@ -99,10 +95,9 @@ def prepare_data(cfg: DataConfig, out: str | Path | None = None, *, force: bool 
 
         # Pass 2: encode each split into blocks.
         writers = {s: BlockWriter(tmp, s, tokenizer, cfg.seq_len) for s in ("train", "valid")}
-        for d in tqdm(_read_corpus(corpus_file), total=len(seen), desc="tokenizing", unit="doc",
+        for d in tqdm(read_documents(corpus_file), total=len(seen), desc="tokenizing", unit="doc",
                       disable=not verbose):
             writers[d["split"]].add(d["text"])
-        corpus_file.unlink()
         blocks = {s: w.finish() for s, w in writers.items()}
         tokens = {s: w.n_tokens for s, w in writers.items()}
         for s in blocks:
@@ -113,7 +108,6 @@ def prepare_data(cfg: DataConfig, out: str | Path | None = None, *, force: bool 
         train_ids = np.load(tmp / "train_ids.npy", mmap_mode="r")
         counts = np.bincount(np.asarray(train_ids).ravel(), minlength=len(tokenizer)).astype(np.int64)
         np.save(tmp / "counts.npy", counts, allow_pickle=False)
-        atomic_write_json(tmp / "documents.json", doc_ids)
 
         files = {p.relative_to(tmp).as_posix(): sha256_file(p) for p in sorted(tmp.rglob("*"))
                  if p.is_file() and not p.name.startswith(".")}

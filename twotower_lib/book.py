@@ -1,0 +1,211 @@
+"""`python -m twotower_lib book`: build the jupyter-book from a profile's executed notebooks.
+
+The book's sources are assembled in `_build/src/`, never in the repository: the root
+`_config.yml` and `_toc.yml`, the pages of `book/` (with their generated parts filled in: the
+scorecard from `runs/<profile>/scorecard.json`, the profile table, one autodoc section per
+module), the executed notebooks from `runs/<profile>/notebooks/` at `notebooks/<section>.ipynb`,
+and the vega bundle the charts load. Then `jupyter-book build -W -n --keep-going` turns every
+warning, broken reference or failed notebook into a failed build. Files are copied only when
+their content changed, so Sphinx's incremental build keeps a warm rebuild fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+
+from twotower_lib import charts, scorecard
+from twotower_lib.errors import MissingDependencyError, UserError
+from twotower_lib.pipeline import PROJECT_ROOT, Pipeline, make_pipeline
+from twotower_lib.profiles import DEFAULT_PROFILE, OVERRIDABLE, PROFILES, runs_root
+
+PAGES_DIR = PROJECT_ROOT / "book"
+_PLACEHOLDER = re.compile(r"<!-- (PROFILES|SCORECARD|API): .*?-->", re.DOTALL)
+
+
+def _sync(data: bytes, dest: Path) -> None:
+    """Write `data` to `dest` unless it already holds exactly that (keeps mtimes for Sphinx)."""
+    if dest.exists() and dest.read_bytes() == data:
+        return
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(data)
+
+
+# ---------------------------------------------------------------------- generated page parts
+
+
+def profiles_markdown() -> str:
+    """A table of every profile's settings, generated from twotower_lib.profiles."""
+    keys = [k for k in OVERRIDABLE if k not in ("launcher", "controls", "data_seed", "doc_words", "valid_fraction")]
+    rows = ["| profile | what it is for | " + " | ".join(f"`{k}`" for k in keys) + " |",
+            "|---|---|" + "---|" * len(keys)]
+    for p in PROFILES.values():
+        vals = p.values()
+        cells = [", ".join(vals[k]) if isinstance(vals[k], list) else f"{vals[k]:,}" if isinstance(vals[k], int)
+                 else str(vals[k]) for k in keys]
+        rows.append(f"| **{p.name}** | {p.description} | " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def api_markdown() -> str:
+    """One autodoc section per module of twotower_lib (found from the files, without importing)."""
+    package = Path(__file__).resolve().parent
+    names = sorted(".".join(("twotower_lib", *p.relative_to(package).with_suffix("").parts)).removesuffix(".__init__")
+                   for p in package.rglob("*.py") if p.name != "__main__.py")
+    return "\n".join(f"## `{name}`\n\n```{{eval-rst}}\n.. automodule:: {name}\n```\n" for name in names)
+
+
+def fill_placeholders(text: str, card: dict) -> str:
+    parts = {"PROFILES": profiles_markdown, "SCORECARD": lambda: scorecard.to_markdown(card), "API": api_markdown}
+    return _PLACEHOLDER.sub(lambda m: parts[m.group(1)](), text)
+
+
+# ---------------------------------------------------------------------- assembling and building
+
+
+def check_executed(path: Path, section: str) -> None:
+    """A notebook that raised must not become a chapter."""
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                raise UserError(f"the executed notebook of {section} ({path}) contains an error "
+                                f"({out.get('ename')}: {out.get('evalue')}); re-run it with "
+                                f"`python -m twotower_lib run {section}` and fix what fails")
+
+
+def assemble(pipe: Pipeline, stage: Path) -> list[str]:
+    """Put the book's sources for `pipe`'s profile in `stage`; return the chapters' section names."""
+    chapters = []
+    for s in pipe.available():
+        executed = pipe.executed(s)
+        if not executed.exists():
+            raise UserError(f"section {s.name} has not been run at profile {pipe.profile.name!r} "
+                            f"(no {executed}). Run it first:  python -m twotower_lib run --profile "
+                            f"{pipe.profile.name}" + (f" --runs-dir {pipe.root.parent}" if pipe.root.parent != runs_root() else ""))
+        check_executed(executed, s.name)
+        _sync(executed.read_bytes(), stage / "notebooks" / f"{s.name}.ipynb")
+        chapters.append(s.name)
+    card = scorecard.build(pipe.root, pipe.sections, {s.name for s in pipe.available()})
+    from twotower_lib.artifacts import atomic_write_json
+
+    atomic_write_json(pipe.root / "scorecard.json", card)
+    for name in ("_config.yml", "_toc.yml"):
+        _sync((PROJECT_ROOT / name).read_bytes(), stage / name)
+    for src in sorted(PAGES_DIR.rglob("*")):
+        if src.is_file():
+            data = src.read_bytes()
+            if src.suffix == ".md":
+                data = fill_placeholders(data.decode("utf-8"), card).encode("utf-8")
+            _sync(data, stage / "book" / src.relative_to(PAGES_DIR))
+    charts.write_bundle(stage / "_static")
+    return chapters
+
+
+def jupyter_book_command() -> list[str]:
+    exe = Path(sys.executable).parent / "jupyter-book"
+    if exe.exists():
+        return [str(exe)]
+    found = shutil.which("jupyter-book")
+    if not found:
+        raise MissingDependencyError("building the book needs jupyter-book 1.x: pip install 'twotower_lib[book]'")
+    return [found]
+
+
+def build(pipe: Pipeline, build_root: Path = PROJECT_ROOT) -> Path:
+    """Assemble and build the book into `build_root/_build/html`; return that directory."""
+    stage = build_root / "_build" / "src"
+    chapters = assemble(pipe, stage)
+    cmd = [*jupyter_book_command(), "build", str(stage), "--path-output", str(build_root),
+           "-W", "-n", "--keep-going"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        log = build_root / "_build" / "build.log"
+        log.write_text(proc.stdout + proc.stderr, encoding="utf-8")
+        problems = [line for line in (proc.stdout + proc.stderr).splitlines()
+                    if "WARNING" in line or "ERROR" in line or "Error" in line][:20]
+        raise UserError("the book build failed (warnings are errors):\n  " + "\n  ".join(problems or ["(see log)"])
+                        + f"\nFull log: {log}")
+    html = build_root / "_build" / "html"
+    if not (html / "index.html").exists():
+        raise UserError(f"jupyter-book reported success but wrote no {html / 'index.html'}")
+    print(f"book: {len(chapters)} chapter(s) from runs of profile {pipe.profile.name!r}: {', '.join(chapters)}")
+    return html
+
+
+def tree_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+# ---------------------------------------------------------------------- Sphinx extension
+
+
+def _docstring_as_rst(app, what, name, obj, options, lines: list[str]) -> None:
+    """Make a Markdown-flavoured docstring safe for reStructuredText.
+
+    The library's docstrings are written to be read in the source (`code` in single backticks,
+    lists without blank lines around them). Single backticks become literals; if the result still
+    does not parse cleanly as reStructuredText, the docstring is shown verbatim as a literal block
+    rather than breaking the warnings-as-errors build.
+    """
+    import io
+
+    import docutils.core
+
+    text = re.sub(r"(?<![`:\w])`([^`\n]+)`(?![`_\w])", r"``\1``", "\n".join(lines))
+    problems = io.StringIO()
+    try:
+        docutils.core.publish_doctree(text, settings_overrides={
+            "report_level": 2, "halt_level": 5, "warning_stream": problems})  # 2: warnings and worse
+        clean = not problems.getvalue()
+    except Exception:  # docutils may raise on pathological input; the fallback is always safe
+        clean = False
+    if clean:
+        lines[:] = text.split("\n")
+    else:
+        lines[:] = ["::", ""] + [f"    {line}" for line in lines] + [""]
+
+
+def _drop_duplicate_scripts(app, pagename, templatename, context, doctree) -> None:
+    """Under jupyter-book 1.x, sphinx-thebe adds its inline configuration twice (with filename None
+    and ""); the second `const THEBE_JS_URL = ...` is a SyntaxError on every page. Keep each once."""
+    seen, unique = set(), []
+    for js in context.get("script_files", []):
+        key = (getattr(js, "filename", str(js)) or "", repr(sorted(getattr(js, "attributes", {}).items())))
+        if key not in seen:
+            seen.add(key)
+            unique.append(js)
+    context["script_files"] = unique
+
+
+def setup(app) -> dict:
+    """Sphinx entry point (listed in _config.yml): docstring clean-up for autodoc, script de-duplication."""
+    app.connect("autodoc-process-docstring", _docstring_as_rst)
+    app.connect("html-page-context", _drop_duplicate_scripts)
+    return {"parallel_read_safe": True}
+
+
+# ---------------------------------------------------------------------- CLI
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", default=DEFAULT_PROFILE, choices=list(PROFILES),
+                   help=f"whose executed notebooks become the chapters (default {DEFAULT_PROFILE})")
+    p.add_argument("--runs-dir", default=None, help="where runs/<profile>/ lives (default $TWOTOWER_RUNS or ./runs)")
+    p.add_argument("--out", type=Path, default=PROJECT_ROOT,
+                   help="the book goes to OUT/_build/html (default: the repository root)")
+
+
+def main(args: argparse.Namespace) -> int:
+    t0 = time.time()
+    html = build(make_pipeline(args.profile, runs_dir=args.runs_dir), Path(args.out).resolve())
+    print(f"built {html} ({tree_size(html) / 1e6:.1f} MB) in {time.time() - t0:.1f} s; "
+          f"view it with: python -m http.server --directory {html} 8000")
+    return 0

@@ -1,0 +1,220 @@
+"""Altair chart builders for the book, and a renderer that works with no network.
+
+Altair's default HTML loads vega from a CDN, so charts are blank offline. `enable()` installs a
+renderer whose output carries, per chart:
+- `text/html`: a module script that imports the vega bundle shipped with the book
+  (`_static/vega/`, written by `write_bundle`) and draws the interactive chart (tooltips,
+  zoom/pan); it sits over a static PNG, which stays visible where the bundle is absent
+  (e.g. in Jupyter) and is what gets printed;
+- `image/png`: the same static image, which Sphinx's LaTeX/PDF builders pick.
+Nothing is fetched from the network, by the book or by the static export (vl-convert).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+# The vega-lite version altair writes specs for; the bundle is built for the same one.
+VL_VERSION = alt.SCHEMA_VERSION.lstrip("v").rsplit(".", 1)[0]          # e.g. "6.4"
+BUNDLE_NAME = f"vega-bundle-vl{VL_VERSION}.mjs"                       # .mjs: jupyter-book auto-loads every .js
+LEGEND_BELOW = alt.Legend(orient="bottom", columns=4)  # keeps wide charts inside the page column
+TOOLTIP_TOKEN = [alt.Tooltip("token:N", title="token"), alt.Tooltip("frequency:Q", title="frequency", format=",")]
+WIDTH = 520  # with axis labels and the actions menu, fits the content column of sphinx-book-theme
+
+
+# ---------------------------------------------------------------------- offline rendering
+
+
+def write_bundle(static_dir: str | Path) -> Path:
+    """Write the vega + vega-lite + vega-embed bundle to `static_dir/vega/` (once; ~0.9 MB)."""
+    import vl_convert as vlc
+
+    path = Path(static_dir) / "vega" / BUNDLE_NAME
+    if not path.exists():
+        from twotower_lib.artifacts import atomic_write_text
+
+        atomic_write_text(path, vlc.javascript_bundle(vl_version=VL_VERSION))
+    return path
+
+
+def static_png(spec: dict[str, Any], scale: float = 1.5) -> bytes:
+    """The chart as a PNG, rendered locally by vl-convert (for print and PDF)."""
+    import vl_convert as vlc
+
+    return vlc.vegalite_to_png(spec, scale=scale, vl_version=VL_VERSION)
+
+
+_HTML = """<figure class="tt-chart" id="{id}" style="margin:0 0 1em 0">
+<div class="tt-live"></div>
+<img class="tt-static" alt="{alt}" src="data:image/png;base64,{png}" style="max-width:100%">
+<style>@media print {{ #{id} .tt-live {{ display:none }} #{id} .tt-static {{ display:block !important }} }}</style>
+<script type="module">
+const fig = document.getElementById("{id}");
+// In the built book the bundle sits next to Sphinx's documentation_options.js; elsewhere keep the PNG.
+const docs = document.querySelector('script[src*="_static/documentation_options.js"]');
+if (docs) {{
+  await import(new URL("vega/{bundle}", docs.src).href);
+  await window.vegaEmbed(fig.querySelector(".tt-live"), {spec},
+                         {{actions: {{export: true, source: false, compiled: false, editor: false}}}});
+  fig.querySelector(".tt-static").style.display = "none";
+  fig.dataset.rendered = "true";
+}}
+</script>
+</figure>"""
+
+
+def mimebundle(spec: dict[str, Any]) -> dict[str, Any]:
+    """Interactive offline HTML + static PNG for one vega-lite spec."""
+    png = static_png(spec)
+    title = spec.get("title")
+    title = title.get("text") if isinstance(title, dict) else title
+    spec_js = json.dumps(spec, separators=(",", ":")).replace("</", "<\\/")  # never close the script early
+    return {
+        "text/html": _HTML.format(id=f"tt-{uuid.uuid4().hex[:12]}", alt=html.escape(str(title or "chart")),
+                                  png=base64.b64encode(png).decode(), spec=spec_js, bundle=BUNDLE_NAME),
+        "image/png": base64.b64encode(png).decode(),
+        "text/plain": f"<chart: {title or 'untitled'}>",
+    }
+
+
+def _renderer(spec: dict[str, Any], **_: Any) -> dict[str, Any]:
+    return mimebundle(spec)
+
+
+def enable() -> None:
+    """Make every altair chart displayed in this kernel render offline (call once per notebook)."""
+    alt.renderers.register("twotower", _renderer)
+    alt.renderers.enable("twotower")
+    alt.data_transformers.disable_max_rows()  # 5000 tokens x 5 cases exceeds altair's default guard
+
+
+# ---------------------------------------------------------------------- builders
+
+
+def frequency_chart(counts: pd.DataFrame, title: str = "Token frequency by rank") -> alt.Chart:
+    """Zipf plot: log count against log rank. `counts` has columns token, frequency (sorted or not)."""
+    df = counts.sort_values("frequency", ascending=False).reset_index(drop=True)
+    df = df[df["frequency"] > 0].assign(rank=lambda d: d.index + 1)
+    return alt.Chart(df, title=title, width=WIDTH, height=320).mark_line(point=alt.OverlayMarkDef(size=12)).encode(
+        x=alt.X("rank:Q", scale=alt.Scale(type="log"), title="frequency rank"),
+        y=alt.Y("frequency:Q", scale=alt.Scale(type="log"), title="count in the training split"),
+        tooltip=[alt.Tooltip("rank:Q"), *TOOLTIP_TOKEN],
+    ).interactive()
+
+
+def score_lines(scores: pd.DataFrame, reference: str, title: str = "Preference score per token") -> alt.Chart:
+    """Fig. 3: each case's preference score, tokens ordered by `reference`'s score (descending).
+
+    `scores`: long table with columns token, frequency, case, score.
+    """
+    ref = scores[scores["case"] == reference].sort_values("score", ascending=False)
+    if ref.empty:
+        raise ValueError(f"reference case {reference!r} is not among {sorted(scores['case'].unique())}")
+    order = {tok: i for i, tok in enumerate(ref["token"])}
+    df = scores.assign(index=scores["token"].map(order)).dropna(subset=["index"])
+    return alt.Chart(df, title=title, width=WIDTH, height=340).mark_line(strokeWidth=1, opacity=0.8).encode(
+        x=alt.X("index:Q", title=f"token (ordered by {reference}'s score)"),
+        y=alt.Y("score:Q", title="preference score s"),
+        color=alt.Color("case:N", legend=LEGEND_BELOW),
+        tooltip=[*TOOLTIP_TOKEN, alt.Tooltip("case:N"), alt.Tooltip("score:Q", format=".3f")],
+    ).interactive()
+
+
+def correlation_heatmap(matrix: pd.DataFrame, title: str = "Pair-wise correlation of preference scores") -> alt.Chart:
+    """Table 2 / Table 4 as a heatmap; `matrix` is square with case names as index and columns."""
+    df = matrix.rename_axis(index="row", columns="column").stack().rename("r").reset_index()
+    order = list(matrix.index)
+    base = alt.Chart(df, title=title, width=60 * len(order), height=60 * len(order)).encode(
+        x=alt.X("column:N", sort=order, title=None), y=alt.Y("row:N", sort=order, title=None))
+    cells = base.mark_rect().encode(
+        color=alt.Color("r:Q", scale=alt.Scale(domain=[-1, 1], scheme="redblue", reverse=True)),
+        tooltip=["row:N", "column:N", alt.Tooltip("r:Q", format=".2f")])
+    text = base.mark_text().encode(text=alt.Text("r:Q", format=".2f"))
+    return cells + text
+
+
+def score_distributions(scores: pd.DataFrame, groups: list[str], title: str = "Preference score by group") -> alt.Chart:
+    """Fig. 4: normalised histogram of scores per group (e.g. POS tag), one panel per case.
+
+    `scores`: columns token, frequency, case, group, score; only rows whose group is in `groups`.
+    """
+    df = scores[scores["group"].isin(groups)]
+    return alt.Chart(df, title=title, width=220, height=180).transform_density(
+        "score", groupby=["case", "group"], as_=["score", "density"],
+    ).mark_line().encode(
+        x=alt.X("score:Q", title="preference score s"),
+        y=alt.Y("density:Q", title="normalised distribution"),
+        color=alt.Color("group:N", sort=groups),
+        tooltip=["group:N", alt.Tooltip("score:Q", format=".2f"), alt.Tooltip("density:Q", format=".3f")],
+    ).facet(column=alt.Column("case:N", title=None))
+
+
+def score_vs_rank(scores: pd.DataFrame, title: str = "Preference score against frequency rank") -> alt.Chart:
+    """Fig. 8: score against the token's frequency rank, one colour per case (scatter, zoomable)."""
+    df = scores.assign(rank=scores.groupby("case")["frequency"].rank(ascending=False, method="first"))
+    return alt.Chart(df, title=title, width=WIDTH, height=340).mark_circle(size=10, opacity=0.5).encode(
+        x=alt.X("rank:Q", title="frequency rank"),
+        y=alt.Y("score:Q", title="preference score s"),
+        color=alt.Color("case:N", legend=LEGEND_BELOW),
+        tooltip=[*TOOLTIP_TOKEN, "case:N", alt.Tooltip("score:Q", format=".3f")],
+    ).interactive()
+
+
+def curve_with_band(df: pd.DataFrame, x: str, y: str, lo: str, hi: str, series: str,
+                    title: str, x_title: str, y_title: str, log_x: bool = False) -> alt.Chart:
+    """A line per `series` with its confidence band, e.g. cross-seed r against tokens seen."""
+    xs = alt.X(f"{x}:Q", title=x_title, scale=alt.Scale(type="log") if log_x else alt.Scale())
+    base = alt.Chart(df, title=title, width=WIDTH, height=320)
+    color = alt.Color(f"{series}:N", legend=LEGEND_BELOW)
+    band = base.mark_area(opacity=0.2).encode(x=xs, y=alt.Y(f"{lo}:Q", title=y_title), y2=f"{hi}:Q", color=color)
+    line = base.mark_line(point=True).encode(
+        x=xs, y=f"{y}:Q", color=color,
+        tooltip=[f"{series}:N", alt.Tooltip(f"{x}:Q", format=","), alt.Tooltip(f"{y}:Q", format=".3f"),
+                 alt.Tooltip(f"{lo}:Q", format=".3f"), alt.Tooltip(f"{hi}:Q", format=".3f")])
+    return (band + line).interactive()
+
+
+def training_curves(log: pd.DataFrame, title: str = "Loss during cooperative training") -> alt.Chart:
+    """Training loss (line) and validation loss (points) against tokens seen, one colour per case.
+
+    `log`: columns case, tokens, loss and (on evaluation steps) val_loss, as in training log.jsonl.
+    """
+    base = alt.Chart(log, title=title, width=WIDTH, height=300).encode(
+        x=alt.X("tokens:Q", title="tokens seen"), color=alt.Color("case:N", legend=LEGEND_BELOW))
+    train = base.mark_line(opacity=0.6).encode(
+        y=alt.Y("loss:Q", title="cross-entropy (nats per token)", scale=alt.Scale(zero=False)),
+        tooltip=["case:N", alt.Tooltip("tokens:Q", format=","), alt.Tooltip("loss:Q", format=".3f")])
+    valid = base.transform_filter("isValid(datum.val_loss)").mark_point(filled=True, size=40).encode(
+        y="val_loss:Q", tooltip=["case:N", alt.Tooltip("tokens:Q", format=","), alt.Tooltip("val_loss:Q", format=".3f")])
+    return (train + valid).interactive()
+
+
+def tower_scatter(table: pd.DataFrame, title: str = "Each token's mean probability under each tower") -> alt.Chart:
+    """Eq. 4 as a picture: log p̄ of the primary against the secondary tower, one point per token.
+
+    Tokens above the diagonal prefer the primary tower (s > 0). `table`: a preference table
+    (columns token, train_count, count, p1_mean, p2_mean, score); tokens never scored are dropped.
+    """
+    df = table[table["count"] > 0].assign(frequency=lambda d: d["train_count"],
+                                          log_p1=lambda d: np.log10(d["p1_mean"]),
+                                          log_p2=lambda d: np.log10(d["p2_mean"]))
+    points = alt.Chart(df, title=title, width=380, height=380).mark_circle(size=14, opacity=0.5).encode(
+        x=alt.X("log_p2:Q", title="log10 p̄ secondary tower", scale=alt.Scale(zero=False)),
+        y=alt.Y("log_p1:Q", title="log10 p̄ primary tower", scale=alt.Scale(zero=False)),
+        color=alt.Color("score:Q", scale=alt.Scale(scheme="redblue", domainMid=0), title="s"),
+        tooltip=[*TOOLTIP_TOKEN, alt.Tooltip("count:Q", title="validation count"), alt.Tooltip("score:Q", format=".3f")],
+    )
+    lo = float(min(df["log_p1"].min(), df["log_p2"].min()))
+    hi = float(max(df["log_p1"].max(), df["log_p2"].max()))
+    diagonal = alt.Chart(pd.DataFrame({"x": [lo, hi], "y": [lo, hi]})).mark_line(color="gray", strokeDash=[4, 4]).encode(
+        x=alt.X("x:Q", scale=alt.Scale(zero=False)), y=alt.Y("y:Q", scale=alt.Scale(zero=False)))
+    return (points + diagonal).interactive()

@@ -1,0 +1,522 @@
+"""The book's sections in order, run with papermill, re-run only when something they read changed.
+
+Each section is a jupytext percent-format notebook `notebooks/<name>.py`. `run` converts it in
+memory, executes it with papermill and writes the executed copy to
+`runs/<profile>/notebooks/<name>.ipynb` (never into a jupytext-paired file, so the source stays
+clean). A section re-runs only when its parameters, its source or an upstream section's output
+changed; each run leaves a record in `runs/<profile>/.pipeline/<name>.json` saying what it read.
+
+Inside a notebook, `open_section(name, globals())` validates the parameters cell (an unknown
+name or a bad value fails at the top), resolves the profile, and checks that the upstream
+sections' outputs exist (if not, it names the command that produces them). The helpers after it
+(`load_data`, `train_cases`, `probe_cases`, `load_scores`, `correlations`, ...) are how sections
+find each other's outputs by configuration, so notebooks never type a path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from twotower_lib.artifacts import atomic_write_json, provenance, read_json, sha256_file, sha256_json
+from twotower_lib.errors import UserError
+from twotower_lib.profiles import DEFAULT_PROFILE, OVERRIDABLE, PROFILES, Profile, get_profile, profile_dir
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS_DIR = PROJECT_ROOT / "notebooks"
+# Parameters every section notebook has besides the profile fields it reads.
+COMMON_PARAMETERS = ("profile", "runs_dir")
+
+
+@dataclass(frozen=True)
+class Section:
+    """One chapter of the book: a notebook, the profile fields it reads, the sections it reads from."""
+
+    name: str                          # notebook stem; the number gives the order
+    title: str
+    output: str                        # its output directory under runs/<profile>/
+    parameters: tuple[str, ...]        # profile fields it reads (overridable with -p)
+    upstream: tuple[str, ...] = ()     # every section whose output it reads (re-runs when one changes)
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section("00_data", "Data", "data", ("corpus", "vocab_size", "seq_len", "data_seed", "doc_words", "valid_fraction")),
+    Section("01_training", "Cooperative training", "training",
+            ("cases", "train_tokens", "precision", "micro_batch", "launcher", "num_gpus"), ("00_data",)),
+    Section("02_probing", "Probing and preference scores", "probing", ("cases", "probe_tokens"), ("00_data", "01_training")),
+    Section("03_correlations", "Correlation of preference scores", "correlations",
+            ("cases", "top_n", "bootstrap", "controls"), ("00_data", "01_training", "02_probing")),
+    Section("04_pos", "Part-of-speech preference", "pos", ("cases", "top_n"), ("00_data", "02_probing")),
+    Section("05_ica", "ICA word groups", "ica", ("cases", "ica_dim"), ("00_data", "01_training", "02_probing")),
+    Section("06_frequency", "Preference and word frequency", "frequency", ("cases", "top_n", "bootstrap"), ("00_data", "02_probing")),
+)
+
+
+def find_section(name: str, sections: tuple[Section, ...] = SECTIONS) -> Section:
+    for s in sections:
+        if s.name == name or s.name.split("_", 1)[1] == name:
+            return s
+    raise UserError(f"unknown section {name!r}; the sections are: {', '.join(s.name for s in sections)}")
+
+
+def run_command(section: str, profile: str, overrides: dict[str, Any] | None = None) -> str:
+    """The shell command that runs `section` (and whatever it needs) at `profile`."""
+    ps = "".join(f" -p {k} {_to_text(v)}" for k, v in (overrides or {}).items())
+    return f"python -m twotower_lib run {section} --profile {profile}{ps}"
+
+
+def _to_text(v: Any) -> str:
+    return ",".join(map(str, v)) if isinstance(v, (tuple, list)) else str(v)
+
+
+# ---------------------------------------------------------------------- inside a notebook
+
+
+@dataclass
+class SectionContext:
+    """What a running notebook knows: its section, the resolved profile, where outputs go."""
+
+    section: Section
+    profile: Profile
+    root: Path                                   # runs/<profile>/
+    overrides: dict[str, Any] = field(default_factory=dict)
+    sections: tuple[Section, ...] = SECTIONS
+
+    @property
+    def out(self) -> Path:
+        """This section's output directory (created on first use)."""
+        d = self.root / self.section.output
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The resolved values of the profile fields this section reads."""
+        values = self.profile.values()
+        return {k: values[k] for k in self.section.parameters}
+
+    def input_dir(self, upstream: str) -> Path:
+        """The output directory of an upstream section; UserError naming the command if it is missing."""
+        if upstream not in self.section.upstream:
+            raise UserError(f"section {self.section.name} does not declare {upstream} as an input "
+                            f"(its inputs: {list(self.section.upstream) or 'none'})")
+        up = find_section(upstream, self.sections)
+        d = self.root / up.output
+        if not (d / "section.json").exists():
+            ups = {k: v for k, v in self.overrides.items() if k in up.parameters}
+            raise UserError(f"section {self.section.name} needs the output of section {up.name} ({up.title}) "
+                            f"at {d}, which has not been produced at profile {self.profile.name!r}. "
+                            f"Produce it with:  {run_command(up.name, self.profile.name, ups)}")
+        return d
+
+    def finish(self, **summary: Any) -> Path:
+        """Mark the section's output complete; downstream sections look for this file."""
+        return atomic_write_json(self.out / "section.json", {
+            "section": self.section.name, "profile": self.profile.name,
+            "parameters": self.parameters, "summary": summary})
+
+
+def _notebook_variables(namespace: dict[str, Any]) -> dict[str, Any]:
+    """The plain-data variables a notebook defined so far (its parameters), without IPython's own."""
+    hidden: set[str] = set()
+    ip = namespace.get("get_ipython")
+    if callable(ip) and ip() is not None:
+        hidden = set(ip().user_ns_hidden)
+    return {k: v for k, v in namespace.items()
+            if not k.startswith("_") and k not in hidden and not isinstance(v, types.ModuleType) and not callable(v)}
+
+
+def open_section(name: str, namespace: dict[str, Any], sections: tuple[Section, ...] = SECTIONS) -> SectionContext:
+    """Validate a notebook's parameters and return its context. Call right after the parameters cell."""
+    section = find_section(name, sections)
+    params = _notebook_variables(namespace)
+    allowed = COMMON_PARAMETERS + section.parameters
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise UserError(f"unknown parameter(s) {unknown} for section {section.name}; its parameters are: "
+                        f"{', '.join(allowed)}. Check the spelling of `-p NAME VALUE`.")
+    profile = get_profile(params.get("profile") or DEFAULT_PROFILE)
+    overrides = {k: v for k, v in params.items() if k in section.parameters and v is not None}
+    profile = profile.with_overrides(overrides, where=f"parameter of notebook {section.name}")
+    ctx = SectionContext(section, profile, profile_dir(profile.name, params.get("runs_dir")),
+                         {k: getattr(profile, k) for k in overrides}, sections)
+    for up in section.upstream:
+        ctx.input_dir(up)
+    return ctx
+
+
+def load_data(ctx: SectionContext):
+    """The prepared data of 00_data, for any section that declares it as input."""
+    from twotower_lib.data import load_prepared
+
+    return load_prepared(ctx.input_dir("00_data") / "prepared")
+
+
+# ---------------------------------------------------------------------- what sections share
+
+
+def case_name(model: str, seed: int) -> str:
+    """Directory and label of one case, e.g. "bert-large-s2"."""
+    return f"{model}-s{seed}"
+
+
+def train_cases(ctx: SectionContext, data) -> pd.DataFrame:
+    """Train every case of the profile into 01_training's output; return one summary row per case.
+
+    A finished run with the same setup is kept; a longer budget resumes it; a run with another
+    setup (model, seed, batch, precision or data changed, or a shorter budget) is trained again.
+    """
+    import shutil
+
+    import pandas as pd
+
+    from twotower_lib.train import train
+
+    rows = []
+    for model, seed in ctx.profile.case_list():
+        out = ctx.out / case_name(model, seed)
+        tcfg = ctx.profile.train_config(model, seed, data.path)
+        if (out / "config.json").exists():
+            old = read_json(out / "config.json")
+            setup = ("model", "preset", "seed", "towers", "micro_batch", "grad_accum", "precision")
+            steps = read_json(out / "manifest.json")["steps"] if (out / "manifest.json").exists() else 0
+            if (old["data"]["data_hash"] != data.data_hash or steps > tcfg.max_steps
+                    or any(old["train"][k] != getattr(tcfg, k) for k in setup)):
+                shutil.rmtree(out)
+        if not ((out / "manifest.json").exists() and read_json(out / "manifest.json")["steps"] == tcfg.max_steps):
+            if ctx.profile.launcher == "deepspeed":
+                _deepspeed_train(ctx, tcfg, out)
+            else:
+                train(tcfg, data, out, resume=(out / "config.json").exists())
+        m = read_json(out / "manifest.json")
+        log = training_log(ctx, [(model, seed)])
+        rows.append({"case": case_name(model, seed), "model": model, "preset": tcfg.preset, "seed": seed,
+                     "steps": m["steps"], "tokens seen": m["tokens_seen"], "minutes": round(m["wall_time_s"] / 60, 2),
+                     "precision": m["precision"], "final val loss": log["val_loss"].dropna().iloc[-1]})
+    return pd.DataFrame(rows).set_index("case")
+
+
+def _deepspeed_train(ctx: SectionContext, tcfg, out: Path) -> None:
+    """Multi-GPU training through the DeepSpeed launcher (one process per GPU), as the paper did."""
+    import subprocess
+
+    cmd = ["deepspeed", f"--num_gpus={ctx.profile.num_gpus}", "--module", "twotower_lib", "train",
+           "--model", tcfg.model, "--preset", tcfg.preset, "--seed", str(tcfg.seed), "--towers", str(tcfg.towers),
+           "--max-steps", str(tcfg.max_steps), "--micro-batch", str(tcfg.micro_batch), "--grad-accum", "1",
+           "--data", str(tcfg.data), "--out", str(out)] + (["--resume"] if (out / "config.json").exists() else [])
+    if subprocess.run(cmd).returncode != 0:
+        raise UserError(f"DeepSpeed training of {out.name} failed; the command was: {' '.join(cmd)}")
+
+
+def training_log(ctx: SectionContext, cases: list[tuple[str, int]] | None = None) -> pd.DataFrame:
+    """The logged training and validation loss of each case against tokens seen (long table)."""
+    import json
+
+    import pandas as pd
+
+    frames = []
+    for model, seed in cases or ctx.profile.case_list():
+        run = ctx.root / find_section("01_training", ctx.sections).output / case_name(model, seed)
+        with open(run / "log.jsonl", encoding="utf-8") as f:
+            records = [r for r in map(json.loads, f) if "tokens" in r]
+        frames.append(pd.DataFrame(records).assign(case=case_name(model, seed)))
+    return pd.concat(frames, ignore_index=True)
+
+
+def probe_cases(ctx: SectionContext) -> pd.DataFrame:
+    """Probe every trained case into 02_probing's output; return one summary row per case."""
+    import pandas as pd
+
+    from twotower_lib.preference import load_artifact
+    from twotower_lib.probe import probe_run
+
+    training = ctx.input_dir("01_training")
+    data_dir = ctx.input_dir("00_data") / "prepared"
+    rows = []
+    for model, seed in ctx.profile.case_list():
+        name = case_name(model, seed)
+        if not (training / name / "model.safetensors").exists():
+            raise UserError(f"case {name} has no trained model in {training}; train it with:  "
+                            f"{run_command('01_training', ctx.profile.name)}")
+        m = load_artifact(probe_run(training / name, ctx.profile.probe_config(), data_dir=data_dir,
+                                    out=ctx.out / name)).manifest
+        rows.append({"case": name, "primary tower": m["ordering"]["primary_tower"],
+                     "mean p (primary)": max(m["ordering"]["mean_p"]), "mean p (secondary)": min(m["ordering"]["mean_p"]),
+                     **{f"val loss, {k}": v for k, v in m["val_loss"].items()},
+                     "tokens scored": m["scored_tokens"]})
+    return pd.DataFrame(rows).set_index("case")
+
+
+def correlations(ctx: SectionContext, scores: dict) -> pd.DataFrame:
+    """Table 2 as a long table: every pair of `scores` over the profile's top_n most frequent tokens,
+    with a bootstrap 95% CI over validation documents and a permutation p-value."""
+    from twotower_lib.analysis.correlation import CorrelationConfig, pairwise_correlations
+
+    cfg = CorrelationConfig(n=ctx.profile.top_n, n_boot=ctx.profile.bootstrap, n_permutations=1000, progress=False)
+    return pairwise_correlations({k: r.table for k, r in scores.items()}, load_data(ctx).counts, cfg,
+                                 doc_stats={k: r.doc_stats for k, r in scores.items()})
+
+
+def same_config_pairs(ctx: SectionContext) -> list[tuple[str, str]]:
+    """Pairs of cases that differ only in the seed (the paper's Bert-large run 1 and run 2)."""
+    from itertools import combinations
+
+    by_model: dict[str, list[str]] = {}
+    for model, seed in ctx.profile.case_list():
+        by_model.setdefault(model, []).append(case_name(model, seed))
+    return [pair for names in by_model.values() for pair in combinations(names, 2)]
+
+
+def untrained_control(ctx: SectionContext) -> pd.DataFrame:
+    """Control: the same-configuration pairs probed at initialisation (their snapshot at 0 tokens),
+    correlated like the trained pairs. Any pattern here comes from the data, not from training."""
+    import pandas as pd
+
+    from twotower_lib.preference import load_artifact
+    from twotower_lib.probe import probe_run
+
+    training, rows = ctx.input_dir("01_training"), []
+    for a, b in same_config_pairs(ctx):
+        results = {f"{name} (untrained)": load_artifact(probe_run(
+            training / name, ctx.profile.probe_config(), snapshot=0, data_dir=ctx.input_dir("00_data") / "prepared",
+            out=ctx.out / "untrained" / name, show=False)) for name in (a, b)}
+        rows.append(correlations(ctx, results))
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["a", "b", "r", "ci_low", "ci_high"])
+
+
+def load_scores(ctx: SectionContext) -> dict:
+    """The preference artifact of every case, by case name (for the analysis sections)."""
+    from twotower_lib.preference import check_same_vocabulary, load_artifact
+
+    probing = ctx.out if ctx.section.name == "02_probing" else ctx.input_dir("02_probing")
+    results = {case_name(m, s): load_artifact(probing / case_name(m, s)) for m, s in ctx.profile.case_list()}
+    check_same_vocabulary(list(results.values()))
+    return results
+
+
+# ---------------------------------------------------------------------- staleness
+
+
+class _Hashes:
+    """sha256 of files, remembered by (size, mtime) so a warm check does not re-read checkpoints."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            self.known: dict[str, list] = read_json(path)
+        except (FileNotFoundError, ValueError):
+            self.known = {}
+        self.changed = False
+
+    def file(self, p: Path) -> str:
+        st = p.stat()
+        key = str(p)
+        hit = self.known.get(key)
+        if hit and hit[0] == st.st_size and hit[1] == st.st_mtime_ns:
+            return hit[2]
+        digest = sha256_file(p)
+        self.known[key] = [st.st_size, st.st_mtime_ns, digest]
+        self.changed = True
+        return digest
+
+    def directory(self, d: Path) -> str | None:
+        """Fingerprint of every non-hidden file under `d`; None if `d` has no completed output."""
+        if not (d / "section.json").exists():
+            return None
+        files = [p for p in sorted(d.rglob("*")) if p.is_file()
+                 and not any(part.startswith(".") for part in p.relative_to(d).parts)]
+        return sha256_json([[p.relative_to(d).as_posix(), self.file(p)] for p in files])
+
+    def save(self) -> None:
+        if self.changed:
+            atomic_write_json(self.path, self.known)
+
+
+@dataclass
+class Pipeline:
+    """The sections of one profile: where their sources, outputs and records are."""
+
+    profile: Profile
+    root: Path                                   # runs/<profile>/
+    overrides: dict[str, Any] = field(default_factory=dict)
+    notebooks_dir: Path = NOTEBOOKS_DIR
+    sections: tuple[Section, ...] = SECTIONS
+
+    def source(self, s: Section) -> Path:
+        return self.notebooks_dir / f"{s.name}.py"
+
+    def executed(self, s: Section) -> Path:
+        return self.root / "notebooks" / f"{s.name}.ipynb"
+
+    def record_path(self, s: Section) -> Path:
+        return self.root / ".pipeline" / f"{s.name}.json"
+
+    def available(self) -> list[Section]:
+        """Sections whose notebook exists (the others are not written yet)."""
+        return [s for s in self.sections if self.source(s).exists()]
+
+    def plan(self, target: str | None) -> list[Section]:
+        """`target` and every section it depends on, in book order (all available sections if None)."""
+        if target is None:
+            return self.available()
+        wanted: set[str] = set()
+        stack = [find_section(target, self.sections).name]
+        while stack:
+            name = stack.pop()
+            if name not in wanted:
+                wanted.add(name)
+                stack.extend(find_section(name, self.sections).upstream)
+        plan = [s for s in self.sections if s.name in wanted]
+        missing = [s.name for s in plan if not self.source(s).exists()]
+        if missing:
+            raise UserError(f"section(s) {missing} have no notebook yet ({self.notebooks_dir}/<name>.py); "
+                            f"{target} cannot run before they exist")
+        return plan
+
+    def inputs(self, s: Section, hashes: _Hashes) -> dict[str, Any]:
+        """Everything a section's result depends on: its source, its parameters, its inputs' outputs."""
+        values = self.profile.values()
+        return {
+            "source": sha256_file(self.source(s)),
+            "parameters": {k: values[k] for k in s.parameters},
+            "upstream": {u: hashes.directory(self.root / find_section(u, self.sections).output) for u in s.upstream},
+        }
+
+    def why_stale(self, s: Section, hashes: _Hashes) -> str | None:
+        """None if the recorded run is still valid, else the reason to re-run."""
+        try:
+            rec = read_json(self.record_path(s))
+        except FileNotFoundError:
+            return "never ran at this profile"
+        except ValueError:
+            return "its run record is unreadable"
+        now = self.inputs(s, hashes)
+        if rec.get("source") != now["source"]:
+            return f"its source {self.source(s).name} changed"
+        if rec.get("parameters") != now["parameters"]:
+            diff = {k: f"{rec.get('parameters', {}).get(k)!r} -> {v!r}" for k, v in now["parameters"].items()
+                    if rec.get("parameters", {}).get(k) != v}
+            return f"parameters changed: {diff}"
+        if rec.get("upstream") != now["upstream"]:
+            changed = [u for u in now["upstream"] if rec.get("upstream", {}).get(u) != now["upstream"][u]]
+            return f"the output of {', '.join(changed)} changed"
+        if not self.executed(s).exists():
+            return "its executed notebook is missing"
+        if rec.get("output") != hashes.directory(self.root / s.output):
+            return f"its output in {self.root / s.output} was changed or removed"
+        return None
+
+    def execute(self, s: Section, log: Callable[[str], None] = print) -> None:
+        """Run one section's notebook with papermill into runs/<profile>/notebooks/."""
+        import jupytext
+        import papermill as pm
+
+        nb_dir = self.root / "notebooks"
+        nb_dir.mkdir(parents=True, exist_ok=True)
+        source_nb = nb_dir / f".{s.name}.source.ipynb"   # the jupytext conversion, deleted after the run
+        running = nb_dir / f".{s.name}.running.ipynb"
+        failed = nb_dir / f"{s.name}.failed.ipynb"
+        jupytext.write(jupytext.read(self.source(s)), source_nb, fmt="ipynb")
+        params: dict[str, Any] = {"profile": self.profile.name, "runs_dir": str(self.root.parent)}
+        params.update({k: _to_text(v) if isinstance(v, tuple) else v
+                       for k, v in self.overrides.items() if k in s.parameters})
+        # A failed run must not leave a stale "good" result behind.
+        self.record_path(s).unlink(missing_ok=True)
+        self.executed(s).unlink(missing_ok=True)
+        failed.unlink(missing_ok=True)
+        t0 = time.time()
+        try:
+            pm.execute_notebook(str(source_nb), str(running), parameters=params, kernel_name="python3", language="python",
+                                cwd=str(self.notebooks_dir.parent), progress_bar=True, log_output=False)
+        except pm.PapermillExecutionError as e:
+            os.replace(running, failed)
+            raise UserError(f"section {s.name} failed in cell {e.exec_count}: {e.ename}: {e.evalue}\n"
+                            f"The executed notebook with the full traceback is {failed}") from None
+        finally:
+            source_nb.unlink(missing_ok=True)
+        os.replace(running, self.executed(s))
+        hashes = _Hashes(self.root / ".pipeline" / "hashes.json")
+        output = hashes.directory(self.root / s.output)
+        if output is None:
+            raise UserError(f"section {s.name} ran but did not mark its output complete "
+                            f"({self.root / s.output / 'section.json'} is missing): its notebook must end "
+                            "with `ctx.finish(...)`")
+        atomic_write_json(self.record_path(s), {
+            **self.inputs(s, hashes), "section": s.name, "output": output,
+            "notebook": str(self.executed(s)), "seconds": round(time.time() - t0, 1),
+            "provenance": provenance()})
+        hashes.save()
+        log(f"{s.name}: done in {time.time() - t0:.1f} s -> {self.executed(s)}")
+
+    def run(self, target: str | None = None, force: bool = False, log: Callable[[str], None] = print) -> list[str]:
+        """Run what is stale among `target` and its upstream sections; return the names that ran."""
+        plan = self.plan(target)
+        unread = sorted(set(self.overrides) - {p for s in plan for p in s.parameters})
+        if unread:
+            readers = {k: [s.name for s in self.sections if k in s.parameters] for k in unread}
+            raise UserError(f"parameter(s) {unread} are not read by the section(s) being run "
+                            f"({', '.join(s.name for s in plan)}); they belong to {readers}"
+                            + ("" if target is None else ": run that section instead"))
+        ran = []
+        for s in plan:
+            hashes = _Hashes(self.root / ".pipeline" / "hashes.json")
+            reason = "--force" if force else self.why_stale(s, hashes)
+            hashes.save()
+            if reason is None:
+                log(f"{s.name}: up to date (source, parameters and inputs unchanged)")
+                continue
+            log(f"{s.name}: running ({reason})")
+            self.execute(s, log)
+            ran.append(s.name)
+        not_written = [s.name for s in self.sections if s not in self.available()]
+        if target is None and not_written:
+            log(f"not written yet (no notebook): {', '.join(not_written)}")
+        return ran
+
+
+def make_pipeline(profile: str = DEFAULT_PROFILE, overrides: dict[str, Any] | None = None,
+                  runs_dir: str | Path | None = None, **kw: Any) -> Pipeline:
+    """A Pipeline for `profile` with `-p` overrides validated up front (UserError on any bad one)."""
+    prof = get_profile(profile).with_overrides(dict(overrides or {}))
+    return Pipeline(prof, profile_dir(prof.name, runs_dir), {k: getattr(prof, k) for k in (overrides or {})}, **kw)
+
+
+# ---------------------------------------------------------------------- CLI
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("section", nargs="?", default=None,
+                   help="run this section and what it needs (e.g. 00_data or data); default: all")
+    p.add_argument("--profile", default=DEFAULT_PROFILE, choices=list(PROFILES),
+                   help=f"settings bundle (default {DEFAULT_PROFILE}); see twotower_lib.profiles")
+    p.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
+                   help=f"override one profile field for this run; keys: {', '.join(OVERRIDABLE)}")
+    p.add_argument("--runs-dir", default=None, help="where runs/<profile>/ lives (default $TWOTOWER_RUNS or ./runs)")
+    p.add_argument("--force", action="store_true", help="re-run even what is up to date")
+
+
+def main(args: argparse.Namespace) -> int:
+    from twotower_lib import scorecard
+
+    overrides: dict[str, str] = {}
+    for key, value in args.parameter:
+        if key in overrides:
+            raise UserError(f"-p {key} is given twice")
+        overrides[key] = value
+    pipe = make_pipeline(args.profile, overrides, args.runs_dir)
+    t0 = time.time()
+    pipe.run(args.section, force=args.force)
+    path = scorecard.write(pipe.root, pipe.sections, {s.name for s in pipe.available()})
+    print(f"scorecard: {path}")
+    print(f"finished in {time.time() - t0:.1f} s; build the book with: python -m twotower_lib book --profile {args.profile}"
+          + (f" --runs-dir {args.runs_dir}" if args.runs_dir else ""), file=sys.stderr)
+    return 0

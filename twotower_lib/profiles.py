@@ -1,0 +1,251 @@
+"""Named profiles: one name bundles every setting a full run of the book needs.
+
+A profile fixes the data (corpus, vocabulary, block length), the models (which of the paper's
+cases, at which size, with which seeds), the budgets (training and probing tokens) and the
+analysis settings (top-N tokens, bootstrap samples). `python -m twotower_lib run --profile NAME`
+runs every section with it; `-p key value` overrides one field for one run.
+
+All outputs of a profile live under `runs/<profile>/` (`$TWOTOWER_RUNS` moves `runs/`):
+
+    runs/<profile>/
+      data/           prepared corpus (00_data)        training/   checkpoints (01_training)
+      probing/        preference-score tables (02)     correlations/ pos/ ica/ frequency/ (03-06)
+      notebooks/      executed notebooks (papermill)   scorecard.json
+      .pipeline/      what ran with which inputs (staleness records)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from twotower_lib.errors import UserError
+
+DEFAULT_PROFILE = "cpu"
+PRECISIONS = ("fp32", "bf16", "fp16")
+LAUNCHERS = ("python", "deepspeed")
+CONTROLS = ("untrained", "independent", "permutation")
+_RUN_RE = re.compile(r"^(?P<model>[a-z][a-z0-9-]*):(?P<seed>\d+)$")
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """One model of the study: a tower family plus a size preset of `twotower_lib.models.config`."""
+
+    model_type: str                      # "elmo" | "gpt" | "bert"
+    preset: str                          # a name in models.config.PRESETS
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Every setting of a full run. Fields after `description` can be overridden with `-p`."""
+
+    name: str
+    description: str
+    # -- data (00_data)
+    corpus: str = "registry"             # see twotower_lib.data.DataConfig
+    vocab_size: int = 8192
+    seq_len: int = 128
+    data_seed: int = 0
+    doc_words: int = 2000                # long texts are cut into documents of about this many words
+    valid_fraction: float = 0.1          # share of documents held out for validation
+    # -- models and training (01_training). `cases` lists "model:seed"; the paper's five cases are
+    #    elmo:1 gpt:1 bert-base:1 bert-large:1 bert-large:2 (Table 2's rows).
+    cases: tuple[str, ...] = ("elmo:1", "gpt:1", "bert-base:1", "bert-large:1", "bert-large:2")
+    train_tokens: int = 10_000_000       # tokens seen per model (the budget)
+    precision: str = "bf16"
+    micro_batch: int = 32
+    launcher: str = "python"             # "deepspeed": multi-GPU via the DeepSpeed launcher
+    num_gpus: int = 0
+    # -- probing (02_probing)
+    probe_tokens: int = 2_000_000
+    # -- analyses (03-06)
+    top_n: int = 1000                    # N: the most frequent tokens compared (paper: 5000)
+    bootstrap: int = 1000                # bootstrap resamples for confidence intervals
+    controls: tuple[str, ...] = CONTROLS
+    ica_dim: int = 128                   # d of Eq. 5
+    # -- structure (not overridable with -p: change the profile instead)
+    models: dict[str, ModelChoice] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # ------------------------------------------------------------------ validation
+
+    def validate(self) -> None:
+        """Raise UserError naming the first bad field, its value and what is allowed."""
+        def bad(name: str, why: str) -> UserError:
+            return UserError(f"profile {self.name!r}: `{name}` = {getattr(self, name)!r} {why}")
+
+        if not isinstance(self.valid_fraction, float) or not 0.0 < self.valid_fraction < 1.0:
+            raise bad("valid_fraction", "must be a number strictly between 0 and 1")
+        for name in ("vocab_size", "seq_len", "doc_words", "train_tokens", "micro_batch", "probe_tokens", "top_n", "ica_dim"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise bad(name, "must be a positive integer")
+        for name in ("data_seed", "num_gpus", "bootstrap"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise bad(name, "must be a non-negative integer")
+        if self.seq_len < 2:
+            raise bad("seq_len", "must be at least 2")
+        if self.precision not in PRECISIONS:
+            raise bad("precision", f"must be one of {PRECISIONS}")
+        if self.launcher not in LAUNCHERS:
+            raise bad("launcher", f"must be one of {LAUNCHERS}")
+        if self.launcher == "deepspeed" and self.num_gpus < 1:
+            raise bad("num_gpus", "must be >= 1 with launcher 'deepspeed'")
+        unknown = sorted(set(self.controls) - set(CONTROLS))
+        if unknown:
+            raise bad("controls", f"has unknown control(s) {unknown}; choose among {CONTROLS}")
+        if not self.cases:
+            raise bad("cases", "is empty; list at least one model:seed, e.g. gpt:1")
+        for r in self.cases:
+            m = _RUN_RE.match(r)
+            if not m:
+                raise bad("cases", f"has {r!r}, which is not of the form model:seed (e.g. bert-large:2)")
+            if self.models and m["model"] not in self.models:
+                raise bad("cases", f"names model {m['model']!r}; this profile defines {sorted(self.models)}")
+        if len(set(self.cases)) != len(self.cases):
+            raise bad("cases", "lists the same model:seed twice")
+
+    # ------------------------------------------------------------------ views
+
+    def case_list(self) -> list[tuple[str, int]]:
+        """`cases` as (model name, seed) pairs."""
+        return [(m["model"], int(m["seed"])) for m in map(_RUN_RE.match, self.cases)]
+
+    def model_config(self, model: str, **overrides: Any):
+        """The `ModelConfig` of model `model` (e.g. "bert-large") at this profile's sizes."""
+        from twotower_lib.models.config import preset
+
+        choice = self._choice(model)
+        return preset(choice.preset, choice.model_type, seq_len=self.seq_len, **overrides)
+
+    def _choice(self, model: str) -> ModelChoice:
+        if model not in self.models:
+            raise UserError(f"profile {self.name!r} has no model {model!r}; it defines {sorted(self.models)}")
+        return self.models[model]
+
+    def train_config(self, model: str, seed: int, data_dir: str | Path, towers: int = 2):
+        """The `TrainConfig` of one case: the token budget becomes a step count at this micro-batch."""
+        from twotower_lib.train import TrainConfig
+
+        choice = self._choice(model)
+        steps = max(1, -(-self.train_tokens // (self.micro_batch * self.seq_len)))
+        return TrainConfig(model=choice.model_type, preset=choice.preset, seed=seed, towers=towers,
+                           max_steps=steps, micro_batch=self.micro_batch, grad_accum=1,
+                           eval_every_steps=10 * max(1, steps // 100),  # ~10 points on the loss curve (logged every 10)
+                           precision=self.precision if self.precision in ("fp32", "bf16") else "auto",
+                           data=str(data_dir)).validate()
+
+    def probe_config(self):
+        """The `ProbeConfig`: the probing budget becomes a number of training blocks for the heads."""
+        from twotower_lib.probe import ProbeConfig
+
+        return ProbeConfig(train_blocks=max(1, -(-self.probe_tokens // self.seq_len))).validate()
+
+    def data_config(self):
+        """The `DataConfig` the 00_data section prepares."""
+        from twotower_lib.data.config import DataConfig
+
+        return DataConfig(corpus=self.corpus, vocab_size=self.vocab_size, seq_len=self.seq_len,
+                          seed=self.data_seed, valid_fraction=self.valid_fraction, doc_words=self.doc_words)
+
+    def values(self) -> dict[str, Any]:
+        """The overridable fields and their values (JSON-friendly)."""
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()
+                if k in OVERRIDABLE}
+
+    def with_overrides(self, overrides: dict[str, Any], where: str = "-p") -> "Profile":
+        """A copy with `overrides` applied; values may be strings (from the command line or papermill)."""
+        changes = {}
+        for key, raw in overrides.items():
+            if key not in OVERRIDABLE:
+                raise UserError(f"unknown parameter {key!r} ({where}); the parameters are: {', '.join(OVERRIDABLE)}")
+            changes[key] = coerce(key, raw, where)
+        return replace(self, **changes)
+
+
+# Overridable fields in declaration order, with their annotated types ("int", "str", "tuple[str, ...]").
+OVERRIDABLE: dict[str, str] = {
+    f.name: f.type for f in fields(Profile) if f.name not in ("name", "description", "models")
+}
+
+
+def coerce(key: str, raw: Any, where: str = "-p") -> Any:
+    """Convert `raw` (a string from the command line, or a value papermill injected) to `key`'s type."""
+    kind = OVERRIDABLE[key]
+    try:
+        if kind == "int":
+            if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+                raise ValueError
+            return int(raw) if not isinstance(raw, str) else int(raw.replace("_", ""))
+        if kind == "float":
+            if isinstance(raw, bool):
+                raise ValueError
+            return float(raw)
+        if kind == "str":
+            if not isinstance(raw, str) or not raw:
+                raise ValueError
+            return raw
+        # tuple[...] fields: a comma-separated string or a list
+        items = raw.split(",") if isinstance(raw, str) else list(raw)
+        return tuple(str(i).strip() for i in items if str(i).strip())
+    except (TypeError, ValueError):
+        expected = {"int": "an integer", "float": "a number", "str": "a non-empty string"}.get(kind, "a comma-separated list")
+        raise UserError(f"invalid value {raw!r} for parameter {key!r} ({where}): expected {expected}") from None
+
+
+# ---------------------------------------------------------------------- the profiles
+
+_TINY_MODELS = {m: ModelChoice(t, "tiny") for m, t in
+                (("elmo", "elmo"), ("gpt", "gpt"), ("bert-base", "bert"), ("bert-large", "bert"))}
+# CPU sizes. models.config has one CPU preset so far, so "bert-base" and "bert-large" have the same
+# size here; Table 1's contrast (384 vs 512 per tower) needs a smaller CPU preset (issue 7).
+_CPU_MODELS = {m: ModelChoice(t, "cpu") for m, t in
+               (("elmo", "elmo"), ("gpt", "gpt"), ("bert-base", "bert"), ("bert-large", "bert"))}
+_PAPER_MODELS = {
+    "elmo": ModelChoice("elmo", "paper-elmo"),
+    "gpt": ModelChoice("gpt", "paper-gpt"),
+    "bert-base": ModelChoice("bert", "paper-bert-base"),
+    "bert-large": ModelChoice("bert", "paper-bert-large"),
+}
+
+PROFILES: dict[str, Profile] = {p.name: p for p in (
+    Profile("tiny", "seconds per section: tests and smoke runs; no result is meaningful at this size",
+            corpus="registry:brown", vocab_size=300, seq_len=32, doc_words=300, valid_fraction=0.2, cases=("gpt:1", "gpt:2", "bert-large:1"),
+            train_tokens=10_000, precision="fp32", micro_batch=8, probe_tokens=5_000, top_n=50,
+            bootstrap=50, ica_dim=16, models=_TINY_MODELS),
+    Profile("cpu", "the default: the paper's five cases plus controls on a 2-core CPU "
+                   "(sizes and budgets provisional until the emergence study of issue 7 sets them)",
+            models=_CPU_MODELS),
+    Profile("cpu-long", "overnight on the same CPU: the cpu profile with 8x the training budget",
+            train_tokens=80_000_000, probe_tokens=4_000_000, models=_CPU_MODELS),
+    Profile("gpu", "one GPU, a few hours: paper vocabulary, CPU-sized models trained much longer",
+            vocab_size=30522, precision="bf16", micro_batch=128, train_tokens=400_000_000,
+            probe_tokens=20_000_000, top_n=5000, models=_CPU_MODELS),
+    Profile("paper", "Table 1 sizes, BookCorpus + Wikipedia, DeepSpeed launcher (about a day on 6 V100s per case)",
+            corpus="hf:bookcorpus", vocab_size=30522, seq_len=128, precision="fp16", micro_batch=128,
+            launcher="deepspeed", num_gpus=6, train_tokens=20_000_000_000, probe_tokens=200_000_000,
+            top_n=5000, models=_PAPER_MODELS),
+)}
+
+
+def get_profile(name: str) -> Profile:
+    if name not in PROFILES:
+        raise UserError(f"unknown profile {name!r}; choose one of {', '.join(PROFILES)}")
+    return PROFILES[name]
+
+
+def runs_root() -> Path:
+    """`$TWOTOWER_RUNS`, default `runs/` in the current directory."""
+    return Path(os.environ.get("TWOTOWER_RUNS") or "runs").expanduser().resolve()
+
+
+def profile_dir(profile: str, runs_dir: str | Path | None = None) -> Path:
+    """`runs/<profile>/`: every output of one profile (`runs_dir` replaces `runs/` if given)."""
+    return (Path(runs_dir).expanduser().resolve() if runs_dir else runs_root()) / profile

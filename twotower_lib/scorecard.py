@@ -1,0 +1,236 @@
+"""The reproduction scorecard: every table and figure of the paper, its claim, ours, a verdict.
+
+The paper's side is written here once (it is the paper). Our side is never typed: each analysis
+section measures its items and records them with `record(ctx, ...)` in
+`runs/<profile>/<section>/scorecard.json`; `build` joins the two. An item whose section is not
+written, not run, or did not measure it says "not attempted", and says which of the three.
+The result goes to `runs/<profile>/scorecard.json` and into the book's scorecard page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from twotower_lib.artifacts import atomic_write_json, read_json
+from twotower_lib.errors import UserError
+
+VERDICTS = ("reproduced", "partly", "not", "not attempted")
+SECTION_FILE = "scorecard.json"
+
+
+@dataclass(frozen=True)
+class PaperItem:
+    id: str         # stable key sections record under
+    item: str       # which table/figure and what exactly
+    paper: str      # the paper's value or claim
+    section: str    # the section that measures it
+
+
+PAPER_ITEMS: tuple[PaperItem, ...] = (
+    PaperItem("table1", "Table 1: network configurations",
+              "ELMo 2 layers x 4096; GPT 12 x 768; Bert-base 12 x 384; Bert-large 24 x 512", "01_training"),
+    PaperItem("table2.same-config", "Table 2: Bert-large run 1 vs run 2 (same configuration, different seeds)",
+              "Pearson r = 0.94 (top 5000 tokens)", "03_correlations"),
+    PaperItem("table2.base-large", "Table 2: Bert-base vs Bert-large (same type, different size)",
+              "r = 0.72 (run 1), 0.62 (run 2)", "03_correlations"),
+    PaperItem("table2.cross-type", "Table 2: Bert-large vs ELMo and vs GPT (different model types)",
+              "r = 0.57 / 0.61 (ELMo), 0.57 / 0.63 (GPT)", "03_correlations"),
+    PaperItem("table2.elmo-gpt", "Table 2: ELMo vs GPT", "r = 0.91", "03_correlations"),
+    PaperItem("table2.bert-base-others", "Table 2: Bert-base vs ELMo and vs GPT", "r = 0.27, 0.26", "03_correlations"),
+    PaperItem("controls", "Not in the paper: two-tower cross-seed r against controls (untrained towers, "
+              "independent single-tower pairs, shuffled labels)",
+              "(no controls reported)", "03_correlations"),
+    PaperItem("fig3", "Fig. 3: preference scores of the five cases over the top 1000 tokens",
+              "run 1 and run 2 of Bert-large follow almost the same curve; other cases follow it to a lesser degree",
+              "03_correlations"),
+    PaperItem("fig4", "Fig. 4: preference-score distribution per POS tag (Bert-large, GPT, ELMo)",
+              "VERB, ADP, ADV, AUX preferred by the primary tower; PROPN by the secondary; NOUN and ADJ spread; "
+              "same in all three model types", "04_pos"),
+    PaperItem("fig5", "Fig. 5: word vectors after PCA + ICA (d = 128)",
+              "sparse: about 80% of the values within [-1, 1], a few large", "05_ica"),
+    PaperItem("fig6", "Fig. 6: number of word groups (|value| > 2.5) per word",
+              "about 45% of words in exactly one group, 13% in none, 1.45 groups per word on average", "05_ica"),
+    PaperItem("fig7", "Fig. 7: example word groups", "groups are semantically meaningful (numbers, names, past tense)",
+              "05_ica"),
+    PaperItem("table3", "Table 3: mean preference score and rank of 22 ICA word groups",
+              "group ranks agree across Bert-large, ELMo and GPT; syntactic groups score higher than semantic ones",
+              "05_ica"),
+    PaperItem("fig8", "Fig. 8: preference score against frequency-sorted token index",
+              "no strong trend with frequency", "06_frequency"),
+    PaperItem("table4", "Table 4: Spearman rank correlation with frequency rank (top 5000)",
+              "ELMo-GPT 0.93, GPT-Bert-large 0.65, ELMo-Bert-large 0.56; with frequency rank 0.16-0.22", "06_frequency"),
+)
+_ITEMS = {i.id: i for i in PAPER_ITEMS}
+
+
+# ---------------------------------------------------------------------- recording (in sections)
+
+
+def record(ctx, item_id: str, ours: str, verdict: str, note: str = "") -> Path:
+    """Record our value for one paper item from inside the section that measures it."""
+    if item_id not in _ITEMS:
+        raise UserError(f"unknown scorecard item {item_id!r}; known items: {', '.join(_ITEMS)}")
+    if _ITEMS[item_id].section != ctx.section.name:
+        raise UserError(f"scorecard item {item_id!r} belongs to section {_ITEMS[item_id].section}, "
+                        f"not {ctx.section.name}")
+    if verdict not in VERDICTS:
+        raise UserError(f"verdict {verdict!r} for {item_id!r} is not one of {VERDICTS}")
+    path = ctx.out / SECTION_FILE
+    try:
+        entries = read_json(path)
+    except FileNotFoundError:
+        entries = {}
+    entries[item_id] = {"ours": ours, "verdict": verdict, "note": note}
+    return atomic_write_json(path, entries)
+
+
+def correlation_verdict(ci: tuple[float, float], paper_r: float, control_max: float | None,
+                        tolerance: float = 0.1) -> str:
+    """Issue 7's rule. The pattern counts only if the 95% CI of r lies above every control's value
+    (and above 0: the paper's correlations are positive); then "reproduced" if the CI reaches within
+    `tolerance` of the paper's r, else "partly". Without a control there is no verdict."""
+    lo, hi = ci
+    if control_max is None:
+        return "not attempted"
+    if lo <= max(control_max, 0.0):
+        return "not"
+    return "reproduced" if hi >= paper_r - tolerance else "partly"
+
+
+def record_table1(ctx) -> None:
+    """Record the model sizes trained (Table 1 is reproduced only by the paper-size presets)."""
+    from twotower_lib.models.config import PAPER_PRESETS
+
+    models = dict.fromkeys(m for m, _ in ctx.profile.case_list())
+    text = "; ".join(f"{m}: {c.n_layer} layers x {c.hidden}" for m in models for c in [ctx.profile.model_config(m)])
+    paper = all(ctx.profile.models[m].preset in PAPER_PRESETS for m in models)
+    record(ctx, "table1", text, "reproduced" if paper else "not attempted",
+           "Table 1's sizes (paper presets)" if paper else "smaller models than Table 1 at this profile; "
+           "the `paper` profile trains Table 1's sizes")
+
+
+def record_correlations(ctx, pairs, control, same_config: list[tuple[str, str]]) -> None:
+    """Record the Table 2 items, Fig. 3 and the controls from 03_correlations' results.
+
+    `pairs`: pairwise correlations of the trained cases (columns a, b, n_tokens, r, ci_low, ci_high,
+    p_value); `control`: the same for the untrained control; case names are "<model>-s<seed>".
+    """
+    control_max = float(control["r"].max()) if len(control) else None
+    control_note = ("no control was run" if control_max is None
+                    else f"highest untrained-control r = {control_max:.2f}; independent single-tower pairs not run yet")
+
+    def model(case: str) -> str:
+        return case.rsplit("-s", 1)[0]
+
+    def rows(kind_a: str, kind_b: str):
+        return pairs[((pairs["a"].map(model) == kind_a) & (pairs["b"].map(model) == kind_b))
+                     | ((pairs["a"].map(model) == kind_b) & (pairs["b"].map(model) == kind_a))]
+
+    def put(item_id: str, selected, paper_r: float, what: str) -> None:
+        if selected.empty:
+            record(ctx, item_id, "", "not attempted", f"this profile's cases include no {what} pair")
+            return
+        text = "; ".join(f"{r.a} vs {r.b}: r = {r.r:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}]" for r in selected.itertuples())
+        worst = selected.loc[selected["ci_low"].idxmin()]  # every pair must pass, so judge the weakest
+        verdict = correlation_verdict((worst["ci_low"], worst["ci_high"]), paper_r, control_max)
+        record(ctx, item_id, text, verdict, f"top {int(worst['n_tokens'])} tokens, 95% bootstrap CI; {control_note}")
+
+    same = pairs[[(a, b) in same_config or (b, a) in same_config for a, b in zip(pairs["a"], pairs["b"])]]
+    put("table2.same-config", same, 0.94, "same-configuration (two seeds)")
+    put("table2.base-large", rows("bert-base", "bert-large"), 0.72, "bert-base / bert-large")
+    put("table2.cross-type", pd.concat([rows("bert-large", "elmo"), rows("bert-large", "gpt")]), 0.60,
+        "bert-large / elmo or gpt")
+    put("table2.elmo-gpt", rows("elmo", "gpt"), 0.91, "elmo / gpt")
+    put("table2.bert-base-others", pd.concat([rows("bert-base", "elmo"), rows("bert-base", "gpt")]), 0.265,
+        "bert-base / elmo or gpt")
+    if same.empty:
+        return
+    worst = same.loc[same["ci_low"].idxmin()]
+    verdict = correlation_verdict((worst["ci_low"], worst["ci_high"]), 0.94, control_max)
+    record(ctx, "fig3", f"shown for the top {int(worst['n_tokens'])} tokens; {worst.a} vs {worst.b}: r = {worst.r:.2f}",
+           verdict, "same verdict as Table 2's same-configuration pair")
+    if control_max is not None:
+        above = worst["ci_low"] > max(control_max, 0.0)
+        record(ctx, "controls", f"{worst.a} vs {worst.b}: CI [{worst.ci_low:.2f}, {worst.ci_high:.2f}] vs untrained "
+               f"control r = {control_max:.2f}; permutation p = {worst.get('p_value', float('nan')):.3g}",
+               "partly" if above else "not",
+               "untrained towers and shuffled labels only; the independent-pairs control is not run yet")
+
+
+def record_frequency(ctx, table4_pairs, frequency: str = "frequency rank") -> None:
+    """Record Fig. 8 and Table 4 from 06_frequency's Spearman table (long form, with `frequency`).
+
+    The paper: models agree with one another (rho 0.56-0.93) far more than with frequency rank
+    (0.16-0.22). Weak frequency correlation alone proves nothing (noise scores have it too), so:
+    reproduced = every |rho| with frequency < 0.3 and every pair of runs' CI lies above 0.3;
+    partly = the runs' CIs at least lie above the strongest |rho| with frequency; else not.
+    """
+    is_freq = (table4_pairs["a"] == frequency) | (table4_pairs["b"] == frequency)
+    with_freq, runs = table4_pairs[is_freq], table4_pairs[~is_freq]
+    if with_freq.empty or runs.empty:
+        return
+    names = [b if a == frequency else a for a, b in zip(with_freq["a"], with_freq["b"])]
+    strongest = float(with_freq["r"].abs().max())
+    weakest_pair = float(runs["ci_low"].min()) if "ci_low" in runs else float(runs["r"].min())
+    verdict = ("reproduced" if strongest < 0.3 and weakest_pair > 0.3
+               else "partly" if weakest_pair > strongest else "not")
+    text = ("with frequency rank: " + "; ".join(f"{n}: {r:.2f}" for n, r in zip(names, with_freq["r"]))
+            + "; between runs: " + "; ".join(f"{r.a} vs {r.b}: {r.r:.2f}" for r in runs.itertuples()))
+    note = (f"Spearman rho, top {int(with_freq['n_tokens'].iloc[0])} tokens; strongest |rho| with frequency "
+            f"{strongest:.2f}, weakest between-run CI bound {weakest_pair:.2f}")
+    record(ctx, "table4", text, verdict, note)
+    record(ctx, "fig8", f"strongest |rho| of a score vector with frequency rank = {strongest:.2f}", verdict,
+           "judged with Table 4: a trendless curve means something only if the runs agree")
+
+
+# ---------------------------------------------------------------------- building
+
+
+def build(root: Path, sections, available: set[str]) -> dict[str, Any]:
+    """The scorecard of one profile's run directory `root` (runs/<profile>/)."""
+    from twotower_lib.pipeline import find_section
+
+    rows = []
+    for item in PAPER_ITEMS:
+        section = find_section(item.section, sections)
+        out = root / section.output
+        row = {**asdict(item), "ours": "", "verdict": "not attempted"}
+        if section.name not in available:
+            row["note"] = f"section {section.name} is not written yet"
+        elif not (out / "section.json").exists():
+            row["note"] = f"section {section.name} has not been run at this profile"
+        else:
+            try:
+                entries = read_json(out / SECTION_FILE)
+            except FileNotFoundError:
+                entries = {}
+            if item.id in entries:
+                e = entries[item.id]
+                row.update(ours=e["ours"], verdict=e["verdict"], note=e.get("note", ""))
+            else:
+                row["note"] = f"section {section.name} ran but did not measure this item"
+        rows.append(row)
+    counts = {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
+    return {"profile": root.name, "rows": rows, "counts": counts}
+
+
+def write(root: Path, sections, available: set[str]) -> Path:
+    """Build the scorecard and write it to runs/<profile>/scorecard.json."""
+    return atomic_write_json(root / "scorecard.json", build(root, sections, available))
+
+
+def to_markdown(card: dict[str, Any]) -> str:
+    """The scorecard as a MyST table for the book."""
+    def cell(text: str) -> str:
+        return str(text).replace("|", "\\|").replace("\n", " ") or "—"
+
+    lines = [f"Profile **{card['profile']}**: "
+             + ", ".join(f"{n} {v}" for v, n in card["counts"].items()) + ".", "",
+             "| Paper item | Paper | Ours | Verdict | Note |", "|---|---|---|---|---|"]
+    for r in card["rows"]:
+        lines.append(f"| {cell(r['item'])} | {cell(r['paper'])} | {cell(r['ours'])} | **{r['verdict']}** | {cell(r['note'])} |")
+    return "\n".join(lines) + "\n"
