@@ -59,6 +59,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    # The deepspeed launcher adds --local_rank=N (before the subcommand); LOCAL_RANK is in the environment.
+    argv = [a for a in argv if not a.startswith("--local_rank")]
     parser, handlers = build_parser()
     # Find which subcommand is asked for so that only its module is imported.
     key = None

@@ -1,0 +1,217 @@
+"""Two-tower models: construction, validation, objectives, visibility, parameter counts."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from twotower_lib.errors import UserError
+from twotower_lib.models import MODEL_TYPES, ModelConfig, TwoTowerLM, build_model, make_batch, preset
+
+SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
+V = 60
+
+
+def tiny(model_type: str, **kw) -> TwoTowerLM:
+    torch.manual_seed(0)
+    return build_model(preset("tiny", model_type, vocab_size=V, **kw)).eval()
+
+
+def random_ids(B: int = 3, T: int = 32, seed: int = 0) -> torch.Tensor:
+    return torch.randint(len(SPECIAL), V, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+@pytest.mark.parametrize("towers", [1, 2, 3])
+def test_shapes_and_loss(model_type, towers):
+    model = tiny(model_type, towers=towers)
+    ids = random_ids()
+    inputs, labels = make_batch(model_type, ids, torch.Generator().manual_seed(1), SPECIAL, V)
+    states = model.tower_states(inputs)
+    assert states.shape == (3, 32, towers, model.cfg.hidden)
+    loss, logits = model(inputs, labels)
+    assert logits.shape == (3, 32, V)
+    # An untrained model predicts close to uniformly: loss near log(V).
+    assert abs(loss.item() - torch.log(torch.tensor(float(V))).item()) < 0.5
+    # Decoding only the labelled positions gives the same loss.
+    loss2, logits2 = model(inputs, labels, only_labeled=True)
+    assert logits2.shape == ((labels != -100).sum().item(), V)
+    torch.testing.assert_close(loss, loss2)
+
+
+def test_decoder_is_tied_to_embedding():
+    model = tiny("gpt")
+    names = [n for n, _ in model.named_parameters()]
+    assert not any("decoder" in n for n in names)
+    ids = random_ids()
+    _, logits = model(ids)
+    with torch.no_grad():
+        model.tok_emb.weight[7] += 1.0  # changing the embedding of token 7 changes its output logit
+    _, logits_after = model(ids)
+    assert not torch.allclose(logits[..., 7], logits_after[..., 7])
+
+
+@pytest.mark.parametrize("field,value,model_type", [
+    ("model_type", "rnn", "gpt"),
+    ("hidden", 15, "gpt"),          # 15 % 2 heads != 0
+    ("seq_len", 65, "bert"),        # max_position 64 in `tiny`
+    ("towers", 0, "bert"),
+    ("n_head", 0, "gpt"),
+    ("hidden", 15, "elmo"),         # odd: no even forward/backward split
+    ("n_layer", 0, "elmo"),
+])
+def test_invalid_config_names_the_field(field, value, model_type):
+    cfg = dataclasses.replace(preset("tiny", model_type, vocab_size=V), **{field: value})
+    with pytest.raises(UserError, match=f"`{field}`"):
+        build_model(cfg)
+
+
+def test_unknown_preset_and_mismatched_family():
+    with pytest.raises(UserError, match="unknown preset"):
+        preset("huge", "gpt")
+    with pytest.raises(UserError, match="paper-gpt"):
+        preset("paper-gpt", "bert")
+
+
+def _state_change(model, ids, i):
+    """Per-position max change of tower states when token i is replaced."""
+    other = ids.clone()
+    other[:, i] = (ids[:, i] - len(SPECIAL) + 1) % (V - len(SPECIAL)) + len(SPECIAL)
+    with torch.no_grad():
+        return (model.tower_states(other) - model.tower_states(ids)).abs().amax(dim=(0, 2, 3))  # (T,)
+
+
+@pytest.mark.parametrize("i", [0, 13, 31])
+def test_elmo_position_never_sees_its_own_token(i):
+    model = tiny("elmo", n_layer=2)
+    change = _state_change(model, random_ids(), i)
+    assert change[i] == 0.0
+    others = torch.cat([change[:i], change[i + 1:]])
+    assert (others > 0).all()  # every other position does see token i (forward or backward LSTM)
+
+
+@pytest.mark.parametrize("i", [0, 13, 31])
+def test_gpt_is_causal(i):
+    model = tiny("gpt")
+    change = _state_change(model, random_ids(), i)
+    assert (change[:i] == 0).all()
+    assert (change[i:] > 0).all()
+
+
+def test_bert_sees_everything():
+    model = tiny("bert")
+    change = _state_change(model, random_ids(), 13)
+    assert (change > 0).all()
+
+
+@pytest.mark.filterwarnings("ignore:There is a performance drop")  # SDPA has no vmap batching rule yet
+@pytest.mark.parametrize("model_type", ["gpt", "bert"])
+def test_fused_towers_match_sequential(model_type):
+    model = tiny(model_type)
+    fused = TwoTowerLM(dataclasses.replace(model.cfg, fuse_towers=True)).eval()
+    fused.load_state_dict(model.state_dict())
+    ids = random_ids()
+    torch.testing.assert_close(fused.tower_states(ids), model.tower_states(ids))
+    # Gradients reach every tower parameter, equal to the sequential path's.
+    fused.tower_states(ids).square().sum().backward()
+    model.tower_states(ids).square().sum().backward()
+    grads = dict(fused.towers.named_parameters())
+    for name, p in model.towers.named_parameters():
+        assert grads[name].grad is not None, name
+        torch.testing.assert_close(grads[name].grad, p.grad, msg=name)
+
+
+def test_towers_start_different():
+    states = tiny("gpt").tower_states(random_ids())
+    assert not torch.allclose(states[:, :, 0], states[:, :, 1])
+
+
+def test_make_batch_gpt_and_elmo():
+    ids = random_ids()
+    ids[0, 5] = SPECIAL["pad"]
+    g = torch.Generator()
+    inputs, labels = make_batch("gpt", ids, g, SPECIAL, V)
+    assert torch.equal(inputs, ids)
+    assert torch.equal(labels[1:, :-1], ids[1:, 1:])
+    assert (labels[:, -1] == -100).all() and labels[0, 4] == -100  # last position; pad target
+    inputs, labels = make_batch("elmo", ids, g, SPECIAL, V)
+    assert torch.equal(inputs, ids) and labels[0, 5] == -100
+    assert torch.equal(labels[1:], ids[1:])
+
+
+def test_make_batch_bert_masking():
+    ids = torch.randint(len(SPECIAL), V, (400, 64), generator=torch.Generator().manual_seed(0))
+    ids[:, ::8] = SPECIAL["sep"]
+    inputs, labels = make_batch("bert", ids, torch.Generator().manual_seed(3), SPECIAL, V)
+    chosen = labels != -100
+    ordinary = ids != SPECIAL["sep"]
+    assert not chosen[~ordinary].any()                              # specials are never targets
+    assert torch.equal(labels[chosen], ids[chosen])
+    assert torch.equal(inputs[~chosen], ids[~chosen])               # unchosen positions untouched
+    rate = chosen.sum().item() / ordinary.sum().item()
+    assert abs(rate - 0.15) < 0.01
+    n = chosen.sum().item()
+    masked = (inputs[chosen] == SPECIAL["mask"]).sum().item() / n
+    kept = (inputs[chosen] == ids[chosen]).sum().item() / n
+    assert abs(masked - 0.8) < 0.02
+    assert abs(kept - (0.1 + 0.1 / (V - len(SPECIAL)))) < 0.02      # a random token may equal the original
+    random_part = inputs[chosen & (inputs != SPECIAL["mask"])]
+    assert (random_part >= len(SPECIAL)).all()                      # random replacements are ordinary tokens
+    again, _ = make_batch("bert", ids, torch.Generator().manual_seed(3), SPECIAL, V)
+    assert torch.equal(inputs, again)
+
+
+# ---------------------------------------------------------------- paper presets, counted by hand
+# Parameter count of the assembly (V vocabulary, P positions, k towers of width H, E = k*H):
+#   embedding V*E, positions P*E (GPT/BERT), embedding LayerNorm 2E, tower maps E*kH + kH,
+#   head LayerNorm 2kH, head Linear kH*E + E, head LayerNorm 2E, output bias V (decoder tied).
+
+def assembly(V, P, k, H, positions):
+    E = k * H
+    return V * E + (P * E if positions else 0) + 2 * E + (E * k * H + k * H) + 2 * k * H + (k * H * E + E) + 2 * E + V
+
+
+def gpt_tower(layers, H, I):
+    # per block: ln_1, qkv, attention out, ln_2, fc in, fc out; then the final LayerNorm
+    block = 2 * H + (H * 3 * H + 3 * H) + (H * H + H) + 2 * H + (H * I + I) + (I * H + H)
+    return layers * block + 2 * H
+
+
+def bert_tower(layers, H, I):
+    # per layer: q, k, v, attention out, LayerNorm, intermediate, output, LayerNorm
+    return layers * (4 * (H * H + H) + 2 * H + (H * I + I) + (I * H + H) + 2 * H)
+
+
+def elmo_tower(layers, H, L):
+    # per direction: LSTM layer 1 reads H, later layers read L (4 gates, two bias vectors),
+    # then a projection L -> H/2; two directions per tower
+    lstm = 4 * (H * L + L * L + 2 * L) + (layers - 1) * 4 * (L * L + L * L + 2 * L)
+    return 2 * (lstm + L * (H // 2) + H // 2)
+
+
+V_PAPER, P_PAPER, K = 30522, 512, 2
+PAPER_COUNTS = {
+    "paper-elmo": assembly(V_PAPER, P_PAPER, K, 512, False) + K * elmo_tower(2, 512, 4096),
+    "paper-gpt": assembly(V_PAPER, P_PAPER, K, 768, True) + K * gpt_tower(12, 768, 3072),
+    "paper-bert-base": assembly(V_PAPER, P_PAPER, K, 384, True) + K * bert_tower(12, 384, 1024),
+    "paper-bert-large": assembly(V_PAPER, P_PAPER, K, 512, True) + K * bert_tower(24, 512, 2048),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PAPER_COUNTS))
+def test_paper_preset_parameter_count(name):
+    model_type = {"paper-elmo": "elmo", "paper-gpt": "gpt"}.get(name, "bert")
+    cfg = preset(name, model_type)
+    with torch.device("meta"):
+        model = build_model(cfg)
+    assert sum(p.numel() for p in model.parameters()) == PAPER_COUNTS[name]
+    assert next(model.parameters()).device.type == "meta"
+
+
+def test_config_round_trip():
+    cfg = preset("cpu", "bert", vocab_size=123, towers=1)
+    assert ModelConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(UserError, match="unknown field"):
+        ModelConfig.from_dict({**cfg.to_dict(), "colour": "red"})

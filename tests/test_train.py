@@ -1,0 +1,206 @@
+"""DeepSpeed training: run directory, resume, divergence, snapshots, multi-process equivalence."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from twotower_lib.errors import UserError
+from twotower_lib.models import TwoTowerLM, list_snapshots, load_model
+from twotower_lib.train import (TrainConfig, TrainingDiverged, _free_port as free_port, evaluate, lr_at,
+                                params_sha256, parse_duration, train)
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def tcfg(model="gpt", **kw) -> TrainConfig:
+    base = dict(model=model, preset="tiny", seed=1, max_steps=12, micro_batch=4, grad_accum=2, precision="fp32",
+                log_every_steps=4, eval_every_steps=4, eval_blocks=8, snapshot_every_tokens=2048)
+    return TrainConfig(**{**base, **kw})
+
+
+def weights(path: Path) -> dict[str, torch.Tensor]:
+    return load_file(path)
+
+
+def assert_same_weights(a: dict, b: dict, atol: float = 0.0) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], atol=atol, rtol=0.0 if atol == 0 else 1e-5, msg=k)
+
+
+@pytest.mark.parametrize("model", ["gpt", "elmo", "bert"])
+def test_run_directory(tiny_data, tmp_path, model):
+    out = tmp_path / model
+    summary = train(tcfg(model, max_steps=24, grad_accum=1, micro_batch=8, eval_every_steps=8), tiny_data, out,
+                    show_progress=False)
+    assert summary["steps"] == 24 and summary["tokens_seen"] == 24 * 8 * tiny_data.seq_len
+    for name in ("model.safetensors", "config.json", "manifest.json", "log.jsonl"):
+        assert (out / name).is_file(), name
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["data_hash"] == tiny_data.data_hash
+    assert manifest["seed"] == 1 and manifest["code_version"] and manifest["packages"]["torch"] == torch.__version__
+    assert manifest["config"]["model"]["model_type"] == model
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [4, 8, 12, 16, 20, 24]
+    assert all(r["tokens_per_s"] > 0 for r in log)
+    val = [r["val_loss"] for r in log if "val_loss" in r]
+    assert len(val) == 3
+    # Learning happened: the final weights beat the initial snapshot on validation data.
+    model_final, cfg = load_model(out)
+    model_init, _ = load_model(out, snapshot=0)
+    t = tcfg(model)
+    assert evaluate(model_final, tiny_data, t, 8, False) < evaluate(model_init, tiny_data, t, 8, False) - 0.1
+    assert val[-1] == pytest.approx(evaluate(model_final, tiny_data, t, 8, False), rel=1e-5)
+    snaps = [tokens for tokens, _ in list_snapshots(out)]
+    assert snaps[0] == 0 and snaps[-1] == summary["tokens_seen"] and snaps == sorted(snaps) and len(snaps) >= 3
+    assert manifest["param_sha256_by_rank"] == [params_sha256(model_final)]
+    by_name, _ = load_model(out, snapshot=list_snapshots(out)[-1][1].stem)  # the last snapshot is the final model
+    assert params_sha256(by_name) == params_sha256(model_final)
+    with pytest.raises(UserError, match="snapshots available"):
+        load_model(out, snapshot="tokens-999")
+
+
+def test_resume_equals_uninterrupted(tiny_data, tmp_path, monkeypatch):
+    import twotower_lib.train as train_mod
+
+    full = tmp_path / "full"
+    train(tcfg("bert", checkpoint_every_steps=5), tiny_data, full, show_progress=False)
+
+    # Interrupt the second run during step 7 (after the step-5 checkpoint).
+    real = train_mod.micro_batch
+
+    def interrupting(data, order, cfg, step, *args):
+        if step == 7:
+            raise KeyboardInterrupt
+        return real(data, order, cfg, step, *args)
+
+    part = tmp_path / "part"
+    monkeypatch.setattr(train_mod, "micro_batch", interrupting)
+    with pytest.raises(KeyboardInterrupt):
+        train(tcfg("bert", checkpoint_every_steps=5), tiny_data, part, show_progress=False)
+    assert not (part / "model.safetensors").exists()
+    monkeypatch.setattr(train_mod, "micro_batch", real)
+    with pytest.raises(UserError, match="--resume"):
+        train(tcfg("bert", checkpoint_every_steps=5), tiny_data, part, show_progress=False)
+    steps_run = []
+
+    def recording(data, order, cfg, step, *args):
+        steps_run.append(step)
+        return real(data, order, cfg, step, *args)
+
+    monkeypatch.setattr(train_mod, "micro_batch", recording)
+    train(tcfg("bert", checkpoint_every_steps=5), tiny_data, part, resume=True, show_progress=False)
+    assert min(steps_run) == 5  # continued from the step-5 checkpoint, not from scratch
+
+    assert_same_weights(weights(full / "model.safetensors"), weights(part / "model.safetensors"))
+    log_full = [json.loads(x) for x in (full / "log.jsonl").read_text().splitlines()]
+    log_part = [json.loads(x) for x in (part / "log.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["loss"]) for r in log_full] == [(r["step"], r["loss"]) for r in log_part]
+
+    # A different setup cannot resume into that directory.
+    with pytest.raises(UserError, match="different run setup"):
+        train(tcfg("bert", checkpoint_every_steps=5, seed=2, max_steps=20), tiny_data, part, resume=True,
+              show_progress=False)
+
+
+def test_nan_loss_stops_and_keeps_last_good_checkpoint(tiny_data, tmp_path, monkeypatch):
+    calls = {"n": 0}
+    real_forward = TwoTowerLM.forward
+
+    def poisoned(self, *args, **kw):
+        loss, logits = real_forward(self, *args, **kw)
+        if self.training:
+            calls["n"] += 1
+            if calls["n"] > 2 * 6:  # micro-batches of steps 0..5 are fine, step 6 diverges
+                loss = loss * float("nan")
+        return loss, logits
+
+    monkeypatch.setattr(TwoTowerLM, "forward", poisoned)
+    out = tmp_path / "nan"
+    # Steps 0..5 complete (checkpoint step-000000006 = state after 6 good steps); step 6 diverges.
+    with pytest.raises(TrainingDiverged, match=r"nan at step 6.*step-000000006"):
+        train(tcfg(checkpoint_every_steps=2), tiny_data, out, show_progress=False)
+    assert not (out / "model.safetensors").exists()
+    ckpts = sorted(p.name for p in (out / "checkpoints").iterdir())
+    assert ckpts == ["step-000000004", "step-000000006"]
+    state = json.loads((out / "checkpoints" / "step-000000006" / "state.json").read_text())
+    assert state["step"] == 6
+    for tensor in load_file(out / "checkpoints" / "step-000000006" / "model.safetensors").values():
+        assert torch.isfinite(tensor).all()
+
+
+def test_wall_clock_budget(tiny_data, tmp_path):
+    summary = train(tcfg(max_steps=None, budget_s=2.0, checkpoint_every_s=1.0, log_every_steps=1), tiny_data,
+                    tmp_path / "b", show_progress=False)
+    assert 2.0 <= summary["wall_time_s"] < 10.0 and summary["steps"] >= 3
+    log = [json.loads(x) for x in (tmp_path / "b" / "log.jsonl").read_text().splitlines()]
+    assert log[-1]["step"] == summary["steps"]
+    lrs = [r["lr"] for r in log]
+    top = lrs.index(max(lrs))
+    assert lrs[top:] == sorted(lrs[top:], reverse=True) and lrs[-1] < lrs[top]  # decays over the budget
+
+
+def test_schedule_and_durations():
+    assert parse_duration("10m") == 600 and parse_duration("1h30m") == 5400 and parse_duration("45") == 45
+    with pytest.raises(UserError, match="duration"):
+        parse_duration("ten minutes")
+    assert lr_at(0.0, 1e-3, 0.1) == 0.0
+    assert lr_at(0.1, 1e-3, 0.1) == pytest.approx(1e-3)
+    assert lr_at(0.55, 1e-3, 0.1) == pytest.approx(0.5e-3)
+    assert lr_at(1.0, 1e-3, 0.1) == 0.0
+
+
+def test_bad_inputs(tiny_data, tmp_path, monkeypatch):
+    with pytest.raises(UserError, match="budget"):
+        train(tcfg(max_steps=None), tiny_data, tmp_path / "x", show_progress=False)
+    monkeypatch.setenv("TWOTOWER_DATA", str(tmp_path / "empty-cache"))  # no default prepared data there
+    with pytest.raises(UserError, match="data prepare"):
+        subprocess_cli(["train", "--model", "gpt", "--preset", "tiny", "--max-steps", "1",
+                        "--out", str(tmp_path / "y")], check_error=True)
+    with pytest.raises(UserError, match="no config.json"):
+        load_model(tmp_path)
+
+
+def subprocess_cli(argv: list[str], check_error: bool = False) -> None:
+    from twotower_lib.__main__ import main
+
+    os.environ["TWOTOWER_DEBUG"] = "1"  # let UserError propagate instead of printing it
+    try:
+        main(argv)
+    finally:
+        del os.environ["TWOTOWER_DEBUG"]
+
+
+@pytest.mark.slow
+def test_two_processes_match_one(tiny_data, tmp_path):
+    """2 gloo processes x 1 micro-batch == 1 process x 2 accumulated micro-batches, same global batch."""
+    env = {**os.environ, "DS_ACCELERATOR": "cpu", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(k, None)
+    common = ["-m", "twotower_lib", "train", "--model", "gpt", "--preset", "tiny", "--max-steps", "6",
+              "--precision", "fp32", "--data", str(tiny_data.path), "--micro-batch", "4"]
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                          f"--master_port={free_port()}", *common, "--grad-accum", "1", "--out", str(tmp_path / "two")],
+                         env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert two.returncode == 0, two.stderr[-3000:]
+    one = subprocess.run([sys.executable, *common, "--grad-accum", "2", "--out", str(tmp_path / "one")],
+                         env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert one.returncode == 0, one.stderr[-3000:]
+
+    manifest = json.loads((tmp_path / "two" / "manifest.json").read_text())
+    assert manifest["world_size"] == 2
+    hashes = manifest["param_sha256_by_rank"]
+    assert len(hashes) == 2 and hashes[0] == hashes[1]
+    w_two, w_one = weights(tmp_path / "two" / "model.safetensors"), weights(tmp_path / "one" / "model.safetensors")
+    assert_same_weights(w_two, w_one, atol=1e-5)
+    # ... and training moved the weights well beyond that tolerance.
+    w_init = weights(tmp_path / "one" / "snapshots" / "tokens-000000000000.safetensors")
+    assert max((w_one[k] - w_init[k]).abs().max().item() for k in w_one) > 1e-3

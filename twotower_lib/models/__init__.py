@@ -1,0 +1,125 @@
+"""Two-tower language models: configs, construction, training objectives and loading.
+
+    cfg = preset("cpu", "gpt", vocab_size=data.vocab_size)
+    model = build_model(cfg)
+    input_ids, labels = make_batch("gpt", ids, generator, data.special_ids, data.vocab_size)
+    loss, logits = model(input_ids, labels)
+    states = model.tower_states(input_ids)          # (B, T, k, H): what the probes read
+    model, cfg = load_model("runs/gpt-s1")           # final weights, or snapshot="tokens-..."
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import torch
+
+from twotower_lib.artifacts import read_json
+from twotower_lib.errors import UserError
+from twotower_lib.models.config import MODEL_TYPES, PAPER_PRESETS, PRESETS, ModelConfig, preset
+from twotower_lib.models.two_tower import TwoTowerLM
+
+__all__ = ["MODEL_TYPES", "PAPER_PRESETS", "PRESETS", "ModelConfig", "TwoTowerLM", "build_model",
+           "list_snapshots", "load_model", "make_batch", "preset", "snapshot_name"]
+
+IGNORE = -100  # label value for "nothing to predict here" (torch's cross-entropy default)
+
+
+def build_model(cfg: ModelConfig) -> TwoTowerLM:
+    """Validate `cfg` (UserError naming the bad field) and build the model with fresh weights."""
+    return TwoTowerLM(cfg.validate())
+
+
+def make_batch(model_type: str, ids: torch.Tensor, generator: torch.Generator, special_ids: dict[str, int],
+               vocab_size: int, mask_prob: float = 0.15,
+               chosen: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Turn token blocks (B, T) into (input_ids, labels) for the family's objective.
+
+    gpt:  the state at i predicts token i+1 (the last position predicts nothing).
+    elmo: cloze; the state at i predicts token i, which the tower never sees (see elmo.py).
+    bert: 15% of the non-special tokens are chosen; of those 80% become [MASK], 10% a random
+          token, 10% stay; only chosen positions are predicted.
+    Padding is never a target. `generator` makes the masking reproducible. For BERT, `chosen`
+    (bool, (B, T)) fixes which positions are predicted instead of drawing 15% (the probe scores
+    the validation set in disjoint passes so that every token is predicted exactly once).
+    """
+    if model_type not in MODEL_TYPES:
+        raise UserError(f"unknown model type {model_type!r}; choose one of {MODEL_TYPES}")
+    ids = ids.long()
+    pad = special_ids.get("pad", -1)
+    if model_type == "gpt":
+        labels = torch.full_like(ids, IGNORE)
+        labels[:, :-1] = ids[:, 1:]
+        labels[labels == pad] = IGNORE
+        return ids, labels
+    if model_type == "elmo":
+        return ids, ids.masked_fill(ids == pad, IGNORE)
+    # bert
+    special = torch.tensor(sorted(special_ids.values()), dtype=torch.long)
+    is_special = torch.isin(ids, special)
+    if chosen is None:
+        chosen = torch.rand(ids.shape, generator=generator) < mask_prob
+    chosen = chosen & ~is_special
+    labels = ids.masked_fill(~chosen, IGNORE)
+    branch = torch.rand(ids.shape, generator=generator)
+    inputs = ids.clone()
+    inputs[chosen & (branch < 0.8)] = special_ids["mask"]
+    is_ordinary = torch.ones(vocab_size, dtype=torch.bool)
+    is_ordinary[special] = False
+    ordinary = is_ordinary.nonzero().squeeze(1)                      # ids a random replacement may take
+    random_tokens = ordinary[torch.randint(len(ordinary), ids.shape, generator=generator)]
+    to_random = chosen & (branch >= 0.8) & (branch < 0.9)
+    inputs[to_random] = random_tokens[to_random]
+    return inputs, labels
+
+
+def snapshot_name(tokens: int) -> str:
+    """File stem of the weight snapshot taken after `tokens` training tokens (sorts by name)."""
+    return f"tokens-{tokens:012d}"
+
+
+def list_snapshots(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:
+    """(tokens seen, path) of every weight snapshot of a run, in training order."""
+    found = []
+    for p in (Path(run_dir) / "snapshots").glob("tokens-*.safetensors"):
+        m = re.fullmatch(r"tokens-(\d+)\.safetensors", p.name)
+        if m:
+            found.append((int(m.group(1)), p))
+    return sorted(found)
+
+
+def load_model(run_dir: str | os.PathLike, snapshot: str | int | None = None,
+               map_location: str = "cpu") -> tuple[TwoTowerLM, ModelConfig]:
+    """Load a trained model (final weights, or a snapshot by name, token count or path) in eval mode.
+
+    Weights are read with safetensors only; a run without `model.safetensors` (still training or
+    interrupted) can still be loaded at any snapshot.
+    """
+    from safetensors.torch import load_file
+
+    run_dir = Path(run_dir)
+    config_path = run_dir / "config.json"
+    if not config_path.is_file():
+        raise UserError(f"{run_dir} is not a training run directory (no config.json); "
+                        "train one with `python -m twotower_lib train ... --out DIR`")
+    cfg = ModelConfig.from_dict(read_json(config_path)["model"])
+    if snapshot is None:
+        weights = run_dir / "model.safetensors"
+    elif isinstance(snapshot, int):
+        weights = run_dir / "snapshots" / f"{snapshot_name(snapshot)}.safetensors"
+    elif Path(snapshot).is_file():
+        weights = Path(snapshot)
+    else:
+        weights = run_dir / "snapshots" / (str(snapshot).removesuffix(".safetensors") + ".safetensors")
+    if not weights.is_file():
+        available = [p.stem for _, p in list_snapshots(run_dir)]
+        raise UserError(f"no weights at {weights}. The run may be unfinished (resume it with --resume); "
+                        f"snapshots available: {available or 'none'}")
+    model = TwoTowerLM(cfg)
+    missing, unexpected = model.load_state_dict(load_file(weights, device=map_location), strict=False)
+    if missing or unexpected:
+        raise UserError(f"{weights} does not match the config in {config_path}: missing {missing}, "
+                        f"unexpected {unexpected}")
+    return model.eval(), cfg

@@ -1,0 +1,118 @@
+"""Model configuration and named presets (Table 1 of the paper, plus CPU-sized ones).
+
+One dataclass describes every tower family so that a run directory's `config.json` can be read
+back without knowing which family wrote it. Fields a family does not use are ignored by it
+(ELMo has no heads and no position table).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from twotower_lib.errors import UserError
+
+MODEL_TYPES = ("elmo", "gpt", "bert")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    model_type: str           # "elmo" | "gpt" | "bert"
+    n_layer: int              # layers per tower (LSTM layers per direction for ELMo)
+    hidden: int               # tower width H: what each tower reads and emits
+    intermediate: int         # feed-forward width (GPT/BERT) or LSTM state size (ELMo)
+    n_head: int = 0           # attention heads (GPT/BERT)
+    towers: int = 2           # k; k = 1 is the single-tower baseline
+    vocab_size: int = 30522   # set from the prepared data when training
+    seq_len: int = 128        # training block length
+    max_position: int = 512   # learned position table size (GPT/BERT)
+    dropout: float = 0.1
+    layer_norm_eps: float = 1e-12
+    fuse_towers: bool = False  # run the k transformer towers in one vmapped call (same weights layout)
+
+    @property
+    def embed_dim(self) -> int:
+        """Width of the shared embedding: k * H, as in the authors' code, so the tied decoder
+        reads the concatenated features at full width."""
+        return self.towers * self.hidden
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ModelConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise UserError(f"model config has unknown field(s) {unknown}; known fields: {sorted(known)}. "
+                            "It was written by a different version of twotower_lib; retrain or fix config.json.")
+        return cls(**d)
+
+    def validate(self) -> "ModelConfig":
+        """Raise UserError naming the first bad field; return self so calls can chain."""
+        def bad(field: str, why: str) -> UserError:
+            return UserError(f"invalid model config: `{field}` = {getattr(self, field)!r} {why}")
+
+        if self.model_type not in MODEL_TYPES:
+            raise bad("model_type", f"is not one of {MODEL_TYPES}")
+        for name in ("n_layer", "hidden", "intermediate", "vocab_size", "seq_len"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise bad(name, "must be a positive integer")
+        if not isinstance(self.towers, int) or self.towers < 1:
+            raise bad("towers", "must be an integer >= 1 (1 is the single-tower baseline, 2 the paper's setting)")
+        if not 0.0 <= self.dropout < 1.0:
+            raise bad("dropout", "must be in [0, 1)")
+        if self.model_type == "elmo":
+            if self.hidden % 2:
+                raise bad("hidden", "must be even for ELMo: each tower emits forward and backward halves")
+        else:
+            if not isinstance(self.n_head, int) or self.n_head < 1:
+                raise bad("n_head", f"must be a positive integer for model_type {self.model_type!r}")
+            if self.hidden % self.n_head:
+                raise bad("hidden", f"is not divisible by n_head = {self.n_head}")
+            if self.seq_len > self.max_position:
+                raise bad("seq_len", f"is longer than the position table (max_position = {self.max_position}); "
+                                     "raise max_position or use shorter blocks")
+        return self
+
+
+# Table 1 of the paper. ELMo's "hidden size 4096" is the LSTM state; each direction is projected
+# to H/2 so a tower emits H = 512 (the authors' code uses 256 per direction).
+# Bert-base uses Table 1's intermediate size 1024 (the authors' code has 1536).
+PAPER_PRESETS: dict[str, ModelConfig] = {
+    "paper-elmo": ModelConfig("elmo", n_layer=2, hidden=512, intermediate=4096),
+    "paper-gpt": ModelConfig("gpt", n_layer=12, hidden=768, intermediate=3072, n_head=12),
+    "paper-bert-base": ModelConfig("bert", n_layer=12, hidden=384, intermediate=1024, n_head=12),
+    "paper-bert-large": ModelConfig("bert", n_layer=24, hidden=512, intermediate=2048, n_head=16),
+}
+
+# CPU presets depend on the family only through which fields it reads.
+# `tiny`: unit tests, seconds. `cpu`: the default CPU reproduction (issue 7 tunes it).
+CPU_PRESETS: dict[str, dict[str, Any]] = {
+    "tiny": dict(n_layer=1, hidden=16, intermediate=32, n_head=2, seq_len=32, max_position=64, dropout=0.0),
+    # No dropout on CPU: short budget-bound runs are far from overfitting, and dropout's masks
+    # cost ~20% of a CPU step.
+    "cpu": dict(n_layer=2, hidden=128, intermediate=512, n_head=4, seq_len=128, max_position=512, dropout=0.0),
+}
+CPU_ELMO_INTERMEDIATE = {"tiny": 32, "cpu": 256}  # LSTM state size
+
+PRESETS = tuple(CPU_PRESETS) + tuple(PAPER_PRESETS)
+
+
+def preset(name: str, model_type: str, **overrides: Any) -> ModelConfig:
+    """The named preset for `model_type`, with `overrides` (e.g. towers, vocab_size, seq_len) applied."""
+    if model_type not in MODEL_TYPES:
+        raise UserError(f"unknown model type {model_type!r}; choose one of {MODEL_TYPES}")
+    if name in PAPER_PRESETS:
+        cfg = PAPER_PRESETS[name]
+        if cfg.model_type != model_type:
+            raise UserError(f"preset {name!r} is a {cfg.model_type} configuration but --model is {model_type!r}; "
+                            f"use --model {cfg.model_type} or a preset among {PRESETS}")
+    elif name in CPU_PRESETS:
+        kw = dict(CPU_PRESETS[name])
+        if model_type == "elmo":
+            kw.update(intermediate=CPU_ELMO_INTERMEDIATE[name], n_head=0)
+        cfg = ModelConfig(model_type, **kw)
+    else:
+        raise UserError(f"unknown preset {name!r}; choose one of {PRESETS}")
+    return replace(cfg, **overrides).validate()

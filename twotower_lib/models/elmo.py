@@ -1,0 +1,33 @@
+"""ELMo-style tower: a forward and a backward multi-layer LSTM (torch's `nn.LSTM`).
+
+Cloze objective: the state at position i must never see token i. The forward LSTM reads the
+input shifted right by one (position i sees tokens < i), the backward LSTM reads it shifted left
+by one and reversed (position i sees tokens > i). Each direction is projected to H/2 and the two
+halves are concatenated, so a tower emits width H like the transformer towers do.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from twotower_lib.models.config import ModelConfig
+
+
+class ELMoTower(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        lstm = dict(input_size=cfg.hidden, hidden_size=cfg.intermediate, num_layers=cfg.n_layer,
+                    batch_first=True, dropout=cfg.dropout if cfg.n_layer > 1 else 0.0)
+        self.forward_lstm = nn.LSTM(**lstm)
+        self.backward_lstm = nn.LSTM(**lstm)
+        self.forward_proj = nn.Linear(cfg.intermediate, cfg.hidden // 2)
+        self.backward_proj = nn.Linear(cfg.intermediate, cfg.hidden // 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, H) -> (B, T, H)
+        start = x.new_zeros(x[:, :1].shape)  # (B, 1, H): "nothing seen yet"
+        x_fwd = torch.cat([start, x[:, :-1]], dim=1)           # position i holds token i-1
+        x_bwd = torch.cat([x[:, 1:], start], dim=1).flip(1)    # reversed; position i holds token i+1
+        h_fwd, _ = self.forward_lstm(x_fwd)                    # (B, T, L)
+        h_bwd, _ = self.backward_lstm(x_bwd)                   # (B, T, L), reversed order
+        return torch.cat([self.forward_proj(h_fwd), self.backward_proj(h_bwd).flip(1)], dim=-1)

@@ -1,0 +1,112 @@
+"""The two-tower language model (Section 3.1, Eq. 1 of the paper).
+
+    tokens -> shared embedding (k*H wide, + learned positions for GPT/BERT) -> LayerNorm
+           -> per-tower linear map to width H -> k identical towers (B, T, k, H)
+           -> concatenate -> LayerNorm -> Linear+GELU -> LayerNorm
+           -> decoder tied to the embedding + output bias -> logits over the vocabulary
+
+Towers start identical in configuration and differ only by their random initialisation;
+whatever division of labour appears between them is learned. `tower_states` exposes each
+tower's output separately: the features the probing heads are trained on.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, vmap
+from transformers.pytorch_utils import Conv1D
+
+from twotower_lib.errors import UserError
+from twotower_lib.models.bert import BertTower
+from twotower_lib.models.config import ModelConfig
+from twotower_lib.models.elmo import ELMoTower
+from twotower_lib.models.gpt import GPTTower
+
+TOWER_CLASSES: dict[str, type[nn.Module]] = {"elmo": ELMoTower, "gpt": GPTTower, "bert": BertTower}
+
+
+class TwoTowerLM(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        cfg.validate()
+        self.cfg = cfg
+        E, H, k = cfg.embed_dim, cfg.hidden, cfg.towers
+        self.tok_emb = nn.Embedding(cfg.vocab_size, E)
+        # ELMo's recurrence carries position; GPT and BERT need a learned position table.
+        self.pos_emb = nn.Embedding(cfg.max_position, E) if cfg.model_type != "elmo" else None
+        self.emb_ln = nn.LayerNorm(E, eps=cfg.layer_norm_eps)
+        self.drop = nn.Dropout(cfg.dropout)
+        # The k per-tower maps E -> H stored as one Linear(E, k*H): rows [j*H:(j+1)*H] belong to tower j.
+        self.tower_in = nn.Linear(E, k * H)
+        self.towers = nn.ModuleList(TOWER_CLASSES[cfg.model_type](cfg) for _ in range(k))
+        self.head_ln1 = nn.LayerNorm(k * H, eps=cfg.layer_norm_eps)
+        self.head_dense = nn.Linear(k * H, E)
+        self.head_ln2 = nn.LayerNorm(E, eps=cfg.layer_norm_eps)
+        self.out_bias = nn.Parameter(torch.zeros(cfg.vocab_size))  # decoder weight is tok_emb.weight
+        self.apply(self._init_weights)
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        """BERT/GPT-2 style: N(0, 0.02) weights, zero biases. LSTMs keep torch's default."""
+        if isinstance(module, (nn.Linear, Conv1D, nn.Embedding)):
+            nn.init.normal_(module.weight, std=0.02)
+            if getattr(module, "bias", None) is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    def tower_states(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Each tower's output at every position: (B, T) -> (B, T, k, H)."""
+        B, T = input_ids.shape
+        if T > self.cfg.max_position and self.pos_emb is not None:
+            raise UserError(f"input has {T} positions but the model's position table has "
+                            f"max_position = {self.cfg.max_position}; use blocks of at most that length")
+        x = self.tok_emb(input_ids)                                          # (B, T, E)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(torch.arange(T, device=input_ids.device))
+        x = self.drop(self.emb_ln(x))
+        x = self.tower_in(x).view(B, T, self.cfg.towers, self.cfg.hidden)   # (B, T, k, H)
+        if self.cfg.fuse_towers and self.cfg.towers > 1 and self.cfg.model_type != "elmo":
+            return self._fused_towers(x)
+        return torch.stack([tower(x[:, :, j]) for j, tower in enumerate(self.towers)], dim=2)
+
+    def _fused_towers(self, x: torch.Tensor) -> torch.Tensor:
+        """All k towers in one vmapped call over stacked weights: same maths, fewer, larger kernels."""
+        # torch.stack, not torch.func.stack_module_state: the latter makes new leaf tensors, and the
+        # towers' own parameters would then receive no gradient.
+        per_tower = [dict(t.named_parameters()) for t in self.towers]
+        params = {name: torch.stack([p[name] for p in per_tower]) for name in per_tower[0]}   # each (k, ...)
+        per_tower_buffers = [dict(t.named_buffers()) for t in self.towers]
+        buffers = {name: torch.stack([b[name] for b in per_tower_buffers]) for name in per_tower_buffers[0]}
+        base = self.towers[0]
+
+        def one_tower(p, b, xj):
+            return functional_call(base, (p, b), (xj,))
+
+        out = vmap(one_tower, in_dims=(0, 0, 2), randomness="different")(params, buffers, x)  # (k, B, T, H)
+        return out.permute(1, 2, 0, 3)
+
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor | None = None,
+                only_labeled: bool = False) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """Logits (B, T, V) and, with `labels` (-100 = not predicted), the mean cross-entropy.
+
+        `only_labeled=True` decodes only the positions with a label (logits (N, V)): the tied
+        decoder is the largest matmul in small models, and BERT predicts only ~15% of positions.
+        """
+        B, T = input_ids.shape
+        h = self.tower_states(input_ids).reshape(B, T, -1)                  # concatenation (B, T, k*H)
+        h = self.head_ln2(F.gelu(self.head_dense(self.head_ln1(h))))       # (B, T, E)
+        if only_labeled:
+            if labels is None:
+                raise ValueError("only_labeled=True needs labels")
+            keep = labels != -100
+            h, labels = h[keep], labels[keep]                               # (N, E), (N,)
+        logits = F.linear(h, self.tok_emb.weight) + self.out_bias          # (..., V)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), labels.reshape(-1),
+                                   ignore_index=-100)
+        return loss, logits

@@ -1,0 +1,562 @@
+"""Train a two-tower language model with DeepSpeed, on a CPU laptop or on GPU clusters.
+
+    python -m twotower_lib train --model gpt --preset cpu --seed 1 --budget 10m --out runs/gpt-s1
+
+Like the paper (which followed 24hBERT), a run is bounded by wall-clock time and/or a step count,
+and the learning rate warms up and then decays linearly over that budget. Everything random in a
+step (which blocks, BERT's masks, dropout) is derived from (seed, step, micro-batch), so a run
+resumed from a checkpoint continues exactly as the uninterrupted run would have, and a 2-process
+run sees the same global batch as a 1-process run with twice the gradient accumulation.
+
+Several processes: `torchrun --nproc_per_node N -m twotower_lib train ...`, or
+`deepspeed --num_gpus N --no_local_rank --module twotower_lib train ...`. DeepSpeed configs:
+configs/deepspeed_cpu.json (default on CPU), deepspeed_gpu.json (bf16, default on GPU),
+deepspeed_gpu_fp16.json (the paper's fp16 with dynamic loss scaling); --deepspeed-config overrides.
+
+Run directory:
+    config.json            ModelConfig + TrainConfig + data reference
+    manifest.json          provenance: code version, packages, seed, data hash, tokens, wall time
+    log.jsonl              one JSON object per log interval (loss, val_loss, lr, tokens/s)
+    model.safetensors      final weights (written last: its presence means the run finished)
+    snapshots/tokens-N.safetensors   weights along the run (for "when does the preference emerge")
+    checkpoints/step-N/    weights + optimizer state + counters, for --resume
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import socket
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from safetensors.torch import load_file, save, save_file
+
+from twotower_lib.artifacts import (atomic_directory, atomic_write_bytes, atomic_write_json, atomic_write_text,
+                                    provenance, read_json)
+from twotower_lib.errors import UserError
+from twotower_lib.models import (MODEL_TYPES, PRESETS, ModelConfig, TwoTowerLM, build_model, make_batch,
+                                 preset, snapshot_name)
+
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+FIRST_SNAPSHOT_TOKENS = 1 << 16  # default snapshots double from here: early training is where things change
+KEEP_CHECKPOINTS = 2
+
+
+class TrainingDiverged(UserError):
+    """The loss became NaN or infinite; the run stopped without saving the bad state."""
+
+
+@dataclass
+class TrainConfig:
+    model: str
+    preset: str
+    seed: int = 1
+    towers: int = 2
+    budget_s: float | None = None       # wall-clock budget in seconds
+    max_steps: int | None = None        # optimizer steps
+    micro_batch: int | None = None      # None: from the DeepSpeed config
+    grad_accum: int | None = None       # None: from the DeepSpeed config
+    warmup_fraction: float = 0.06       # of the budget (24hBERT's choice)
+    precision: str = "auto"             # auto | fp32 | bf16 (CPU autocast); GPUs use the DeepSpeed config
+    log_every_steps: int = 10
+    eval_every_steps: int = 100
+    eval_blocks: int = 64               # validation blocks per evaluation (fixed, with fixed masks)
+    checkpoint_every_s: float = 600.0
+    checkpoint_every_steps: int | None = None
+    snapshot_every_tokens: int | None = None  # None: at 2^16, 2^17, ... tokens
+    deepspeed_config: str | None = None  # None: configs/deepspeed_{cpu,gpu}.json
+    data: str | None = None
+
+    def validate(self) -> "TrainConfig":
+        if self.model not in MODEL_TYPES:
+            raise UserError(f"--model {self.model!r} is not one of {MODEL_TYPES}")
+        if self.budget_s is None and self.max_steps is None:
+            raise UserError("give a wall-clock --budget (e.g. 10m, 2h) and/or --max-steps; a run needs an end")
+        if self.budget_s is not None and self.budget_s <= 0:
+            raise UserError(f"--budget must be positive, got {self.budget_s} s")
+        for name in ("max_steps", "micro_batch", "grad_accum", "checkpoint_every_steps", "snapshot_every_tokens"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or v < 1):
+                raise UserError(f"`{name}` must be a positive integer, got {v!r}")
+        if self.precision not in ("auto", "fp32", "bf16"):
+            raise UserError(f"--precision must be auto, fp32 or bf16, got {self.precision!r}")
+        if not 0.0 <= self.warmup_fraction < 1.0:
+            raise UserError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
+        return self
+
+
+def parse_duration(text: str) -> float:
+    """'90s', '10m', '2h', '1h30m', '1d' or plain seconds -> seconds."""
+    text = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        return float(text)
+    parts = re.findall(r"(\d+(?:\.\d+)?)([smhd])", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise UserError(f"cannot read the duration {text!r}; write it like 90s, 10m, 2h, 1h30m or 1d")
+    return sum(float(n) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[u] for n, u in parts)
+
+
+# ----------------------------------------------------------------------------- distributed setup
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init_distributed() -> None:
+    """Start torch.distributed through DeepSpeed; without a launcher, become rank 0 of 1.
+
+    DeepSpeed otherwise tries MPI discovery (and fails without mpi4py) when RANK is not set.
+    """
+    import deepspeed
+
+    if "RANK" not in os.environ:
+        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+                          MASTER_PORT=str(_free_port()))
+    if not torch.distributed.is_initialized():
+        deepspeed.init_distributed(dist_backend="gloo" if not torch.cuda.is_available() else "nccl",
+                                   verbose=False)
+        # Once per process, at exit: DeepSpeed caches its groups, so a destroyed process group cannot
+        # be re-created for a second run in the same process (tests, notebooks).
+        atexit.register(shutdown_distributed)
+
+
+def shutdown_distributed() -> None:
+    """Barrier then destroy: without it a fraction of gloo runs abort at interpreter exit."""
+    if torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+
+
+def _any_rank(flag: bool) -> bool:
+    """True if `flag` is true on any rank (so that all ranks stop or save together)."""
+    if not torch.distributed.is_initialized() or torch.distributed.get_world_size() == 1:
+        return flag
+    t = torch.tensor([1.0 if flag else 0.0])
+    torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+    return bool(t.item() > 0)
+
+
+# ----------------------------------------------------------------------------- configuration
+
+def deepspeed_config(tcfg: TrainConfig) -> dict[str, Any]:
+    """The repository's DeepSpeed JSON (or the user's), with micro-batch/accumulation overrides."""
+    default = "deepspeed_gpu.json" if torch.cuda.is_available() else "deepspeed_cpu.json"
+    path = Path(tcfg.deepspeed_config) if tcfg.deepspeed_config else CONFIG_DIR / default
+    if not path.is_file():
+        raise UserError(f"DeepSpeed config {path} does not exist; pass --deepspeed-config FILE.json")
+    try:
+        ds = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise UserError(f"DeepSpeed config {path} is not valid JSON: {e}") from e
+    if tcfg.micro_batch is not None:
+        ds["train_micro_batch_size_per_gpu"] = tcfg.micro_batch
+    if tcfg.grad_accum is not None:
+        ds["gradient_accumulation_steps"] = tcfg.grad_accum
+    ds.pop("train_batch_size", None)  # derived: micro * accumulation * world size
+    if ds.get("zero_optimization", {}).get("stage", 0) != 0:
+        raise UserError(f"{path}: checkpoints of this trainer hold the optimizer state of ZeRO stage 0 only; "
+                        "set zero_optimization.stage to 0")
+    opt = ds.get("optimizer", {})
+    if opt.get("type", "").lower() == "adam" and opt.get("params", {}).get("weight_decay", 0) and \
+            "adam_w_mode" not in opt.get("params", {}):
+        raise UserError(f"{path}: optimizer type 'Adam' with weight decay silently becomes AdamW in DeepSpeed; "
+                        "write 'AdamW', or set adam_w_mode explicitly")
+    ds["_source"] = str(path)
+    return ds
+
+
+def use_bf16_autocast(tcfg: TrainConfig) -> bool:
+    """Whether to train under CPU bf16 autocast; GPUs use the DeepSpeed config's fp16/bf16 instead.
+
+    `auto` is a fixed rule per machine (so a seed still fixes the result): bf16 for the transformer
+    families on CPUs with AMX tiles, whose bf16 matmuls are several times faster than fp32.
+    On AVX-512-BF16 CPUs without AMX, benchmarks/bench_train.py measured bf16 matmuls *slower*
+    than fp32 and no training speed-up, and nn.LSTM under autocast ran 3-10x slower, so those
+    CPUs and ELMo stay fp32.
+    """
+    if torch.cuda.is_available() or tcfg.precision == "fp32":
+        return False
+    native = torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    if tcfg.precision == "bf16":
+        if not native:
+            raise UserError("--precision bf16 asked for, but this CPU has no native bf16 support; use fp32 or auto")
+        return True
+    return native and torch.cpu._is_amx_tile_supported() and tcfg.model != "elmo"
+
+
+def lr_at(progress: float, peak: float, warmup: float) -> float:
+    """Linear warm-up over the first `warmup` fraction of the budget, then linear decay to 0."""
+    progress = min(max(progress, 0.0), 1.0)
+    if progress < warmup:
+        return peak * progress / warmup
+    return peak * (1.0 - progress) / (1.0 - warmup)
+
+
+def _seed_of(*keys: Any) -> int:
+    return int.from_bytes(hashlib.sha256("/".join(map(str, keys)).encode()).digest()[:8], "little") >> 1
+
+
+# ----------------------------------------------------------------------------- data
+
+class BlockOrder:
+    """Global sample order: a fresh permutation of the training blocks each epoch, from the seed."""
+
+    def __init__(self, n_blocks: int, seed: int):
+        self.n, self.seed = n_blocks, seed
+        self._cache: dict[int, np.ndarray] = {}
+
+    def take(self, start: int, count: int) -> np.ndarray:
+        idx = np.arange(start, start + count)
+        out = np.empty(count, dtype=np.int64)
+        for epoch in np.unique(idx // self.n):
+            if epoch not in self._cache:
+                self._cache = {epoch: np.random.default_rng(_seed_of(self.seed, "order", epoch)).permutation(self.n)}
+            sel = idx // self.n == epoch
+            out[sel] = self._cache[epoch][idx[sel] % self.n]
+        return out
+
+
+def micro_batch(data, order: BlockOrder, tcfg: TrainConfig, step: int, micro: int, rank: int,
+                world: int, micro_size: int, accum: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs and labels for micro-batch `micro` of optimizer step `step` on `rank`.
+
+    Slot j = micro * world + rank of the global batch, so 1 process x 2 accumulation steps and
+    2 processes x 1 step read the same blocks with the same masks.
+    """
+    slot = micro * world + rank
+    start = (step * accum * world + slot) * micro_size
+    ids = torch.from_numpy(np.asarray(data.train[np.sort(order.take(start, micro_size))], dtype=np.int64))
+    g = torch.Generator().manual_seed(_seed_of(tcfg.seed, "mask", step, slot))
+    return make_batch(tcfg.model, ids, g, data.special_ids, data.vocab_size)
+
+
+@torch.no_grad()
+def evaluate(model: TwoTowerLM, data, tcfg: TrainConfig, batch_size: int, autocast: bool) -> float:
+    """Mean validation cross-entropy per predicted token over a fixed set of blocks and masks."""
+    was_training = model.training
+    model.eval()
+    n = min(tcfg.eval_blocks, len(data.valid))
+    total, count = 0.0, 0
+    g = torch.Generator().manual_seed(_seed_of(tcfg.seed, "valid"))
+    device = next(model.parameters()).device
+    for start in range(0, n, batch_size):
+        ids = torch.from_numpy(np.asarray(data.valid[start:min(n, start + batch_size)], dtype=np.int64))
+        inputs, labels = make_batch(tcfg.model, ids, g, data.special_ids, data.vocab_size)
+        k = int((labels != -100).sum())
+        if k == 0:
+            continue
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss, _ = model(inputs.to(device), labels.to(device), only_labeled=True)
+        total, count = total + float(loss) * k, count + k
+    model.train(was_training)
+    return total / max(count, 1)
+
+
+# ----------------------------------------------------------------------------- checkpoints
+
+def _state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
+
+
+def save_weights(model: torch.nn.Module, path: Path) -> None:
+    atomic_write_bytes(path, save(_state_dict(model)))
+
+
+def save_checkpoint(run_dir: Path, engine, state: dict[str, Any]) -> Path:
+    """Weights (safetensors) + optimizer state (tensors only) + counters, written atomically."""
+    final = run_dir / "checkpoints" / f"step-{state['step']:09d}"
+    with atomic_directory(final) as tmp:
+        save_file(_state_dict(engine.module), tmp / "model.safetensors")
+        torch.save(engine.optimizer.state_dict(), tmp / "optimizer.pt")
+        atomic_write_json(tmp / "state.json", state)
+    for old in sorted((run_dir / "checkpoints").glob("step-*"))[:-KEEP_CHECKPOINTS]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    done = [p for p in sorted((run_dir / "checkpoints").glob("step-*")) if (p / "state.json").is_file()]
+    return done[-1] if done else None
+
+
+def load_checkpoint(path: Path, engine) -> dict[str, Any]:
+    engine.module.load_state_dict(load_file(path / "model.safetensors"))
+    try:
+        opt_state = torch.load(path / "optimizer.pt", map_location="cpu", weights_only=True)
+    except Exception as e:  # an optimizer whose state holds non-tensor objects cannot be loaded safely
+        raise UserError(f"cannot load the optimizer state in {path} with weights_only=True ({e}); "
+                        "this checkpoint was written with a different optimizer setup") from e
+    engine.optimizer.load_state_dict(opt_state)
+    return read_json(path / "state.json")
+
+
+def next_snapshot(tokens: int, every: int | None) -> int:
+    """Smallest snapshot threshold strictly above `tokens`."""
+    if every:
+        return (tokens // every + 1) * every
+    t = FIRST_SNAPSHOT_TOKENS
+    while t <= tokens:
+        t *= 2
+    return t
+
+
+# ----------------------------------------------------------------------------- the loop
+
+def _run_identity(cfg: ModelConfig, tcfg: TrainConfig, data, micro: int, accum: int, world: int) -> dict:
+    """What must match for --resume to continue the same run (budget and step limit may change)."""
+    return {"model": cfg.to_dict(), "seed": tcfg.seed, "micro_batch": micro, "grad_accum": accum,
+            "world_size": world, "data_hash": data.data_hash, "precision": tcfg.precision}
+
+
+def train(tcfg: TrainConfig, data, out: str | os.PathLike, resume: bool = False,
+          show_progress: bool = True) -> dict[str, Any]:
+    """Train (or resume) into `out`; return the summary written to manifest.json."""
+    import deepspeed
+    from tqdm.auto import tqdm
+
+    tcfg.validate()
+    out = Path(out)
+    init_distributed()
+    rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+    cfg = preset(tcfg.preset, tcfg.model, towers=tcfg.towers, vocab_size=data.vocab_size,
+                 seq_len=data.seq_len)
+    ds = deepspeed_config(tcfg)
+    micro, accum = int(ds["train_micro_batch_size_per_gpu"]), int(ds["gradient_accumulation_steps"])
+    tokens_per_step = micro * accum * world * cfg.seq_len
+    identity = _run_identity(cfg, tcfg, data, micro, accum, world)
+    if (out / "config.json").exists() and not resume:
+        raise UserError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
+    autocast = use_bf16_autocast(tcfg)
+
+    torch.manual_seed(_seed_of(tcfg.seed, "init"))
+    model = build_model(cfg)
+    decay = [p for p in model.parameters() if p.ndim >= 2]        # matrices and embeddings
+    no_decay = [p for p in model.parameters() if p.ndim < 2]      # biases and LayerNorm gains
+    groups = [{"params": decay}, {"params": no_decay, "weight_decay": 0.0}]
+    ds_clean = {k: v for k, v in ds.items() if not k.startswith("_")}
+    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=groups, config=ds_clean)
+    peak_lr = float(ds["optimizer"]["params"]["lr"])
+
+    state = {"step": 0, "tokens": 0, "elapsed_s": 0.0, "identity": identity, "interval_loss": 0.0,
+             "interval_steps": 0}
+    ckpt = latest_checkpoint(out) if resume else None
+    if ckpt is not None:
+        state = load_checkpoint(ckpt, engine)
+        if state["identity"] != identity:
+            raise UserError(f"--resume: {ckpt} belongs to a different run setup "
+                            f"({state['identity']} vs now {identity}); use the same settings or a new --out")
+        _truncate_log(out / "log.jsonl", state["step"])
+    elif resume and (out / "config.json").exists():
+        raise UserError(f"--resume: {out} has no complete checkpoint; start it again without --resume "
+                        "into a new --out")
+    if (out / "model.safetensors").exists() and resume and not _more_to_do(state, tcfg):
+        return read_json(out / "manifest.json")
+
+    if rank == 0:
+        atomic_write_json(out / "config.json", {
+            "model": cfg.to_dict(), "train": asdict(tcfg), "deepspeed": ds,
+            "data": {"path": str(data.path), "data_hash": data.data_hash,
+                     "tokenizer": str(Path(data.path) / "tokenizer")},
+            "world_size": world, "tokens_per_step": tokens_per_step})
+        if ckpt is None:
+            save_weights(engine.module, out / "snapshots" / f"{snapshot_name(0)}.safetensors")
+            save_checkpoint(out, engine, state)
+
+    order = BlockOrder(len(data.train), tcfg.seed)
+    next_snap = next_snapshot(state["tokens"], tcfg.snapshot_every_tokens)
+    t_start, elapsed0 = time.monotonic(), state["elapsed_s"]
+    last_ckpt_time = t_start
+    interval = {"t": t_start, "tokens": state["tokens"]}  # for tokens/s; the loss sums live in `state`
+    bar = tqdm(total=tcfg.max_steps, initial=state["step"], unit="step", dynamic_ncols=True,
+               disable=rank != 0 or not show_progress)
+    engine.train()
+
+    def progress(step_offset: float = 0.0) -> float:
+        """Fraction of the budget used: the larger of the step and the wall-clock fractions."""
+        p = 0.0
+        if tcfg.max_steps:
+            p = max(p, (state["step"] + step_offset) / tcfg.max_steps)
+        if tcfg.budget_s:
+            p = max(p, state["elapsed_s"] / tcfg.budget_s)
+        return p
+
+    done = not _any_rank(progress() < 1.0)
+    while not done:
+        step = state["step"]
+        lr = lr_at(progress(step_offset=0.5), peak_lr, tcfg.warmup_fraction)  # mid-step: step 0 gets lr > 0
+        for group in engine.optimizer.param_groups:
+            group["lr"] = lr
+        step_loss = 0.0
+        for j in range(accum):
+            inputs, labels = micro_batch(data, order, tcfg, step, j, rank, world, micro, accum)
+            torch.manual_seed(_seed_of(tcfg.seed, "dropout", step, j * world + rank))
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                loss, _ = engine(inputs.to(engine.device), labels.to(engine.device), only_labeled=True)
+            loss_value = loss.detach().item()
+            if _any_rank(not math.isfinite(loss_value)):
+                last = latest_checkpoint(out)
+                if rank == 0:
+                    _append_log(out / "log.jsonl", {"event": "diverged", "step": step, "loss": loss_value})
+                raise TrainingDiverged(
+                    f"the loss became {loss_value} at step {step} ({state['tokens']} tokens) on rank {rank}; "
+                    f"stopped without saving this state. Last good checkpoint: {last or 'none'}. Lower the "
+                    "learning rate in the DeepSpeed config or use --precision fp32, then train again "
+                    "(--resume continues from that checkpoint).")
+            engine.backward(loss)
+            engine.step()
+            step_loss += loss_value / accum
+        state["step"] += 1
+        state["tokens"] += tokens_per_step
+        state["elapsed_s"] = elapsed0 + time.monotonic() - t_start
+        state["interval_loss"] += step_loss
+        state["interval_steps"] += 1
+        bar.update(1)
+
+        done = not _any_rank(progress() < 1.0)
+        if rank == 0 and (state["step"] % tcfg.log_every_steps == 0 or done):
+            now = time.monotonic()
+            tok_s = (state["tokens"] - interval["tokens"]) / max(now - interval["t"], 1e-9)
+            record = {"step": state["step"], "tokens": state["tokens"], "elapsed_s": round(state["elapsed_s"], 3),
+                      "lr": lr, "loss": state["interval_loss"] / state["interval_steps"],
+                      "tokens_per_s": round(tok_s, 1)}
+            if state["step"] % tcfg.eval_every_steps == 0 or done:
+                record["val_loss"] = evaluate(engine.module, data, tcfg, micro, autocast)
+            _append_log(out / "log.jsonl", record)
+            left = max(0.0, 1.0 - progress()) * state["elapsed_s"] / max(progress(), 1e-9)
+            bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{tok_s:.0f}",
+                            left=f"{left / 60:.1f}m")
+            interval = {"t": time.monotonic(), "tokens": state["tokens"]}
+            state.update(interval_loss=0.0, interval_steps=0)
+        if rank == 0 and state["tokens"] >= next_snap:
+            save_weights(engine.module, out / "snapshots" / f"{snapshot_name(state['tokens'])}.safetensors")
+            next_snap = next_snapshot(state["tokens"], tcfg.snapshot_every_tokens)
+        by_steps = tcfg.checkpoint_every_steps and state["step"] % tcfg.checkpoint_every_steps == 0
+        by_time = time.monotonic() - last_ckpt_time >= tcfg.checkpoint_every_s
+        if rank == 0 and (by_steps or by_time or done):
+            save_checkpoint(out, engine, state)
+            last_ckpt_time = time.monotonic()
+    bar.close()
+
+    checksums = _rank_checksums(engine.module)
+    summary = {"status": "complete", "seed": tcfg.seed, "steps": state["step"], "tokens_seen": state["tokens"],
+               "wall_time_s": round(state["elapsed_s"], 3), "data_hash": data.data_hash,
+               "config": {"model": cfg.to_dict(), "train": asdict(tcfg)}, "world_size": world,
+               "param_sha256_by_rank": checksums,
+               "precision": "bf16-autocast" if autocast else ds_precision(ds)}
+    if rank == 0:
+        save_weights(engine.module, out / "snapshots" / f"{snapshot_name(state['tokens'])}.safetensors")
+        atomic_write_json(out / "manifest.json", provenance(**summary))
+        save_weights(engine.module, out / "model.safetensors")
+    return summary
+
+
+def params_sha256(model: torch.nn.Module) -> str:
+    h = hashlib.sha256()
+    for name, tensor in sorted(_state_dict(model).items()):
+        h.update(name.encode())
+        h.update(tensor.float().numpy().tobytes())
+    return h.hexdigest()
+
+
+def _rank_checksums(model: torch.nn.Module) -> list[str]:
+    """Parameter hash of every rank; data parallelism must leave them identical."""
+    mine = params_sha256(model)
+    if torch.distributed.get_world_size() == 1:
+        return [mine]
+    gathered: list[str] = [""] * torch.distributed.get_world_size()
+    torch.distributed.all_gather_object(gathered, mine)
+    if len(set(gathered)) != 1:
+        raise RuntimeError(f"parameters differ across ranks at the end of training: {gathered}")
+    return gathered
+
+
+def ds_precision(ds: dict) -> str:
+    for name in ("bf16", "fp16"):
+        if ds.get(name, {}).get("enabled"):
+            return name
+    return "fp32"
+
+
+def _more_to_do(state: dict, tcfg: TrainConfig) -> bool:
+    return bool((tcfg.max_steps and state["step"] < tcfg.max_steps) or
+                (tcfg.budget_s and state["elapsed_s"] < tcfg.budget_s))
+
+
+def _append_log(path: Path, record: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record, sort_keys=True) + "\n")
+        f.flush()
+
+
+def _truncate_log(path: Path, step: int) -> None:
+    """Drop log lines written after the checkpoint we resume from: they will be written again."""
+    if not path.exists():
+        return
+    keep = [ln for ln in path.read_text(encoding="utf-8").splitlines()
+            if ln.strip() and json.loads(ln).get("step", 0) <= step and "event" not in json.loads(ln)]
+    atomic_write_text(path, "".join(ln + "\n" for ln in keep))
+
+
+# ----------------------------------------------------------------------------- CLI
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, choices=MODEL_TYPES, help="tower family")
+    p.add_argument("--preset", default="cpu", choices=PRESETS, help="model size (default: cpu)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--towers", type=int, default=2, help="k towers; 1 is the single-tower baseline")
+    p.add_argument("--budget", default=None, help="wall-clock budget, e.g. 10m, 2h, 1d")
+    p.add_argument("--max-steps", type=int, default=None, help="stop after this many optimizer steps")
+    p.add_argument("--out", required=True, help="run directory")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    p.add_argument("--data", default=None, help="prepared-data directory (default: what `data prepare` writes with its defaults)")
+    p.add_argument("--micro-batch", type=int, default=None, help="override the DeepSpeed config")
+    p.add_argument("--grad-accum", type=int, default=None, help="override the DeepSpeed config")
+    p.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"),
+                   help="CPU: bf16 autocast where the CPU has native bf16 (auto), or force one")
+    p.add_argument("--deepspeed-config", default=None, help="DeepSpeed JSON (default: configs/deepspeed_cpu.json)")
+    p.add_argument("--eval-every-steps", type=int, default=100)
+    p.add_argument("--checkpoint-every", default="10m", help="wall-clock interval between checkpoints")
+    p.add_argument("--checkpoint-every-steps", type=int, default=None)
+    p.add_argument("--snapshot-every-tokens", type=int, default=None,
+                   help="weight snapshot interval (default: at 2^16, 2^17, ... tokens)")
+
+
+def main(args: argparse.Namespace) -> int:
+    from twotower_lib.data import load_prepared
+
+    if args.data is None:  # the default corpus at the default settings, as `data prepare` writes it
+        from twotower_lib.data import DataConfig, prepared_dir
+
+        args.data = str(prepared_dir(DataConfig()))
+        if not Path(args.data).is_dir():
+            raise UserError(f"no prepared data at {args.data}: run `python -m twotower_lib data prepare` first, "
+                            "or pass another prepared directory with --data DIR")
+    if not Path(args.data).is_dir():
+        raise UserError(f"--data {args.data} does not exist; run `python -m twotower_lib data prepare` first")
+    tcfg = TrainConfig(
+        model=args.model, preset=args.preset, seed=args.seed, towers=args.towers,
+        budget_s=parse_duration(args.budget) if args.budget else None, max_steps=args.max_steps,
+        micro_batch=args.micro_batch, grad_accum=args.grad_accum, precision=args.precision,
+        eval_every_steps=args.eval_every_steps, checkpoint_every_s=parse_duration(args.checkpoint_every),
+        checkpoint_every_steps=args.checkpoint_every_steps, snapshot_every_tokens=args.snapshot_every_tokens,
+        deepspeed_config=args.deepspeed_config, data=str(args.data))
+    summary = train(tcfg, load_prepared(args.data), args.out, resume=args.resume)
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(f"trained {summary['steps']} steps ({summary['tokens_seen']} tokens) in "
+              f"{summary['wall_time_s']:.0f} s -> {args.out}")
+    return 0
