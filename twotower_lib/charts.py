@@ -148,14 +148,14 @@ def score_distributions(scores: pd.DataFrame, groups: list[str], title: str = "P
     `scores`: columns token, frequency, case, group, score; only rows whose group is in `groups`.
     """
     df = scores[scores["group"].isin(groups)]
-    return alt.Chart(df, title=title, width=220, height=180).transform_density(
+    return alt.Chart(df, width=220, height=180).transform_density(
         "score", groupby=["case", "group"], as_=["score", "density"],
     ).mark_line().encode(
         x=alt.X("score:Q", title="preference score s"),
         y=alt.Y("density:Q", title="normalised distribution"),
-        color=alt.Color("group:N", sort=groups),
+        color=alt.Color("group:N", sort=groups, legend=LEGEND_BELOW),
         tooltip=["group:N", alt.Tooltip("score:Q", format=".2f"), alt.Tooltip("density:Q", format=".3f")],
-    ).facet(column=alt.Column("case:N", title=None))
+    ).facet(facet=alt.Facet("case:N", title=None), columns=2, title=title)  # wraps: stays in the page column
 
 
 def score_vs_rank(scores: pd.DataFrame, title: str = "Preference score against frequency rank") -> alt.Chart:
@@ -218,3 +218,51 @@ def tower_scatter(table: pd.DataFrame, title: str = "Each token's mean probabili
     diagonal = alt.Chart(pd.DataFrame({"x": [lo, hi], "y": [lo, hi]})).mark_line(color="gray", strokeDash=[4, 4]).encode(
         x=alt.X("x:Q", scale=alt.Scale(zero=False)), y=alt.Y("y:Q", scale=alt.Scale(zero=False)))
     return (points + diagonal).interactive()
+
+
+def component_heatmap(fig5: pd.DataFrame, title: str = "Word vectors after ICA") -> alt.Chart:
+    """Fig. 5: words (by frequency) x ICA components, value as colour.
+
+    `fig5`: long table with columns word_index, token, component, value (`analysis.ica.fig5_data`).
+    It goes into the spec as one row per word holding its values as an array, flattened in the
+    browser: a fifth of the size of one row per cell (500 x 128 cells in the paper's figure).
+    """
+    wide = fig5.sort_values(["word_index", "component"]).groupby("word_index", sort=True)
+    rows = pd.DataFrame({"word_index": list(wide.groups), "token": wide["token"].first().to_list(),
+                         "component": [g.to_list() for _, g in wide["component"]],
+                         "value": [g.round(2).to_list() for _, g in wide["value"]]})
+    limit = float(np.ceil(fig5["value"].abs().quantile(0.99)))
+    d = int(fig5["component"].max()) + 1
+    return alt.Chart(rows, title=title, width=WIDTH, height=300).transform_flatten(
+        ["component", "value"]).mark_rect().encode(
+        x=alt.X("word_index:O", title="word (most frequent first)", axis=alt.Axis(labels=False, ticks=False)),
+        y=alt.Y("component:O", title="ICA component", axis=alt.Axis(values=list(range(0, d, max(1, d // 8))))),
+        color=alt.Color("value:Q", scale=alt.Scale(scheme="redblue", reverse=True, domain=[-limit, limit], clamp=True)),
+        tooltip=[alt.Tooltip("token:N"), "word_index:O", "component:O", alt.Tooltip("value:Q", format=".2f")],
+    )
+
+
+def group_histogram(hist: pd.DataFrame, title: str = "Number of word groups per word") -> alt.Chart:
+    """Fig. 6: share of words in k groups. `hist`: columns n_groups, n_words, share."""
+    return alt.Chart(hist, title=title, width=WIDTH, height=260).mark_bar().encode(
+        x=alt.X("n_groups:O", title="groups the word belongs to", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("share:Q", title="share of words", axis=alt.Axis(format="%")),
+        tooltip=["n_groups:O", alt.Tooltip("n_words:Q", format=","), alt.Tooltip("share:Q", format=".1%")],
+    )
+
+
+def group_word_lists(members: pd.DataFrame, title: str = "Example word groups") -> alt.Chart:
+    """Fig. 7 as ranked word lists: one panel per group, most typical word first, size by frequency.
+
+    `members`: columns group (label), typicality (1 = most typical), token, count, value; the
+    panels keep the order in which the groups first appear.
+    """
+    return alt.Chart(members, width=140, height=18 * int(members["typicality"].max())).mark_text(
+        align="left").encode(
+        x=alt.value(8),
+        y=alt.Y("typicality:O", title="rank in the group"),
+        text="token:N",
+        size=alt.Size("count:Q", scale=alt.Scale(type="log", range=[8, 20]), title="frequency", legend=LEGEND_BELOW),
+        tooltip=[alt.Tooltip("token:N"), alt.Tooltip("count:Q", title="frequency", format=","),
+                 alt.Tooltip("value:Q", title="component value", format=".2f")],
+    ).facet(facet=alt.Facet("group:N", title=None, sort=list(dict.fromkeys(members["group"]))), columns=3, title=title)

@@ -55,8 +55,10 @@ SECTIONS: tuple[Section, ...] = (
     Section("02_probing", "Probing and preference scores", "probing", ("cases", "probe_tokens"), ("00_data", "01_training")),
     Section("03_correlations", "Correlation of preference scores", "correlations",
             ("cases", "top_n", "bootstrap", "controls"), ("00_data", "01_training", "02_probing")),
-    Section("04_pos", "Part-of-speech preference", "pos", ("cases", "top_n"), ("00_data", "02_probing")),
-    Section("05_ica", "ICA word groups", "ica", ("cases", "ica_dim"), ("00_data", "01_training", "02_probing")),
+    Section("04_pos", "Part-of-speech preference", "pos", ("cases", "top_n", "pos_docs", "pos_backend"),
+            ("00_data", "02_probing")),
+    Section("05_ica", "ICA word groups", "ica", ("cases", "ica_reference", "ica_tokens", "ica_dim"),
+            ("00_data", "01_training", "02_probing")),
     Section("06_frequency", "Preference and word frequency", "frequency", ("cases", "top_n", "bootstrap"), ("00_data", "02_probing")),
 )
 
@@ -301,6 +303,91 @@ def load_scores(ctx: SectionContext) -> dict:
     results = {case_name(m, s): load_artifact(probing / case_name(m, s)) for m, s in ctx.profile.case_list()}
     check_same_vocabulary(list(results.values()))
     return results
+
+
+def sample_texts(data, split: str, n: int, seed: int = 0) -> list[str]:
+    """A seeded sample of `n` documents of `split` (all if fewer), in corpus order, read in one pass."""
+    import numpy as np
+
+    total = len(data.documents(split))
+    if total == 0:
+        raise UserError(f"the prepared data at {data.path} has no {split!r} documents to sample")
+    keep = set(np.random.default_rng(seed).permutation(total)[:n].tolist())
+    return [t for i, t in enumerate(data.texts(split)) if i in keep]
+
+
+def pos_tagger(backend: str):
+    """(name, tagger) for a profile's `pos_backend`; "auto" is stanza with its English model, else spaCy."""
+    from twotower_lib.analysis.pos import load_tagger
+    from twotower_lib.errors import MissingDependencyError
+
+    if backend != "auto":
+        return backend, load_tagger(backend)
+    try:
+        return "stanza", load_tagger("stanza")
+    except MissingDependencyError as stanza_missing:
+        try:
+            return "spacy", load_tagger("spacy")
+        except MissingDependencyError as spacy_missing:
+            raise MissingDependencyError(f"no POS backend is available. {stanza_missing} -- {spacy_missing}") from None
+
+
+def vocabulary_pos(ctx: SectionContext, data, tagger) -> pd.DataFrame:
+    """Tag `pos_docs` training documents with `tagger` (from `pos_tagger`) and give each token its
+    majority UPOS: the table of `analysis.pos.majority_tags`, also saved in the section's output."""
+    from twotower_lib.analysis.pos import vocabulary_pos as tag_vocabulary
+    from twotower_lib.artifacts import atomic_write_bytes
+
+    texts = sample_texts(data, "train", ctx.profile.pos_docs, seed=ctx.profile.data_seed)
+    table = tag_vocabulary(texts, data.tokenizer, tagger)
+    atomic_write_bytes(ctx.out / "vocabulary_pos.parquet", table.to_parquet(index=False))
+    return table
+
+
+def top_token_ids(data, n: int):
+    """Ids of the n most frequent tokens of the training split, special tokens left out (ties: lower id)."""
+    import numpy as np
+
+    counts = np.asarray(data.counts).copy()
+    counts[list(data.special_ids.values())] = -1
+    order = np.lexsort((np.arange(len(counts)), -counts))
+    return order[: min(n, int((counts > 0).sum()))]
+
+
+def ica_reference(ctx: SectionContext) -> str:
+    """The case name of the profile's `ica_reference`; UserError if it is not one of the cases."""
+    if ctx.profile.ica_reference not in ctx.profile.cases:
+        raise UserError(f"ica_reference {ctx.profile.ica_reference!r} is not one of the cases {list(ctx.profile.cases)}; "
+                        f"pick one with  -p ica_reference MODEL:SEED")
+    model, seed = ctx.profile.ica_reference.split(":")
+    return case_name(model, int(seed))
+
+
+def word_ica(ctx: SectionContext, data):
+    """Section 5.3's word vectors and their ICA, from the reference case's trained input embedding.
+
+    A seeded sample of `ica_tokens` token occurrences of the training split (whole blocks, special
+    tokens left out) picks the rows of the embedding, each occurrence one row; whitening PCA to
+    `ica_dim` and Amari ICA follow (`analysis.ica.fit_word_ica`). Returns (fitted WordICA, token
+    ids of the distinct sampled tokens, their components (words, d), their occurrences in the sample).
+    """
+    import numpy as np
+    import torch
+
+    from twotower_lib.analysis.ica import ICAConfig, PCAConfig, fit_word_ica
+    from twotower_lib.models import load_model
+
+    reference = ica_reference(ctx)
+    model, _ = load_model(ctx.input_dir("01_training") / reference)
+    with torch.no_grad():
+        embedding = model.tok_emb.weight.detach().to(torch.float64).numpy()     # (vocab, E)
+    blocks = np.random.default_rng(ctx.profile.data_seed).permutation(len(data.train))
+    n_blocks = max(1, -(-ctx.profile.ica_tokens // data.seq_len))
+    ids = np.asarray(data.train[np.sort(blocks[:n_blocks])]).ravel()
+    ids = ids[~np.isin(ids, list(data.special_ids.values()))][: ctx.profile.ica_tokens]
+    fitted = fit_word_ica(embedding, ids, PCAConfig(d=ctx.profile.ica_dim), ICAConfig(max_iter=2000))
+    token_ids, counts = np.unique(ids, return_counts=True)
+    return fitted, token_ids, fitted.transform(embedding[token_ids]), counts
 
 
 # ---------------------------------------------------------------------- staleness

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from twotower_lib.artifacts import provenance, read_json
 from twotower_lib.errors import UserError

@@ -28,6 +28,7 @@ DEFAULT_PROFILE = "cpu"
 PRECISIONS = ("fp32", "bf16", "fp16")
 LAUNCHERS = ("python", "deepspeed")
 CONTROLS = ("untrained", "independent", "permutation")
+POS_BACKENDS = ("auto", "stanza", "spacy")  # auto: stanza where its English model is installed, else spaCy
 _RUN_RE = re.compile(r"^(?P<model>[a-z][a-z0-9-]*):(?P<seed>\d+)$")
 
 
@@ -66,6 +67,10 @@ class Profile:
     top_n: int = 1000                    # N: the most frequent tokens compared (paper: 5000)
     bootstrap: int = 1000                # bootstrap resamples for confidence intervals
     controls: tuple[str, ...] = CONTROLS
+    pos_docs: int = 200                  # training documents POS-tagged to give each token its tag (04_pos)
+    pos_backend: str = "auto"            # one of POS_BACKENDS
+    ica_reference: str = "bert-large:1"  # the case ("model:seed") whose input embedding gives the word vectors
+    ica_tokens: int = 1_000_000          # token occurrences in the corpus sample of the ICA (05_ica)
     ica_dim: int = 128                   # d of Eq. 5
     # -- structure (not overridable with -p: change the profile instead)
     models: dict[str, ModelChoice] = field(default_factory=dict, compare=False)
@@ -82,7 +87,8 @@ class Profile:
 
         if not isinstance(self.valid_fraction, float) or not 0.0 < self.valid_fraction < 1.0:
             raise bad("valid_fraction", "must be a number strictly between 0 and 1")
-        for name in ("vocab_size", "seq_len", "doc_words", "train_tokens", "micro_batch", "probe_tokens", "top_n", "ica_dim"):
+        for name in ("vocab_size", "seq_len", "doc_words", "train_tokens", "micro_batch", "probe_tokens", "top_n",
+                     "pos_docs", "ica_tokens", "ica_dim"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise bad(name, "must be a positive integer")
@@ -101,6 +107,13 @@ class Profile:
         unknown = sorted(set(self.controls) - set(CONTROLS))
         if unknown:
             raise bad("controls", f"has unknown control(s) {unknown}; choose among {CONTROLS}")
+        if self.pos_backend not in POS_BACKENDS:
+            raise bad("pos_backend", f"must be one of {POS_BACKENDS}")
+        m = _RUN_RE.match(self.ica_reference) if isinstance(self.ica_reference, str) else None
+        if not m:
+            raise bad("ica_reference", "is not of the form model:seed (e.g. bert-large:1)")
+        if self.models and m["model"] not in self.models:
+            raise bad("ica_reference", f"names model {m['model']!r}; this profile defines {sorted(self.models)}")
         if not self.cases:
             raise bad("cases", "is empty; list at least one model:seed, e.g. gpt:1")
         for r in self.cases:
@@ -219,7 +232,7 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
     Profile("tiny", "seconds per section: tests and smoke runs; no result is meaningful at this size",
             corpus="registry:brown", vocab_size=300, seq_len=32, doc_words=300, valid_fraction=0.2, cases=("gpt:1", "gpt:2", "bert-large:1"),
             train_tokens=10_000, precision="fp32", micro_batch=8, probe_tokens=5_000, top_n=50,
-            bootstrap=50, ica_dim=16, models=_TINY_MODELS),
+            bootstrap=50, pos_docs=10, ica_tokens=20_000, ica_dim=16, models=_TINY_MODELS),
     Profile("cpu", "the default: the paper's five cases plus controls on a 2-core CPU "
                    "(sizes and budgets provisional until the emergence study of issue 7 sets them)",
             models=_CPU_MODELS),
@@ -227,11 +240,11 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
             train_tokens=80_000_000, probe_tokens=4_000_000, models=_CPU_MODELS),
     Profile("gpu", "one GPU, a few hours: paper vocabulary, CPU-sized models trained much longer",
             vocab_size=30522, precision="bf16", micro_batch=128, train_tokens=400_000_000,
-            probe_tokens=20_000_000, top_n=5000, models=_CPU_MODELS),
+            probe_tokens=20_000_000, top_n=5000, pos_docs=1000, ica_tokens=5_000_000, models=_CPU_MODELS),
     Profile("paper", "Table 1 sizes, BookCorpus + Wikipedia, DeepSpeed launcher (about a day on 6 V100s per case)",
             corpus="hf:bookcorpus", vocab_size=30522, seq_len=128, precision="fp16", micro_batch=128,
             launcher="deepspeed", num_gpus=6, train_tokens=20_000_000_000, probe_tokens=200_000_000,
-            top_n=5000, models=_PAPER_MODELS),
+            top_n=5000, pos_docs=2000, ica_tokens=10_000_000, models=_PAPER_MODELS),
 )}
 
 

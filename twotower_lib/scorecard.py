@@ -187,6 +187,79 @@ def record_frequency(ctx, table4_pairs, frequency: str = "frequency rank") -> No
            "judged with Table 4: a trendless curve means something only if the runs agree")
 
 
+def record_pos(ctx, summary: pd.DataFrame, backend: str, min_tokens: int = 3) -> None:
+    """Record Fig. 4 from 04_pos's summary (`analysis.pos.pos_summary`: run, upos, n, holds, verdict).
+
+    `backend` is the tagger used ("stanza" is the paper's).
+
+    The paper makes one claim per tag (7 tags) and says it holds in every model type. A claim with
+    fewer than `min_tokens` scored tokens in a run cannot be checked there and counts as failed.
+    Direction claims would hold half the time for random scores, so: reproduced = all 7 hold in
+    every run; partly = at least 5 of 7 hold in every run; else not.
+    """
+    from twotower_lib.analysis.pos import PAPER_CLAIM
+
+    claims = summary[summary["upos"].isin(list(PAPER_CLAIM))].set_index(["run", "upos"])
+    runs = list(dict.fromkeys(summary["run"]))
+    held, parts = {}, []
+    for run in runs:
+        ok = [tag for tag in PAPER_CLAIM if (run, tag) in claims.index
+              and claims.loc[(run, tag), "n"] >= min_tokens and bool(claims.loc[(run, tag), "holds"])]
+        held[run] = len(ok)
+        missing = [tag for tag in PAPER_CLAIM if (run, tag) not in claims.index or claims.loc[(run, tag), "n"] < min_tokens]
+        parts.append(f"{run}: {len(ok)}/{len(PAPER_CLAIM)} claims hold"
+                     + (f" (too few tokens for {', '.join(missing)})" if missing else ""))
+    verdict = ("reproduced" if all(h == len(PAPER_CLAIM) for h in held.values())
+               else "partly" if all(h >= 5 for h in held.values()) else "not")
+    failed = claims[~claims["holds"].astype(bool)].reset_index()
+    note = (f"tagged with {backend}" + ("" if backend == "stanza" else " (the paper used stanza)")
+            + "; primary = median s > 0, secondary = median s < 0, spread = 25-75% of tokens above 0"
+            + ("; failing: " + "; ".join(f"{r.run} {r.upos} ({r.verdict})" for r in failed.itertuples()) if len(failed) else ""))
+    record(ctx, "fig4", "; ".join(parts), verdict, note)
+
+
+def record_ica(ctx, fig6_summary: dict, fig5_within_1: float, n_groups: int, table3_runs: pd.DataFrame | None,
+               converged: bool) -> None:
+    """Record Figs. 5-7 and Table 3 from 05_ica's results.
+
+    fig5_within_1: share of the Fig. 5 values in [-1, 1] (paper: about 80%; a Gaussian gives 68%,
+    so "sparse" means above that). fig6_summary: `analysis.ica.fig6_data`'s summary. table3_runs:
+    the groups' mean scores, one column per run (None or one column: no agreement to measure).
+    Rules: Fig. 5 reproduced within 5 points of 80%, partly above 68.3%, else not. Fig. 6 reproduced
+    when all three numbers are near the paper's (shares within 10 points, mean within 0.3), partly
+    when one or two are. Table 3 (ranks agree; the paper's columns correlate at Spearman 0.85-0.97):
+    reproduced when every pair of runs has rho >= 0.75 with p < 0.05, partly when every pair is
+    positive with p < 0.05, else not. Fig. 7's "meaningful" groups are shown, not judged.
+    """
+    from scipy.stats import spearmanr
+
+    conv = "" if converged else "; the ICA did not converge"
+    gauss = 0.683
+    v5 = ("reproduced" if abs(fig5_within_1 - 0.80) <= 0.05 else "partly" if fig5_within_1 > gauss else "not")
+    record(ctx, "fig5", f"{fig5_within_1:.0%} of the values within [-1, 1]", v5,
+           f"components scaled to unit variance; a Gaussian would give {gauss:.0%}{conv}")
+    near = [abs(fig6_summary["share_one"] - 0.45) <= 0.10, abs(fig6_summary["share_none"] - 0.13) <= 0.10,
+            abs(fig6_summary["mean_groups"] - 1.45) <= 0.3]
+    record(ctx, "fig6", f"{fig6_summary['share_one']:.0%} in exactly one group, {fig6_summary['share_none']:.0%} in none, "
+           f"{fig6_summary['mean_groups']:.2f} groups per word",
+           "reproduced" if all(near) else "partly" if any(near) else "not",
+           f"over {fig6_summary['n_words']} words (the distinct tokens of the corpus sample), |y| > 2.5{conv}")
+    record(ctx, "fig7", f"{n_groups} non-empty groups; their members are listed in section 05_ica", "not attempted",
+           "whether the groups are semantically meaningful is not judged automatically; read the lists")
+    if table3_runs is None or table3_runs.shape[1] < 2:
+        record(ctx, "table3", "" if table3_runs is None else f"{len(table3_runs)} groups, one run", "not attempted",
+               "needs at least two runs and groups with scored members")
+        return
+    runs = list(table3_runs.columns)
+    pairs = [(a, b, *spearmanr(table3_runs[a], table3_runs[b])) for i, a in enumerate(runs) for b in runs[i + 1:]]
+    verdict = ("reproduced" if all(r >= 0.75 and p < 0.05 for *_, r, p in pairs)
+               else "partly" if all(r > 0 and p < 0.05 for *_, r, p in pairs) else "not")
+    record(ctx, "table3", f"{len(table3_runs)} groups; Spearman rho of group means: "
+           + "; ".join(f"{a} vs {b}: {r:.2f} (p = {p:.2g})" for a, b, r, p in pairs), verdict,
+           "all groups with enough scored members, not a hand-picked 22 (groups overlap, so p is optimistic); "
+           "the syntactic-vs-semantic trend is not judged automatically")
+
+
 # ---------------------------------------------------------------------- building
 
 

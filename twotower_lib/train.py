@@ -326,7 +326,7 @@ def train(tcfg: TrainConfig, data, out: str | os.PathLike, resume: bool = False,
           show_progress: bool = True) -> dict[str, Any]:
     """Train (or resume) into `out`; return the summary written to manifest.json."""
     import deepspeed
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     tcfg.validate()
     out = Path(out)

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 from scipy.stats import rankdata
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from twotower_lib.errors import UserError
 

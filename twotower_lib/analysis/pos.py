@@ -26,7 +26,7 @@ from typing import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from twotower_lib.analysis.correlation import check_tables
 from twotower_lib.errors import MissingDependencyError, UserError

@@ -17,7 +17,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 import numpy as np
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json, sha256_file, sha256_json
 from twotower_lib.data.blocks import DOCUMENTS, FORMAT_VERSION, MANIFEST, BlockWriter, is_validation, read_documents

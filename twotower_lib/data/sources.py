@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from twotower_lib.artifacts import atomic_directory, sha256_file
 from twotower_lib.data.clean import Document, detokenize_brown, documents_from_text, normalize, strip_gutenberg

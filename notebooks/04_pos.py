@@ -1,0 +1,93 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Part-of-speech preference
+#
+# Which kinds of tokens does each tower prefer? The paper (Section 5.2, Fig. 4) tags a subset of
+# the corpus with Stanza, gives every vocabulary token its most frequent universal POS tag, and
+# looks at the preference scores of seven tags. Its claim, in every model type: VERB, ADP, ADV and
+# AUX are preferred by the primary tower ($s > 0$), PROPN by the secondary tower ($s < 0$), and
+# NOUN and ADJ are spread over both.
+#
+# This section tags `pos_docs` training documents (the backend is `pos_backend`: "auto" uses
+# Stanza, the paper's tagger, where its English model is installed, and spaCy's `en_core_web_sm`
+# otherwise), maps the tagger's words onto WordPiece tokens by character overlap, and checks each
+# of the seven claims on the `top_n` most frequent tokens of every case.
+
+# %% tags=["parameters"]
+profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.profiles)
+runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS or ./runs
+cases = None             # None: the profile's cases, "model:seed" comma-separated
+top_n = None             # None: the profile's N, the most frequent tokens compared (paper: 5000)
+pos_docs = None          # None: the profile's number of training documents to tag
+pos_backend = None       # None: the profile's backend, auto | stanza | spacy
+
+# %%
+import pandas as pd
+
+from twotower_lib import charts, pipeline, scorecard
+from twotower_lib.analysis import pos
+
+ctx = pipeline.open_section("04_pos", globals())
+backend, tagger = pipeline.pos_tagger(ctx.profile.pos_backend)  # stops here if the backend is not installed
+charts.enable()
+pd.DataFrame({"value": {k: str(v) for k, v in ctx.parameters.items()}}).rename_axis(f"profile {ctx.profile.name}")
+
+# %% [markdown]
+# ## Each token's majority tag
+#
+# A token takes the tag it received most often in the tagged sample (`share` is how often that
+# was); tokens never seen by the tagger get none. The most frequent tokens:
+
+# %%
+data = pipeline.load_data(ctx)
+tags = pipeline.vocabulary_pos(ctx, data, tagger)
+print(f"backend: {backend}; {len(tags)} of {data.vocab_size} vocabulary tokens received a tag")
+tags.assign(frequency=data.counts[tags["token_id"]]).nlargest(15, "frequency")[
+    ["token", "upos", "share", "n_tagged", "frequency"]].reset_index(drop=True)
+
+# %%
+tags["upos"].value_counts().rename("tokens").to_frame().T
+
+# %% [markdown]
+# ## Fig. 4: preference score per tag
+#
+# The distribution of the scores of the tokens with each of the paper's seven tags, one panel per
+# case (normalised densities; hover for values).
+
+# %%
+scores = pipeline.load_scores(ctx)
+top = pipeline.top_token_ids(data, ctx.profile.top_n)
+fig4 = pos.fig4_data({k: r.table for k, r in scores.items()}, tags, token_ids=top)
+charts.score_distributions(
+    fig4.rename(columns={"run": "case", "upos": "group"}).assign(frequency=data.counts[fig4["token_id"]]),
+    list(pos.PAPER_TAGS), title=f"Preference score by POS tag (top {ctx.profile.top_n} tokens)")
+
+# %% [markdown]
+# ## Does the paper's claim hold?
+#
+# Per case and tag: how many tokens, the median and mean score, the share above zero, the
+# paper's claim and whether it holds here ("primary": median above zero; "secondary": below;
+# "spread": between 25% and 75% of the tokens above zero).
+
+# %%
+summary = pos.pos_summary(fig4)
+summary.round(3)
+
+# %%
+summary.pivot(index="upos", columns="run", values="holds").reindex(list(pos.PAPER_TAGS))
+
+# %%
+scorecard.record_pos(ctx, summary, backend)
+ctx.finish(backend=backend, tagged_tokens=len(tags), claims_held=int(summary["holds"].fillna(False).astype(bool).sum()));
