@@ -61,10 +61,18 @@ def test_decoder_is_tied_to_embedding():
     ("n_head", 0, "gpt"),
     ("hidden", 15, "elmo"),         # odd: no even forward/backward split
     ("n_layer", 0, "elmo"),
+    ("deepspeed_kernel", True, "gpt"),  # the fused kernel is a BERT layer
 ])
 def test_invalid_config_names_the_field(field, value, model_type):
     cfg = dataclasses.replace(preset("tiny", model_type, vocab_size=V), **{field: value})
     with pytest.raises(UserError, match=f"`{field}`"):
+        build_model(cfg)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU refusal")
+def test_deepspeed_kernel_needs_cuda():
+    cfg = dataclasses.replace(preset("tiny", "bert", vocab_size=V), deepspeed_kernel=True)
+    with pytest.raises(UserError, match="needs a CUDA GPU"):
         build_model(cfg)
 
 

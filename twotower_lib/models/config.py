@@ -29,6 +29,7 @@ class ModelConfig:
     dropout: float = 0.1
     layer_norm_eps: float = 1e-12
     fuse_towers: bool = False  # run the k transformer towers in one vmapped call (same weights layout)
+    deepspeed_kernel: bool = False  # BERT on CUDA: DeepSpeed's fused transformer kernel, as in the paper
 
     @property
     def embed_dim(self) -> int:
@@ -62,6 +63,8 @@ class ModelConfig:
             raise bad("towers", "must be an integer >= 1 (1 is the single-tower baseline, 2 the paper's setting)")
         if not 0.0 <= self.dropout < 1.0:
             raise bad("dropout", "must be in [0, 1)")
+        if self.deepspeed_kernel and self.model_type != "bert":
+            raise bad("deepspeed_kernel", f"is only available for BERT towers, not {self.model_type!r}")
         if self.model_type == "elmo":
             if self.hidden % 2:
                 raise bad("hidden", "must be even for ELMo: each tower emits forward and backward halves")

@@ -19,7 +19,7 @@ from torch.func import functional_call, vmap
 from transformers.pytorch_utils import Conv1D
 
 from twotower_lib.errors import UserError
-from twotower_lib.models.bert import BertTower
+from twotower_lib.models.bert import BertTower, DeepSpeedKernelTower
 from twotower_lib.models.config import ModelConfig
 from twotower_lib.models.elmo import ELMoTower
 from twotower_lib.models.gpt import GPTTower
@@ -40,7 +40,8 @@ class TwoTowerLM(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
         # The k per-tower maps E -> H stored as one Linear(E, k*H): rows [j*H:(j+1)*H] belong to tower j.
         self.tower_in = nn.Linear(E, k * H)
-        self.towers = nn.ModuleList(TOWER_CLASSES[cfg.model_type](cfg) for _ in range(k))
+        tower_class = DeepSpeedKernelTower if cfg.deepspeed_kernel else TOWER_CLASSES[cfg.model_type]
+        self.towers = nn.ModuleList(tower_class(cfg) for _ in range(k))
         self.head_ln1 = nn.LayerNorm(k * H, eps=cfg.layer_norm_eps)
         self.head_dense = nn.Linear(k * H, E)
         self.head_ln2 = nn.LayerNorm(E, eps=cfg.layer_norm_eps)
