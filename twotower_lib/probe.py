@@ -26,9 +26,9 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from twotower_lib.artifacts import provenance, read_json
+from twotower_lib.artifacts import provenance, read_json, sha256_file
 from twotower_lib.errors import UserError
-from twotower_lib.models import load_model, make_batch
+from twotower_lib.models import load_model, make_batch, weights_path
 from twotower_lib.models.heads import HEAD_KINDS, ProbeHead
 from twotower_lib.preference import (TowerSums, document_stats, load_artifact, order_towers,
                                      preference_table, save_artifact)
@@ -233,7 +233,6 @@ def probe_run(run_dir: str | os.PathLike, cfg: ProbeConfig | None = None, *, sna
     """
     from safetensors.torch import save as save_safetensors
 
-    from twotower_lib.artifacts import sha256_file
     from twotower_lib.data import load_prepared
 
     cfg = (cfg or ProbeConfig()).validate()
@@ -251,13 +250,8 @@ def probe_run(run_dir: str | os.PathLike, cfg: ProbeConfig | None = None, *, sna
     if mcfg.vocab_size != data.vocab_size:
         raise UserError(f"{run_dir} has vocabulary {mcfg.vocab_size} but {data_path} has {data.vocab_size}")
     out = Path(out) if out else probe_dir(run_dir, snapshot)
-    weights = run_dir / "model.safetensors" if snapshot is None else None
-    from twotower_lib.models import list_snapshots
-
-    if weights is None:
-        match = [p for t, p in list_snapshots(run_dir) if probe_dir(run_dir, snapshot).name == p.stem]
-        weights = match[0] if match else Path(snapshot)
-    identity = {"weights_sha256": sha256_file(weights), "data_hash": data.data_hash, "probe": asdict(cfg)}
+    identity = {"weights_sha256": sha256_file(weights_path(run_dir, snapshot)), "data_hash": data.data_hash,
+                "probe": asdict(cfg)}
     if not force and (out / "manifest.json").exists():
         try:
             if read_json(out / "manifest.json").get("identity") == identity:
@@ -306,8 +300,6 @@ def load_positions(probe_path: str | os.PathLike) -> TowerSums:
     """Per-position log-probabilities saved by a probe (validated by the artifact's sha256s)."""
     path = Path(probe_path)
     manifest = read_json(path / "manifest.json")
-    from twotower_lib.artifacts import sha256_file
-
     if sha256_file(path / "positions.npz") != manifest["files"]["positions.npz"]:
         raise UserError(f"{path / 'positions.npz'} does not match its manifest; re-run the probe")
     z = np.load(path / "positions.npz", allow_pickle=False)

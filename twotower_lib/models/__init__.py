@@ -22,7 +22,7 @@ from twotower_lib.models.config import MODEL_TYPES, PAPER_PRESETS, PRESETS, Mode
 from twotower_lib.models.two_tower import TwoTowerLM
 
 __all__ = ["MODEL_TYPES", "PAPER_PRESETS", "PRESETS", "ModelConfig", "TwoTowerLM", "build_model",
-           "list_snapshots", "load_model", "make_batch", "preset", "snapshot_name"]
+           "list_snapshots", "load_model", "make_batch", "preset", "snapshot_name", "weights_path"]
 
 IGNORE = -100  # label value for "nothing to predict here" (torch's cross-entropy default)
 
@@ -90,6 +90,24 @@ def list_snapshots(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+def weights_path(run_dir: str | os.PathLike, snapshot: str | int | None = None) -> Path:
+    """The safetensors file of a run: final weights, or a snapshot by name, token count or path."""
+    run_dir = Path(run_dir)
+    if snapshot is None:
+        weights = run_dir / "model.safetensors"
+    elif isinstance(snapshot, int):
+        weights = run_dir / "snapshots" / f"{snapshot_name(snapshot)}.safetensors"
+    elif Path(snapshot).is_file():
+        weights = Path(snapshot)
+    else:
+        weights = run_dir / "snapshots" / (str(snapshot).removesuffix(".safetensors") + ".safetensors")
+    if not weights.is_file():
+        available = [p.stem for _, p in list_snapshots(run_dir)]
+        raise UserError(f"no weights at {weights}. The run may be unfinished (resume it with --resume); "
+                        f"snapshots available: {available or 'none'}")
+    return weights
+
+
 def load_model(run_dir: str | os.PathLike, snapshot: str | int | None = None,
                map_location: str = "cpu") -> tuple[TwoTowerLM, ModelConfig]:
     """Load a trained model (final weights, or a snapshot by name, token count or path) in eval mode.
@@ -105,18 +123,7 @@ def load_model(run_dir: str | os.PathLike, snapshot: str | int | None = None,
         raise UserError(f"{run_dir} is not a training run directory (no config.json); "
                         "train one with `python -m twotower_lib train ... --out DIR`")
     cfg = ModelConfig.from_dict(read_json(config_path)["model"])
-    if snapshot is None:
-        weights = run_dir / "model.safetensors"
-    elif isinstance(snapshot, int):
-        weights = run_dir / "snapshots" / f"{snapshot_name(snapshot)}.safetensors"
-    elif Path(snapshot).is_file():
-        weights = Path(snapshot)
-    else:
-        weights = run_dir / "snapshots" / (str(snapshot).removesuffix(".safetensors") + ".safetensors")
-    if not weights.is_file():
-        available = [p.stem for _, p in list_snapshots(run_dir)]
-        raise UserError(f"no weights at {weights}. The run may be unfinished (resume it with --resume); "
-                        f"snapshots available: {available or 'none'}")
+    weights = weights_path(run_dir, snapshot)
     model = TwoTowerLM(cfg)
     missing, unexpected = model.load_state_dict(load_file(weights, device=map_location), strict=False)
     if missing or unexpected:
