@@ -22,18 +22,24 @@
 # rate 1e-3) and about a day on six V100 GPUs per case (Section 4.3); Table 1 lists the sizes.
 #
 # This section trains the cases of the chosen profile with the same optimiser settings through
-# DeepSpeed, for the profile's token budget. A finished case is kept, so re-running this
-# notebook only trains what is missing.
+# DeepSpeed, for the profile's token budget (per model where `model_tokens` sets one). A
+# finished case is kept, so re-running this notebook only trains what is missing.
+#
+# With the `independent` control on, it also trains four single-tower models (k = 1) of the
+# same-configuration case's size, with the same budget: the raw material of the control that
+# asks whether two *independently* trained networks would show the same pattern (section 03).
 
 # %% tags=["parameters"]
 profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.profiles)
 runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS or ./runs
 cases = None             # None: the profile's cases, "model:seed" comma-separated (e.g. "gpt:1,gpt:2")
 train_tokens = None      # None: the profile's budget, in training tokens seen per case
+model_tokens = None      # None: the profile's budgets of single models (see the profile table)
 precision = None         # None: the profile's precision (fp32 | bf16 | fp16)
 micro_batch = None       # None: the profile's blocks per optimiser step
 launcher = None          # None: the profile's launcher (python | deepspeed)
 num_gpus = None          # None: the profile's GPU count for the DeepSpeed launcher
+controls = None          # None: the profile's controls; "independent" adds four single-tower runs here
 
 # %%
 import pandas as pd
@@ -53,9 +59,10 @@ pd.DataFrame({"value": {k: str(v) for k, v in ctx.parameters.items()}}).rename_a
 
 # %%
 data = pipeline.load_data(ctx)
-pd.DataFrame([{"case": pipeline.case_name(model, seed), **ctx.profile.model_config(model, vocab_size=data.vocab_size).to_dict()}
-              for model, seed in ctx.profile.case_list()]).set_index("case")[
-    ["model_type", "n_layer", "hidden", "intermediate", "n_head", "towers", "vocab_size", "seq_len"]]
+pd.DataFrame([{"run": name, "training tokens": ctx.profile.tokens_for(model),
+               **ctx.profile.model_config(model, vocab_size=data.vocab_size, towers=towers).to_dict()}
+              for name, model, seed, towers in pipeline.training_runs(ctx.profile)]).set_index("run")[
+    ["model_type", "n_layer", "hidden", "intermediate", "n_head", "towers", "vocab_size", "seq_len", "training tokens"]]
 
 # %% [markdown]
 # ## Training
@@ -69,8 +76,9 @@ summary
 # of tokens seen. Hover for values; drag to pan, scroll to zoom.
 
 # %%
-charts.training_curves(pipeline.training_log(ctx))
+charts.training_curves(pipeline.training_log(ctx, list(summary.index)))
 
 # %%
 scorecard.record_table1(ctx)
-ctx.finish(cases=list(summary.index), tokens_seen=summary["tokens seen"].to_dict());
+ctx.finish(runs=list(summary.index), tokens_seen=summary["tokens seen"].to_dict(),
+           minutes=summary["minutes"].to_dict());

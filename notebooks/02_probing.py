@@ -25,12 +25,23 @@
 # the log of the primary tower's mean probability of $a$ over $a$'s occurrences, minus the
 # secondary tower's (Eq. 4). The authors' public code averages log-probabilities instead; both
 # are in the artifact (`score` and `score_logmean`), and the book uses the paper's.
+#
+# One detail the paper does not discuss matters for everything after this section: the heads
+# of different models must start from *different* random weights. With one probing seed for
+# every model, head 1 of run A and head 1 of run B start identical, and the trace of that start
+# that survives head training is shared between the runs by tower index. An earlier version of
+# this reproduction did that: two *untrained* Bert-large models' scores then correlated at
+# r = −0.34 (their primary towers had opposite indices), and a trained pair whose primary towers
+# had the same index looked better than it was. `tests/test_probe.py` keeps the effect under
+# test with towers that carry no information at all (shared head seeds: r ≈ 0.7; own seeds:
+# r ≈ 0). The probe now derives each model's head seed from its weights.
 
 # %% tags=["parameters"]
 profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.profiles)
 runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS or ./runs
 cases = None             # None: the profile's cases, "model:seed" comma-separated
 probe_tokens = None      # None: the profile's budget of training tokens for the probing heads
+controls = None          # None: the profile's controls (untrained, independent, permutation)
 
 # %%
 import pandas as pd
@@ -74,5 +85,21 @@ pd.concat({"primary tower prefers": frequent.nlargest(10, "score")[["token", "co
            "secondary tower prefers": frequent.nsmallest(10, "score")[["token", "count", "score"]].reset_index(drop=True)},
           axis=1)
 
+# %% [markdown]
+# ## Probing the controls
+#
+# The same probing for the controls section 03 compares against (none of them is in the paper):
+#
+# - **untrained**: the same-configuration pair at initialisation (its weight snapshot at 0
+#   tokens): heads trained on randomly initialised, frozen towers;
+# - **independent**: four single-tower models trained separately; runs 1 and 2 (and 3 and 4) are
+#   then scored as if they were the two towers of one model, with the same rule (primary = the
+#   one with the higher mean probability).
+
 # %%
-ctx.finish(cases=list(summary.index), primary=summary["primary tower"].to_dict());
+controls_summary = pipeline.probe_controls(ctx)
+controls_summary
+
+# %%
+ctx.finish(cases=list(summary.index), primary=summary["primary tower"].to_dict(),
+           controls=list(controls_summary.index));

@@ -181,8 +181,13 @@ def test_end_to_end_tiny_pipeline_and_strict_book_build(built_book):
     for row in card["rows"]:
         assert row["verdict"] in scorecard_page
     measured = {r["id"]: r for r in card["rows"]}
-    for item in ("fig4", "fig5", "fig6", "fig7", "table3"):  # the POS and ICA sections recorded their items
+    for item in ("fig4", "fig5", "fig6", "fig7", "table3", "controls"):  # the sections recorded their items
         assert measured[item]["ours"] and "not written" not in measured[item]["note"], measured[item]
+    # all three controls ran at the tiny profile: four single-tower runs, probed and paired
+    assert all(f"{c} r = " in measured["controls"]["ours"] for c in ("untrained", "independent", "permutation"))
+    training = pipe.root / "training"
+    assert sorted(p.name for p in training.glob("*-k1-s*")) == [f"gpt-k1-s{i}" for i in (1, 2, 3, 4)]
+    assert all((pipe.root / "probing" / "independent" / f"pair-{i}" / "manifest.json").exists() for i in (1, 2))
     assert "automodule" not in (html / "book" / "api.html").read_text()
     assert "twotower_lib.pipeline.open_section" in (html / "book" / "api.html").read_text()
     assert 'class="math' in (html / "book" / "intro.html").read_text()

@@ -49,8 +49,29 @@ def test_profiles_map_budgets_to_library_configs():
     assert (tcfg.model, tcfg.preset, tcfg.seed, tcfg.towers) == ("bert", "tiny", 2, 2)
     assert tcfg.max_steps * tcfg.micro_batch * tiny.seq_len >= tiny.train_tokens > (tcfg.max_steps - 1) * tcfg.micro_batch * tiny.seq_len
     assert tcfg.eval_every_steps % tcfg.log_every_steps == 0  # validation loss is logged only on log steps
-    assert tiny.probe_config().train_blocks * tiny.seq_len >= tiny.probe_tokens
+    from twotower_lib.probe import train_block_count
+
+    pcfg = tiny.probe_config()
+    assert pcfg.train_positions == tiny.probe_tokens
+    # equal predicted positions: BERT, which predicts ~15% of a block, reads ~1/0.15 times the blocks
+    gpt_blocks, bert_blocks = (train_block_count(pcfg, m, tiny.seq_len) for m in ("gpt", "bert"))
+    assert gpt_blocks * tiny.seq_len >= tiny.probe_tokens and 6 * gpt_blocks <= bert_blocks <= 7 * gpt_blocks
     assert get_profile("paper").train_config("gpt", 1, "/data").precision == "auto"  # fp16 comes from the DeepSpeed config
+
+
+def test_per_model_budgets_and_the_independent_control_runs():
+    p = get_profile("tiny").with_overrides({"model_tokens": "gpt=20000, bert-large=30_000"})
+    assert p.tokens_for("gpt") == 20_000 and p.tokens_for("bert-large") == 30_000 and p.tokens_for("elmo") == p.train_tokens
+    assert p.train_config("gpt", 1, "/d").max_steps == -(-20_000 // (p.micro_batch * p.seq_len))
+    # the control: four single-tower runs of the first same-configuration pair's model, at its budget
+    assert p.same_config_pairs() == [(("gpt", 1), ("gpt", 2))]
+    assert p.independent_runs() == [("gpt", s) for s in (1, 2, 3, 4)]
+    assert p.train_config("gpt", 3, "/d", towers=1).towers == 1
+    assert p.with_overrides({"controls": "untrained,permutation"}).independent_runs() == []
+    assert p.with_overrides({"cases": "gpt:1,bert-large:1"}).independent_runs() == []  # no same-config pair
+    for bad, match in (("gpt", "write model=tokens"), ("gpt=0", "write model=tokens"), ("xlnet=5", "names model 'xlnet'")):
+        with pytest.raises(UserError, match=match):
+            get_profile("tiny").with_overrides({"model_tokens": bad})
 
 
 def test_overrides_are_coerced_and_bad_ones_are_named():
@@ -223,6 +244,24 @@ def test_staleness_reruns_exactly_what_changed(toy):
     assert pipe.run("second", log=lambda m: None) == [] and pipe.run(force=True, log=lambda m: None) == ["00_first", "01_second"]
 
 
+def test_a_section_reruns_when_the_committed_results_it_reads_change(toy, tmp_path):
+    from dataclasses import replace
+
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "curve.parquet").write_bytes(b"v1")
+    sections = (TEST_SECTIONS[0], replace(TEST_SECTIONS[1], committed=(str(results),)))
+    make = lambda: pipeline.make_pipeline("tiny", {}, tmp_path / "runs", notebooks_dir=tmp_path / "notebooks",  # noqa: E731
+                                          sections=sections)
+    toy()  # writes the two notebooks
+    assert make().run(log=lambda m: None) == ["00_first", "01_second"]
+    assert make().run(log=lambda m: None) == []
+    (results / "curve.parquet").write_bytes(b"v2")
+    messages: list[str] = []
+    assert make().run(log=messages.append) == ["01_second"]
+    assert any("committed results" in m for m in messages)
+
+
 def test_missing_upstream_names_the_command(tmp_path):
     ns = {"profile": "tiny", "runs_dir": str(tmp_path / "empty"), "top_n": 5}
     with pytest.raises(UserError, match=r"needs the output of section 00_first \(First\) at .* "
@@ -309,16 +348,25 @@ def test_correlation_items_are_judged_from_measured_pairs(tmp_path):
     pairs = pd.DataFrame({"a": ["gpt-s1", "gpt-s1", "bert-large-s1"], "b": ["bert-large-s1", "bert-large-s2", "bert-large-s2"],
                           "n_tokens": 1000, "r": [0.6, 0.2, 0.7], "ci_low": [0.5, 0.1, 0.6], "ci_high": [0.7, 0.3, 0.8],
                           "p_value": 0.001})
-    control = pd.DataFrame({"a": ["bert-large-s1 (untrained)"], "b": ["bert-large-s2 (untrained)"], "r": [0.15]})
+    control = pd.DataFrame({"control": ["untrained"], "a": ["bert-large-s1 (untrained)"], "b": ["bert-large-s2 (untrained)"],
+                            "r": [0.15]})
     scorecard.record_correlations(ctx, pairs, control, [("bert-large-s1", "bert-large-s2")])
     got = json.loads((ctx.out / "scorecard.json").read_text())
     assert got["table2.same-config"]["verdict"] == "partly" and "[0.60, 0.80]" in got["table2.same-config"]["ours"]
     # two cross-type pairs: the weaker one (CI [0.1, 0.3]) is below the control, so the item is "not"
     assert got["table2.cross-type"]["verdict"] == "not"
     assert got["table2.elmo-gpt"]["verdict"] == "not attempted" and "no elmo / gpt pair" in got["table2.elmo-gpt"]["note"]
-    assert got["controls"]["verdict"] == "partly" and got["fig3"]["verdict"] == "partly"
-    scorecard.record_correlations(ctx, pairs, control.assign(r=0.65), [("bert-large-s1", "bert-large-s2")])
-    assert json.loads((ctx.out / "scorecard.json").read_text())["table2.same-config"]["verdict"] == "not"
+    # only one of the three controls ran: the controls item cannot be better than "partly"
+    assert got["controls"]["verdict"] == "partly" and "not run: independent, permutation" in got["controls"]["note"]
+    assert got["fig3"]["verdict"] == "partly"
+    all_three = pd.concat([control, pd.DataFrame({"control": ["independent", "permutation"], "r": [0.3, 0.05]})])
+    scorecard.record_correlations(ctx, pairs, all_three, [("bert-large-s1", "bert-large-s2")])
+    got = json.loads((ctx.out / "scorecard.json").read_text())
+    assert got["controls"]["verdict"] == "reproduced" and "independent r = 0.30" in got["controls"]["ours"]
+    # the highest control decides: an independent-pairs r of 0.65 lies inside the same-config CI [0.6, 0.8]
+    scorecard.record_correlations(ctx, pairs, all_three.assign(r=[0.15, 0.65, 0.05]), [("bert-large-s1", "bert-large-s2")])
+    got = json.loads((ctx.out / "scorecard.json").read_text())
+    assert got["table2.same-config"]["verdict"] == "not" and got["controls"]["verdict"] == "not"
 
 
 def test_frequency_items_need_agreement_between_runs(tmp_path):

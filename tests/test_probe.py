@@ -82,9 +82,8 @@ class PlantedModel(nn.Module):
         c = self.code[ids]
         return torch.stack([c * known0[..., None], c * known1[..., None]], dim=2) + noise
 
-    def forward(self, ids, labels=None, only_labeled=False):
-        keep = labels != -100
-        return None, torch.zeros(int(keep.sum()), self.cfg.vocab_size)
+    def decode(self, states):  # (..., 2, H) -> (..., V): a uniform cooperative model
+        return torch.zeros(*states.shape[:-2], self.cfg.vocab_size)
 
 
 def _planted_setup(tiny_data, model_type="elmo"):
@@ -168,6 +167,8 @@ def test_probe_config_validation():
         ProbeConfig(head="linear").validate()
     with pytest.raises(UserError, match="epochs"):
         ProbeConfig(epochs=0).validate()
+    with pytest.raises(UserError, match="train_positions"):
+        ProbeConfig(train_positions=0).validate()
 
 
 # ---------------------------------------------------------------- real (tiny) trained runs
@@ -193,8 +194,48 @@ def test_probe_cli_on_trained_runs_and_independent_pair(tiny_data, tmp_path, cap
     assert cli(["probe", str(runs["two"]), *args]) == 0 and "up to date" in capsys.readouterr().out
     for name in ("one_a", "one_b"):
         assert cli(["probe", str(runs[name]), *args]) == 0
+    seeds = [load_artifact(runs[n] / "probe").manifest["head_seed"] for n in ("two", "one_a", "one_b")]
+    assert len(set(seeds)) == 3  # every model's heads start from their own initialisation
     pair = load_artifact(pair_runs(runs["one_a"] / "probe", runs["one_b"] / "probe", tmp_path / "pair", show=False))
     assert pair.manifest["towers"] == 2 and pair.table["score"].notna().any()
     assert pair.table["score"].abs().max() > 0  # two different runs, not a tower compared with itself
     with pytest.raises(UserError, match="not a single-tower probe"):
         pair_runs(runs["two"] / "probe", runs["one_b"] / "probe", tmp_path / "bad", show=False)
+
+
+class NoiseModel(PlantedModel):
+    """Towers whose features carry no information at all: fresh noise at every call, from the model's own stream."""
+
+    def __init__(self, vocab_size: int, seed: int):
+        super().__init__(vocab_size, set())
+        self.noise = torch.Generator().manual_seed(seed)
+
+    def tower_states(self, ids):
+        return torch.randn(*ids.shape, 2, self.cfg.hidden, generator=self.noise)
+
+
+def test_heads_of_different_models_do_not_share_their_start(tiny_data, tmp_path):
+    """Two uninformative models must not agree on which tower a token prefers.
+
+    With one head seed for all models, head j of both models starts from the same weights, and the
+    trace of that start makes tower-j-minus-tower-k differences agree across models (the bug that
+    gave two untrained BERTs r = -0.34). probe_run derives the head seed from the weights.
+    """
+    cfg = ProbeConfig(train_blocks=200, epochs=2, batch_size=256, forward_batch=64, precision="fp32")
+
+    def physical_difference(model, head_seed):
+        heads, _ = train_heads(model, tiny_data, cfg, show=False, head_seed=head_seed)
+        sums, _ = score_validation(model, heads, tiny_data, cfg, show=False)
+        table = pd.DataFrame({"t": sums.token_ids, "p0": sums.p[:, 0], "p1": sums.p[:, 1]}).groupby("t").agg(
+            n=("p0", "size"), p0=("p0", "mean"), p1=("p1", "mean"))
+        return np.log(table["p0"]) - np.log(table["p1"]), table["n"]
+
+    a, n = physical_difference(NoiseModel(tiny_data.vocab_size, seed=1), head_seed=11)
+    b_shared, _ = physical_difference(NoiseModel(tiny_data.vocab_size, seed=2), head_seed=11)  # the old behaviour
+    b_own, _ = physical_difference(NoiseModel(tiny_data.vocab_size, seed=2), head_seed=12)
+    frequent = n.index[n >= 20]
+    r_shared = np.corrcoef(a[frequent], b_shared[frequent])[0, 1]
+    r_own = np.corrcoef(a[frequent], b_own[frequent])[0, 1]
+    print(f"{len(frequent)} tokens: r with a shared head seed {r_shared:.2f}, with own seeds {r_own:.2f}")
+    assert r_shared > 0.5, r_shared   # the artefact is real and large ...
+    assert abs(r_own) < 0.3, r_own    # ... and independent heads remove it

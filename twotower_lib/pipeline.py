@@ -46,13 +46,16 @@ class Section:
     output: str                        # its output directory under runs/<profile>/
     parameters: tuple[str, ...]        # profile fields it reads (overridable with -p)
     upstream: tuple[str, ...] = ()     # every section whose output it reads (re-runs when one changes)
+    committed: tuple[str, ...] = ()    # committed result folders it reads, relative to the project (re-runs when they change)
 
 
 SECTIONS: tuple[Section, ...] = (
     Section("00_data", "Data", "data", ("corpus", "vocab_size", "seq_len", "data_seed", "doc_words", "valid_fraction")),
     Section("01_training", "Cooperative training", "training",
-            ("cases", "train_tokens", "precision", "micro_batch", "launcher", "num_gpus"), ("00_data",)),
-    Section("02_probing", "Probing and preference scores", "probing", ("cases", "probe_tokens"), ("00_data", "01_training")),
+            ("cases", "train_tokens", "model_tokens", "precision", "micro_batch", "launcher", "num_gpus", "controls"),
+            ("00_data",)),
+    Section("02_probing", "Probing and preference scores", "probing", ("cases", "probe_tokens", "controls"),
+            ("00_data", "01_training")),
     Section("03_correlations", "Correlation of preference scores", "correlations",
             ("cases", "top_n", "bootstrap", "controls"), ("00_data", "01_training", "02_probing")),
     Section("04_pos", "Part-of-speech preference", "pos", ("cases", "top_n", "pos_docs", "pos_backend"),
@@ -60,6 +63,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("05_ica", "ICA word groups", "ica", ("cases", "ica_reference", "ica_tokens", "ica_dim"),
             ("00_data", "01_training", "02_probing")),
     Section("06_frequency", "Preference and word frequency", "frequency", ("cases", "top_n", "bootstrap"), ("00_data", "02_probing")),
+    Section("07_emergence", "When the preference emerges", "emergence", ("top_n",), ("03_correlations",),
+            committed=("results/emergence",)),
 )
 
 
@@ -156,6 +161,11 @@ def open_section(name: str, namespace: dict[str, Any], sections: tuple[Section, 
     return ctx
 
 
+def section_summary(ctx: SectionContext, upstream: str) -> dict[str, Any]:
+    """The summary an upstream section recorded when it finished (its `ctx.finish(...)` keywords)."""
+    return read_json(ctx.input_dir(upstream) / "section.json").get("summary", {})
+
+
 def load_data(ctx: SectionContext):
     """The prepared data of 00_data, for any section that declares it as input."""
     from twotower_lib.data import load_prepared
@@ -171,8 +181,19 @@ def case_name(model: str, seed: int) -> str:
     return f"{model}-s{seed}"
 
 
+def control_name(model: str, seed: int) -> str:
+    """Directory and label of one single-tower run of the independent-pairs control, e.g. "bert-large-k1-s3"."""
+    return f"{model}-k1-s{seed}"
+
+
+def training_runs(profile: Profile) -> list[tuple[str, str, int, int]]:
+    """(name, model, seed, towers) of every run 01_training trains: the cases, then the control runs."""
+    return ([(case_name(m, s), m, s, 2) for m, s in profile.case_list()]
+            + [(control_name(m, s), m, s, 1) for m, s in profile.independent_runs()])
+
+
 def train_cases(ctx: SectionContext, data) -> pd.DataFrame:
-    """Train every case of the profile into 01_training's output; return one summary row per case.
+    """Train every case (and the independent-pairs control runs) into 01_training's output; one row per run.
 
     A finished run with the same setup is kept; a longer budget resumes it; a run with another
     setup (model, seed, batch, precision or data changed, or a shorter budget) is trained again.
@@ -184,9 +205,9 @@ def train_cases(ctx: SectionContext, data) -> pd.DataFrame:
     from twotower_lib.train import train
 
     rows = []
-    for model, seed in ctx.profile.case_list():
-        out = ctx.out / case_name(model, seed)
-        tcfg = ctx.profile.train_config(model, seed, data.path)
+    for name, model, seed, towers in training_runs(ctx.profile):
+        out = ctx.out / name
+        tcfg = ctx.profile.train_config(model, seed, data.path, towers=towers)
         if (out / "config.json").exists():
             old = read_json(out / "config.json")
             setup = ("model", "preset", "seed", "towers", "micro_batch", "grad_accum", "precision")
@@ -200,11 +221,12 @@ def train_cases(ctx: SectionContext, data) -> pd.DataFrame:
             else:
                 train(tcfg, data, out, resume=(out / "config.json").exists())
         m = read_json(out / "manifest.json")
-        log = training_log(ctx, [(model, seed)])
-        rows.append({"case": case_name(model, seed), "model": model, "preset": tcfg.preset, "seed": seed,
+        log = training_log(ctx, [name])
+        rows.append({"run": name, "model": model, "preset": tcfg.preset, "towers": towers, "seed": seed,
+                     "role": "case" if towers == 2 else "control (independent pairs)",
                      "steps": m["steps"], "tokens seen": m["tokens_seen"], "minutes": round(m["wall_time_s"] / 60, 2),
                      "precision": m["precision"], "final val loss": log["val_loss"].dropna().iloc[-1]})
-    return pd.DataFrame(rows).set_index("case")
+    return pd.DataFrame(rows).set_index("run")
 
 
 def _deepspeed_train(ctx: SectionContext, tcfg, out: Path) -> None:
@@ -219,18 +241,18 @@ def _deepspeed_train(ctx: SectionContext, tcfg, out: Path) -> None:
         raise UserError(f"DeepSpeed training of {out.name} failed; the command was: {' '.join(cmd)}")
 
 
-def training_log(ctx: SectionContext, cases: list[tuple[str, int]] | None = None) -> pd.DataFrame:
-    """The logged training and validation loss of each case against tokens seen (long table)."""
+def training_log(ctx: SectionContext, runs: list[str] | None = None) -> pd.DataFrame:
+    """The logged training and validation loss of each run (default: the cases) against tokens seen (long table)."""
     import json
 
     import pandas as pd
 
     frames = []
-    for model, seed in cases or ctx.profile.case_list():
-        run = ctx.root / find_section("01_training", ctx.sections).output / case_name(model, seed)
+    for name in runs or [case_name(m, s) for m, s in ctx.profile.case_list()]:
+        run = ctx.root / find_section("01_training", ctx.sections).output / name
         with open(run / "log.jsonl", encoding="utf-8") as f:
             records = [r for r in map(json.loads, f) if "tokens" in r]
-        frames.append(pd.DataFrame(records).assign(case=case_name(model, seed)))
+        frames.append(pd.DataFrame(records).assign(case=name))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -270,29 +292,84 @@ def correlations(ctx: SectionContext, scores: dict) -> pd.DataFrame:
 
 def same_config_pairs(ctx: SectionContext) -> list[tuple[str, str]]:
     """Pairs of cases that differ only in the seed (the paper's Bert-large run 1 and run 2)."""
-    from itertools import combinations
-
-    by_model: dict[str, list[str]] = {}
-    for model, seed in ctx.profile.case_list():
-        by_model.setdefault(model, []).append(case_name(model, seed))
-    return [pair for names in by_model.values() for pair in combinations(names, 2)]
+    return [(case_name(*a), case_name(*b)) for a, b in ctx.profile.same_config_pairs()]
 
 
-def untrained_control(ctx: SectionContext) -> pd.DataFrame:
-    """Control: the same-configuration pairs probed at initialisation (their snapshot at 0 tokens),
-    correlated like the trained pairs. Any pattern here comes from the data, not from training."""
+def probe_controls(ctx: SectionContext) -> pd.DataFrame:
+    """Probe the controls into 02_probing's output; one summary row per probed run.
+
+    - untrained: both runs of each same-configuration pair at their snapshot at 0 tokens
+      (`untrained/<case>`): heads trained on randomly initialised, frozen towers.
+    - independent: the four single-tower runs (`independent/<run>`), then runs 1+2 and 3+4 scored
+      as pairs (`independent/pair-1`, `pair-2`) by the same rule as two towers (`probe.pair_runs`).
+    """
     import pandas as pd
 
     from twotower_lib.preference import load_artifact
-    from twotower_lib.probe import probe_run
+    from twotower_lib.probe import pair_runs, probe_run
 
-    training, rows = ctx.input_dir("01_training"), []
-    for a, b in same_config_pairs(ctx):
-        results = {f"{name} (untrained)": load_artifact(probe_run(
-            training / name, ctx.profile.probe_config(), snapshot=0, data_dir=ctx.input_dir("00_data") / "prepared",
-            out=ctx.out / "untrained" / name, show=False)) for name in (a, b)}
-        rows.append(correlations(ctx, results))
-    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["a", "b", "r", "ci_low", "ci_high"])
+    training, data_dir = ctx.input_dir("01_training"), ctx.input_dir("00_data") / "prepared"
+    rows = []
+
+    def probe(name: str, out: Path, snapshot: int | None = None) -> Path:
+        path = probe_run(training / name, ctx.profile.probe_config(), snapshot=snapshot, data_dir=data_dir,
+                         out=out, show=False)
+        m = load_artifact(path).manifest
+        rows.append({"run": out.relative_to(ctx.out).as_posix(), "control": out.parent.name,
+                     **{f"val loss, {k}": v for k, v in m["val_loss"].items()}})
+        return path
+
+    if "untrained" in ctx.profile.controls:
+        for a, b in same_config_pairs(ctx):
+            for name in (a, b):
+                probe(name, ctx.out / "untrained" / name, snapshot=0)
+    runs = [control_name(m, s) for m, s in ctx.profile.independent_runs()]
+    if runs:
+        probes = [probe(name, ctx.out / "independent" / name) for name in runs]
+        for i in range(0, len(probes), 2):
+            out = pair_runs(probes[i], probes[i + 1], ctx.out / "independent" / f"pair-{i // 2 + 1}", show=False)
+            m = load_artifact(out).manifest
+            rows.append({"run": out.relative_to(ctx.out).as_posix(), "control": "independent",
+                         "primary": f"{runs[i + m['ordering']['primary_tower']]}"})
+    return pd.DataFrame(rows).set_index("run") if rows else pd.DataFrame()
+
+
+def load_controls(ctx: SectionContext) -> dict[str, dict]:
+    """The control artifacts 02_probing wrote: {"untrained": {case: artifact}, "independent": {pair: artifact}}."""
+    from twotower_lib.preference import load_artifact
+
+    probing = ctx.input_dir("02_probing")
+    out: dict[str, dict] = {}
+    if "untrained" in ctx.profile.controls:
+        out["untrained"] = {f"{name} (untrained)": load_artifact(probing / "untrained" / name)
+                            for pair in same_config_pairs(ctx) for name in pair}
+    if ctx.profile.independent_runs():
+        out["independent"] = {f"independent {p}": load_artifact(probing / "independent" / p) for p in ("pair-1", "pair-2")}
+    return out
+
+
+def control_correlations(ctx: SectionContext, pairs: pd.DataFrame) -> pd.DataFrame:
+    """Each control's correlation, computed like the trained same-configuration pair's, one row per control.
+
+    `pairs` are the trained cases' correlations: the label-permutation control is the 97.5%
+    quantile of r with the token labels of the same-configuration pair shuffled (its `perm_q975`).
+    """
+    import pandas as pd
+
+    rows = []
+    for control, arts in load_controls(ctx).items():
+        names = list(arts)
+        for i in range(0, len(names), 2):  # untrained: the two runs of each pair; independent: pair-1 vs pair-2
+            r = correlations(ctx, {n: arts[n] for n in names[i:i + 2]}).iloc[0]
+            rows.append({"control": control, **r.to_dict()})
+    if "permutation" in ctx.profile.controls:
+        same = [(a, b) for a, b in same_config_pairs(ctx)]
+        for row in pairs.itertuples():
+            if (row.a, row.b) in same and hasattr(row, "perm_q975"):
+                rows.append({"control": "permutation", "a": row.a, "b": f"{row.b} (labels shuffled)",
+                             "n_tokens": row.n_tokens, "r": row.perm_q975,
+                             "note": "97.5% quantile of r over 1000 shuffles of the token labels"})
+    return pd.DataFrame(rows)
 
 
 def load_scores(ctx: SectionContext) -> dict:
@@ -419,6 +496,10 @@ class _Hashes:
         """Fingerprint of every non-hidden file under `d`; None if `d` has no completed output."""
         if not (d / "section.json").exists():
             return None
+        return self.files(d)
+
+    def files(self, d: Path) -> str:
+        """Fingerprint of every non-hidden file under `d` (of nothing if `d` does not exist)."""
         files = [p for p in sorted(d.rglob("*")) if p.is_file()
                  and not any(part.startswith(".") for part in p.relative_to(d).parts)]
         return sha256_json([[p.relative_to(d).as_posix(), self.file(p)] for p in files])
@@ -476,6 +557,7 @@ class Pipeline:
             "source": sha256_file(self.source(s)),
             "parameters": {k: values[k] for k in s.parameters},
             "upstream": {u: hashes.directory(self.root / find_section(u, self.sections).output) for u in s.upstream},
+            "committed": {c: hashes.files(PROJECT_ROOT / c) for c in s.committed},
         }
 
     def why_stale(self, s: Section, hashes: _Hashes) -> str | None:
@@ -496,6 +578,8 @@ class Pipeline:
         if rec.get("upstream") != now["upstream"]:
             changed = [u for u in now["upstream"] if rec.get("upstream", {}).get(u) != now["upstream"][u]]
             return f"the output of {', '.join(changed)} changed"
+        if rec.get("committed", {}) != now["committed"]:
+            return f"the committed results in {', '.join(now['committed'])} changed"
         if not self.executed(s).exists():
             return "its executed notebook is missing"
         if rec.get("output") != hashes.directory(self.root / s.output):

@@ -34,14 +34,18 @@ from twotower_lib.preference import (TowerSums, document_stats, load_artifact, o
                                      preference_table, save_artifact)
 
 IGNORE = -100
+# Part of every probe's identity: a probe written by an older version is recomputed, not reused.
+# 2: per-model head seeds (see probe_run).
+PROBE_VERSION = 2
 
 
 @dataclass(frozen=True)
 class ProbeConfig:
     head: str = "mlp"               # "mlp" (the authors' head) or "tied" (decoder = frozen input embedding)
     train_blocks: int = 1024        # training blocks whose features train the heads
+    train_positions: int | None = None  # or: predicted positions per epoch (BERT predicts ~15% of a block)
     epochs: int = 3
-    batch_size: int = 4096          # positions per head-training step
+    batch_size: int = 1024          # positions per head-training step
     lr: float = 1e-3
     warmup_fraction: float = 0.1    # the authors warmed up probing for 1k steps
     weight_decay: float = 0.01
@@ -49,7 +53,7 @@ class ProbeConfig:
     bert_eval_passes: int = 7       # BERT: disjoint masking passes, so every validation token is scored once
     cache_features: bool = True
     forward_batch: int = 32         # blocks per tower forward pass
-    precision: str = "auto"         # "auto" = bf16 autocast where the CPU/GPU supports it, "fp32"
+    precision: str = "auto"         # "auto" = bf16 autocast on GPUs and AMX CPUs (faster there), else fp32
     seed: int = 0
 
     def validate(self) -> "ProbeConfig":
@@ -61,6 +65,8 @@ class ProbeConfig:
         for name in ("train_blocks", "epochs", "batch_size", "bert_eval_passes", "forward_batch"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise bad(name, "must be a positive integer")
+        if self.train_positions is not None and (not isinstance(self.train_positions, int) or self.train_positions < 1):
+            raise bad("train_positions", "must be a positive integer or None (use train_blocks)")
         if self.eval_blocks is not None and self.eval_blocks < 1:
             raise bad("eval_blocks", "must be a positive integer or None (all)")
         if not (self.lr > 0 and 0 <= self.warmup_fraction < 1 and self.weight_decay >= 0):
@@ -75,12 +81,13 @@ def _device(model) -> torch.device:
 
 
 def _autocast(cfg: ProbeConfig, device: torch.device):
-    """bf16 autocast on CPUs with native bf16 and on GPUs (fp16 where bf16 is missing); fp32 otherwise."""
+    """bf16 autocast on GPUs (fp16 where bf16 is missing) and on CPUs where it is faster (AMX); fp32 otherwise."""
     if device.type == "cuda":
         dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.autocast("cuda", dtype=dtype, enabled=cfg.precision == "auto")
-    native = torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
-    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.precision == "auto" and native)
+    from twotower_lib.train import cpu_bf16_pays_off
+
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.precision == "auto" and cpu_bf16_pays_off())
 
 
 def _labels_without_specials(labels: torch.Tensor, special_ids: dict[str, int]) -> torch.Tensor:
@@ -127,19 +134,36 @@ def _lr_lambda(total_steps: int, warmup_fraction: float):
     return f
 
 
-def train_heads(model, data, cfg: ProbeConfig, show: bool = True) -> tuple[nn.ModuleList, list[dict]]:
-    """Train one head per tower on the frozen features of `cfg.train_blocks` training blocks."""
+def train_block_count(cfg: ProbeConfig, model_type: str, seq_len: int) -> int:
+    """Training blocks the heads read: `train_blocks`, or enough blocks for `train_positions`
+    predicted positions (BERT predicts only its masked ~15%, so it needs ~7x the blocks: equal
+    positions give every family's heads the same number of examples and optimiser steps)."""
+    if cfg.train_positions is None:
+        return cfg.train_blocks
+    per_block = seq_len * (0.15 if model_type == "bert" else 1.0)
+    return max(1, math.ceil(cfg.train_positions / per_block))
+
+
+def train_heads(model, data, cfg: ProbeConfig, show: bool = True,
+                head_seed: int | None = None) -> tuple[nn.ModuleList, list[dict]]:
+    """Train one head per tower on the frozen features of `cfg.train_blocks` training blocks.
+
+    `head_seed` (default `cfg.seed`) seeds the heads' initialisation, the masks of BERT's training
+    blocks and the order of the positions. `probe_run` derives it from the weights, so two models
+    never share head initialisations (see there why that matters).
+    """
     cfg.validate()
-    torch.manual_seed(cfg.seed)
+    head_seed = cfg.seed if head_seed is None else head_seed
+    torch.manual_seed(head_seed)
     k, H, V = model.cfg.towers, model.cfg.hidden, model.cfg.vocab_size
     emb = model.tok_emb.weight.detach() if cfg.head == "tied" else None
     device = _device(model)
     heads = nn.ModuleList(ProbeHead(H, V, cfg.head, emb, model.cfg.layer_norm_eps) for _ in range(k)).to(device)
-    n_blocks = min(cfg.train_blocks, len(data.train))
+    n_blocks = min(train_block_count(cfg, model.cfg.model_type, data.seq_len), len(data.train))
     rng = np.random.default_rng(cfg.seed)
     block_idx = np.sort(rng.choice(len(data.train), size=n_blocks, replace=False))
     blocks = data.train[block_idx]
-    gen = torch.Generator().manual_seed(cfg.seed)
+    gen = torch.Generator().manual_seed(head_seed)
 
     feats = labels = None
     if cfg.cache_features:
@@ -202,12 +226,13 @@ def score_validation(model, heads: nn.ModuleList, data, cfg: ProbeConfig,
             inputs, y = inputs.to(device), y.to(device)
             keep = y != IGNORE
             with _autocast(cfg, device):
-                states = model.tower_states(inputs)[keep].float()           # (n, k, H)
-                _, coop_logits = model(inputs, y, only_labeled=True)        # (n, V)
+                states = model.tower_states(inputs)[keep].float()           # (n, k, H): one tower pass
+                coop_logits = model.decode(states)                          # (n, V), the cooperative model
             target = y[keep]
-            lp = torch.stack([F.log_softmax(heads[j](states[:, j]).float(), -1).gather(1, target[:, None])[:, 0]
+            # log p(target) = -cross-entropy: one fused pass over the (n, V) logits, no log-softmax copy
+            lp = torch.stack([-F.cross_entropy(heads[j](states[:, j]).float(), target, reduction="none")
                               for j in range(len(heads))], dim=1)           # (n, k)
-            coop.append(F.log_softmax(coop_logits.float(), -1).gather(1, target[:, None])[:, 0].cpu().numpy())
+            coop.append((-F.cross_entropy(coop_logits.float(), target, reduction="none")).cpu().numpy())
             toks.append(target.cpu().numpy())
             docs.append(doc[keep.cpu()].numpy())
             lps.append(lp.double().cpu().numpy())
@@ -250,7 +275,8 @@ def probe_run(run_dir: str | os.PathLike, cfg: ProbeConfig | None = None, *, sna
     if mcfg.vocab_size != data.vocab_size:
         raise UserError(f"{run_dir} has vocabulary {mcfg.vocab_size} but {data_path} has {data.vocab_size}")
     out = Path(out) if out else probe_dir(run_dir, snapshot)
-    identity = {"weights_sha256": sha256_file(weights_path(run_dir, snapshot)), "data_hash": data.data_hash,
+    identity = {"version": PROBE_VERSION, "weights_sha256": sha256_file(weights_path(run_dir, snapshot)),
+                "data_hash": data.data_hash,
                 "probe": asdict(cfg)}
     if not force and (out / "manifest.json").exists():
         try:
@@ -261,10 +287,17 @@ def probe_run(run_dir: str | os.PathLike, cfg: ProbeConfig | None = None, *, sna
         except UserError:
             pass
 
+    # Per-model head seed. With one probe seed for every model, head j of run A and head j of run
+    # B would start from the same weights and see positions in the same order; whatever of that
+    # start survives training is shared between the two runs *by tower index*, and it made the
+    # scores of two untrained models correlate at r = -0.34 (primary towers 1 and 0) and inflated
+    # trained pairs whose primary towers had the same index. Deriving the seed from the weights
+    # keeps every probe deterministic and the heads of different models independent.
+    head_seed = (cfg.seed * 1_000_003 + int(identity["weights_sha256"][:15], 16)) % 2**62
     t0 = time.time()
     for p in model.parameters():
         p.requires_grad_(False)
-    heads, log = train_heads(model, data, cfg, show)
+    heads, log = train_heads(model, data, cfg, show, head_seed=head_seed)
     t_train = time.time() - t0
     sums, coop_logp = score_validation(model, heads, data, cfg, show)
     val_loss = {"cooperative": float(-coop_logp.mean()),
@@ -273,7 +306,7 @@ def probe_run(run_dir: str | os.PathLike, cfg: ProbeConfig | None = None, *, sna
     manifest = {
         "identity": identity,
         "run": str(run_dir), "snapshot": None if snapshot is None else str(snapshot),
-        "model_config": mcfg.to_dict(), "probe_config": asdict(cfg),
+        "model_config": mcfg.to_dict(), "probe_config": asdict(cfg), "head_seed": head_seed,
         "seed": run_config.get("train", {}).get("seed"),
         "tokens_seen": run_manifest.get("tokens_seen"),
         "data_path": str(data.path), "data_hash": data.data_hash,

@@ -57,12 +57,13 @@ class Profile:
     #    elmo:1 gpt:1 bert-base:1 bert-large:1 bert-large:2 (Table 2's rows).
     cases: tuple[str, ...] = ("elmo:1", "gpt:1", "bert-base:1", "bert-large:1", "bert-large:2")
     train_tokens: int = 10_000_000       # tokens seen per model (the budget)
+    model_tokens: tuple[str, ...] = ()   # per-model budgets "model=tokens" replacing train_tokens (e.g. elmo=2000000)
     precision: str = "bf16"
     micro_batch: int = 32
     launcher: str = "python"             # "deepspeed": multi-GPU via the DeepSpeed launcher
     num_gpus: int = 0
     # -- probing (02_probing)
-    probe_tokens: int = 2_000_000
+    probe_tokens: int = 2_000_000        # predicted positions the probing heads train on (per epoch)
     # -- analyses (03-06)
     top_n: int = 1000                    # N: the most frequent tokens compared (paper: 5000)
     bootstrap: int = 1000                # bootstrap resamples for confidence intervals
@@ -124,12 +125,45 @@ class Profile:
                 raise bad("cases", f"names model {m['model']!r}; this profile defines {sorted(self.models)}")
         if len(set(self.cases)) != len(self.cases):
             raise bad("cases", "lists the same model:seed twice")
+        for item in self.model_tokens:
+            model, _, tokens = item.partition("=")
+            if not tokens.replace("_", "").isdigit() or int(tokens.replace("_", "")) < 1:
+                raise bad("model_tokens", f"has {item!r}; write model=tokens with a positive integer, e.g. elmo=2000000")
+            if self.models and model not in self.models:
+                raise bad("model_tokens", f"names model {model!r}; this profile defines {sorted(self.models)}")
 
     # ------------------------------------------------------------------ views
 
     def case_list(self) -> list[tuple[str, int]]:
         """`cases` as (model name, seed) pairs."""
         return [(m["model"], int(m["seed"])) for m in map(_RUN_RE.match, self.cases)]
+
+    def tokens_for(self, model: str) -> int:
+        """The training budget of `model`: its `model_tokens` entry, else `train_tokens`."""
+        for item in self.model_tokens:
+            name, _, tokens = item.partition("=")
+            if name == model:
+                return int(tokens.replace("_", ""))
+        return self.train_tokens
+
+    def same_config_pairs(self) -> list[tuple[tuple[str, int], tuple[str, int]]]:
+        """Pairs of cases that differ only in the seed (the paper's Bert-large run 1 and run 2)."""
+        from itertools import combinations
+
+        by_model: dict[str, list[tuple[str, int]]] = {}
+        for model, seed in self.case_list():
+            by_model.setdefault(model, []).append((model, seed))
+        return [pair for runs in by_model.values() for pair in combinations(runs, 2)]
+
+    def independent_runs(self) -> list[tuple[str, int]]:
+        """The independent-pairs control: four single-tower (k = 1) runs, seeds 1-4, of the model of
+        the first same-configuration pair, each with that model's budget. Runs 1+2 and 3+4 are each
+        scored as if they were the two towers of one model; then the two "pairs" are correlated."""
+        pairs = self.same_config_pairs()
+        if "independent" not in self.controls or not pairs:
+            return []
+        model = pairs[0][0][0]
+        return [(model, seed) for seed in (1, 2, 3, 4)]
 
     def model_config(self, model: str, **overrides: Any):
         """The `ModelConfig` of model `model` (e.g. "bert-large") at this profile's sizes."""
@@ -148,7 +182,7 @@ class Profile:
         from twotower_lib.train import TrainConfig
 
         choice = self._choice(model)
-        steps = max(1, -(-self.train_tokens // (self.micro_batch * self.seq_len)))
+        steps = max(1, -(-self.tokens_for(model) // (self.micro_batch * self.seq_len)))
         return TrainConfig(model=choice.model_type, preset=choice.preset, seed=seed, towers=towers,
                            max_steps=steps, micro_batch=self.micro_batch, grad_accum=1,
                            eval_every_steps=10 * max(1, steps // 100),  # ~10 points on the loss curve (logged every 10)
@@ -156,10 +190,10 @@ class Profile:
                            data=str(data_dir)).validate()
 
     def probe_config(self):
-        """The `ProbeConfig`: the probing budget becomes a number of training blocks for the heads."""
+        """The `ProbeConfig`: the heads of every family train on `probe_tokens` predicted positions per epoch."""
         from twotower_lib.probe import ProbeConfig
 
-        return ProbeConfig(train_blocks=max(1, -(-self.probe_tokens // self.seq_len))).validate()
+        return ProbeConfig(train_positions=self.probe_tokens).validate()
 
     def data_config(self):
         """The `DataConfig` the 00_data section prepares."""
@@ -235,13 +269,20 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
             train_tokens=10_000, precision="fp32", micro_batch=8, probe_tokens=5_000, top_n=50,
             bootstrap=50, pos_docs=10, ica_tokens=20_000, ica_dim=16, models=_TINY_MODELS),
     # fp32: on the 2-core reference machine (AVX-512 BF16, no AMX) bf16 matmuls ran at about half
-    # the fp32 rate (benchmarks/bench_train.py). Budgets are provisional: about an hour end to end
-    # for the five cases; the emergence study (issue 7) decides where the pattern becomes solid.
-    Profile("cpu", "the default: the paper's five cases plus controls on a 2-core CPU in about an hour "
-                   "(budgets provisional until the emergence study sets them)",
-            precision="fp32", train_tokens=2_000_000, probe_tokens=250_000, models=_CPU_MODELS),
-    Profile("cpu-long", "overnight on the same CPU: the cpu profile with 20x the training budget",
-            precision="fp32", train_tokens=40_000_000, probe_tokens=1_000_000, models=_CPU_MODELS),
+    # the fp32 rate (benchmarks/bench_train.py). Budgets: the whole pipeline (five cases, the four
+    # single-tower control runs, eleven probes, the analyses and the book) in under an hour on 2
+    # cores, where probing takes about half. BERT trains ~3x faster per token than GPT and ~6x
+    # faster than ELMo here, and the same-configuration pair is BERT, so BERT gets the largest
+    # budget: 2M tokens, a point of the emergence study (section 07 shows what it and cpu-long reach).
+    Profile("cpu", "the default: the paper's five cases plus all three controls on a 2-core CPU in under an hour",
+            precision="fp32", train_tokens=2_000_000, model_tokens=("elmo=500000", "gpt=1000000"),
+            probe_tokens=200_000, models=_CPU_MODELS),
+    # BERT at 12M tokens: the end point of the emergence study's bert-cpu-v8192 pair (same sizes,
+    # data, batch and schedule), so that study's last point is what this profile's pair reaches.
+    Profile("cpu-long", "a few hours on the same CPU: BERT at 12M tokens (the emergence study's longest run), "
+                        "ELMo 4M, GPT 8M",
+            precision="fp32", train_tokens=12_000_000, model_tokens=("elmo=4000000", "gpt=8000000"),
+            probe_tokens=200_000, models=_CPU_MODELS),
     Profile("gpu", "one GPU, a few hours: paper vocabulary, CPU-sized models trained much longer",
             vocab_size=30522, precision="bf16", micro_batch=128, train_tokens=400_000_000,
             probe_tokens=20_000_000, top_n=5000, pos_docs=1000, ica_tokens=5_000_000, models=_CPU_MODELS),

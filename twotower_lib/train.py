@@ -190,12 +190,17 @@ def use_bf16_autocast(tcfg: TrainConfig) -> bool:
     """
     if torch.cuda.is_available() or tcfg.precision == "fp32":
         return False
-    native = torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
     if tcfg.precision == "bf16":
-        if not native:
+        if not (torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()):
             raise UserError("--precision bf16 asked for, but this CPU has no native bf16 support; use fp32 or auto")
         return True
-    return native and torch.cpu._is_amx_tile_supported() and tcfg.model != "elmo"
+    return cpu_bf16_pays_off() and tcfg.model != "elmo"
+
+
+def cpu_bf16_pays_off() -> bool:
+    """True on CPUs with native bf16 *and* AMX tiles: only there do bf16 matmuls beat fp32."""
+    native = torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    return bool(native and torch.cpu._is_amx_tile_supported())
 
 
 def lr_at(progress: float, peak: float, warmup: float) -> float:

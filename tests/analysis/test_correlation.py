@@ -9,7 +9,7 @@ from scipy import stats
 
 from tests.analysis import synthetic_runs
 from twotower_lib.analysis.correlation import (CorrelationConfig, bootstrap, correlate, correlation_matrix,
-                                               fig3_data, pairwise_correlations, permutation_pvalue,
+                                               fig3_data, pairwise_correlations, permutation_null, permutation_pvalue,
                                                score_matrix, scores_from_doc_stats, top_tokens)
 from twotower_lib.errors import UserError
 
@@ -55,6 +55,16 @@ def test_permutation_pvalue_matches_exact_scipy():
     # a perfect relation is never matched by chance beyond the identity permutation's share
     big = np.arange(50.0)
     assert permutation_pvalue(big, big**3, "spearman", n_permutations=999) == pytest.approx(1 / 1000)
+
+
+def test_label_permutation_null_has_the_textbook_spread():
+    """Shuffled labels: r is centred on 0 with sd 1/sqrt(n-1); its 97.5% quantile is about 1.96/sqrt(n)."""
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=1000), rng.normal(size=1000)
+    y = 0.5 * x + y                                   # a real correlation does not move the null
+    null = permutation_null(x, y, "pearson", n_permutations=4000, seed=0)
+    assert abs(null.mean()) < 0.003 and null.std() == pytest.approx(1 / np.sqrt(999), rel=0.05)
+    assert np.quantile(null, 0.975) == pytest.approx(1.96 / np.sqrt(1000), rel=0.08)
 
 
 def test_top_tokens_hand_case():

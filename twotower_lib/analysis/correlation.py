@@ -199,23 +199,31 @@ def correlate(x: np.ndarray, y: np.ndarray, method: str = "pearson", control: np
     return r
 
 
-def permutation_pvalue(x: np.ndarray, y: np.ndarray, method: str = "pearson", control: np.ndarray | None = None,
-                       n_permutations: int = 10000, seed: int = 0, names: tuple[str, str] = ("x", "y")) -> float:
-    """Two-sided permutation p-value of corr(x, y): (1 + #{|r_perm| >= |r|}) / (1 + n_permutations).
+def permutation_null(x: np.ndarray, y: np.ndarray, method: str = "pearson", control: np.ndarray | None = None,
+                     n_permutations: int = 10000, seed: int = 0, names: tuple[str, str] = ("x", "y")) -> np.ndarray:
+    """Correlations of x with y after shuffling y's token labels, (n_permutations,): the label-permutation control.
 
     With a control, the residuals of x and y (after removing the control) are permuted.
     """
-    r = correlate(x, y, method, control, names)
+    correlate(x, y, method, control, names)  # the same checks as the observed correlation
     xc, yc = _prepare(np.asarray(x, float), np.asarray(y, float), method,
                       None if control is None else np.asarray(control, float))
     xs, ys = xc / np.linalg.norm(xc), yc / np.linalg.norm(yc)
     rng = np.random.default_rng(seed)
-    hits = 0
+    out = []
     for start in range(0, n_permutations, 256):
         b = min(256, n_permutations - start)
         perm = rng.permuted(np.broadcast_to(ys, (b, len(ys))), axis=1)     # (b, n)
-        hits += int((np.abs(perm @ xs) >= abs(r) - 1e-12).sum())
-    return (1 + hits) / (1 + n_permutations)
+        out.append(perm @ xs)
+    return np.concatenate(out) if out else np.empty(0)
+
+
+def permutation_pvalue(x: np.ndarray, y: np.ndarray, method: str = "pearson", control: np.ndarray | None = None,
+                       n_permutations: int = 10000, seed: int = 0, names: tuple[str, str] = ("x", "y")) -> float:
+    """Two-sided permutation p-value of corr(x, y): (1 + #{|r_perm| >= |r|}) / (1 + n_permutations)."""
+    r = correlate(x, y, method, control, names)
+    null = permutation_null(x, y, method, control, n_permutations, seed, names)
+    return (1 + int((np.abs(null) >= abs(r) - 1e-12).sum())) / (1 + n_permutations)
 
 
 # ---------------------------------------------------------------------- bootstrap over documents
@@ -340,7 +348,7 @@ def pairwise_correlations(tables: Mapping[str, pd.DataFrame], train_counts: np.n
     frequency rank of Table 4). control: a vector indexed by token id to partial out (e.g.
     log-frequency). Columns: a, b, method, n_tokens, r, and when computed ci_low, ci_high,
     bootstrap_bias (mean replicate minus r; about minus the attenuation of r by finite validation
-    text), p_value. Without doc_stats (or with n_boot = 0) there is no interval.
+    text), p_value and perm_q975 (the 97.5% quantile of r with token labels shuffled). Without doc_stats (or with n_boot = 0) there is no interval.
     """
     tabs = check_tables(tables, config.score_col)
     vocab = next(iter(tabs.values())).index
@@ -366,7 +374,9 @@ def pairwise_correlations(tables: Mapping[str, pd.DataFrame], train_counts: np.n
         row = {"a": a, "b": b, "method": config.method, "n_tokens": len(ids),
                "r": correlate(x, y, config.method, z, (a, b))}
         if config.n_permutations:
-            row["p_value"] = permutation_pvalue(x, y, config.method, z, config.n_permutations, config.seed, (a, b))
+            null = permutation_null(x, y, config.method, z, config.n_permutations, config.seed, (a, b))
+            row["p_value"] = (1 + int((np.abs(null) >= abs(row["r"]) - 1e-12).sum())) / (1 + config.n_permutations)
+            row["perm_q975"] = float(np.quantile(null, 0.975))
         rows.append(row)
     out = pd.DataFrame(rows)
     if doc_stats is not None and config.n_boot:
@@ -398,7 +408,7 @@ def pairwise_correlations(tables: Mapping[str, pd.DataFrame], train_counts: np.n
                             f"or fewer than 3 scored tokens after resampling); use a larger N or more documents")
         out["ci_low"], out["ci_high"] = basic_interval(reps, out["r"].to_numpy(), config.level)
         out["bootstrap_bias"] = reps.mean(axis=0) - out["r"].to_numpy()
-    cols = ["a", "b", "method", "n_tokens", "r", "ci_low", "ci_high", "bootstrap_bias", "p_value"]
+    cols = ["a", "b", "method", "n_tokens", "r", "ci_low", "ci_high", "bootstrap_bias", "p_value", "perm_q975"]
     return out[[c for c in cols if c in out.columns]]
 
 

@@ -90,6 +90,12 @@ class TwoTowerLM(nn.Module):
         out = vmap(one_tower, in_dims=(0, 0, 2), randomness="different")(params, buffers, x)  # (k, B, T, H)
         return out.permute(1, 2, 0, 3)
 
+    def decode(self, states: torch.Tensor) -> torch.Tensor:
+        """The cooperative head: tower states (..., k, H) -> logits (..., V) over the concatenation."""
+        h = states.flatten(-2)                                              # concatenation (..., k*H)
+        h = self.head_ln2(F.gelu(self.head_dense(self.head_ln1(h))))       # (..., E)
+        return F.linear(h, self.tok_emb.weight) + self.out_bias            # (..., V)
+
     def forward(self, input_ids: torch.Tensor, labels: torch.Tensor | None = None,
                 only_labeled: bool = False) -> tuple[torch.Tensor | None, torch.Tensor]:
         """Logits (B, T, V) and, with `labels` (-100 = not predicted), the mean cross-entropy.
@@ -97,15 +103,13 @@ class TwoTowerLM(nn.Module):
         `only_labeled=True` decodes only the positions with a label (logits (N, V)): the tied
         decoder is the largest matmul in small models, and BERT predicts only ~15% of positions.
         """
-        B, T = input_ids.shape
-        h = self.tower_states(input_ids).reshape(B, T, -1)                  # concatenation (B, T, k*H)
-        h = self.head_ln2(F.gelu(self.head_dense(self.head_ln1(h))))       # (B, T, E)
+        states = self.tower_states(input_ids)                               # (B, T, k, H)
         if only_labeled:
             if labels is None:
                 raise ValueError("only_labeled=True needs labels")
             keep = labels != -100
-            h, labels = h[keep], labels[keep]                               # (N, E), (N,)
-        logits = F.linear(h, self.tok_emb.weight) + self.out_bias          # (..., V)
+            states, labels = states[keep], labels[keep]                     # (N, k, H), (N,)
+        logits = self.decode(states)                                        # (..., V)
         loss = None
         if labels is not None:
             loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), labels.reshape(-1),

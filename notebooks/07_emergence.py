@@ -1,0 +1,128 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # When the preference emerges
+#
+# The paper reports where training ended: after about a day on six GPUs per case, two runs of
+# Bert-large with different seeds agree on which tokens each tower prefers (r = 0.94). It does
+# not say when that agreement appears. This section follows it along training: two runs of one
+# configuration, differing only in the seed, save their weights at 0, 2^16, 2^17, ... tokens;
+# both are probed at every snapshot exactly as in section 02, and their preference scores are
+# correlated over the `top_n` most frequent tokens as in section 03.
+#
+# Three things to keep in mind when reading the curves:
+#
+# - the point at 0 tokens is the *untrained* control: probing heads on random, frozen towers;
+# - a snapshot taken at t tokens of a longer run has not had its learning rate decayed yet, so
+#   it slightly understates what a run *ending* at t tokens reaches (each curve's last point is
+#   such an end);
+# - the 95% interval resamples validation documents: it covers the noise of scoring on finite
+#   text, not the spread between seeds (each configuration has one pair of seeds).
+#
+# The curves take hours of CPU time, so they are computed once by
+# `python -m twotower_lib emergence --all` and committed (`results/emergence/`, each with a
+# manifest of the configuration, data hash, code version and packages); this notebook reads them.
+
+# %% tags=["parameters"]
+profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.profiles)
+runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS or ./runs
+top_n = None             # None: the profile's N (the committed curves record their own N)
+
+# %%
+import pandas as pd
+from IPython.display import Markdown
+
+from twotower_lib import charts, emergence, pipeline
+
+ctx = pipeline.open_section("07_emergence", globals())
+charts.enable()
+curves = emergence.load_curves()
+study = emergence.study_table(curves)
+study
+
+# %% [markdown]
+# ## Cross-seed r against tokens seen
+#
+# One line per configuration (log scale; the untrained point at 0 tokens is in the table
+# below). Hover for r and its interval.
+
+# %%
+trained = curves[curves["tokens"] > 0]
+charts.curve_with_band(trained, "tokens", "r", "ci_low", "ci_high", "config",
+                       title="Same-configuration, different-seed correlation of preference scores",
+                       x_title="tokens seen (log scale)", y_title="Pearson r (95% CI)", log_x=True)
+
+# %% [markdown]
+# The same curves with word frequency partialled out (the correlation of the two runs' scores
+# after removing what log-frequency predicts in each): how much of the agreement is "both
+# runs treat frequent and rare tokens differently", and how much is specific to the token.
+
+# %%
+charts.curve_with_band(trained.assign(lo=trained["r_partial_logfreq"], hi=trained["r_partial_logfreq"]),
+                       "tokens", "r_partial_logfreq", "lo", "hi", "config",
+                       title="Cross-seed r with log-frequency partialled out", x_title="tokens seen (log scale)",
+                       y_title="partial Pearson r", log_x=True)
+
+# %% [markdown]
+# ## Which tower is primary?
+#
+# The sign of r rests on Eq. 3: in each run the *primary* tower is the one with the higher mean
+# probability over all validation tokens. When the two towers of a run are almost equally good,
+# that choice hangs on a tiny gap, and a run whose towers have split the vocabulary the same way
+# as the other run's can still call the "other" tower primary: then the same pattern shows up as
+# a *negative* r. The table gives each run's relative gap (primary minus secondary mean p, over
+# the primary's) and which physical tower won it; where the gaps are tiny, read |r| as the
+# strength of the shared pattern and the sign as unresolved.
+#
+# `r_physical` correlates the runs by physical tower index instead (tower 0 minus tower 1 in
+# both). The two towers are built alike and initialised independently, so a seed gives no
+# reason for its tower 0 to resemble the other seed's tower 0: `r_physical` should change sign
+# from point to point. If it stays positive, something shared between the seeds tells the two
+# towers apart, and that is worth finding before reading the sign of r.
+
+# %%
+curves[["config", "tokens", "r", "r_physical", "margin_a", "margin_b", "primary_a", "primary_b"]].round(4)
+
+# %% [markdown]
+# ## Where each configuration crosses r = 0.6
+#
+# The default `cpu` profile is chosen as the cheapest configuration and budget whose same-seed
+# pair reaches r ≥ 0.6 over the 1000 most frequent tokens (issue 7's rule).
+
+# %%
+crossing = emergence.first_crossing(curves, 0.6)
+crossing
+
+# %%
+Markdown(emergence.describe(curves, crossing, 0.6))
+
+# %% [markdown]
+# ## Every point
+
+# %%
+curves[["config", "tokens", "r", "ci_low", "ci_high", "p_value", "r_partial_logfreq", "val_loss_a", "val_loss_b",
+        "head_loss_a", "head_loss_b"]].round(3)
+
+# %% [markdown]
+# ## This profile's own run
+#
+# The same-configuration pair of the profile whose book this is (section 03), for comparison
+# with the study's curves.
+
+# %%
+own = pipeline.section_summary(ctx, "03_correlations")
+pd.DataFrame(own.get("same_config", [])).assign(profile=ctx.profile.name).round(3)
+
+# %%
+ctx.finish(configs=sorted(curves["config"].unique()), crossing=crossing.reset_index().to_dict("records"));

@@ -1,0 +1,80 @@
+"""The emergence study: r against tokens seen from the snapshots of a same-configuration pair."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from twotower_lib import emergence
+from twotower_lib.errors import UserError
+from twotower_lib.probe import ProbeConfig
+
+
+@pytest.fixture(scope="module")
+def tiny_pair(tiny_data, tmp_path_factory):
+    from twotower_lib.train import TrainConfig, train
+
+    root = tmp_path_factory.mktemp("pair")
+    runs = []
+    for seed in (1, 2):
+        out = root / f"gpt-s{seed}"
+        # 64 steps x 8 blocks x 32 tokens = 16,384 tokens; snapshots every 4,096 tokens
+        train(TrainConfig(model="gpt", preset="tiny", seed=seed, max_steps=64, micro_batch=8, grad_accum=1,
+                          snapshot_every_tokens=4096, precision="fp32"), tiny_data, out, show_progress=False)
+        runs.append(out)
+    return runs
+
+
+def test_curve_probes_every_common_snapshot_and_the_final_weights(tiny_pair, tiny_data):
+    a, b = tiny_pair
+    points = emergence.common_snapshots(a, b)
+    assert [t for t, _ in points] == [0, 4096, 8192, 12288, 16384]
+    assert points[-1][1] is None or points[-1][0] == 16384  # the end of the run is the last point
+    assert [t for t, _ in emergence.common_snapshots(a, b, min_tokens=10_000)] == [0, 12288, 16384]  # 0 always kept
+    cfg = ProbeConfig(train_blocks=64, epochs=1, eval_blocks=16, precision="fp32")
+    got = emergence.curve(a, b, top_n=30, n_boot=20, probe_cfg=cfg, min_tokens=10_000, config_name="tiny", show=False)
+    assert list(got.columns) == emergence.CURVE_COLUMNS and list(got["tokens"]) == [0, 12288, 16384]
+    assert got["r"].between(-1, 1).all() and (got["ci_low"] <= got["ci_high"]).all()
+    assert (got["n_tokens"] == 30).all() and got["p_value"].between(0, 1).all()
+    # training lowered the cooperative validation loss of both runs
+    assert got["val_loss_a"].iloc[-1] < got["val_loss_a"].iloc[0] and got["val_loss_b"].iloc[-1] < got["val_loss_b"].iloc[0]
+    # probes were written per snapshot and are reused: a second call recomputes nothing
+    assert (a / "probes" / "tokens-000000012288" / "manifest.json").exists()
+    again = emergence.curve(a, b, top_n=30, n_boot=20, probe_cfg=cfg, min_tokens=10_000, show=False)
+    pd.testing.assert_series_equal(again["r"], got["r"])
+
+
+def test_runs_without_common_snapshots_are_refused(tiny_pair, tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match="no weight snapshot in common"):
+        emergence.common_snapshots(tiny_pair[0], tmp_path / "empty")
+
+
+def test_first_crossing_and_extrapolation():
+    curves = pd.DataFrame({"config": ["a"] * 4 + ["b"] * 3,
+                           "tokens": [0, 1000, 2000, 4000, 0, 1000, 2000],
+                           "r": [0.0, 0.3, 0.62, 0.7, 0.1, 0.2, 0.3]})
+    crossing = emergence.first_crossing(curves, 0.6)
+    assert crossing.loc["a", "tokens to r >= 0.6"] == 2000 and np.isnan(crossing.loc["b", "tokens to r >= 0.6"])
+    assert crossing.loc["b", "best r"] == 0.3
+    # b rises 0.1 per doubling from 0.2 at 1000 tokens: 0.6 is four doublings later
+    assert emergence.extrapolate(curves[curves["config"] == "b"], 0.6) == pytest.approx(16000, rel=1e-6)
+    flat = pd.DataFrame({"tokens": [1000, 2000], "r": [0.3, 0.3]})
+    assert np.isnan(emergence.extrapolate(flat, 0.6))
+    text = emergence.describe(curves, crossing, 0.6)
+    assert "1 of 2 configurations reached" in text and "16,000 tokens" in text
+
+
+def test_cli_refuses_unknown_configurations():
+    from twotower_lib.__main__ import main as cli
+
+    assert cli(["emergence", "no-such-config"]) == 1
+    assert cli(["emergence"]) == 1
+
+
+def test_study_presets_exist_and_differ_in_width_depth_vocabulary():
+    from twotower_lib.models.config import preset
+
+    sizes = {n: preset(c.preset, c.model_type) for n, c in emergence.STUDY.items()}
+    assert sizes["bert-cpu-wide-v8192"].hidden == 2 * sizes["bert-cpu-v8192"].hidden
+    assert sizes["bert-cpu-deep-v8192"].n_layer == 2 * sizes["bert-cpu-v8192"].n_layer
+    assert emergence.STUDY["bert-cpu-v4096"].vocab_size == 4096

@@ -1,0 +1,295 @@
+"""When does the preference emerge? Cross-seed correlation against tokens seen (issue 7).
+
+Two runs of one configuration that differ only in the seed save weight snapshots along training
+(0, 2^16, 2^17, ... tokens). Probing both at every common snapshot and correlating their
+preference scores over the top-N frequent tokens gives r(tokens), with the document-bootstrap 95%
+CI, the permutation p-value and the correlation with log-frequency partialled out. The point at 0
+tokens is the untrained-towers control (heads trained on randomly initialised, frozen towers).
+
+A snapshot at t tokens of a run with budget T > t is not the end of a run with budget t: its
+learning rate has not decayed yet. The curve along one run is therefore a slightly pessimistic
+estimate of what a shorter run reaches, and its last point is the run's own end.
+
+A study is a list of named configurations (`STUDY`): a tower family, a size preset, a
+vocabulary size, a token budget and two seeds. `python -m twotower_lib emergence NAME ...` trains
+what is missing (resuming), probes every snapshot (up-to-date probes are reused) and writes
+`results/emergence/<NAME>.parquet` with a provenance manifest beside it; the book's emergence
+section reads those files, so it shows hours of CPU time without recomputing them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from twotower_lib.artifacts import atomic_write_bytes, atomic_write_json, provenance, read_json
+from twotower_lib.errors import UserError
+
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "results" / "emergence"
+CURVE_COLUMNS = ["config", "tokens", "r", "ci_low", "ci_high", "p_value", "r_partial_logfreq", "n_tokens",
+                 "val_loss_a", "val_loss_b", "head_loss_a", "head_loss_b", "margin_a", "margin_b",
+                 "primary_a", "primary_b", "r_physical"]
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """One line of the study: a same-configuration pair trained with snapshots along the way."""
+
+    name: str
+    model_type: str               # "elmo" | "gpt" | "bert"
+    preset: str                   # a CPU preset of models.config (width, depth)
+    vocab_size: int = 8192
+    train_tokens: int = 8_000_000
+    seeds: tuple[int, int] = (1, 2)
+    micro_batch: int = 32
+    seq_len: int = 128
+
+    def steps(self) -> int:
+        return max(1, -(-self.train_tokens // (self.micro_batch * self.seq_len)))
+
+
+# The study run for the book (`python -m twotower_lib emergence --all`): BERT, the fastest family
+# on a CPU, at the default profile's Bert-large size, narrower/shallower (its Bert-base size),
+# wider, deeper and with a smaller vocabulary; GPT at the default size.
+STUDY: dict[str, StudyConfig] = {c.name: c for c in (
+    StudyConfig("bert-cpu-v8192", "bert", "cpu", train_tokens=12_000_000),
+    StudyConfig("bert-cpu-small-v8192", "bert", "cpu-small", train_tokens=12_000_000),
+    StudyConfig("bert-cpu-wide-v8192", "bert", "cpu-wide", train_tokens=12_000_000),
+    StudyConfig("bert-cpu-deep-v8192", "bert", "cpu-deep", train_tokens=12_000_000),
+    StudyConfig("bert-cpu-v4096", "bert", "cpu", vocab_size=4096, train_tokens=12_000_000),
+    StudyConfig("gpt-cpu-v8192", "gpt", "cpu", train_tokens=6_000_000),
+    StudyConfig("tiny-test", "gpt", "tiny", vocab_size=300, train_tokens=40_000, micro_batch=8, seq_len=32),
+)}
+
+
+def common_snapshots(run_a: Path, run_b: Path, min_tokens: int = 0,
+                     max_tokens: int | None = None) -> list[tuple[int, str | None]]:
+    """(tokens, snapshot name) present in both runs, plus the final weights (name None), in order.
+
+    Snapshots before `min_tokens` (and after `max_tokens`) are skipped, except the untrained one at
+    0 tokens (the control)."""
+    from twotower_lib.models import list_snapshots
+
+    a = {t: p.stem for t, p in list_snapshots(run_a)}
+    b = {t: p.stem for t, p in list_snapshots(run_b)}
+    points: list[tuple[int, str | None]] = [(t, a[t]) for t in sorted(set(a) & set(b)) if t == 0 or t >= min_tokens]
+    finals = [read_json(r / "manifest.json")["tokens_seen"] for r in (run_a, run_b)
+              if (r / "manifest.json").exists()]
+    if len(finals) == 2 and finals[0] == finals[1] and finals[0] not in {t for t, _ in points}:
+        points.append((finals[0], None))
+    if max_tokens is not None:
+        points = [(t, name) for t, name in points if t <= max_tokens]
+    if not points:
+        raise UserError(f"runs {run_a} and {run_b} have no weight snapshot in common (and no finished final "
+                        "weights at the same token count); train both with the same budget and batch")
+    return points
+
+
+def curve(run_a: str | Path, run_b: str | Path, *, top_n: int, n_boot: int = 200, probe_cfg=None,
+          data_dir: str | Path | None = None, min_tokens: int = 0, max_tokens: int | None = None,
+          config_name: str = "", show: bool = True) -> pd.DataFrame:
+    """r(tokens) of a same-configuration pair: probe both runs at each common snapshot and correlate.
+
+    Probes land in each run's `probes/<snapshot>/` (final weights: `probe/`) and are reused when up
+    to date, so an interrupted curve resumes where it stopped.
+    """
+    from twotower_lib.analysis.correlation import CorrelationConfig, pairwise_correlations
+    from twotower_lib.data import load_prepared
+    from twotower_lib.preference import load_artifact
+    from twotower_lib.probe import ProbeConfig, probe_run
+
+    run_a, run_b = Path(run_a), Path(run_b)
+    probe_cfg = probe_cfg or ProbeConfig()
+    rows = []
+    for tokens, snap in common_snapshots(run_a, run_b, min_tokens, max_tokens):
+        arts = [load_artifact(probe_run(r, probe_cfg, snapshot=snap, data_dir=data_dir, show=False)) for r in (run_a, run_b)]
+        data = load_prepared(arts[0].manifest["data_path"])
+        tables = {"a": arts[0].table, "b": arts[1].table}
+        cfg = CorrelationConfig(n=top_n, n_boot=n_boot, n_permutations=1000, progress=False)
+        main = pairwise_correlations(tables, data.counts, cfg, doc_stats={"a": arts[0].doc_stats, "b": arts[1].doc_stats}).iloc[0]
+        partial = pairwise_correlations(tables, data.counts, CorrelationConfig(n=top_n, n_boot=0, n_permutations=0),
+                                        control=np.log(np.maximum(np.asarray(data.counts, dtype=float), 1.0))).iloc[0]
+        vl = [a.manifest["val_loss"] for a in arts]
+        rows.append({"config": config_name, "tokens": int(tokens), "r": main["r"], "ci_low": main["ci_low"],
+                     "ci_high": main["ci_high"], "p_value": main["p_value"], "r_partial_logfreq": partial["r"],
+                     "n_tokens": int(main["n_tokens"]),
+                     "val_loss_a": vl[0]["cooperative"], "val_loss_b": vl[1]["cooperative"],
+                     "head_loss_a": float(np.mean([v for k, v in vl[0].items() if k != "cooperative"])),
+                     "head_loss_b": float(np.mean([v for k, v in vl[1].items() if k != "cooperative"])),
+                     # Eq. 3's ordering: relative gap of the towers' mean p, and which tower won it
+                     **{f"margin_{x}": a.manifest["ordering"]["margin"] / max(a.manifest["ordering"]["mean_p"])
+                        for x, a in zip("ab", arts)},
+                     **{f"primary_{x}": a.manifest["ordering"]["primary_tower"] for x, a in zip("ab", arts)},
+                     # the same correlation with towers taken by physical index (tower 0 minus tower 1 in
+                     # both runs), not by Eq. 3: r_physical = r when both runs call the same index primary
+                     "r_physical": main["r"] * (1 if arts[0].manifest["ordering"]["primary_tower"]
+                                                == arts[1].manifest["ordering"]["primary_tower"] else -1)})
+        if show:
+            r = rows[-1]
+            print(f"{config_name or run_a.parent.name}: {tokens:>11,} tokens  r = {r['r']:+.3f} "
+                  f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]  partial {r['r_partial_logfreq']:+.3f}  "
+                  f"val loss {r['val_loss_a']:.2f}/{r['val_loss_b']:.2f}", flush=True)
+    return pd.DataFrame(rows, columns=CURVE_COLUMNS)
+
+
+def run_study(cfg: StudyConfig, runs_dir: str | Path, results_dir: str | Path = RESULTS_DIR, *, top_n: int = 1000,
+              n_boot: int = 200, probe_cfg=None, min_tokens: int = 0, data_dir: str | Path | None = None,
+              show: bool = True) -> Path:
+    """Prepare the data (or use `data_dir`), train both seeds (resuming), probe every snapshot, write the
+    curve; return its path."""
+    from twotower_lib.data import DataConfig, load_prepared
+    from twotower_lib.data.prepare import prepare_data
+    from twotower_lib.profiles import get_profile
+    from twotower_lib.train import TrainConfig, train
+
+    t0 = time.time()
+    default = get_profile("cpu")
+    data_cfg = DataConfig(corpus="registry:brown" if cfg.preset == "tiny" else default.corpus,
+                          vocab_size=cfg.vocab_size, seq_len=cfg.seq_len, seed=default.data_seed,
+                          valid_fraction=default.valid_fraction, doc_words=default.doc_words)
+    data_dir = Path(data_dir) if data_dir else prepare_data(data_cfg, verbose=show)
+    data = load_prepared(data_dir)
+    if data.vocab_size != cfg.vocab_size or data.seq_len != cfg.seq_len:
+        raise UserError(f"--data {data_dir} has vocabulary {data.vocab_size} and blocks of {data.seq_len}, but "
+                        f"configuration {cfg.name} needs {cfg.vocab_size} and {cfg.seq_len}")
+    probe_cfg = probe_cfg or default.probe_config()
+    pair_dir = Path(runs_dir) / cfg.name
+    runs = []
+    for seed in cfg.seeds:
+        out = pair_dir / f"{cfg.model_type}-s{seed}"
+        tcfg = TrainConfig(model=cfg.model_type, preset=cfg.preset, seed=seed, max_steps=cfg.steps(),
+                           micro_batch=cfg.micro_batch, grad_accum=1, precision="fp32",
+                           eval_every_steps=max(10, cfg.steps() // 10), data=str(data_dir)).validate()
+        done = (out / "manifest.json").exists() and read_json(out / "manifest.json")["steps"] >= tcfg.max_steps
+        if not done:
+            train(tcfg, data, out, resume=(out / "config.json").exists())
+        runs.append(out)
+    table = curve(runs[0], runs[1], top_n=top_n, n_boot=n_boot, probe_cfg=probe_cfg, data_dir=data_dir,
+                  min_tokens=min_tokens, config_name=cfg.name, show=show)
+    results_dir = Path(results_dir)
+    results_dir.mkdir(parents=True, exist_ok=True)
+    path = results_dir / f"{cfg.name}.parquet"
+    atomic_write_bytes(path, table.to_parquet(index=False))
+    atomic_write_json(results_dir / f"{cfg.name}.json", {
+        "config": asdict(cfg), "top_n": top_n, "n_boot": n_boot, "probe_config": asdict(probe_cfg),
+        "data": {"path": str(data_dir), "data_hash": data.data_hash, "corpus": data_cfg.corpus},
+        "runs": [str(r) for r in runs],
+        "train_minutes": [round(read_json(r / "manifest.json")["wall_time_s"] / 60, 2) for r in runs],
+        "seconds_this_call": round(time.time() - t0, 1),
+        "command": f"python -m twotower_lib emergence {cfg.name} --top-n {top_n} --bootstrap {n_boot}",
+        "provenance": provenance()})
+    return path
+
+
+def load_curves(results_dir: str | Path = RESULTS_DIR, names: list[str] | None = None) -> pd.DataFrame:
+    """Every committed curve (or `names`), one row per (configuration, tokens), with its study config."""
+    results_dir = Path(results_dir)
+    frames = []
+    for path in sorted(results_dir.glob("*.parquet")):
+        if names is not None and path.stem not in names:
+            continue
+        meta = read_json(path.with_suffix(".json"))
+        frames.append(pd.read_parquet(path).assign(
+            model_type=meta["config"]["model_type"], preset=meta["config"]["preset"],
+            vocab_size=meta["config"]["vocab_size"], top_n=meta["top_n"]))
+    if not frames:
+        raise UserError(f"no emergence curves in {results_dir}; produce them with  python -m twotower_lib emergence --all")
+    return pd.concat(frames, ignore_index=True)
+
+
+def first_crossing(curves: pd.DataFrame, threshold: float = 0.6) -> pd.DataFrame:
+    """Per configuration: the fewest tokens at which r reached `threshold` (NaN if never), and the best r."""
+    rows = []
+    for name, g in curves.sort_values("tokens").groupby("config", sort=False):
+        hit = g[g["r"] >= threshold]
+        best = g.loc[g["r"].idxmax()]
+        rows.append({"config": name, f"tokens to r >= {threshold}": hit["tokens"].iloc[0] if len(hit) else np.nan,
+                     "best r": best["r"], "at tokens": best["tokens"], "last tokens": g["tokens"].iloc[-1],
+                     "last r": g["r"].iloc[-1]})
+    return pd.DataFrame(rows).set_index("config")
+
+
+def study_table(curves: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration: what was varied and how far it was trained."""
+    g = curves.groupby("config")
+    return pd.DataFrame({"model type": g["model_type"].first(), "size preset": g["preset"].first(),
+                         "vocabulary": g["vocab_size"].first(), "top N": g["top_n"].first(),
+                         "snapshots": g.size(), "tokens trained": g["tokens"].max()})
+
+
+def extrapolate(g: pd.DataFrame, threshold: float, last: int = 3) -> float:
+    """Tokens at which a straight line through the last `last` points of r against log(tokens)
+    reaches `threshold` (NaN if the trend is flat or falling): what the trend predicts, no more."""
+    g = g[g["tokens"] > 0].sort_values("tokens").tail(last)
+    if len(g) < 2:
+        return float("nan")
+    slope, intercept = np.polyfit(np.log(g["tokens"].to_numpy(float)), g["r"].to_numpy(float), 1)
+    if slope <= 1e-3:
+        return float("nan")
+    return float(np.exp((threshold - intercept) / slope))
+
+
+def describe(curves: pd.DataFrame, crossing: pd.DataFrame, threshold: float = 0.6) -> str:
+    """A few sentences of what the curves show, written from the numbers (for the book)."""
+    reached = crossing[crossing[f"tokens to r >= {threshold}"].notna()]
+    lines = []
+    if len(reached):
+        items = [f"{c} after {int(t):,} tokens" for c, t in reached[f"tokens to r >= {threshold}"].sort_values().items()]
+        lines.append(f"{len(reached)} of {len(crossing)} configurations reached r ≥ {threshold}: " + "; ".join(items) + ".")
+    else:
+        lines.append(f"No configuration reached r ≥ {threshold} within its budget.")
+    for config, row in crossing.iterrows():
+        g = curves[curves["config"] == config]
+        untrained = g.loc[g["tokens"] == 0, "r"]
+        text = (f"**{config}**: r = {row['last r']:.2f} at its last point ({int(row['last tokens']):,} tokens)"
+                + (f", {untrained.iloc[0]:+.2f} untrained" if len(untrained) else ""))
+        low = g.loc[g["r"].idxmin()]
+        if low["r"] < -0.2:  # a strong shared pattern with the towers' roles swapped (see the margins)
+            text += (f"; at {int(low['tokens']):,} tokens r = {low['r']:+.2f}: the two runs agree on how the "
+                     "vocabulary is split between their towers, but the tower Eq. 3 calls primary in one run matches "
+                     "the secondary tower of the other")
+        if np.isnan(row[f"tokens to r >= {threshold}"]):
+            t = extrapolate(g, threshold)
+            text += (f"; the trend of its last points predicts r = {threshold} near {t:,.0f} tokens" if np.isfinite(t)
+                     else "; its last points do not rise, so no extrapolation")
+        lines.append(text + ".")
+    return "\n\n".join(lines)
+
+
+# ---------------------------------------------------------------------- CLI
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("configs", nargs="*", help=f"study configurations: {', '.join(STUDY)}")
+    p.add_argument("--all", action="store_true", help="every configuration of the study except tiny-test")
+    p.add_argument("--runs", default=None, help="where the pairs are trained (default: $TWOTOWER_RUNS/emergence)")
+    p.add_argument("--results", default=str(RESULTS_DIR), help="where the curves are written")
+    p.add_argument("--top-n", type=int, default=1000)
+    p.add_argument("--bootstrap", type=int, default=200)
+    p.add_argument("--data", default=None, help="prepared-data directory (default: prepare the configuration's own)")
+    p.add_argument("--min-tokens", type=int, default=0,
+                   help="skip snapshots before this many tokens (the untrained one at 0 is always kept)")
+
+
+def main(args: argparse.Namespace) -> int:
+    from twotower_lib.profiles import runs_root
+
+    names = [n for n in STUDY if n != "tiny-test"] if args.all else args.configs
+    if not names:
+        raise UserError(f"name at least one configuration (or --all): {', '.join(STUDY)}")
+    unknown = [n for n in names if n not in STUDY]
+    if unknown:
+        raise UserError(f"unknown study configuration(s) {unknown}; choose among {', '.join(STUDY)}")
+    if args.top_n < 2 or args.bootstrap < 0:
+        raise UserError("--top-n must be at least 2 and --bootstrap non-negative")
+    runs = Path(args.runs) if args.runs else runs_root() / "emergence"
+    for name in names:
+        path = run_study(STUDY[name], runs, args.results, top_n=args.top_n, n_boot=args.bootstrap,
+                         min_tokens=args.min_tokens, data_dir=args.data)
+        print(f"{name}: curve -> {path}")
+    return 0
