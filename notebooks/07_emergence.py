@@ -86,10 +86,11 @@ charts.curve_with_band(trained.assign(lo=trained["r_partial_logfreq"], hi=traine
 # strength of the shared pattern and the sign as unresolved.
 #
 # `r_physical` correlates the runs by physical tower index instead (tower 0 minus tower 1 in
-# both). The two towers are built alike and initialised independently, so a seed gives no
-# reason for its tower 0 to resemble the other seed's tower 0: `r_physical` should change sign
-# from point to point. If it stays positive, something shared between the seeds tells the two
-# towers apart, and that is worth finding before reading the sign of r.
+# both). The two towers are built alike and initialised independently, so nothing makes one
+# seed's tower 0 resemble the other seed's tower 0 more than its tower 1: which physical towers
+# correspond is one coin flip per pair, made early in training and then kept, so `r_physical`
+# keeps its sign along a pair and the sign itself means nothing. Its *size* is the order-free
+# strength of the agreement; r additionally asks Eq. 3 to pick corresponding towers in both runs.
 
 # %%
 curves[["config", "tokens", "r", "r_physical", "margin_a", "margin_b", "primary_a", "primary_b"]].round(4)

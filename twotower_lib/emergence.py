@@ -181,7 +181,8 @@ def run_study(cfg: StudyConfig, runs_dir: str | Path, results_dir: str | Path = 
         "runs": [str(r) for r in runs],
         "train_minutes": [round(read_json(r / "manifest.json")["wall_time_s"] / 60, 2) for r in runs],
         "seconds_this_call": round(time.time() - t0, 1),
-        "command": f"python -m twotower_lib emergence {cfg.name} --top-n {top_n} --bootstrap {n_boot}",
+        "command": f"python -m twotower_lib emergence {cfg.name} --top-n {top_n} --bootstrap {n_boot} --min-tokens "
+                   f"{min_tokens}" + (f" --data {data_dir}" if data_dir else ""),
         "provenance": provenance()})
     return path
 
