@@ -58,6 +58,9 @@ def test_first_crossing_and_extrapolation():
     assert crossing.loc["b", "best r"] == 0.3
     # b rises 0.1 per doubling from 0.2 at 1000 tokens: 0.6 is four doublings later
     assert emergence.extrapolate(curves[curves["config"] == "b"], 0.6) == pytest.approx(16000, rel=1e-6)
+    # signs that flip with Eq. 3's ordering do not hide a rising strength of agreement
+    flipping = pd.DataFrame({"tokens": [1000, 2000, 4000], "r": [0.2, -0.3, 0.4]})
+    assert emergence.extrapolate(flipping, 0.6) == pytest.approx(16000, rel=1e-6)
     flat = pd.DataFrame({"tokens": [1000, 2000], "r": [0.3, 0.3]})
     assert np.isnan(emergence.extrapolate(flat, 0.6))
     text = emergence.describe(curves, crossing, 0.6)

@@ -224,12 +224,15 @@ def study_table(curves: pd.DataFrame) -> pd.DataFrame:
 
 
 def extrapolate(g: pd.DataFrame, threshold: float, last: int = 3) -> float:
-    """Tokens at which a straight line through the last `last` points of r against log(tokens)
-    reaches `threshold` (NaN if the trend is flat or falling): what the trend predicts, no more."""
+    """Tokens at which a straight line through the last `last` points of |r| against log(tokens)
+    reaches `threshold` (NaN if the trend is flat or falling): what the trend predicts, no more.
+
+    |r|, not r: the sign can flip between snapshots when Eq. 3 names the other tower primary (see
+    `r_physical`), and a line through flipping signs predicts nothing."""
     g = g[g["tokens"] > 0].sort_values("tokens").tail(last)
     if len(g) < 2:
         return float("nan")
-    slope, intercept = np.polyfit(np.log(g["tokens"].to_numpy(float)), g["r"].to_numpy(float), 1)
+    slope, intercept = np.polyfit(np.log(g["tokens"].to_numpy(float)), g["r"].abs().to_numpy(float), 1)
     if slope <= 1e-3:
         return float("nan")
     return float(np.exp((threshold - intercept) / slope))
@@ -256,8 +259,8 @@ def describe(curves: pd.DataFrame, crossing: pd.DataFrame, threshold: float = 0.
                      "the secondary tower of the other")
         if np.isnan(row[f"tokens to r >= {threshold}"]):
             t = extrapolate(g, threshold)
-            text += (f"; the trend of its last points predicts r = {threshold} near {t:,.0f} tokens" if np.isfinite(t)
-                     else "; its last points do not rise, so no extrapolation")
+            text += (f"; the trend of |r| over its last points predicts {threshold} near {t:,.0f} tokens" if np.isfinite(t)
+                     else "; |r| does not rise over its last points, so there is no trend to extrapolate")
         lines.append(text + ".")
     return "\n\n".join(lines)
 

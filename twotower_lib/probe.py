@@ -146,7 +146,7 @@ def train_block_count(cfg: ProbeConfig, model_type: str, seq_len: int) -> int:
 
 def train_heads(model, data, cfg: ProbeConfig, show: bool = True,
                 head_seed: int | None = None) -> tuple[nn.ModuleList, list[dict]]:
-    """Train one head per tower on the frozen features of `cfg.train_blocks` training blocks.
+    """Train one head per tower on the frozen features of the training blocks `train_block_count` asks for.
 
     `head_seed` (default `cfg.seed`) seeds the heads' initialisation, the masks of BERT's training
     blocks and the order of the positions. `probe_run` derives it from the weights, so two models
