@@ -106,10 +106,10 @@ def curve(run_a: str | Path, run_b: str | Path, *, top_n: int, n_boot: int = 200
 
     run_a, run_b = Path(run_a), Path(run_b)
     probe_cfg = probe_cfg or ProbeConfig()
-    rows = []
+    rows, data = [], None
     for tokens, snap in common_snapshots(run_a, run_b, min_tokens, max_tokens):
         arts = [load_artifact(probe_run(r, probe_cfg, snapshot=snap, data_dir=data_dir, show=False)) for r in (run_a, run_b)]
-        data = load_prepared(arts[0].manifest["data_path"])
+        data = data or load_prepared(arts[0].manifest["data_path"])  # one data set for the whole curve
         tables = {"a": arts[0].table, "b": arts[1].table}
         cfg = CorrelationConfig(n=top_n, n_boot=n_boot, n_permutations=1000, progress=False)
         main = pairwise_correlations(tables, data.counts, cfg, doc_stats={"a": arts[0].doc_stats, "b": arts[1].doc_stats}).iloc[0]

@@ -363,7 +363,7 @@ def control_correlations(ctx: SectionContext, pairs: pd.DataFrame) -> pd.DataFra
             r = correlations(ctx, {n: arts[n] for n in names[i:i + 2]}).iloc[0]
             rows.append({"control": control, **r.to_dict()})
     if "permutation" in ctx.profile.controls:
-        same = [(a, b) for a, b in same_config_pairs(ctx)]
+        same = same_config_pairs(ctx)
         for row in pairs.itertuples():
             if (row.a, row.b) in same and hasattr(row, "perm_q975"):
                 rows.append({"control": "permutation", "a": row.a, "b": f"{row.b} (labels shuffled)",

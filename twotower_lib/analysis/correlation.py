@@ -222,8 +222,11 @@ def permutation_pvalue(x: np.ndarray, y: np.ndarray, method: str = "pearson", co
                        n_permutations: int = 10000, seed: int = 0, names: tuple[str, str] = ("x", "y")) -> float:
     """Two-sided permutation p-value of corr(x, y): (1 + #{|r_perm| >= |r|}) / (1 + n_permutations)."""
     r = correlate(x, y, method, control, names)
-    null = permutation_null(x, y, method, control, n_permutations, seed, names)
-    return (1 + int((np.abs(null) >= abs(r) - 1e-12).sum())) / (1 + n_permutations)
+    return _two_sided_p(permutation_null(x, y, method, control, n_permutations, seed, names), r)
+
+
+def _two_sided_p(null: np.ndarray, r: float) -> float:
+    return (1 + int((np.abs(null) >= abs(r) - 1e-12).sum())) / (1 + len(null))
 
 
 # ---------------------------------------------------------------------- bootstrap over documents
@@ -375,7 +378,7 @@ def pairwise_correlations(tables: Mapping[str, pd.DataFrame], train_counts: np.n
                "r": correlate(x, y, config.method, z, (a, b))}
         if config.n_permutations:
             null = permutation_null(x, y, config.method, z, config.n_permutations, config.seed, (a, b))
-            row["p_value"] = (1 + int((np.abs(null) >= abs(row["r"]) - 1e-12).sum())) / (1 + config.n_permutations)
+            row["p_value"] = _two_sided_p(null, row["r"])
             row["perm_q975"] = float(np.quantile(null, 0.975))
         rows.append(row)
     out = pd.DataFrame(rows)
