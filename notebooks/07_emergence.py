@@ -16,10 +16,10 @@
 #
 # The paper reports where training ended: after about a day on six GPUs per case, two runs of
 # Bert-large with different seeds agree on which tokens each tower prefers (r = 0.94). It does
-# not say when that agreement appears. This section follows it along training: two runs of one
+# not say when that agreement appears. This section follows it along training: runs of one
 # configuration, differing only in the seed, save their weights at 0, 2^16, 2^17, ... tokens;
-# both are probed at every snapshot exactly as in section 02, and their preference scores are
-# correlated over the `top_n` most frequent tokens as in section 03.
+# each is probed at every snapshot exactly as in section 02, and the preference scores of two
+# runs are correlated over the `top_n` most frequent tokens as in section 03.
 #
 # Three things to keep in mind when reading the curves:
 #
@@ -28,7 +28,8 @@
 #   it slightly understates what a run *ending* at t tokens reaches (each curve's last point is
 #   such an end);
 # - the 95% interval resamples validation documents: it covers the noise of scoring on finite
-#   text, not the spread between seeds (each configuration has one pair of seeds).
+#   text, not the spread between seeds. That spread is measured directly where a configuration
+#   was trained with four seeds (six pairs, below), and it is much larger.
 #
 # The curves take hours of CPU time, so they are computed once by
 # `python -m twotower_lib emergence --all` and committed (`results/emergence/`, each with a
@@ -54,12 +55,14 @@ study
 # %% [markdown]
 # ## Cross-seed r against tokens seen
 #
-# One line per configuration (log scale; the untrained point at 0 tokens is in the table
-# below). Hover for r and its interval.
+# One line per configuration and pair of seeds (log scale; the untrained point at 0 tokens is in
+# the table below). Hover for r and its interval.
 
 # %%
+several = curves.groupby("config")["pair"].transform("nunique") > 1
+curves["line"] = curves["config"].where(~several, curves["config"] + " " + curves["pair"])
 trained = curves[curves["tokens"] > 0]
-charts.curve_with_band(trained, "tokens", "r", "ci_low", "ci_high", "config",
+charts.curve_with_band(trained, "tokens", "r", "ci_low", "ci_high", "line",
                        title="Same-configuration, different-seed correlation of preference scores",
                        x_title="tokens seen (log scale)", y_title="Pearson r (95% CI)", log_x=True)
 
@@ -70,7 +73,7 @@ charts.curve_with_band(trained, "tokens", "r", "ci_low", "ci_high", "config",
 
 # %%
 charts.curve_with_band(trained.assign(lo=trained["r_partial_logfreq"], hi=trained["r_partial_logfreq"]),
-                       "tokens", "r_partial_logfreq", "lo", "hi", "config",
+                       "tokens", "r_partial_logfreq", "lo", "hi", "line",
                        title="Cross-seed r with log-frequency partialled out", x_title="tokens seen (log scale)",
                        y_title="partial Pearson r", log_x=True)
 
@@ -93,7 +96,19 @@ charts.curve_with_band(trained.assign(lo=trained["r_partial_logfreq"], hi=traine
 # strength of the agreement; r additionally asks Eq. 3 to pick corresponding towers in both runs.
 
 # %%
-curves[["config", "tokens", "r", "r_physical", "margin_a", "margin_b", "primary_a", "primary_b"]].round(4)
+curves[["config", "pair", "tokens", "r", "r_physical", "margin_a", "margin_b", "primary_a", "primary_b"]].round(4)
+
+# %% [markdown]
+# ## How much r moves between seeds
+#
+# The bootstrap interval above holds both trained models fixed. To see how much r depends on
+# *which* two seeds were trained, a configuration with four seeds gives six pairs (not
+# independent: every run is in three of them). Per snapshot: the mean r over the pairs, its
+# standard deviation and range, and the mean order-free strength |r_physical|.
+
+# %%
+spread = emergence.seed_spread(curves)
+spread[spread["pairs"] > 1].round(3)
 
 # %% [markdown]
 # ## Where each configuration crosses r = 0.6
@@ -108,15 +123,28 @@ crossing = emergence.first_crossing(curves, 0.6)
 crossing
 
 # %%
-Markdown(emergence.describe(curves, crossing, 0.6)
-         + f"\n\nThis book's profile, `{ctx.profile.name}`, trains its Bert-large pair for "
-           f"{ctx.profile.tokens_for('bert-large'):,} tokens." * ("bert-large" in ctx.profile.models))
+Markdown(emergence.describe(curves, crossing, 0.6) + "\n\n" + emergence.profile_note(ctx.profile))
+
+# %% [markdown]
+# ## What reaching r = 0.6 would take
+#
+# Where a curve still rises, a straight line through its last three points of |r| against
+# log(tokens) says how many tokens would reach 0.6 *if the trend held*. That is a guess, not a
+# law (the default-size curve rose and then fell). The table converts it into hours of training
+# per run on this machine at the speed the study measured, and compares it with the token budget
+# per model of the `gpu` and `paper` profiles (how many times over they cover it).
+
+# %%
+from twotower_lib.profiles import get_profile
+
+budgets = {name: get_profile(name).tokens_for("bert-large") for name in ("gpu", "paper")}
+emergence.budget_table(curves, 0.6, budgets=budgets).round(2)
 
 # %% [markdown]
 # ## Every point
 
 # %%
-curves[["config", "tokens", "r", "ci_low", "ci_high", "p_value", "r_partial_logfreq", "val_loss_a", "val_loss_b",
+curves[["config", "pair", "tokens", "r", "ci_low", "ci_high", "p_value", "r_partial_logfreq", "val_loss_a", "val_loss_b",
         "head_loss_a", "head_loss_b"]].round(3)
 
 # %% [markdown]

@@ -31,7 +31,8 @@ def test_curve_probes_every_common_snapshot_and_the_final_weights(tiny_pair, tin
     assert points[-1][1] is None or points[-1][0] == 16384  # the end of the run is the last point
     assert [t for t, _ in emergence.common_snapshots(a, b, min_tokens=10_000)] == [0, 12288, 16384]  # 0 always kept
     cfg = ProbeConfig(train_blocks=64, epochs=1, eval_blocks=16, precision="fp32")
-    got = emergence.curve(a, b, top_n=30, n_boot=20, probe_cfg=cfg, min_tokens=10_000, config_name="tiny", show=False)
+    got = emergence.curve(a, b, top_n=30, n_boot=20, probe_cfg=cfg, min_tokens=10_000, config_name="tiny",
+                          pair="s1-s2", show=False)
     assert list(got.columns) == emergence.CURVE_COLUMNS and list(got["tokens"]) == [0, 12288, 16384]
     assert got["r"].between(-1, 1).all() and (got["ci_low"] <= got["ci_high"]).all()
     assert (got["n_tokens"] == 30).all() and got["p_value"].between(0, 1).all()
@@ -39,8 +40,36 @@ def test_curve_probes_every_common_snapshot_and_the_final_weights(tiny_pair, tin
     assert got["val_loss_a"].iloc[-1] < got["val_loss_a"].iloc[0] and got["val_loss_b"].iloc[-1] < got["val_loss_b"].iloc[0]
     # probes were written per snapshot and are reused: a second call recomputes nothing
     assert (a / "probes" / "tokens-000000012288" / "manifest.json").exists()
+    assert emergence.read_json(a / "probes" / "tokens-000000012288" / "manifest.json")["tokens_seen"] == 12288
     again = emergence.curve(a, b, top_n=30, n_boot=20, probe_cfg=cfg, min_tokens=10_000, show=False)
     pd.testing.assert_series_equal(again["r"], got["r"])
+
+
+def test_a_study_with_three_seeds_writes_one_curve_per_pair(tiny_data, tmp_path):
+    study = emergence.StudyConfig("three", "gpt", "tiny", vocab_size=tiny_data.vocab_size, train_tokens=8192,
+                                  seeds=(1, 2, 3), micro_batch=8, seq_len=32)
+    cfg = ProbeConfig(train_blocks=32, epochs=1, eval_blocks=8, precision="fp32")
+    path = emergence.run_study(study, tmp_path / "runs", tmp_path / "results", top_n=30, n_boot=10, probe_cfg=cfg,
+                               data_dir=tiny_data.path, show=False)
+    curves = emergence.load_curves(tmp_path / "results")
+    assert sorted(curves["pair"].unique()) == ["s1-s2", "s1-s3", "s2-s3"]
+    assert (curves.groupby("pair")["tokens"].apply(list).map(tuple).nunique()) == 1  # same snapshots in every pair
+    spread = emergence.seed_spread(curves)
+    assert (spread["pairs"] == 3).all()
+    for _, row in spread.iterrows():
+        rs = curves.loc[curves["tokens"] == row["tokens"], "r"]
+        assert row["r"] == pytest.approx(rs.mean()) and row["r_min"] == rs.min() and row["r_max"] == rs.max()
+    assert emergence.first_crossing(curves).loc["three", "seed pairs"] == 3
+    assert "mean of 3 seed pairs" in emergence.describe(curves, emergence.first_crossing(curves))
+    manifest = emergence.read_json(path.with_suffix(".json"))
+    assert manifest["pairs"] == ["s1-s2", "s1-s3", "s2-s3"] and len(manifest["runs"]) == 3
+
+
+def test_study_configurations_need_two_different_seeds():
+    with pytest.raises(UserError, match="at least two different seeds"):
+        emergence.StudyConfig("x", "gpt", "tiny", seeds=(1,))
+    with pytest.raises(UserError, match="at least two different seeds"):
+        emergence.StudyConfig("x", "gpt", "tiny", seeds=(1, 1))
 
 
 def test_runs_without_common_snapshots_are_refused(tiny_pair, tmp_path):
@@ -81,3 +110,26 @@ def test_study_presets_exist_and_differ_in_width_depth_vocabulary():
     assert sizes["bert-cpu-wide-v8192"].hidden == 2 * sizes["bert-cpu-v8192"].hidden
     assert sizes["bert-cpu-deep-v8192"].n_layer == 2 * sizes["bert-cpu-v8192"].n_layer
     assert emergence.STUDY["bert-cpu-v4096"].vocab_size == 4096
+
+
+def test_budget_table_turns_the_trend_into_hours_and_budget_multiples(tmp_path):
+    from twotower_lib.artifacts import atomic_write_json
+
+    # the slower run shared the machine: the table uses the fastest measured speed
+    atomic_write_json(tmp_path / "b.json", {"config": {"train_tokens": 2000}, "train_minutes": [1.0, 0.5]})
+    curves = pd.DataFrame({"config": ["b"] * 3, "pair": ["s1-s2"] * 3, "tokens": [0, 1000, 2000], "r": [0.1, 0.2, -0.3]})
+    table = emergence.budget_table(curves, 0.6, results_dir=tmp_path, budgets={"gpu": 32000})
+    row = table.loc["b"]
+    assert row["last tokens"] == 2000 and row["last mean |r|"] == pytest.approx(0.3)
+    assert row["trend: tokens to |r| = 0.6"] == pytest.approx(16000, rel=1e-6)  # |r| +0.1 per doubling
+    assert row["train tokens/s here"] == pytest.approx(2000 / 30)
+    assert row["CPU hours per run"] == pytest.approx(16000 / (2000 / 30) / 3600)
+    assert row["gpu budget / needed"] == pytest.approx(2.0)
+
+
+def test_profile_note_names_every_same_configuration_pair_and_its_budget():
+    from twotower_lib.profiles import get_profile
+
+    note = emergence.profile_note(get_profile("cpu"))
+    assert "gpt (preset `cpu`) for 1,000,000 tokens" in note and "bert-large (preset `cpu`) for 2,000,000 tokens" in note
+    assert "no same-configuration pair" in emergence.profile_note(get_profile("cpu").with_overrides({"cases": "gpt:1"}))

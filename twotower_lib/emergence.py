@@ -1,9 +1,12 @@
 """When does the preference emerge? Cross-seed correlation against tokens seen (issue 7).
 
-Two runs of one configuration that differ only in the seed save weight snapshots along training
-(0, 2^16, 2^17, ... tokens). Probing both at every common snapshot and correlating their
+Runs of one configuration that differ only in the seed save weight snapshots along training
+(0, 2^16, 2^17, ... tokens). Probing two of them at every common snapshot and correlating their
 preference scores over the top-N frequent tokens gives r(tokens), with the document-bootstrap 95%
-CI, the permutation p-value and the correlation with log-frequency partialled out. The point at 0
+CI, the permutation p-value and the correlation with log-frequency partialled out. The bootstrap
+holds the trained models fixed, so it says nothing about how much r changes with the seeds; a
+configuration with more than two seeds gets one curve per pair of seeds, and their spread
+(`seed_spread`) is that seed-to-seed variation. The point at 0
 tokens is the untrained-towers control (heads trained on randomly initialised, frozen towers).
 
 A snapshot at t tokens of a run with budget T > t is not the end of a run with budget t: its
@@ -11,7 +14,7 @@ learning rate has not decayed yet. The curve along one run is therefore a slight
 estimate of what a shorter run reaches, and its last point is the run's own end.
 
 A study is a list of named configurations (`STUDY`): a tower family, a size preset, a
-vocabulary size, a token budget and two seeds. `python -m twotower_lib emergence NAME ...` trains
+vocabulary size, a token budget and two or more seeds. `python -m twotower_lib emergence NAME ...` trains
 what is missing (resuming), probes every snapshot (up-to-date probes are reused) and writes
 `results/emergence/<NAME>.parquet` with a provenance manifest beside it; the book's emergence
 section reads those files, so it shows hours of CPU time without recomputing them.
@@ -20,6 +23,7 @@ section reads those files, so it shows hours of CPU time without recomputing the
 from __future__ import annotations
 
 import argparse
+import itertools
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,39 +35,59 @@ from twotower_lib.artifacts import atomic_write_bytes, atomic_write_json, proven
 from twotower_lib.errors import UserError
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results" / "emergence"
-CURVE_COLUMNS = ["config", "tokens", "r", "ci_low", "ci_high", "p_value", "r_partial_logfreq", "n_tokens",
+CURVE_COLUMNS = ["config", "pair", "tokens", "r", "ci_low", "ci_high", "p_value", "r_partial_logfreq", "n_tokens",
                  "val_loss_a", "val_loss_b", "head_loss_a", "head_loss_b", "margin_a", "margin_b",
                  "primary_a", "primary_b", "r_physical"]
 
 
 @dataclass(frozen=True)
 class StudyConfig:
-    """One line of the study: a same-configuration pair trained with snapshots along the way."""
+    """One line of the study: same-configuration runs (two or more seeds) trained with snapshots along the way."""
 
     name: str
     model_type: str               # "elmo" | "gpt" | "bert"
     preset: str                   # a CPU preset of models.config (width, depth)
     vocab_size: int = 8192
     train_tokens: int = 8_000_000
-    seeds: tuple[int, int] = (1, 2)
+    seeds: tuple[int, ...] = (1, 2)
     micro_batch: int = 32
     seq_len: int = 128
 
+    def __post_init__(self):
+        if len(set(self.seeds)) < 2 or len(set(self.seeds)) != len(self.seeds):
+            raise UserError(f"study configuration {self.name!r}: seeds {self.seeds} must be at least two different "
+                            "seeds, each listed once")
+
     def steps(self) -> int:
         return max(1, -(-self.train_tokens // (self.micro_batch * self.seq_len)))
+
+    def pairs(self) -> list[tuple[int, int]]:
+        """Every pair of seeds: 2 seeds give one curve, 4 give six (not independent: each run is in three)."""
+        return list(itertools.combinations(self.seeds, 2))
+
+
+def pair_label(seed_a: int, seed_b: int) -> str:
+    return f"s{seed_a}-s{seed_b}"
 
 
 # The study run for the book (`python -m twotower_lib emergence --all`): BERT, the fastest family
 # on a CPU, at the default profile's Bert-large size for 12M tokens (the cpu-long budget); then,
 # for 4M tokens (past where the default size's agreement peaked), narrower/shallower (the default
-# Bert-base size), wider, deeper, with a smaller vocabulary, and GPT at the default size.
+# Bert-base size; four seeds, and a 16M-token pair), wider, deeper, with a smaller vocabulary, and
+# GPT at the default size.
 STUDY: dict[str, StudyConfig] = {c.name: c for c in (
     StudyConfig("bert-cpu-v8192", "bert", "cpu", train_tokens=12_000_000),
-    StudyConfig("bert-cpu-small-v8192", "bert", "cpu-small", train_tokens=4_000_000),
+    # four seeds (six pairs) at the cheapest size: how much r moves between seed pairs
+    StudyConfig("bert-cpu-small-v8192", "bert", "cpu-small", train_tokens=4_000_000, seeds=(1, 2, 3, 4)),
+    # the same size trained four times longer: does the rising curve go on rising (and where does it
+    # cross 0.6)? Costs ~4 min of training per 8M tokens on 2 cores; probing costs more.
+    StudyConfig("bert-cpu-small-v8192-16M", "bert", "cpu-small", train_tokens=16_000_000),
     StudyConfig("bert-cpu-wide-v8192", "bert", "cpu-wide", train_tokens=4_000_000),
     StudyConfig("bert-cpu-deep-v8192", "bert", "cpu-deep", train_tokens=4_000_000),
     StudyConfig("bert-cpu-v4096", "bert", "cpu", vocab_size=4096, train_tokens=4_000_000),
     StudyConfig("gpt-cpu-v8192", "gpt", "cpu", train_tokens=4_000_000),
+    # GPT at the default profile's GPT budget, four seeds (six pairs): is its early r seed-robust?
+    StudyConfig("gpt-cpu-v8192-1M", "gpt", "cpu", train_tokens=1_000_000, seeds=(1, 2, 3, 4)),
     StudyConfig("tiny-test", "gpt", "tiny", vocab_size=300, train_tokens=40_000, micro_batch=8, seq_len=32),
 )}
 
@@ -93,7 +117,7 @@ def common_snapshots(run_a: Path, run_b: Path, min_tokens: int = 0,
 
 def curve(run_a: str | Path, run_b: str | Path, *, top_n: int, n_boot: int = 200, probe_cfg=None,
           data_dir: str | Path | None = None, min_tokens: int = 0, max_tokens: int | None = None,
-          config_name: str = "", show: bool = True) -> pd.DataFrame:
+          config_name: str = "", pair: str = "", show: bool = True) -> pd.DataFrame:
     """r(tokens) of a same-configuration pair: probe both runs at each common snapshot and correlate.
 
     Probes land in each run's `probes/<snapshot>/` (final weights: `probe/`) and are reused when up
@@ -116,7 +140,7 @@ def curve(run_a: str | Path, run_b: str | Path, *, top_n: int, n_boot: int = 200
         partial = pairwise_correlations(tables, data.counts, CorrelationConfig(n=top_n, n_boot=0, n_permutations=0),
                                         control=np.log(np.maximum(np.asarray(data.counts, dtype=float), 1.0))).iloc[0]
         vl = [a.manifest["val_loss"] for a in arts]
-        rows.append({"config": config_name, "tokens": int(tokens), "r": main["r"], "ci_low": main["ci_low"],
+        rows.append({"config": config_name, "pair": pair, "tokens": int(tokens), "r": main["r"], "ci_low": main["ci_low"],
                      "ci_high": main["ci_high"], "p_value": main["p_value"], "r_partial_logfreq": partial["r"],
                      "n_tokens": int(main["n_tokens"]),
                      "val_loss_a": vl[0]["cooperative"], "val_loss_b": vl[1]["cooperative"],
@@ -132,7 +156,7 @@ def curve(run_a: str | Path, run_b: str | Path, *, top_n: int, n_boot: int = 200
                                                 == arts[1].manifest["ordering"]["primary_tower"] else -1)})
         if show:
             r = rows[-1]
-            print(f"{config_name or run_a.parent.name}: {tokens:>11,} tokens  r = {r['r']:+.3f} "
+            print(f"{config_name or run_a.parent.name} {pair}: {tokens:>11,} tokens  r = {r['r']:+.3f} "
                   f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]  partial {r['r_partial_logfreq']:+.3f}  "
                   f"val loss {r['val_loss_a']:.2f}/{r['val_loss_b']:.2f}", flush=True)
     return pd.DataFrame(rows, columns=CURVE_COLUMNS)
@@ -141,8 +165,8 @@ def curve(run_a: str | Path, run_b: str | Path, *, top_n: int, n_boot: int = 200
 def run_study(cfg: StudyConfig, runs_dir: str | Path, results_dir: str | Path = RESULTS_DIR, *, top_n: int = 1000,
               n_boot: int = 200, probe_cfg=None, min_tokens: int = 0, data_dir: str | Path | None = None,
               show: bool = True) -> Path:
-    """Prepare the data (or use `data_dir`), train both seeds (resuming), probe every snapshot, write the
-    curve; return its path."""
+    """Prepare the data (or use `data_dir`), train every seed (resuming), probe every snapshot, write one
+    curve per pair of seeds into one file; return its path."""
     from twotower_lib.data import DataConfig, load_prepared
     from twotower_lib.data.prepare import prepare_data
     from twotower_lib.profiles import get_profile
@@ -160,7 +184,7 @@ def run_study(cfg: StudyConfig, runs_dir: str | Path, results_dir: str | Path = 
                         f"configuration {cfg.name} needs {cfg.vocab_size} and {cfg.seq_len}")
     probe_cfg = probe_cfg or default.probe_config()
     pair_dir = Path(runs_dir) / cfg.name
-    runs = []
+    runs = {}
     for seed in cfg.seeds:
         out = pair_dir / f"{cfg.model_type}-s{seed}"
         tcfg = TrainConfig(model=cfg.model_type, preset=cfg.preset, seed=seed, max_steps=cfg.steps(),
@@ -169,9 +193,11 @@ def run_study(cfg: StudyConfig, runs_dir: str | Path, results_dir: str | Path = 
         done = (out / "manifest.json").exists() and read_json(out / "manifest.json")["steps"] >= tcfg.max_steps
         if not done:
             train(tcfg, data, out, resume=(out / "config.json").exists())
-        runs.append(out)
-    table = curve(runs[0], runs[1], top_n=top_n, n_boot=n_boot, probe_cfg=probe_cfg, data_dir=data_dir,
-                  min_tokens=min_tokens, config_name=cfg.name, show=show)
+        runs[seed] = out
+    # probes are per run and reused, so every pair after the first costs only its correlations
+    table = pd.concat([curve(runs[a], runs[b], top_n=top_n, n_boot=n_boot, probe_cfg=probe_cfg, data_dir=data_dir,
+                             min_tokens=min_tokens, config_name=cfg.name, pair=pair_label(a, b), show=show)
+                       for a, b in cfg.pairs()], ignore_index=True)
     results_dir = Path(results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
     path = results_dir / f"{cfg.name}.parquet"
@@ -179,8 +205,8 @@ def run_study(cfg: StudyConfig, runs_dir: str | Path, results_dir: str | Path = 
     atomic_write_json(results_dir / f"{cfg.name}.json", {
         "config": asdict(cfg), "top_n": top_n, "n_boot": n_boot, "probe_config": asdict(probe_cfg),
         "data": {"path": str(data_dir), "data_hash": data.data_hash, "corpus": data_cfg.corpus},
-        "runs": [str(r) for r in runs],
-        "train_minutes": [round(read_json(r / "manifest.json")["wall_time_s"] / 60, 2) for r in runs],
+        "runs": [str(r) for r in runs.values()], "pairs": [pair_label(a, b) for a, b in cfg.pairs()],
+        "train_minutes": [round(read_json(r / "manifest.json")["wall_time_s"] / 60, 2) for r in runs.values()],
         "seconds_this_call": round(time.time() - t0, 1),
         "command": f"python -m twotower_lib emergence {cfg.name} --top-n {top_n} --bootstrap {n_boot} --min-tokens "
                    f"{min_tokens}" + (f" --data {data_dir}" if data_dir else ""),
@@ -189,28 +215,46 @@ def run_study(cfg: StudyConfig, runs_dir: str | Path, results_dir: str | Path = 
 
 
 def load_curves(results_dir: str | Path = RESULTS_DIR, names: list[str] | None = None) -> pd.DataFrame:
-    """Every committed curve (or `names`), one row per (configuration, tokens), with its study config."""
+    """Every committed curve (or `names`), one row per (configuration, pair of seeds, tokens), with its
+    study config."""
     results_dir = Path(results_dir)
     frames = []
     for path in sorted(results_dir.glob("*.parquet")):
         if names is not None and path.stem not in names:
             continue
         meta = read_json(path.with_suffix(".json"))
-        frames.append(pd.read_parquet(path).assign(
-            model_type=meta["config"]["model_type"], preset=meta["config"]["preset"],
-            vocab_size=meta["config"]["vocab_size"], top_n=meta["top_n"]))
+        table = pd.read_parquet(path)
+        if "pair" not in table:  # written before configurations could have more than two seeds
+            table.insert(1, "pair", pair_label(*meta["config"]["seeds"][:2]))
+        frames.append(table.assign(model_type=meta["config"]["model_type"], preset=meta["config"]["preset"],
+                                   vocab_size=meta["config"]["vocab_size"], top_n=meta["top_n"]))
     if not frames:
         raise UserError(f"no emergence curves in {results_dir}; produce them with  python -m twotower_lib emergence --all")
     return pd.concat(frames, ignore_index=True)
 
 
+def seed_spread(curves: pd.DataFrame) -> pd.DataFrame:
+    """Per (configuration, tokens): how many seed pairs, their mean r, its spread (SD, min, max) and the
+    mean order-free strength |r_physical| (see `curve`). One pair: SD is NaN, min = max = its r."""
+    if "pair" not in curves:
+        curves = curves.assign(pair="")
+    cols = {"pairs": ("pair", "nunique"), "r": ("r", "mean"), "r_sd": ("r", "std"), "r_min": ("r", "min"),
+            "r_max": ("r", "max")}
+    if "r_physical" in curves:
+        curves = curves.assign(abs_r_physical=curves["r_physical"].abs())
+        cols["mean |r_physical|"] = ("abs_r_physical", "mean")
+    return curves.groupby(["config", "tokens"], sort=False).agg(**cols).reset_index()
+
+
 def first_crossing(curves: pd.DataFrame, threshold: float = 0.6) -> pd.DataFrame:
-    """Per configuration: the fewest tokens at which r reached `threshold` (NaN if never), and the best r."""
+    """Per configuration: the fewest tokens at which r (the mean over its seed pairs) reached `threshold`
+    (NaN if never), and the best r."""
     rows = []
-    for name, g in curves.sort_values("tokens").groupby("config", sort=False):
+    for name, g in seed_spread(curves).sort_values("tokens", kind="stable").groupby("config", sort=False):
         hit = g[g["r"] >= threshold]
         best = g.loc[g["r"].idxmax()]
-        rows.append({"config": name, f"tokens to r >= {threshold}": hit["tokens"].iloc[0] if len(hit) else np.nan,
+        rows.append({"config": name, "seed pairs": int(g["pairs"].max()),
+                     f"tokens to r >= {threshold}": hit["tokens"].iloc[0] if len(hit) else np.nan,
                      "best r": best["r"], "at tokens": best["tokens"], "last tokens": g["tokens"].iloc[-1],
                      "last r": g["r"].iloc[-1]})
     return pd.DataFrame(rows).set_index("config")
@@ -221,7 +265,8 @@ def study_table(curves: pd.DataFrame) -> pd.DataFrame:
     g = curves.groupby("config")
     return pd.DataFrame({"model type": g["model_type"].first(), "size preset": g["preset"].first(),
                          "vocabulary": g["vocab_size"].first(), "top N": g["top_n"].first(),
-                         "snapshots": g.size(), "tokens trained": g["tokens"].max()})
+                         "seed pairs": g["pair"].nunique(), "snapshots": g["tokens"].nunique(),
+                         "tokens trained": g["tokens"].max()})
 
 
 def extrapolate(g: pd.DataFrame, threshold: float, last: int = 3) -> float:
@@ -229,19 +274,56 @@ def extrapolate(g: pd.DataFrame, threshold: float, last: int = 3) -> float:
     reaches `threshold` (NaN if the trend is flat or falling): what the trend predicts, no more.
 
     |r|, not r: the sign can flip between snapshots when Eq. 3 names the other tower primary (see
-    `r_physical`), and a line through flipping signs predicts nothing."""
-    g = g[g["tokens"] > 0].sort_values("tokens").tail(last)
+    `r_physical`), and a line through flipping signs predicts nothing. Several seed pairs: their mean |r|."""
+    g = g[g["tokens"] > 0].assign(abs_r=lambda d: d["r"].abs()).groupby("tokens")["abs_r"].mean()
+    g = g.sort_index().tail(last)
     if len(g) < 2:
         return float("nan")
-    slope, intercept = np.polyfit(np.log(g["tokens"].to_numpy(float)), g["r"].abs().to_numpy(float), 1)
+    slope, intercept = np.polyfit(np.log(g.index.to_numpy(float)), g.to_numpy(float), 1)
     if slope <= 1e-3:
         return float("nan")
     return float(np.exp((threshold - intercept) / slope))
 
 
+def training_speed(results_dir: str | Path = RESULTS_DIR) -> pd.Series:
+    """Per configuration: the fastest measured training speed of its runs, tokens/s (from the curve
+    manifests; the fastest, because runs that shared the machine with other work ran slower)."""
+    speeds = {}
+    for path in sorted(Path(results_dir).glob("*.json")):
+        meta = read_json(path)
+        minutes = [m for m in meta.get("train_minutes", []) if m > 0]
+        if minutes:
+            speeds[path.stem] = meta["config"]["train_tokens"] / (60 * min(minutes))
+    return pd.Series(speeds, name="train tokens/s", dtype=float)
+
+
+def budget_table(curves: pd.DataFrame, threshold: float = 0.6, results_dir: str | Path = RESULTS_DIR,
+                 budgets: dict[str, int] | None = None) -> pd.DataFrame:
+    """What reaching `threshold` would take, per configuration: the tokens the |r| trend predicts (NaN when
+    it does not rise), the hours one run of that length trains on this machine at the measured speed,
+    and how many times each of `budgets` (name -> tokens per model, e.g. the gpu profile) covers it.
+    A straight line in log(tokens) is a guess, not a law: the default-size curve rose and then fell."""
+    speed = training_speed(results_dir)
+    spread = seed_spread(curves)
+    rows = []
+    for config, g in curves.groupby("config", sort=False):
+        last = spread[spread["config"] == config].sort_values("tokens").iloc[-1]
+        need = extrapolate(g, threshold)
+        row = {"config": config, "last tokens": int(last["tokens"]),
+               "last mean |r|": float(g.loc[g["tokens"] == last["tokens"], "r"].abs().mean()),
+               f"trend: tokens to |r| = {threshold}": need,
+               "train tokens/s here": speed.get(config, np.nan)}
+        row["CPU hours per run"] = need / row["train tokens/s here"] / 3600
+        for name, tokens in (budgets or {}).items():
+            row[f"{name} budget / needed"] = tokens / need
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("config")
+
+
 def describe(curves: pd.DataFrame, crossing: pd.DataFrame, threshold: float = 0.6) -> str:
     """A few sentences of what the curves show, written from the numbers (for the book)."""
     reached = crossing[crossing[f"tokens to r >= {threshold}"].notna()]
+    spread = seed_spread(curves)
     lines = []
     if len(reached):
         items = [f"{c} after {int(t):,} tokens" for c, t in reached[f"tokens to r >= {threshold}"].sort_values().items()]
@@ -250,20 +332,35 @@ def describe(curves: pd.DataFrame, crossing: pd.DataFrame, threshold: float = 0.
         lines.append(f"No configuration reached r ≥ {threshold} within its budget.")
     for config, row in crossing.iterrows():
         g = curves[curves["config"] == config]
-        untrained = g.loc[g["tokens"] == 0, "r"]
-        text = (f"**{config}**: r = {row['last r']:.2f} at its last point ({int(row['last tokens']):,} tokens)"
+        s = spread[spread["config"] == config]
+        untrained = s.loc[s["tokens"] == 0, "r"]
+        several = s["pairs"].max() > 1
+        text = (f"**{config}**: r = {row['last r']:.2f} at its last point ({int(row['last tokens']):,} tokens"
+                + (f", mean of {int(s['pairs'].max())} seed pairs, which range from {s['r_min'].iloc[-1]:+.2f} to "
+                   f"{s['r_max'].iloc[-1]:+.2f}" if several else "") + ")"
                 + (f", {untrained.iloc[0]:+.2f} untrained" if len(untrained) else ""))
         low = g.loc[g["r"].idxmin()]
         if low["r"] < -0.2:  # a strong shared pattern with the towers' roles swapped (see the margins)
-            text += (f"; at {int(low['tokens']):,} tokens r = {low['r']:+.2f}: the two runs agree on how the "
-                     "vocabulary is split between their towers, but the tower Eq. 3 calls primary in one run matches "
-                     "the secondary tower of the other")
+            text += (f"; at {int(low['tokens']):,} tokens r = {low['r']:+.2f}" + (f" (pair {low['pair']})" if several else "")
+                     + ": the two runs agree on how the vocabulary is split between their towers, but the tower Eq. 3 "
+                     "calls primary in one run matches the secondary tower of the other")
         if np.isnan(row[f"tokens to r >= {threshold}"]):
             t = extrapolate(g, threshold)
             text += (f"; the trend of |r| over its last points predicts {threshold} near {t:,.0f} tokens" if np.isfinite(t)
                      else "; |r| does not rise over its last points, so there is no trend to extrapolate")
         lines.append(text + ".")
     return "\n\n".join(lines)
+
+
+def profile_note(profile) -> str:
+    """One sentence on what a profile trains for its same-configuration pairs (model, preset, tokens),
+    to read next to the study's curves."""
+    models = list(dict.fromkeys(a[0] for a, _ in profile.same_config_pairs()))
+    if not models:
+        return f"This book's profile, `{profile.name}`, has no same-configuration pair."
+    items = [f"{m} (preset `{profile.models[m].preset}`) for {profile.tokens_for(m):,} tokens" for m in models]
+    return (f"This book's profile, `{profile.name}`, trains its same-configuration pair{'s' * (len(items) > 1)} "
+            + " and ".join(items) + "; section 03 gives what they reach.")
 
 
 # ---------------------------------------------------------------------- CLI

@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from twotower_lib.artifacts import provenance, read_json, sha256_file
 from twotower_lib.errors import UserError
-from twotower_lib.models import load_model, make_batch, weights_path
+from twotower_lib.models import load_model, make_batch, snapshot_tokens, weights_path
 from twotower_lib.models.heads import HEAD_KINDS, ProbeHead
 from twotower_lib.preference import (TowerSums, document_stats, load_artifact, order_towers,
                                      preference_table, save_artifact)
@@ -275,7 +275,8 @@ def probe_run(run_dir: str | os.PathLike, cfg: ProbeConfig | None = None, *, sna
     if mcfg.vocab_size != data.vocab_size:
         raise UserError(f"{run_dir} has vocabulary {mcfg.vocab_size} but {data_path} has {data.vocab_size}")
     out = Path(out) if out else probe_dir(run_dir, snapshot)
-    identity = {"version": PROBE_VERSION, "weights_sha256": sha256_file(weights_path(run_dir, snapshot)),
+    weights = weights_path(run_dir, snapshot)
+    identity = {"version": PROBE_VERSION, "weights_sha256": sha256_file(weights),
                 "data_hash": data.data_hash,
                 "probe": asdict(cfg)}
     if not force and (out / "manifest.json").exists():
@@ -308,7 +309,8 @@ def probe_run(run_dir: str | os.PathLike, cfg: ProbeConfig | None = None, *, sna
         "run": str(run_dir), "snapshot": None if snapshot is None else str(snapshot),
         "model_config": mcfg.to_dict(), "probe_config": asdict(cfg), "head_seed": head_seed,
         "seed": run_config.get("train", {}).get("seed"),
-        "tokens_seen": run_manifest.get("tokens_seen"),
+        # a snapshot: the tokens seen when it was written, not the run's final count
+        "tokens_seen": run_manifest.get("tokens_seen") if snapshot is None else snapshot_tokens(weights),
         "data_path": str(data.path), "data_hash": data.data_hash,
         "tokenizer_sha256": data.manifest["tokenizer_sha256"],
         "val_loss": val_loss,

@@ -80,14 +80,16 @@ def snapshot_name(tokens: int) -> str:
     return f"tokens-{tokens:012d}"
 
 
+def snapshot_tokens(weights: str | os.PathLike) -> int | None:
+    """Tokens seen when a snapshot file (tokens-<n>.safetensors) was written; None for other files."""
+    m = re.fullmatch(r"tokens-(\d+)\.safetensors", Path(weights).name)
+    return int(m.group(1)) if m else None
+
+
 def list_snapshots(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:
     """(tokens seen, path) of every weight snapshot of a run, in training order."""
-    found = []
-    for p in (Path(run_dir) / "snapshots").glob("tokens-*.safetensors"):
-        m = re.fullmatch(r"tokens-(\d+)\.safetensors", p.name)
-        if m:
-            found.append((int(m.group(1)), p))
-    return sorted(found)
+    found = [(snapshot_tokens(p), p) for p in (Path(run_dir) / "snapshots").glob("tokens-*.safetensors")]
+    return sorted((t, p) for t, p in found if t is not None)
 
 
 def weights_path(run_dir: str | os.PathLike, snapshot: str | int | None = None) -> Path:
