@@ -25,9 +25,10 @@
 # DeepSpeed, for the profile's token budget (per model where `model_tokens` sets one). A
 # finished case is kept, so re-running this notebook only trains what is missing.
 #
-# With the `independent` control on, it also trains four single-tower models (k = 1) of the
-# same-configuration case's size, with the same budget: the raw material of the control that
-# asks whether two *independently* trained networks would show the same pattern (section 03).
+# With the `independent` control on, it also trains four single-tower models (k = 1) for every
+# model that has a same-configuration pair, at that model's size and budget: the raw material of
+# the control that asks whether two *independently* trained networks would show the same pattern
+# (section 03).
 
 # %% tags=["parameters"]
 profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.profiles)
@@ -39,7 +40,8 @@ precision = None         # None: the profile's precision (fp32 | bf16 | fp16)
 micro_batch = None       # None: the profile's blocks per optimiser step
 launcher = None          # None: the profile's launcher (python | deepspeed)
 num_gpus = None          # None: the profile's GPU count for the DeepSpeed launcher
-controls = None          # None: the profile's controls; "independent" adds four single-tower runs here
+controls = None          # None: the profile's controls; "independent" adds four single-tower runs per pair here
+independent_models = None  # None: the profile's; models whose pair gets the independent control
 
 # %%
 import pandas as pd

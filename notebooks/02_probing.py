@@ -42,6 +42,7 @@ runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS or 
 cases = None             # None: the profile's cases, "model:seed" comma-separated
 probe_tokens = None      # None: the profile's budget of training tokens for the probing heads
 controls = None          # None: the profile's controls (untrained, independent, permutation)
+independent_models = None  # None: the profile's; models whose pair gets the independent control
 
 # %%
 import pandas as pd
@@ -92,9 +93,9 @@ pd.concat({"primary tower prefers": frequent.nlargest(10, "score")[["token", "co
 #
 # - **untrained**: the same-configuration pair at initialisation (its weight snapshot at 0
 #   tokens): heads trained on randomly initialised, frozen towers;
-# - **independent**: four single-tower models trained separately; runs 1 and 2 (and 3 and 4) are
-#   then scored as if they were the two towers of one model, with the same rule (primary = the
-#   one with the higher mean probability).
+# - **independent**: per same-configuration model, four single-tower models trained separately;
+#   runs 1 and 2 (and 3 and 4) are then scored as if they were the two towers of one model, with
+#   the same rule (primary = the one with the higher mean probability).
 
 # %%
 controls_summary = pipeline.probe_controls(ctx)

@@ -187,7 +187,7 @@ def test_end_to_end_tiny_pipeline_and_strict_book_build(built_book):
     assert all(f"{c} r = " in measured["controls"]["ours"] for c in ("untrained", "independent", "permutation"))
     training = pipe.root / "training"
     assert sorted(p.name for p in training.glob("*-k1-s*")) == [f"gpt-k1-s{i}" for i in (1, 2, 3, 4)]
-    assert all((pipe.root / "probing" / "independent" / f"pair-{i}" / "manifest.json").exists() for i in (1, 2))
+    assert all((pipe.root / "probing" / "independent" / f"gpt-pair-{i}" / "manifest.json").exists() for i in (1, 2))
     assert "automodule" not in (html / "book" / "api.html").read_text()
     assert "twotower_lib.pipeline.open_section" in (html / "book" / "api.html").read_text()
     assert 'class="math' in (html / "book" / "intro.html").read_text()

@@ -69,6 +69,11 @@ def test_per_model_budgets_and_the_independent_control_runs():
     assert p.train_config("gpt", 3, "/d", towers=1).towers == 1
     assert p.with_overrides({"controls": "untrained,permutation"}).independent_runs() == []
     assert p.with_overrides({"cases": "gpt:1,bert-large:1"}).independent_runs() == []  # no same-config pair
+    both = p.with_overrides({"cases": "gpt:1,gpt:2,bert-large:1,bert-large:2"})
+    assert both.independent_runs() == [(m, s) for m in ("gpt", "bert-large") for s in (1, 2, 3, 4)]
+    assert both.with_overrides({"independent_models": "bert-large"}).independent_runs() == [("bert-large", s) for s in (1, 2, 3, 4)]
+    with pytest.raises(UserError, match="independent_models.*names model 'xlnet'"):
+        both.with_overrides({"independent_models": "xlnet"})
     for bad, match in (("gpt", "write model=tokens"), ("gpt=0", "write model=tokens"), ("xlnet=5", "names model 'xlnet'")):
         with pytest.raises(UserError, match=match):
             get_profile("tiny").with_overrides({"model_tokens": bad})
@@ -357,7 +362,8 @@ def test_correlation_items_are_judged_from_measured_pairs(tmp_path):
     assert got["table2.cross-type"]["verdict"] == "not"
     assert got["table2.elmo-gpt"]["verdict"] == "not attempted" and "no elmo / gpt pair" in got["table2.elmo-gpt"]["note"]
     # only one of the three controls ran: the controls item cannot be better than "partly"
-    assert got["controls"]["verdict"] == "partly" and "not run: independent, permutation" in got["controls"]["note"]
+    assert got["controls"]["verdict"] == "partly" and "not run: independent, permutation" in got["controls"]["ours"]
+    assert got["same-config.other"]["verdict"] == "not attempted"  # no same-config pair but Bert-large's
     assert got["fig3"]["verdict"] == "partly"
     all_three = pd.concat([control, pd.DataFrame({"control": ["independent", "permutation"], "r": [0.3, 0.05]})])
     scorecard.record_correlations(ctx, pairs, all_three, [("bert-large-s1", "bert-large-s2")])
@@ -367,6 +373,28 @@ def test_correlation_items_are_judged_from_measured_pairs(tmp_path):
     scorecard.record_correlations(ctx, pairs, all_three.assign(r=[0.15, 0.65, 0.05]), [("bert-large-s1", "bert-large-s2")])
     got = json.loads((ctx.out / "scorecard.json").read_text())
     assert got["table2.same-config"]["verdict"] == "not" and got["controls"]["verdict"] == "not"
+
+
+def test_each_same_config_pair_is_judged_against_its_own_models_controls(tmp_path):
+    import pandas as pd
+
+    prof = get_profile("cpu").with_overrides({"cases": "gpt:1,gpt:2,bert-large:1,bert-large:2"})
+    assert prof.independent_runs() == [("gpt", s) for s in (1, 2, 3, 4)]  # cpu: GPT's pair only (the hour)
+    ctx = pipeline.SectionContext(pipeline.find_section("03_correlations"), prof, tmp_path / "cpu")
+    same = [("gpt-s1", "gpt-s2"), ("bert-large-s1", "bert-large-s2")]
+    pairs = pd.DataFrame({"a": ["gpt-s1", "bert-large-s1"], "b": ["gpt-s2", "bert-large-s2"], "n_tokens": 1000,
+                          "r": [0.7, 0.3], "ci_low": [0.65, 0.25], "ci_high": [0.75, 0.35], "p_value": 0.001})
+    # GPT's controls are low; Bert-large's independent pairs reach 0.4, above its pair's CI
+    control = pd.DataFrame({"control": ["untrained", "independent", "permutation"] * 2,
+                            "model": ["gpt"] * 3 + ["bert-large"] * 3, "r": [0.05, 0.2, 0.08, 0.02, 0.4, 0.07]})
+    scorecard.record_correlations(ctx, pairs, control, same)
+    got = json.loads((ctx.out / "scorecard.json").read_text())
+    assert got["table2.same-config"]["verdict"] == "not" and "bert-large-s1 vs bert-large-s2" in got["table2.same-config"]["ours"]
+    assert "gpt" not in got["table2.same-config"]["ours"] and "independent r = 0.40" in got["table2.same-config"]["note"]
+    # GPT's pair is judged against GPT's controls only: its CI [0.65, 0.75] lies above them (0.2 at most)
+    assert got["same-config.other"]["verdict"] == "partly" and "gpt-s1 vs gpt-s2" in got["same-config.other"]["ours"]
+    assert got["controls"]["verdict"] == "partly" and "gpt-s1 vs gpt-s2: r = 0.70, CI [0.65, 0.75], above" in got["controls"]["ours"]
+    assert pipeline.model_of("bert-large-k1-s3") == pipeline.model_of("bert-large-s2") == "bert-large"
 
 
 def test_frequency_items_need_agreement_between_runs(tmp_path):

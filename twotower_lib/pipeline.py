@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 import types
@@ -52,12 +53,13 @@ class Section:
 SECTIONS: tuple[Section, ...] = (
     Section("00_data", "Data", "data", ("corpus", "vocab_size", "seq_len", "data_seed", "doc_words", "valid_fraction")),
     Section("01_training", "Cooperative training", "training",
-            ("cases", "train_tokens", "model_tokens", "precision", "micro_batch", "launcher", "num_gpus", "controls"),
+            ("cases", "train_tokens", "model_tokens", "precision", "micro_batch", "launcher", "num_gpus", "controls",
+             "independent_models"),
             ("00_data",)),
-    Section("02_probing", "Probing and preference scores", "probing", ("cases", "probe_tokens", "controls"),
+    Section("02_probing", "Probing and preference scores", "probing", ("cases", "probe_tokens", "controls", "independent_models"),
             ("00_data", "01_training")),
     Section("03_correlations", "Correlation of preference scores", "correlations",
-            ("cases", "top_n", "bootstrap", "controls"), ("00_data", "01_training", "02_probing")),
+            ("cases", "top_n", "bootstrap", "controls", "independent_models"), ("00_data", "01_training", "02_probing")),
     Section("04_pos", "Part-of-speech preference", "pos", ("cases", "top_n", "pos_docs", "pos_backend"),
             ("00_data", "02_probing")),
     Section("05_ica", "ICA word groups", "ica", ("cases", "ica_reference", "ica_tokens", "ica_dim"),
@@ -181,6 +183,11 @@ def case_name(model: str, seed: int) -> str:
     return f"{model}-s{seed}"
 
 
+def model_of(case: str) -> str:
+    """The model of a case or control run name: "bert-large-s2" and "bert-large-k1-s3" -> "bert-large"."""
+    return re.sub(r"(-k1)?-s\d+$", "", case)
+
+
 def control_name(model: str, seed: int) -> str:
     """Directory and label of one single-tower run of the independent-pairs control, e.g. "bert-large-k1-s3"."""
     return f"{model}-k1-s{seed}"
@@ -300,8 +307,9 @@ def probe_controls(ctx: SectionContext) -> pd.DataFrame:
 
     - untrained: both runs of each same-configuration pair at their snapshot at 0 tokens
       (`untrained/<case>`): heads trained on randomly initialised, frozen towers.
-    - independent: the four single-tower runs (`independent/<run>`), then runs 1+2 and 3+4 scored
-      as pairs (`independent/pair-1`, `pair-2`) by the same rule as two towers (`probe.pair_runs`).
+    - independent: per model with a same-configuration pair, its four single-tower runs
+      (`independent/<run>`), then runs 1+2 and 3+4 scored as pairs (`independent/<model>-pair-1`,
+      `-pair-2`) by the same rule as two towers (`probe.pair_runs`).
     """
     import pandas as pd
 
@@ -323,28 +331,39 @@ def probe_controls(ctx: SectionContext) -> pd.DataFrame:
         for a, b in same_config_pairs(ctx):
             for name in (a, b):
                 probe(name, ctx.out / "untrained" / name, snapshot=0)
-    runs = [control_name(m, s) for m, s in ctx.profile.independent_runs()]
-    if runs:
-        probes = [probe(name, ctx.out / "independent" / name) for name in runs]
-        for i in range(0, len(probes), 2):
-            out = pair_runs(probes[i], probes[i + 1], ctx.out / "independent" / f"pair-{i // 2 + 1}", show=False)
-            m = load_artifact(out).manifest
-            rows.append({"run": out.relative_to(ctx.out).as_posix(), "control": "independent",
-                         "primary": f"{runs[i + m['ordering']['primary_tower']]}"})
+    runs = ctx.profile.independent_runs()
+    probes = [probe(control_name(m, s), ctx.out / "independent" / control_name(m, s)) for m, s in runs]
+    for i in range(0, len(probes), 2):  # seeds 1+2 and 3+4 of each model
+        model = runs[i][0]
+        out = pair_runs(probes[i], probes[i + 1], ctx.out / "independent" / independent_pair_name(model, i // 2 % 2 + 1),
+                        show=False)
+        m = load_artifact(out).manifest
+        rows.append({"run": out.relative_to(ctx.out).as_posix(), "control": "independent",
+                     "primary": control_name(*runs[i + m['ordering']['primary_tower']])})
     return pd.DataFrame(rows).set_index("run") if rows else pd.DataFrame()
 
 
-def load_controls(ctx: SectionContext) -> dict[str, dict]:
-    """The control artifacts 02_probing wrote: {"untrained": {case: artifact}, "independent": {pair: artifact}}."""
+def independent_pair_name(model: str, pair: int) -> str:
+    """Directory and label of one scored pair of single-tower runs, e.g. "gpt-pair-1" (seeds 1+2)."""
+    return f"{model}-pair-{pair}"
+
+
+def load_controls(ctx: SectionContext) -> list[tuple[str, str, dict]]:
+    """The control artifacts 02_probing wrote, as (control, model, {label: artifact}) with two
+    artifacts each, to be correlated with one another: the untrained runs of each same-configuration
+    pair, and each model's two independent pairs."""
     from twotower_lib.preference import load_artifact
 
     probing = ctx.input_dir("02_probing")
-    out: dict[str, dict] = {}
+    out = []
     if "untrained" in ctx.profile.controls:
-        out["untrained"] = {f"{name} (untrained)": load_artifact(probing / "untrained" / name)
-                            for pair in same_config_pairs(ctx) for name in pair}
-    if ctx.profile.independent_runs():
-        out["independent"] = {f"independent {p}": load_artifact(probing / "independent" / p) for p in ("pair-1", "pair-2")}
+        for pair in same_config_pairs(ctx):
+            out.append(("untrained", model_of(pair[0]),
+                        {f"{name} (untrained)": load_artifact(probing / "untrained" / name) for name in pair}))
+    for model in dict.fromkeys(m for m, _ in ctx.profile.independent_runs()):
+        names = [independent_pair_name(model, i) for i in (1, 2)]
+        out.append(("independent", model,
+                    {f"independent {n}": load_artifact(probing / "independent" / n) for n in names}))
     return out
 
 
@@ -357,16 +376,15 @@ def control_correlations(ctx: SectionContext, pairs: pd.DataFrame) -> pd.DataFra
     import pandas as pd
 
     rows = []
-    for control, arts in load_controls(ctx).items():
-        names = list(arts)
-        for i in range(0, len(names), 2):  # untrained: the two runs of each pair; independent: pair-1 vs pair-2
-            r = correlations(ctx, {n: arts[n] for n in names[i:i + 2]}).iloc[0]
-            rows.append({"control": control, **r.to_dict()})
+    for control, model, arts in load_controls(ctx):
+        r = correlations(ctx, arts).iloc[0]
+        rows.append({"control": control, "model": model, **r.to_dict()})
     if "permutation" in ctx.profile.controls:
         same = same_config_pairs(ctx)
         for row in pairs.itertuples():
             if (row.a, row.b) in same and hasattr(row, "perm_q975"):
-                rows.append({"control": "permutation", "a": row.a, "b": f"{row.b} (labels shuffled)",
+                rows.append({"control": "permutation", "model": model_of(row.a), "a": row.a,
+                             "b": f"{row.b} (labels shuffled)",
                              "n_tokens": row.n_tokens, "r": row.perm_q975,
                              "note": "97.5% quantile of r over 1000 shuffles of the token labels"})
     return pd.DataFrame(rows)
