@@ -133,3 +133,16 @@ def test_profile_note_names_every_same_configuration_pair_and_its_budget():
     note = emergence.profile_note(get_profile("cpu"))
     assert "gpt (preset `cpu`) for 1,000,000 tokens" in note and "bert-large (preset `cpu`) for 2,000,000 tokens" in note
     assert "no same-configuration pair" in emergence.profile_note(get_profile("cpu").with_overrides({"cases": "gpt:1"}))
+
+
+def test_a_single_pair_crossing_is_flagged_with_the_measured_seed_spread():
+    rows = [("many", pair, t, r) for pair, rs in (("s1-s2", (0.0, 0.5)), ("s1-s3", (0.1, 0.7)), ("s2-s3", (0.0, 0.3)))
+            for t, r in zip((0, 1000), rs)]
+    rows += [("one", "s1-s2", 0, 0.0), ("one", "s1-s2", 1000, 0.65)]
+    curves = pd.DataFrame(rows, columns=["config", "pair", "tokens", "r"])
+    crossing = emergence.first_crossing(curves, 0.6)
+    assert crossing.loc["one", "seed pairs"] == 1 and crossing.loc["one", "tokens to r >= 0.6"] == 1000
+    assert np.isnan(crossing.loc["many", "tokens to r >= 0.6"])  # its mean, 0.5, stays below 0.6 though one pair reached 0.7
+    text = emergence.describe(curves, crossing, 0.6)
+    assert "one after 1,000 tokens (one seed pair)" in text
+    assert "SD 0.20 (many)" in text and "a hint, not a result" in text

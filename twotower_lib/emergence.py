@@ -71,10 +71,11 @@ def pair_label(seed_a: int, seed_b: int) -> str:
 
 
 # The study run for the book (`python -m twotower_lib emergence --all`): BERT, the fastest family
-# on a CPU, at the default profile's Bert-large size for 12M tokens (the cpu-long budget); then,
+# on a CPU, at the default profile's Bert-large size for 12M tokens (cpu-long's BERT budget); then,
 # for 4M tokens (past where the default size's agreement peaked), narrower/shallower (the default
 # Bert-base size; four seeds, and a 16M-token pair), wider, deeper, with a smaller vocabulary, and
-# GPT at the default size.
+# GPT at the default size (4M tokens, and four seeds at the default profile's 1M).
+# Measured so far: all but bert-cpu-deep-v8192 and bert-cpu-v4096 (results/emergence/).
 STUDY: dict[str, StudyConfig] = {c.name: c for c in (
     StudyConfig("bert-cpu-v8192", "bert", "cpu", train_tokens=12_000_000),
     # four seeds (six pairs) at the cheapest size: how much r moves between seed pairs
@@ -326,10 +327,20 @@ def describe(curves: pd.DataFrame, crossing: pd.DataFrame, threshold: float = 0.
     spread = seed_spread(curves)
     lines = []
     if len(reached):
-        items = [f"{c} after {int(t):,} tokens" for c, t in reached[f"tokens to r >= {threshold}"].sort_values().items()]
+        items = [f"{c} after {int(t):,} tokens" + (" (one seed pair)" if crossing.loc[c, "seed pairs"] == 1 else
+                                                   f" (mean of {int(crossing.loc[c, 'seed pairs'])} seed pairs)")
+                 for c, t in reached[f"tokens to r >= {threshold}"].sort_values().items()]
         lines.append(f"{len(reached)} of {len(crossing)} configurations reached r ≥ {threshold}: " + "; ".join(items) + ".")
     else:
         lines.append(f"No configuration reached r ≥ {threshold} within its budget.")
+    # how far one pair's r can be from its configuration's mean: the seed-to-seed SD where it was measured
+    sd = spread[spread["pairs"] > 2].dropna(subset=["r_sd"])
+    sd = sd[sd["tokens"] > 0].groupby("config")["r_sd"].last()
+    if len(sd) and (crossing["seed pairs"] == 1).any():
+        lines.append("A configuration with one seed pair gives one draw: where several seeds were trained, the r of "
+                     "single pairs at the last point scattered around their mean with SD "
+                     + ", ".join(f"{v:.2f} ({c})" for c, v in sd.items())
+                     + f", so a single pair's crossing of {threshold} is a hint, not a result.")
     for config, row in crossing.iterrows():
         g = curves[curves["config"] == config]
         s = spread[spread["config"] == config]
