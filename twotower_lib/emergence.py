@@ -89,6 +89,8 @@ STUDY: dict[str, StudyConfig] = {c.name: c for c in (
     StudyConfig("gpt-cpu-v8192", "gpt", "cpu", train_tokens=4_000_000),
     # GPT at the default profile's GPT budget, four seeds (six pairs): is its early r seed-robust?
     StudyConfig("gpt-cpu-v8192-1M", "gpt", "cpu", train_tokens=1_000_000, seeds=(1, 2, 3, 4)),
+    # GPT at the cpu-long profile's GPT budget: does a run that ends at 2M reach 0.6?
+    StudyConfig("gpt-cpu-v8192-2M", "gpt", "cpu", train_tokens=2_000_000),
     StudyConfig("tiny-test", "gpt", "tiny", vocab_size=300, train_tokens=40_000, micro_batch=8, seq_len=32),
 )}
 

@@ -290,8 +290,9 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
     # Longer budgets on the same CPU (a few hours), with the independent control for both pairs.
     # GPT at 2M tokens, not more: in the emergence study the GPT pair trained for 4M agreed most
     # at 2M (r = 0.63) and less at its end (0.56), and the four-seed 1M trend predicts 0.6 near
-    # 1.5M. BERT at 12M: the end point of the study's bert-cpu-v8192 pair (same sizes, data, batch
-    # and schedule). Not yet measured end to end.
+    # 1.5M; a GPT pair trained for 2M ended at r = 0.57 [0.56, 0.61] (gpt-cpu-v8192-2M, one pair).
+    # BERT at 12M: the end point of the study's bert-cpu-v8192 pair (same sizes, data, batch and
+    # schedule). Not yet measured end to end.
     Profile("cpu-long", "a few hours on the same CPU: GPT 2M tokens, BERT 12M, ELMo 4M, every control",
             cases=("elmo:1", "gpt:1", "gpt:2", "bert-base:1", "bert-large:1", "bert-large:2"),
             precision="fp32", train_tokens=12_000_000, model_tokens=("elmo=4000000", "gpt=2000000"),
