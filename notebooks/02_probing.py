@@ -43,6 +43,7 @@ cases = None             # None: the profile's cases, "model:seed" comma-separat
 probe_tokens = None      # None: the profile's budget of training tokens for the probing heads
 controls = None          # None: the profile's controls (untrained, independent, permutation)
 independent_models = None  # None: the profile's; models whose pair gets the independent control
+threads_per_run = None     # None: the profile's; CPU threads per run, runs side by side (0: one at a time)
 
 # %%
 import pandas as pd

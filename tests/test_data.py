@@ -119,6 +119,9 @@ def test_second_run_does_no_work_and_result_is_deterministic(tiny_corpus_dir, tm
     b = prepare_data(cfg, tmp_path / "b", verbose=False)
     ma, mb = (json.loads((p / "manifest.json").read_text()) for p in (a, b))
     assert ma["content_hash"] == mb["content_hash"]
+    # the builds differ in when and how fast they ran, not in the identity runs and probes record:
+    # preparing the same data again must not invalidate them
+    assert load_prepared(a).data_hash == load_prepared(b).data_hash == ma["content_hash"]
     assert prepare_mod.is_up_to_date(a, cfg)
     assert not prepare_mod.is_up_to_date(a, small_cfg(tiny_corpus_dir, seed=1))
 

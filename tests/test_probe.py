@@ -239,3 +239,30 @@ def test_heads_of_different_models_do_not_share_their_start(tiny_data, tmp_path)
     print(f"{len(frequent)} tokens: r with a shared head seed {r_shared:.2f}, with own seeds {r_own:.2f}")
     assert r_shared > 0.5, r_shared   # the artefact is real and large ...
     assert abs(r_own) < 0.3, r_own    # ... and independent heads remove it
+
+
+@pytest.mark.parametrize("kind", ["mlp", "tied"])
+def test_head_loss_equals_cross_entropy_in_value_and_gradients(kind):
+    import torch.nn.functional as F
+
+    from twotower_lib.models.heads import ProbeHead, token_logprob
+
+    torch.manual_seed(0)
+    emb = torch.randn(50, 12)
+    head = ProbeHead(8, 50, kind, embedding=emb)
+    h, y = torch.randn(33, 8, requires_grad=True), torch.randint(0, 50, (33,))
+    grads = []
+    for loss_fn in (lambda: F.cross_entropy(head(h), y), lambda: head.loss(h, y)):
+        head.zero_grad(set_to_none=True)
+        h.grad = None
+        loss = loss_fn()
+        loss.backward()
+        grads.append((loss.detach(), h.grad.clone(), [p.grad.clone() for p in head.parameters()]))
+    (l0, gh0, gp0), (l1, gh1, gp1) = grads
+    torch.testing.assert_close(l1, l0)
+    torch.testing.assert_close(gh1, gh0)
+    assert len(gp0) == len(gp1) == (4 + (2 if kind == "mlp" else 1))
+    for a, b in zip(gp0, gp1):
+        torch.testing.assert_close(b, a)
+    logits = head(h).detach()
+    torch.testing.assert_close(token_logprob(logits, y), -F.cross_entropy(logits, y, reduction="none"))

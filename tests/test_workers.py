@@ -1,0 +1,66 @@
+"""Runs side by side (twotower_lib.workers): how many, results in order, errors, thread counts."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from twotower_lib.errors import UserError
+from twotower_lib.workers import run_jobs, torch_threads, worker_count
+
+
+def threads_and_pid(tag: str) -> tuple[str, int, int]:
+    import torch
+
+    return tag, torch.get_num_threads(), os.getpid()
+
+
+def fail_on(tag: str, bad: str, marker_dir: str) -> str:
+    if tag == bad:
+        raise UserError(f"job {tag} failed on purpose")
+    time.sleep(0.3)
+    open(os.path.join(marker_dir, tag), "w").close()
+    return tag
+
+
+def test_worker_count():
+    assert worker_count(0, 10, cpus=8) == 1            # 0: one run at a time on every core
+    assert worker_count(1, 10, cpus=2) == 2
+    assert worker_count(2, 10, cpus=8) == 4
+    assert worker_count(1, 3, cpus=8) == 3             # never more workers than jobs
+    assert worker_count(4, 10, cpus=2) == 1            # more threads per run than cores: one at a time
+    assert worker_count(1, 1, cpus=8) == 1
+    with pytest.raises(UserError, match="threads_per_run"):
+        worker_count(-1, 3)
+
+
+def test_one_worker_runs_here_on_the_asked_threads_and_restores():
+    import torch
+
+    before = torch.get_num_threads()
+    with torch_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    out = run_jobs(threads_and_pid, [{"tag": "a"}, {"tag": "b"}], threads_per_run=0)
+    assert [(t, p) for t, _, p in out] == [("a", os.getpid()), ("b", os.getpid())]
+    assert torch.get_num_threads() == before
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to run side by side")
+def test_jobs_run_in_workers_on_one_thread_each_and_come_back_in_order():
+    jobs = [{"tag": t} for t in "abcde"]
+    out = run_jobs(threads_and_pid, jobs, threads_per_run=1)
+    assert [t for t, _, _ in out] == list("abcde")
+    assert {n for _, n, _ in out} == {1}
+    pids = {p for _, _, p in out}
+    assert os.getpid() not in pids and 1 <= len(pids) <= 2
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to run side by side")
+def test_a_failing_job_raises_its_error_and_cancels_the_rest(tmp_path):
+    jobs = [{"tag": t, "bad": "a", "marker_dir": str(tmp_path)} for t in ["a"] + [f"x{i}" for i in range(12)]]
+    with pytest.raises(UserError, match="job a failed on purpose"):
+        run_jobs(fail_on, jobs, threads_per_run=1)
+    assert len(list(tmp_path.iterdir())) < 12  # the jobs not yet started were cancelled

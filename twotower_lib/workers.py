@@ -1,0 +1,110 @@
+"""Several training runs or probes at once on one CPU, each on a fixed number of threads.
+
+Why: the CPU-sized towers are small, so their matrix products do not keep two cores busy. On the
+2-core reference machine a GPT training step runs 1.5x faster on two threads than on one, not 2x,
+and a probe 1.7x; two runs side by side on one thread each get through 1.25x (training) and 1.2x
+(probing) more work than the same runs one after the other on both threads
+(`benchmarks/bench_workers.py` measures it on your machine).
+
+A second reason: on a CPU, float sums are split across threads, so a run's weights depend on its
+thread count. With a fixed `threads_per_run` they do not depend on how many cores the machine has
+(every artifact's provenance records `torch_threads`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from typing import Any, Callable, Iterator
+
+from tqdm import tqdm
+
+from twotower_lib.errors import UserError
+
+# A spawned worker inherits the parent's environment; a rank set there (a notebook that already
+# trained in-process) would make every worker join the same one-process group on one port.
+_DISTRIBUTED_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def available_cpus() -> int:
+    """Cores this process may use (the affinity mask, e.g. a container's limit, where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def worker_count(threads_per_run: int, jobs: int, cpus: int | None = None) -> int:
+    """How many runs go side by side: as many as the cores allow at `threads_per_run` threads each
+    (0 = one run at a time on every core), never more than there are jobs."""
+    if not isinstance(threads_per_run, int) or threads_per_run < 0:
+        raise UserError(f"threads_per_run = {threads_per_run!r} must be a non-negative integer "
+                        "(0: one run at a time on every core)")
+    if threads_per_run == 0 or jobs <= 1:
+        return 1
+    return max(1, min(jobs, (cpus or available_cpus()) // threads_per_run))
+
+
+@contextlib.contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """Run the block on `n` torch threads (0: leave the setting alone), then restore it."""
+    import torch
+
+    before = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+_IN_WORKER = False
+
+
+def in_worker() -> bool:
+    """True inside a worker process of `run_jobs` (where per-run progress bars would interleave)."""
+    return _IN_WORKER
+
+
+def _start_worker(threads: int) -> None:
+    import torch
+
+    global _IN_WORKER
+    _IN_WORKER = True
+    for k in _DISTRIBUTED_ENV:
+        os.environ.pop(k, None)
+    torch.set_num_threads(threads)
+
+
+def run_jobs(fn: Callable[..., Any], jobs: list[dict[str, Any]], threads_per_run: int,
+             desc: str = "runs", label: Callable[[dict], str] = str) -> list[Any]:
+    """`fn(**job)` for every job, side by side where the cores allow; the results in job order.
+
+    `fn` must be a module-level function (workers are spawned processes). With one worker the
+    jobs run here, one after the other. If a job fails, the jobs not yet started are cancelled,
+    the ones running finish (their results are saved by `fn` as usual), and the error is raised.
+    """
+    workers = worker_count(threads_per_run, len(jobs))
+    if workers == 1:
+        with torch_threads(threads_per_run):
+            return [fn(**job) for job in jobs]
+    results: list[Any] = [None] * len(jobs)
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_start_worker, initargs=(threads_per_run,))
+    with pool, tqdm(total=len(jobs), desc=f"{desc} ({workers} at once, {threads_per_run} thread(s) each)",
+                    unit="run") as bar:
+        pending = {pool.submit(fn, **job): i for i, job in enumerate(jobs)}
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_EXCEPTION)
+            for fut in done:
+                i = pending.pop(fut)
+                if fut.exception() is not None:
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    raise fut.exception()
+                results[i] = fut.result()
+                bar.write(f"done: {label(jobs[i])}")
+                bar.update(1)
+    return results
