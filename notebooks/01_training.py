@@ -41,7 +41,7 @@ micro_batch = None       # None: the profile's blocks per optimiser step
 launcher = None          # None: the profile's launcher (python | deepspeed)
 num_gpus = None          # None: the profile's GPU count for the DeepSpeed launcher
 controls = None          # None: the profile's controls; "independent" adds four single-tower runs per pair here
-independent_models = None  # None: the profile's; models whose pair gets the independent control
+control_models = None    # None: the profile's; models whose pair gets the untrained and independent controls
 threads_per_run = None     # None: the profile's; CPU threads per run, runs side by side (0: one at a time)
 
 # %%

@@ -42,8 +42,7 @@ runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS or 
 cases = None             # None: the profile's cases, "model:seed" comma-separated
 probe_tokens = None      # None: the profile's budget of training tokens for the probing heads
 controls = None          # None: the profile's controls (untrained, independent, permutation)
-independent_models = None  # None: the profile's; models whose pair gets the independent control
-threads_per_run = None     # None: the profile's; CPU threads per run, runs side by side (0: one at a time)
+control_models = None    # None: the profile's; models whose pair gets the untrained and independent controls
 
 # %%
 import pandas as pd

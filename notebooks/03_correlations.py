@@ -33,7 +33,7 @@ cases = None             # None: the profile's cases, "model:seed" comma-separat
 top_n = None             # None: the profile's N, the most frequent tokens compared (paper: 5000)
 bootstrap = None         # None: the profile's number of bootstrap resamples
 controls = None          # None: the profile's controls (untrained, independent, permutation)
-independent_models = None  # None: the profile's; models whose pair gets the independent control
+control_models = None    # None: the profile's; models whose pair gets the untrained and independent controls
 
 # %%
 import pandas as pd

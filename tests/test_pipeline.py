@@ -71,9 +71,13 @@ def test_per_model_budgets_and_the_independent_control_runs():
     assert p.with_overrides({"cases": "gpt:1,bert-large:1"}).independent_runs() == []  # no same-config pair
     both = p.with_overrides({"cases": "gpt:1,gpt:2,bert-large:1,bert-large:2"})
     assert both.independent_runs() == [(m, s) for m in ("gpt", "bert-large") for s in (1, 2, 3, 4)]
-    assert both.with_overrides({"independent_models": "bert-large"}).independent_runs() == [("bert-large", s) for s in (1, 2, 3, 4)]
-    with pytest.raises(UserError, match="independent_models.*names model 'xlnet'"):
-        both.with_overrides({"independent_models": "xlnet"})
+    assert both.untrained_runs() == [("gpt", 1), ("gpt", 2), ("bert-large", 1), ("bert-large", 2)]
+    only = both.with_overrides({"control_models": "bert-large"})
+    assert only.independent_runs() == [("bert-large", s) for s in (1, 2, 3, 4)]
+    assert only.untrained_runs() == [("bert-large", 1), ("bert-large", 2)]
+    assert only.with_overrides({"controls": "independent,permutation"}).untrained_runs() == []
+    with pytest.raises(UserError, match="control_models.*names model 'xlnet'"):
+        both.with_overrides({"control_models": "xlnet"})
     for bad, match in (("gpt", "write model=tokens"), ("gpt=0", "write model=tokens"), ("xlnet=5", "names model 'xlnet'")):
         with pytest.raises(UserError, match=match):
             get_profile("tiny").with_overrides({"model_tokens": bad})
@@ -380,6 +384,7 @@ def test_each_same_config_pair_is_judged_against_its_own_models_controls(tmp_pat
 
     prof = get_profile("cpu").with_overrides({"cases": "gpt:1,gpt:2,bert-large:1,bert-large:2"})
     assert prof.independent_runs() == [("gpt", s) for s in (1, 2, 3, 4)]  # cpu: GPT's pair only (the hour)
+    assert prof.untrained_runs() == [("gpt", 1), ("gpt", 2)]
     ctx = pipeline.SectionContext(pipeline.find_section("03_correlations"), prof, tmp_path / "cpu")
     same = [("gpt-s1", "gpt-s2"), ("bert-large-s1", "bert-large-s2")]
     pairs = pd.DataFrame({"a": ["gpt-s1", "bert-large-s1"], "b": ["gpt-s2", "bert-large-s2"], "n_tokens": 1000,

@@ -54,13 +54,12 @@ SECTIONS: tuple[Section, ...] = (
     Section("00_data", "Data", "data", ("corpus", "vocab_size", "seq_len", "data_seed", "doc_words", "valid_fraction")),
     Section("01_training", "Cooperative training", "training",
             ("cases", "train_tokens", "model_tokens", "precision", "micro_batch", "launcher", "num_gpus", "controls",
-             "independent_models", "threads_per_run"),
+             "control_models", "threads_per_run"),
             ("00_data",)),
-    Section("02_probing", "Probing and preference scores", "probing", ("cases", "probe_tokens", "controls", "independent_models",
-                                                                           "threads_per_run"),
+    Section("02_probing", "Probing and preference scores", "probing", ("cases", "probe_tokens", "controls", "control_models"),
             ("00_data", "01_training")),
     Section("03_correlations", "Correlation of preference scores", "correlations",
-            ("cases", "top_n", "bootstrap", "controls", "independent_models"), ("00_data", "01_training", "02_probing")),
+            ("cases", "top_n", "bootstrap", "controls", "control_models"), ("00_data", "01_training", "02_probing")),
     Section("04_pos", "Part-of-speech preference", "pos", ("cases", "top_n", "pos_docs", "pos_backend"),
             ("00_data", "02_probing")),
     Section("05_ica", "ICA word groups", "ica", ("cases", "ica_reference", "ica_tokens", "ica_dim"),
@@ -281,11 +280,15 @@ def training_log(ctx: SectionContext, runs: list[str] | None = None) -> pd.DataF
 
 
 def probe_cases(ctx: SectionContext) -> pd.DataFrame:
-    """Probe every trained case into 02_probing's output; return one summary row per case."""
+    """Probe every trained case into 02_probing's output; return one summary row per case.
+
+    Probes run one at a time on every core, unlike training runs (`threads_per_run`): two probes
+    side by side on one thread each took 1.05x longer than one after the other on the reference
+    machine (their (N, V) logits compete for memory bandwidth)."""
     import pandas as pd
 
     from twotower_lib.preference import load_artifact
-    from twotower_lib.workers import run_jobs
+    from twotower_lib.probe import probe_run
 
     training = ctx.input_dir("01_training")
     names = [case_name(model, seed) for model, seed in ctx.profile.case_list()]
@@ -293,8 +296,7 @@ def probe_cases(ctx: SectionContext) -> pd.DataFrame:
         if not (training / name / "model.safetensors").exists():
             raise UserError(f"case {name} has no trained model in {training}; train it with:  "
                             f"{run_command('01_training', ctx.profile.name)}")
-    paths = run_jobs(_probe_job, [_probe_args(ctx, name, ctx.out / name) for name in names],
-                     ctx.profile.threads_per_run, "probing", label=lambda j: Path(j["out"]).name)
+    paths = [probe_run(**_probe_args(ctx, name, ctx.out / name)) for name in names]
     rows = []
     for name, path in zip(names, paths):
         m = load_artifact(path).manifest
@@ -308,14 +310,6 @@ def probe_cases(ctx: SectionContext) -> pd.DataFrame:
 def _probe_args(ctx: SectionContext, run: str, out: Path, snapshot: int | None = None) -> dict[str, Any]:
     return {"run_dir": str(ctx.input_dir("01_training") / run), "cfg": ctx.profile.probe_config(),
             "snapshot": snapshot, "data_dir": str(ctx.input_dir("00_data") / "prepared"), "out": str(out)}
-
-
-def _probe_job(**kwargs: Any) -> Path:
-    """One probe of `probe_cases` / `probe_controls` (module level: it may run in a worker process)."""
-    from twotower_lib.probe import probe_run
-    from twotower_lib.workers import in_worker
-
-    return probe_run(**kwargs, show=not in_worker())
 
 
 def correlations(ctx: SectionContext, scores: dict) -> pd.DataFrame:
@@ -336,26 +330,25 @@ def same_config_pairs(ctx: SectionContext) -> list[tuple[str, str]]:
 def probe_controls(ctx: SectionContext) -> pd.DataFrame:
     """Probe the controls into 02_probing's output; one summary row per probed run.
 
-    - untrained: both runs of each same-configuration pair at their snapshot at 0 tokens
+    Only the pairs of `control_models` get these two (`Profile.controlled_pairs`):
+    - untrained: both runs of each such pair at their snapshot at 0 tokens
       (`untrained/<case>`): heads trained on randomly initialised, frozen towers.
-    - independent: per model with a same-configuration pair, its four single-tower runs
+    - independent: per model of such a pair, its four single-tower runs
       (`independent/<run>`), then runs 1+2 and 3+4 scored as pairs (`independent/<model>-pair-1`,
       `-pair-2`) by the same rule as two towers (`probe.pair_runs`).
     """
     import pandas as pd
 
-    from twotower_lib.preference import load_artifact
-    from twotower_lib.probe import pair_runs
-    from twotower_lib.workers import run_jobs
+    from tqdm import tqdm
 
-    jobs = []
-    if "untrained" in ctx.profile.controls:
-        jobs += [_probe_args(ctx, name, ctx.out / "untrained" / name, snapshot=0)
-                 for pair in same_config_pairs(ctx) for name in pair]
+    from twotower_lib.preference import load_artifact
+    from twotower_lib.probe import pair_runs, probe_run
+
+    jobs = [_probe_args(ctx, case_name(m, s), ctx.out / "untrained" / case_name(m, s), snapshot=0)
+             for m, s in ctx.profile.untrained_runs()]
     runs = ctx.profile.independent_runs()
     jobs += [_probe_args(ctx, control_name(m, s), ctx.out / "independent" / control_name(m, s)) for m, s in runs]
-    paths = run_jobs(_probe_job, jobs, ctx.profile.threads_per_run, "probing controls",
-                     label=lambda j: Path(j["out"]).relative_to(ctx.out).as_posix())
+    paths = [probe_run(**job, show=False) for job in tqdm(jobs, desc="probing controls", unit="probe")]
     rows = []
     for path in paths:
         m = load_artifact(path).manifest
@@ -386,9 +379,10 @@ def load_controls(ctx: SectionContext) -> list[tuple[str, str, dict]]:
     probing = ctx.input_dir("02_probing")
     out = []
     if "untrained" in ctx.profile.controls:
-        for pair in same_config_pairs(ctx):
-            out.append(("untrained", model_of(pair[0]),
-                        {f"{name} (untrained)": load_artifact(probing / "untrained" / name) for name in pair}))
+        for pair in ctx.profile.controlled_pairs():
+            names = [case_name(*run) for run in pair]
+            out.append(("untrained", pair[0][0],
+                        {f"{name} (untrained)": load_artifact(probing / "untrained" / name) for name in names}))
     for model in dict.fromkeys(m for m, _ in ctx.profile.independent_runs()):
         names = [independent_pair_name(model, i) for i in (1, 2)]
         out.append(("independent", model,

@@ -70,7 +70,8 @@ class Profile:
     top_n: int = 1000                    # N: the most frequent tokens compared (paper: 5000)
     bootstrap: int = 1000                # bootstrap resamples for confidence intervals
     controls: tuple[str, ...] = CONTROLS
-    independent_models: tuple[str, ...] = ()  # models whose pair gets the independent control; () = every pair's model
+    control_models: tuple[str, ...] = ()  # models whose same-config pair gets the untrained and independent
+                                          # controls (permutation: every pair); () = every pair's model
     pos_docs: int = 200                  # training documents POS-tagged to give each token its tag (04_pos)
     pos_backend: str = "auto"            # one of POS_BACKENDS
     ica_reference: str = "bert-large:1"  # the case ("model:seed") whose input embedding gives the word vectors
@@ -134,9 +135,9 @@ class Profile:
                 raise bad("model_tokens", f"has {item!r}; write model=tokens with a positive integer, e.g. elmo=2000000")
             if self.models and model not in self.models:
                 raise bad("model_tokens", f"names model {model!r}; this profile defines {sorted(self.models)}")
-        for model in self.independent_models:  # a model without a pair among the cases simply gets no control runs
+        for model in self.control_models:  # a model without a pair among the cases simply gets no control runs
             if self.models and model not in self.models:
-                raise bad("independent_models", f"names model {model!r}; this profile defines {sorted(self.models)}")
+                raise bad("control_models", f"names model {model!r}; this profile defines {sorted(self.models)}")
 
     # ------------------------------------------------------------------ views
 
@@ -161,17 +162,27 @@ class Profile:
             by_model.setdefault(model, []).append((model, seed))
         return [pair for runs in by_model.values() for pair in combinations(runs, 2)]
 
+    def controlled_pairs(self) -> list[tuple[tuple[str, int], tuple[str, int]]]:
+        """The same-configuration pairs that get the untrained and independent controls: those of
+        `control_models` (every pair when it is empty). Each control costs probes (untrained: two;
+        independent: four training runs and four probes), so the `cpu` profile limits them to one model."""
+        return [p for p in self.same_config_pairs() if not self.control_models or p[0][0] in self.control_models]
+
+    def untrained_runs(self) -> list[tuple[str, int]]:
+        """The untrained-towers control: both runs of every controlled pair, probed at 0 tokens."""
+        if "untrained" not in self.controls:
+            return []
+        return list(dict.fromkeys(run for pair in self.controlled_pairs() for run in pair))
+
     def independent_runs(self) -> list[tuple[str, int]]:
-        """The independent-pairs control: for every model with a same-configuration pair, four
-        single-tower (k = 1) runs, seeds 1-4, each with that model's budget. Runs 1+2 and 3+4 are
-        each scored as if they were the two towers of one model; then the two "pairs" are
-        correlated, so each same-configuration pair is judged against its own model's control.
-        `independent_models` limits this to some models (each costs four training runs and probes)."""
+        """The independent-pairs control: for the model of every controlled pair, four single-tower
+        (k = 1) runs, seeds 1-4, each with that model's budget. Runs 1+2 and 3+4 are each scored as
+        if they were the two towers of one model; then the two "pairs" are correlated, so each
+        same-configuration pair is judged against its own model's control."""
         if "independent" not in self.controls:
             return []
-        models = dict.fromkeys(a[0] for a, _ in self.same_config_pairs())
-        return [(model, seed) for model in models if model in (self.independent_models or models)
-                for seed in (1, 2, 3, 4)]
+        models = dict.fromkeys(a[0] for a, _ in self.controlled_pairs())
+        return [(model, seed) for model in models for seed in (1, 2, 3, 4)]
 
     def model_config(self, model: str, **overrides: Any):
         """The `ModelConfig` of model `model` (e.g. "bert-large") at this profile's sizes."""
@@ -287,7 +298,7 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
     Profile("cpu", "the default: the paper's five cases, a second GPT seed and the controls on a 2-core CPU "
                    "in about an hour",
             cases=("elmo:1", "gpt:1", "gpt:2", "bert-base:1", "bert-large:1", "bert-large:2"),
-            independent_models=("gpt",), precision="fp32", threads_per_run=1, train_tokens=2_000_000,
+            control_models=("gpt",), precision="fp32", threads_per_run=1, train_tokens=2_000_000,
             model_tokens=("elmo=500000", "gpt=1000000"), probe_tokens=200_000, models=_CPU_MODELS),
     # Longer budgets on the same CPU (a few hours), with the independent control for both pairs.
     # GPT at 2M tokens, not more: in the emergence study the GPT pair trained for 4M agreed most
