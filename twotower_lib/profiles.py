@@ -287,14 +287,18 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
             corpus="registry:brown", vocab_size=300, seq_len=32, doc_words=300, valid_fraction=0.2, cases=("gpt:1", "gpt:2", "bert-large:1"),
             train_tokens=10_000, precision="fp32", micro_batch=8, threads_per_run=1, probe_tokens=5_000, top_n=50,
             bootstrap=50, pos_docs=10, ica_tokens=20_000, ica_dim=16, models=_TINY_MODELS),
-    # fp32: on the 2-core reference machine (AVX-512 BF16, no AMX) bf16 matmuls ran at about half
-    # the fp32 rate (benchmarks/bench_train.py). The emergence study (section 07) found BERT's
+    # fp32: the emergence study's curves were all measured in fp32, and whether bf16 autocast pays
+    # off depends on the CPU (benchmarks/bench_train.py): on one 2-core AVX-512-BF16 machine
+    # without AMX bf16 matmuls ran at half the fp32 rate, on another (2026-11-23) GPT training ran
+    # 1.19x faster in bf16 (1.4x with fused towers). The emergence study (section 07) found BERT's
     # cross-seed r unstable at CPU scale (six seed pairs of one configuration ranged from -0.06 to
     # +0.57) and GPT's the first to agree, so the default adds a second GPT seed to the paper's
     # five cases: the paper's Bert-large pair is still reported, and the GPT pair is where the
-    # pattern can show within the hour. The independent-pairs control (four single-tower runs and
-    # probes) is run for the GPT pair only, to stay near the hour. Measured end to end on the
-    # reference machine: 66.7 min (training 26.5, probing 37.8: fourteen probes of ~3 min each).
+    # pattern can show within the hour. The untrained and independent controls (two probes; four
+    # single-tower runs and probes) are run for the GPT pair only, to fit the hour; training runs
+    # go two at a time on one thread each. Measured end to end on the reference machine
+    # (2026-11-23, `make reproduce` from an empty runs directory): 56.4 min (data 0.9, training
+    # 23.5, probing 30.2: twelve probes of 1.5-3.6 min, analyses 1.4, book 0.4).
     Profile("cpu", "the default: the paper's five cases, a second GPT seed and the controls on a 2-core CPU "
                    "in about an hour",
             cases=("elmo:1", "gpt:1", "gpt:2", "bert-base:1", "bert-large:1", "bert-large:2"),
