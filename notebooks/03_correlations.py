@@ -92,9 +92,23 @@ charts.score_lines(fig3.rename(columns={"run": "case"}).assign(frequency=fig3["t
 control = pipeline.control_correlations(ctx, pairs)
 control.round(3)
 
+# %% [markdown]
+# ## Is it the validation text or the seeds?
+#
+# Each run's scores are measured on a finite validation text, so even two runs with identical
+# preferences would not correlate perfectly. Splitting the validation documents into random halves,
+# scoring each half and correlating the halves gives each run's reliability (stepped up to the
+# whole text); no pair can correlate above the ceiling √(rel_a · rel_b). Where r lies far below a
+# ceiling near 1, what separates the two runs is their training, not the text they were scored on.
+
+# %%
+ceiling = pipeline.text_ceilings(ctx, scores)
+ceiling.round(3)
+
 # %%
 scorecard.record_correlations(ctx, pairs, control, pipeline.same_config_pairs(ctx))
 same = pairs[[(a, b) in pipeline.same_config_pairs(ctx) for a, b in zip(pairs["a"], pairs["b"])]]
 ctx.finish(pairs=len(pairs), top_n=ctx.profile.top_n,
            same_config=same[["a", "b", "r", "ci_low", "ci_high"]].to_dict("records"),
-           controls=control[["control", "r"]].to_dict("records") if len(control) else []);
+           controls=control[["control", "r"]].to_dict("records") if len(control) else [],
+           text_ceiling=ceiling[["a", "b", "reliability_a", "reliability_b", "ceiling"]].to_dict("records"));

@@ -55,6 +55,9 @@ def test_every_builder_renders_offline_with_tooltips():
         charts.score_distributions(s, ["VERB", "NOUN"]),
         charts.score_vs_rank(s),
         charts.curve_with_band(curve, "tokens", "r", "lo", "hi", "config", "r vs tokens", "tokens seen", "r", log_x=True),
+        charts.gap_scatter(pd.DataFrame({"config": ["gpt", "bert"], "pair": ["s1-s2"] * 2, "tokens": [1e6, 4e6],
+                                         "model_type": ["gpt", "bert"], "r": [0.5, -0.4], "abs_r": [0.5, 0.4],
+                                         "smaller_gap": [0.06, 0.02]})),
         charts.training_curves(pd.DataFrame({"case": ["a"] * 3, "tokens": [10, 20, 30], "loss": [5.0, 4.0, 3.5],
                                              "val_loss": [None, None, 3.7]})),
         charts.tower_scatter(s[s.case == "a"].assign(train_count=s["frequency"], count=s["frequency"] // 10,
@@ -76,7 +79,7 @@ def test_every_builder_renders_offline_with_tooltips():
         assert html.count("</script>") == 1  # the spec cannot close the script early
         assert "tooltip" in json.dumps(spec)
     assert "token" in json.dumps(built[1].to_dict()["encoding"]["tooltip"])
-    heatmap = built[8].to_dict()  # one row per word, the values flattened in the browser
+    heatmap = built[9].to_dict()  # one row per word, the values flattened in the browser
     assert heatmap["transform"] == [{"flatten": ["component", "value"]}]
     assert heatmap["datasets"][heatmap["data"]["name"]][1] == {"word_index": 1, "token": "tok1", "component": [0, 1],
                                                                 "value": [-2.7, 0.4]}

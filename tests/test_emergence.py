@@ -35,6 +35,7 @@ def test_curve_probes_every_common_snapshot_and_the_final_weights(tiny_pair, tin
                           pair="s1-s2", show=False)
     assert list(got.columns) == emergence.CURVE_COLUMNS and list(got["tokens"]) == [0, 12288, 16384]
     assert got["r"].between(-1, 1).all() and (got["ci_low"] <= got["ci_high"]).all()
+    assert got["ceiling"].isna().all()  # 16 validation blocks hold 2 documents: too few to split in halves
     assert (got["n_tokens"] == 30).all() and got["p_value"].between(0, 1).all()
     # training lowered the cooperative validation loss of both runs
     assert got["val_loss_a"].iloc[-1] < got["val_loss_a"].iloc[0] and got["val_loss_b"].iloc[-1] < got["val_loss_b"].iloc[0]
@@ -46,8 +47,9 @@ def test_curve_probes_every_common_snapshot_and_the_final_weights(tiny_pair, tin
 
 
 def test_a_study_with_three_seeds_writes_one_curve_per_pair(tiny_data, tmp_path):
+    """Three seeds train side by side (one thread each) with the configuration's learning-rate schedule."""
     study = emergence.StudyConfig("three", "gpt", "tiny", vocab_size=tiny_data.vocab_size, train_tokens=8192,
-                                  seeds=(1, 2, 3), micro_batch=8, seq_len=32)
+                                  seeds=(1, 2, 3), micro_batch=8, seq_len=32, lr=2e-3, final_lr_fraction=0.5)
     cfg = ProbeConfig(train_blocks=32, epochs=1, eval_blocks=8, precision="fp32")
     path = emergence.run_study(study, tmp_path / "runs", tmp_path / "results", top_n=30, n_boot=10, probe_cfg=cfg,
                                data_dir=tiny_data.path, show=False)
@@ -63,6 +65,40 @@ def test_a_study_with_three_seeds_writes_one_curve_per_pair(tiny_data, tmp_path)
     assert "mean of 3 seed pairs" in emergence.describe(curves, emergence.first_crossing(curves))
     manifest = emergence.read_json(path.with_suffix(".json"))
     assert manifest["pairs"] == ["s1-s2", "s1-s3", "s2-s3"] and len(manifest["runs"]) == 3
+    for run in manifest["runs"]:
+        trained = emergence.read_json(f"{run}/manifest.json")
+        assert trained["config"]["train"]["lr"] == 2e-3 and trained["config"]["train"]["final_lr_fraction"] == 0.5
+        assert trained["torch_threads"] == 1
+    assert emergence.study_table(curves).loc["three", ["peak lr", "final lr / peak"]].tolist() == [2e-3, 0.5]
+    end = emergence.run_ends(curves).loc["three"]
+    last = curves[curves["tokens"] == curves["tokens"].max()]
+    assert end["seed pairs"] == 3 and end["r"] == pytest.approx(last["r"].mean()) and end["peak lr"] == 2e-3
+    assert end["val loss"] == pytest.approx(pd.concat([last["val_loss_a"], last["val_loss_b"]]).mean())
+    with pytest.raises(UserError, match="no curve of configuration 'four'"):
+        emergence.run_ends(curves, ["four"])
+    # another schedule from the same start: its untrained-towers probes are copies, not recomputed
+    other = emergence.StudyConfig("other", "gpt", "tiny", vocab_size=tiny_data.vocab_size, train_tokens=8192,
+                                  seeds=(1, 2), micro_batch=8, seq_len=32)
+    emergence.run_study(other, tmp_path / "runs", tmp_path / "results", top_n=30, n_boot=10, probe_cfg=cfg,
+                        data_dir=tiny_data.path, show=False)
+    untrained = "probes/tokens-000000000000/manifest.json"
+    for seed in (1, 2):
+        copied, source = (tmp_path / "runs" / name / f"gpt-s{seed}" / untrained for name in ("other", "three"))
+        assert copied.read_bytes() == source.read_bytes()
+    curves = emergence.load_curves(tmp_path / "results")
+    at0 = curves[(curves["tokens"] == 0) & (curves["pair"] == "s1-s2")].set_index("config")["r"]
+    assert at0["other"] == at0["three"]
+    assert not emergence.reuse_untrained_probe(tmp_path / "runs" / "other" / "gpt-s1", tmp_path / "runs")  # has one
+
+
+def test_default_lr_is_the_deepspeed_configs():
+    """Curves written without a learning rate are labelled with the CPU DeepSpeed config's peak."""
+    import json
+
+    from twotower_lib.train import CONFIG_DIR
+
+    cfg = json.loads((CONFIG_DIR / "deepspeed_cpu.json").read_text())
+    assert cfg["optimizer"]["params"]["lr"] == emergence.DEFAULT_LR
 
 
 def test_study_configurations_need_two_different_seeds():
@@ -146,3 +182,18 @@ def test_a_single_pair_crossing_is_flagged_with_the_measured_seed_spread():
     text = emergence.describe(curves, crossing, 0.6)
     assert "one after 1,000 tokens (one seed pair)" in text
     assert "SD 0.20 (many)" in text and "a hint, not a result" in text
+
+
+def test_margin_relation_correlates_abs_r_with_the_smaller_tower_gap():
+    curves = pd.DataFrame({"config": ["g"] * 4 + ["b"] * 4, "pair": ["s1-s2"] * 8,
+                           "tokens": [0, 1, 2, 3] * 2, "model_type": ["gpt"] * 4 + ["bert"] * 4,
+                           "r": [0.0, 0.2, 0.4, 0.6, 0.0, -0.5, 0.1, 0.3],
+                           "margin_a": [0.5, 0.01, 0.02, 0.03, 0.5, 0.05, 0.01, 0.03],
+                           "margin_b": [0.5, 0.9, 0.9, 0.9, 0.5, 0.2, 0.2, 0.2]})
+    points = emergence.gap_points(curves)
+    assert len(points) == 6 and (points["tokens"] > 0).all()  # the untrained point is not a trained split
+    assert points["smaller_gap"].tolist() == [0.01, 0.02, 0.03, 0.05, 0.01, 0.03]
+    rel = emergence.margin_relation(curves)
+    assert rel.loc["gpt", "corr(|r|, smaller gap)"] == pytest.approx(1.0)
+    assert rel.loc["bert", "corr(|r|, smaller gap)"] == pytest.approx(np.corrcoef([0.5, 0.1, 0.3], [0.05, 0.01, 0.03])[0, 1])
+    assert rel.loc["bert", "points"] == 3

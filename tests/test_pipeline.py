@@ -83,6 +83,17 @@ def test_per_model_budgets_and_the_independent_control_runs():
             get_profile("tiny").with_overrides({"model_tokens": bad})
 
 
+def test_per_model_learning_rates():
+    p = get_profile("tiny").with_overrides({"model_lr": "gpt=0.003"})
+    assert p.lr_for("gpt") == 0.003 and p.lr_for("bert-large") is None
+    assert p.train_config("gpt", 1, "/d").lr == 0.003 and p.train_config("gpt", 3, "/d", towers=1).lr == 0.003
+    assert p.train_config("bert-large", 1, "/d").lr is None
+    for bad, match in (("gpt", "write model=lr"), ("gpt=2", "write model=lr"), ("gpt=fast", "write model=lr"),
+                       ("xlnet=0.001", "names model 'xlnet'")):
+        with pytest.raises(UserError, match=match):
+            get_profile("tiny").with_overrides({"model_lr": bad})
+
+
 def test_overrides_are_coerced_and_bad_ones_are_named():
     p = get_profile("tiny").with_overrides({"top_n": "50", "cases": "gpt:3, bert-base:1", "valid_fraction": "0.25"})
     assert p.top_n == 50 and p.case_list() == [("gpt", 3), ("bert-base", 1)] and p.valid_fraction == 0.25
@@ -122,6 +133,8 @@ def _parameters_cell(path: Path) -> dict:
 
 
 def test_section_notebooks_declare_exactly_their_parameters_and_stay_thin():
+    from papermill.translators import PythonTranslator
+
     pipe = pipeline.make_pipeline("tiny")
     assert pipe.available(), "no section notebook found"
     for s in pipe.available():
@@ -129,6 +142,10 @@ def test_section_notebooks_declare_exactly_their_parameters_and_stay_thin():
         params = _parameters_cell(src)
         assert list(params) == list(pipeline.COMMON_PARAMETERS + s.parameters), src.name
         assert params["profile"] == "cpu" and all(params[k] is None for k in params if k != "profile")
+        # papermill must read every line of the cell too (it skips a line it cannot parse, e.g. one
+        # whose comment holds quotes, and then `papermill --help-notebook` hides that parameter)
+        cell = next(c for c in jupytext.read(src).cells if "parameters" in c.metadata.get("tags", []))
+        assert [p.name for p in PythonTranslator.inspect(cell)] == list(params), src.name
         for cell in jupytext.read(src).cells:
             if cell.cell_type == "code":
                 defs = [n for n in ast.walk(ast.parse(cell.source)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]

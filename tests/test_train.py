@@ -14,8 +14,8 @@ from safetensors.torch import load_file
 
 from twotower_lib.errors import UserError
 from twotower_lib.models import TwoTowerLM, list_snapshots, load_model
-from twotower_lib.train import (TrainConfig, TrainingDiverged, _free_port as free_port, evaluate, lr_at,
-                                params_sha256, parse_duration, train)
+from twotower_lib.train import (TrainConfig, TrainingDiverged, _free_port as free_port, deepspeed_config, evaluate,
+                                lr_at, params_sha256, parse_duration, train)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -156,6 +156,28 @@ def test_schedule_and_durations():
     assert lr_at(0.1, 1e-3, 0.1) == pytest.approx(1e-3)
     assert lr_at(0.55, 1e-3, 0.1) == pytest.approx(0.5e-3)
     assert lr_at(1.0, 1e-3, 0.1) == 0.0
+    # the decay can end above 0: at 1.0 the rate stays at the peak after warm-up
+    assert lr_at(1.0, 1e-3, 0.1, final=0.2) == pytest.approx(0.2e-3)
+    assert lr_at(0.55, 1e-3, 0.1, final=0.2) == pytest.approx(0.6e-3)
+    assert lr_at(0.05, 1e-3, 0.1, final=1.0) == pytest.approx(0.5e-3)
+    assert lr_at(0.7, 1e-3, 0.1, final=1.0) == pytest.approx(1e-3)
+
+
+def test_learning_rate_knobs(tiny_data, tmp_path):
+    """--lr replaces the DeepSpeed config's peak; --final-lr-fraction 1 keeps it after warm-up; both are
+    part of what --resume checks, and bad values are refused."""
+    summary = train(tcfg(max_steps=12, lr=4e-3, final_lr_fraction=1.0, warmup_fraction=0.25, log_every_steps=1),
+                    tiny_data, tmp_path / "c", show_progress=False)
+    log = [json.loads(x) for x in (tmp_path / "c" / "log.jsonl").read_text().splitlines()]
+    assert [r["lr"] for r in log[3:]] == pytest.approx([4e-3] * (summary["steps"] - 3))
+    assert summary["config"]["train"]["lr"] == 4e-3
+    assert deepspeed_config(tcfg(lr=4e-3))["optimizer"]["params"]["lr"] == 4e-3
+    with pytest.raises(UserError, match="different run setup"):
+        train(tcfg(max_steps=14, lr=2e-3, final_lr_fraction=1.0, warmup_fraction=0.25), tiny_data,
+              tmp_path / "c", resume=True, show_progress=False)
+    for bad, match in (({"lr": 0.0}, "--lr"), ({"lr": 3.0}, "--lr"), ({"final_lr_fraction": 1.5}, "final-lr")):
+        with pytest.raises(UserError, match=match):
+            tcfg(**bad).validate()
 
 
 def test_bad_inputs(tiny_data, tmp_path, monkeypatch):

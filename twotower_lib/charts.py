@@ -183,6 +183,18 @@ def curve_with_band(df: pd.DataFrame, x: str, y: str, lo: str, hi: str, series: 
     return (band + line).interactive()
 
 
+def gap_scatter(points: pd.DataFrame, title: str = "Cross-seed agreement against the smaller tower gap") -> alt.Chart:
+    """|r| of each pair and snapshot against the smaller of its two runs' tower gaps, one colour per
+    model type (`emergence.gap_points`)."""
+    return alt.Chart(points, title=title, width=WIDTH, height=320).mark_circle(size=60, opacity=0.7).encode(
+        x=alt.X("smaller_gap:Q", title="smaller tower gap (primary minus secondary mean p, relative)"),
+        y=alt.Y("abs_r:Q", title="|r| between the two seeds"),
+        color=alt.Color("model_type:N", title="model type", legend=LEGEND_BELOW),
+        tooltip=["config:N", "pair:N", alt.Tooltip("tokens:Q", format=","), alt.Tooltip("r:Q", format=".3f"),
+                 alt.Tooltip("smaller_gap:Q", format=".3f")],
+    ).interactive()
+
+
 def training_curves(log: pd.DataFrame, title: str = "Loss during cooperative training") -> alt.Chart:
     """Training loss (line) and validation loss (points) against tokens seen, one colour per case.
 

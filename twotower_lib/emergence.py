@@ -9,9 +9,11 @@ configuration with more than two seeds gets one curve per pair of seeds, and the
 (`seed_spread`) is that seed-to-seed variation. The point at 0
 tokens is the untrained-towers control (heads trained on randomly initialised, frozen towers).
 
-A snapshot at t tokens of a run with budget T > t is not the end of a run with budget t: its
-learning rate has not decayed yet. The curve along one run is therefore a slightly pessimistic
-estimate of what a shorter run reaches, and its last point is the run's own end.
+A snapshot at t tokens of a run with budget T > t is not the end of a run with budget t: it took
+its steps at a higher learning rate, and its rate has not decayed yet. With the few hundred steps
+of a CPU run that can put it ahead, not behind: GPT's snapshot at 1M tokens of a 4M run had a lower
+validation loss (5.69) than four runs that ended at 1M (5.87-5.91). Only each curve's last point is
+the end of a run.
 
 A study is a list of named configurations (`STUDY`): a tower family, a size preset, a
 vocabulary size, a token budget and two or more seeds. `python -m twotower_lib emergence NAME ...` trains
@@ -35,9 +37,10 @@ from twotower_lib.artifacts import atomic_write_bytes, atomic_write_json, proven
 from twotower_lib.errors import UserError
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results" / "emergence"
+DEFAULT_LR = 1e-3  # the peak of configs/deepspeed_cpu.json (the paper's), used where a configuration sets none
 CURVE_COLUMNS = ["config", "pair", "tokens", "r", "ci_low", "ci_high", "p_value", "r_partial_logfreq", "n_tokens",
                  "val_loss_a", "val_loss_b", "head_loss_a", "head_loss_b", "margin_a", "margin_b",
-                 "primary_a", "primary_b", "r_physical"]
+                 "primary_a", "primary_b", "r_physical", "ceiling"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,8 @@ class StudyConfig:
     seeds: tuple[int, ...] = (1, 2)
     micro_batch: int = 32
     seq_len: int = 128
+    lr: float | None = None            # peak learning rate (None: the DeepSpeed config's, DEFAULT_LR)
+    final_lr_fraction: float = 0.0     # where the linear decay ends, as a fraction of the peak
 
     def __post_init__(self):
         if len(set(self.seeds)) < 2 or len(set(self.seeds)) != len(self.seeds):
@@ -92,6 +97,17 @@ STUDY: dict[str, StudyConfig] = {c.name: c for c in (
     StudyConfig("gpt-cpu-v8192-1M", "gpt", "cpu", train_tokens=1_000_000, seeds=(1, 2, 3, 4)),
     # GPT at the cpu-long profile's GPT budget: does a run that ends at 2M reach 0.6?
     StudyConfig("gpt-cpu-v8192-2M", "gpt", "cpu", train_tokens=2_000_000),
+    # ... and with four seeds (six pairs), trained again (the pair above predates the content-hash
+    # data identity, so its runs cannot be probed against today's prepared data)
+    StudyConfig("gpt-cpu-v8192-2M-4seeds", "gpt", "cpu", train_tokens=2_000_000, seeds=(1, 2, 3, 4)),
+    # The learning rate at the default's 1M tokens (244 optimizer steps): the 4M run's snapshot at 1M,
+    # taken at 0.8x the peak rate, had a lower validation loss (5.69) than the 1M runs' ends (5.87-5.91),
+    # so 1e-3 decayed to 0 over 244 steps under-trains. A 3x higher peak, and no decay. Measured: both
+    # lower the loss (mean 5.77 and 5.69 against 5.89), neither raises r (mean of six pairs 0.40, range
+    # 0.09-0.69, and 0.52, range 0.42-0.63, against 0.50), so the default keeps the paper's schedule.
+    StudyConfig("gpt-cpu-v8192-1M-lr3e-3", "gpt", "cpu", train_tokens=1_000_000, seeds=(1, 2, 3, 4), lr=3e-3),
+    StudyConfig("gpt-cpu-v8192-1M-const", "gpt", "cpu", train_tokens=1_000_000, seeds=(1, 2, 3, 4),
+                final_lr_fraction=1.0),
     StudyConfig("tiny-test", "gpt", "tiny", vocab_size=300, train_tokens=40_000, micro_batch=8, seq_len=32),
 )}
 
@@ -119,6 +135,32 @@ def common_snapshots(run_a: Path, run_b: Path, min_tokens: int = 0,
     return points
 
 
+def reuse_untrained_probe(run: Path, runs_dir: Path) -> bool:
+    """Copy the probe of `run`'s untrained snapshot from another configuration's run with the same
+    weights, if one exists; True if copied.
+
+    Why: configurations that differ only in budget or schedule start from the same weights for the
+    same seed and size, so their untrained-towers control is one probe (minutes of CPU each).
+    `probe_run` still checks the copy's identity (weights hash, data hash, probe settings) and
+    recomputes it if anything differs."""
+    import shutil
+
+    from twotower_lib.artifacts import sha256_file
+    from twotower_lib.models import snapshot_name, weights_path
+    from twotower_lib.probe import probe_dir
+
+    target = probe_dir(run, 0)
+    weights = weights_path(run, 0)
+    if (target / "manifest.json").exists() or not weights.exists():
+        return False
+    want = sha256_file(weights)
+    for found in sorted(Path(runs_dir).glob(f"*/{run.name}/probes/{snapshot_name(0)}/manifest.json")):
+        if found.parent != target and read_json(found).get("identity", {}).get("weights_sha256") == want:
+            shutil.copytree(found.parent, target, dirs_exist_ok=True)
+            return True
+    return False
+
+
 def curve(run_a: str | Path, run_b: str | Path, *, top_n: int, n_boot: int = 200, probe_cfg=None,
           data_dir: str | Path | None = None, min_tokens: int = 0, max_tokens: int | None = None,
           config_name: str = "", pair: str = "", show: bool = True) -> pd.DataFrame:
@@ -127,7 +169,7 @@ def curve(run_a: str | Path, run_b: str | Path, *, top_n: int, n_boot: int = 200
     Probes land in each run's `probes/<snapshot>/` (final weights: `probe/`) and are reused when up
     to date, so an interrupted curve resumes where it stopped.
     """
-    from twotower_lib.analysis.correlation import CorrelationConfig, pairwise_correlations
+    from twotower_lib.analysis.correlation import CorrelationConfig, pairwise_correlations, text_ceiling
     from twotower_lib.data import load_prepared
     from twotower_lib.preference import load_artifact
     from twotower_lib.probe import ProbeConfig, probe_run
@@ -139,10 +181,12 @@ def curve(run_a: str | Path, run_b: str | Path, *, top_n: int, n_boot: int = 200
         arts = [load_artifact(probe_run(r, probe_cfg, snapshot=snap, data_dir=data_dir, show=False)) for r in (run_a, run_b)]
         data = data or load_prepared(arts[0].manifest["data_path"])  # one data set for the whole curve
         tables = {"a": arts[0].table, "b": arts[1].table}
+        doc_stats = {"a": arts[0].doc_stats, "b": arts[1].doc_stats}
         cfg = CorrelationConfig(n=top_n, n_boot=n_boot, n_permutations=1000, progress=False)
-        main = pairwise_correlations(tables, data.counts, cfg, doc_stats={"a": arts[0].doc_stats, "b": arts[1].doc_stats}).iloc[0]
+        main = pairwise_correlations(tables, data.counts, cfg, doc_stats=doc_stats).iloc[0]
         partial = pairwise_correlations(tables, data.counts, CorrelationConfig(n=top_n, n_boot=0, n_permutations=0),
                                         control=np.log(np.maximum(np.asarray(data.counts, dtype=float), 1.0))).iloc[0]
+        ceiling = text_ceiling(tables, doc_stats, data.counts, [("a", "b")], top_n).iloc[0]["ceiling"]
         vl = [a.manifest["val_loss"] for a in arts]
         rows.append({"config": config_name, "pair": pair, "tokens": int(tokens), "r": main["r"], "ci_low": main["ci_low"],
                      "ci_high": main["ci_high"], "p_value": main["p_value"], "r_partial_logfreq": partial["r"],
@@ -157,7 +201,9 @@ def curve(run_a: str | Path, run_b: str | Path, *, top_n: int, n_boot: int = 200
                      # the same correlation with towers taken by physical index (tower 0 minus tower 1 in
                      # both runs), not by Eq. 3: r_physical = r when both runs call the same index primary
                      "r_physical": main["r"] * (1 if arts[0].manifest["ordering"]["primary_tower"]
-                                                == arts[1].manifest["ordering"]["primary_tower"] else -1)})
+                                                == arts[1].manifest["ordering"]["primary_tower"] else -1),
+                     # what finite validation text allows: r cannot exceed it even for identical preferences
+                     "ceiling": ceiling})
         if show:
             r = rows[-1]
             print(f"{config_name or run_a.parent.name} {pair}: {tokens:>11,} tokens  r = {r['r']:+.3f} "
@@ -168,13 +214,14 @@ def curve(run_a: str | Path, run_b: str | Path, *, top_n: int, n_boot: int = 200
 
 def run_study(cfg: StudyConfig, runs_dir: str | Path, results_dir: str | Path = RESULTS_DIR, *, top_n: int = 1000,
               n_boot: int = 200, probe_cfg=None, min_tokens: int = 0, data_dir: str | Path | None = None,
-              show: bool = True) -> Path:
+              threads_per_run: int = 1, show: bool = True) -> Path:
     """Prepare the data (or use `data_dir`), train every seed (resuming), probe every snapshot, write one
     curve per pair of seeds into one file; return its path."""
     from twotower_lib.data import DataConfig, load_prepared
     from twotower_lib.data.prepare import prepare_data
     from twotower_lib.profiles import get_profile
-    from twotower_lib.train import TrainConfig, train
+    from twotower_lib.train import TrainConfig, train_job
+    from twotower_lib.workers import run_jobs
 
     t0 = time.time()
     default = get_profile("cpu")
@@ -188,16 +235,21 @@ def run_study(cfg: StudyConfig, runs_dir: str | Path, results_dir: str | Path = 
                         f"configuration {cfg.name} needs {cfg.vocab_size} and {cfg.seq_len}")
     probe_cfg = probe_cfg or default.probe_config()
     pair_dir = Path(runs_dir) / cfg.name
-    runs = {}
+    runs, jobs = {}, []
     for seed in cfg.seeds:
         out = pair_dir / f"{cfg.model_type}-s{seed}"
         tcfg = TrainConfig(model=cfg.model_type, preset=cfg.preset, seed=seed, max_steps=cfg.steps(),
-                           micro_batch=cfg.micro_batch, grad_accum=1, precision="fp32",
+                           micro_batch=cfg.micro_batch, grad_accum=1, precision="fp32", lr=cfg.lr,
+                           final_lr_fraction=cfg.final_lr_fraction,
                            eval_every_steps=max(10, cfg.steps() // 10), data=str(data_dir)).validate()
         done = (out / "manifest.json").exists() and read_json(out / "manifest.json")["steps"] >= tcfg.max_steps
         if not done:
-            train(tcfg, data, out, resume=(out / "config.json").exists())
+            jobs.append({"tcfg": tcfg, "data_path": str(data_dir), "out": str(out)})
         runs[seed] = out
+    # the seeds train side by side, `threads_per_run` threads each (0: one after the other on every core)
+    run_jobs(train_job, jobs, threads_per_run, f"training {cfg.name}", label=lambda j: Path(j["out"]).name)
+    for run in runs.values():
+        reuse_untrained_probe(run, Path(runs_dir))
     # probes are per run and reused, so every pair after the first costs only its correlations
     table = pd.concat([curve(runs[a], runs[b], top_n=top_n, n_boot=n_boot, probe_cfg=probe_cfg, data_dir=data_dir,
                              min_tokens=min_tokens, config_name=cfg.name, pair=pair_label(a, b), show=show)
@@ -230,8 +282,12 @@ def load_curves(results_dir: str | Path = RESULTS_DIR, names: list[str] | None =
         table = pd.read_parquet(path)
         if "pair" not in table:  # written before configurations could have more than two seeds
             table.insert(1, "pair", pair_label(*meta["config"]["seeds"][:2]))
+        table = table.reindex(columns=CURVE_COLUMNS)  # columns added since (the ceiling) are NaN in older curves
         frames.append(table.assign(model_type=meta["config"]["model_type"], preset=meta["config"]["preset"],
-                                   vocab_size=meta["config"]["vocab_size"], top_n=meta["top_n"]))
+                                   vocab_size=meta["config"]["vocab_size"], top_n=meta["top_n"],
+                                   # written before the schedule could be set: the DeepSpeed config's 1e-3, decay to 0
+                                   lr=meta["config"].get("lr") or DEFAULT_LR,
+                                   final_lr_fraction=meta["config"].get("final_lr_fraction", 0.0)))
     if not frames:
         raise UserError(f"no emergence curves in {results_dir}; produce them with  python -m twotower_lib emergence --all")
     return pd.concat(frames, ignore_index=True)
@@ -248,6 +304,49 @@ def seed_spread(curves: pd.DataFrame) -> pd.DataFrame:
         curves = curves.assign(abs_r_physical=curves["r_physical"].abs())
         cols["mean |r_physical|"] = ("abs_r_physical", "mean")
     return curves.groupby(["config", "tokens"], sort=False).agg(**cols).reset_index()
+
+
+def run_ends(curves: pd.DataFrame, configs: list[str] | None = None) -> pd.DataFrame:
+    """Per configuration (or `configs`, in that order): its schedule and what its runs reached at their end,
+    the mean over seed pairs of r (with SD and range), of the runs' validation loss and of the
+    validation-text ceiling (NaN for curves written before it was measured)."""
+    configs = configs or list(dict.fromkeys(curves["config"]))
+    rows = []
+    for config in configs:
+        g = curves[curves["config"] == config]
+        if g.empty:
+            raise UserError(f"no curve of configuration {config!r}; have {sorted(curves['config'].unique())}")
+        end = g[g["tokens"] == g["tokens"].max()]
+        loss = pd.concat([end["val_loss_a"], end["val_loss_b"]])
+        rows.append({"config": config, "peak lr": g["lr"].iloc[0], "final lr / peak": g["final_lr_fraction"].iloc[0],
+                     "tokens": int(end["tokens"].iloc[0]), "seed pairs": end["pair"].nunique(),
+                     "r": end["r"].mean(), "r_sd": end["r"].std(), "r_min": end["r"].min(), "r_max": end["r"].max(),
+                     "val loss": loss.mean(),
+                     "ceiling": end["ceiling"].mean() if "ceiling" in end else np.nan})
+    return pd.DataFrame(rows).set_index("config")
+
+
+def gap_points(curves: pd.DataFrame) -> pd.DataFrame:
+    """Every trained point of every pair with |r| and the smaller of the two runs' tower gaps
+    (`margin_a`, `margin_b`: Eq. 3's relative gap in mean p between primary and secondary tower)."""
+    g = curves[(curves["tokens"] > 0)].dropna(subset=["margin_a", "margin_b", "r"])
+    return g.assign(smaller_gap=g[["margin_a", "margin_b"]].min(axis=1), abs_r=g["r"].abs())[
+        ["config", "pair", "tokens", "model_type", "r", "abs_r", "smaller_gap"]].reset_index(drop=True)
+
+
+def margin_relation(curves: pd.DataFrame) -> pd.DataFrame:
+    """Per model type: the correlation of |r| with the smaller tower gap over `gap_points`.
+
+    Why: a run whose towers are nearly equally good has barely split the vocabulary between them,
+    and it cannot agree with another run on a split it has not made. Points of one configuration
+    share runs, so they are not independent: read the correlation as a description, not a test."""
+    g = gap_points(curves)
+    rows = []
+    for model_type, m in g.groupby("model_type"):
+        rows.append({"model type": model_type, "points": len(m), "configurations": m["config"].nunique(),
+                     "corr(|r|, smaller gap)": m["abs_r"].corr(m["smaller_gap"]) if len(m) > 2 else np.nan,
+                     "smaller gap, median": m["smaller_gap"].median()})
+    return pd.DataFrame(rows).set_index("model type")
 
 
 def first_crossing(curves: pd.DataFrame, threshold: float = 0.6) -> pd.DataFrame:
@@ -268,7 +367,8 @@ def study_table(curves: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration: what was varied and how far it was trained."""
     g = curves.groupby("config")
     return pd.DataFrame({"model type": g["model_type"].first(), "size preset": g["preset"].first(),
-                         "vocabulary": g["vocab_size"].first(), "top N": g["top_n"].first(),
+                         "vocabulary": g["vocab_size"].first(), "peak lr": g["lr"].first(),
+                         "final lr / peak": g["final_lr_fraction"].first(), "top N": g["top_n"].first(),
                          "seed pairs": g["pair"].nunique(), "snapshots": g["tokens"].nunique(),
                          "tokens trained": g["tokens"].max()})
 
@@ -388,6 +488,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-n", type=int, default=1000)
     p.add_argument("--bootstrap", type=int, default=200)
     p.add_argument("--data", default=None, help="prepared-data directory (default: prepare the configuration's own)")
+    p.add_argument("--threads-per-run", type=int, default=1,
+                   help="CPU threads per training run, as many seeds side by side as the cores allow "
+                        "(default 1; 0 = one run at a time on every core)")
     p.add_argument("--min-tokens", type=int, default=0,
                    help="skip snapshots before this many tokens (the untrained one at 0 is always kept)")
 
@@ -406,6 +509,6 @@ def main(args: argparse.Namespace) -> int:
     runs = Path(args.runs) if args.runs else runs_root() / "emergence"
     for name in names:
         path = run_study(STUDY[name], runs, args.results, top_n=args.top_n, n_boot=args.bootstrap,
-                         min_tokens=args.min_tokens, data_dir=args.data)
+                         min_tokens=args.min_tokens, data_dir=args.data, threads_per_run=args.threads_per_run)
         print(f"{name}: curve -> {path}")
     return 0

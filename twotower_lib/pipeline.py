@@ -53,8 +53,8 @@ class Section:
 SECTIONS: tuple[Section, ...] = (
     Section("00_data", "Data", "data", ("corpus", "vocab_size", "seq_len", "data_seed", "doc_words", "valid_fraction")),
     Section("01_training", "Cooperative training", "training",
-            ("cases", "train_tokens", "model_tokens", "precision", "micro_batch", "launcher", "num_gpus", "controls",
-             "control_models", "threads_per_run"),
+            ("cases", "train_tokens", "model_tokens", "model_lr", "precision", "micro_batch", "launcher", "num_gpus",
+             "controls", "control_models", "threads_per_run"),
             ("00_data",)),
     Section("02_probing", "Probing and preference scores", "probing", ("cases", "probe_tokens", "controls", "control_models"),
             ("00_data", "01_training")),
@@ -203,13 +203,14 @@ def train_cases(ctx: SectionContext, data) -> pd.DataFrame:
     """Train every case (and the independent-pairs control runs) into 01_training's output; one row per run.
 
     A finished run with the same setup is kept; a longer budget resumes it; a run with another
-    setup (model, seed, batch, precision or data changed, or a shorter budget) is trained again.
+    setup (model, seed, batch, learning rate, precision or data changed, or a shorter budget) is trained again.
     On a CPU the runs go side by side at the profile's `threads_per_run` (`twotower_lib.workers`).
     """
     import shutil
 
     import pandas as pd
 
+    from twotower_lib.train import TrainConfig, train_job
     from twotower_lib.workers import run_jobs
 
     jobs = []
@@ -218,17 +219,18 @@ def train_cases(ctx: SectionContext, data) -> pd.DataFrame:
         tcfg = ctx.profile.train_config(model, seed, data.path, towers=towers)
         if (out / "config.json").exists():
             old = read_json(out / "config.json")
-            setup = ("model", "preset", "seed", "towers", "micro_batch", "grad_accum", "precision")
+            setup = ("model", "preset", "seed", "towers", "micro_batch", "grad_accum", "precision", "lr",
+                     "final_lr_fraction")
             steps = read_json(out / "manifest.json")["steps"] if (out / "manifest.json").exists() else 0
             if (old["data"]["data_hash"] != data.data_hash or steps > tcfg.max_steps
-                    or any(old["train"][k] != getattr(tcfg, k) for k in setup)):
+                    or any(old["train"].get(k, getattr(TrainConfig, k, None)) != getattr(tcfg, k) for k in setup)):
                 shutil.rmtree(out)
         if not ((out / "manifest.json").exists() and read_json(out / "manifest.json")["steps"] == tcfg.max_steps):
             if ctx.profile.launcher == "deepspeed":
                 _deepspeed_train(ctx, tcfg, out)
             else:
                 jobs.append({"tcfg": tcfg, "data_path": str(data.path), "out": str(out)})
-    run_jobs(_train_job, jobs, ctx.profile.threads_per_run, "training", label=lambda j: Path(j["out"]).name)
+    run_jobs(train_job, jobs, ctx.profile.threads_per_run, "training", label=lambda j: Path(j["out"]).name)
 
     rows = []
     for name, model, seed, towers in training_runs(ctx.profile):
@@ -237,19 +239,10 @@ def train_cases(ctx: SectionContext, data) -> pd.DataFrame:
         rows.append({"run": name, "model": model, "preset": m["config"]["train"]["preset"], "towers": towers,
                      "seed": seed, "role": "case" if towers == 2 else "control (independent pairs)",
                      "steps": m["steps"], "tokens seen": m["tokens_seen"], "minutes": round(m["wall_time_s"] / 60, 2),
+                     "peak lr": read_json(ctx.out / name / "config.json")["deepspeed"]["optimizer"]["params"]["lr"],
                      "precision": m["precision"], "threads": m.get("torch_threads"),
                      "final val loss": log["val_loss"].dropna().iloc[-1]})
     return pd.DataFrame(rows).set_index("run")
-
-
-def _train_job(tcfg, data_path: str, out: str) -> None:
-    """One run of `train_cases` (a module-level function: it may run in a worker process)."""
-    from twotower_lib.data import load_prepared
-    from twotower_lib.train import train
-    from twotower_lib.workers import in_worker
-
-    train(tcfg, load_prepared(data_path), out, resume=(Path(out) / "config.json").exists(),
-          show_progress=not in_worker())
 
 
 def _deepspeed_train(ctx: SectionContext, tcfg, out: Path) -> None:
@@ -320,6 +313,15 @@ def correlations(ctx: SectionContext, scores: dict) -> pd.DataFrame:
     cfg = CorrelationConfig(n=ctx.profile.top_n, n_boot=ctx.profile.bootstrap, n_permutations=1000, progress=False)
     return pairwise_correlations({k: r.table for k, r in scores.items()}, load_data(ctx).counts, cfg,
                                  doc_stats={k: r.doc_stats for k, r in scores.items()})
+
+
+def text_ceilings(ctx: SectionContext, scores: dict) -> pd.DataFrame:
+    """Per same-configuration pair: each run's split-half reliability over the profile's top_n tokens and the
+    ceiling sqrt(rel_a * rel_b) that finite validation text puts on their r (`correlation.text_ceiling`)."""
+    from twotower_lib.analysis.correlation import text_ceiling
+
+    return text_ceiling({k: r.table for k, r in scores.items()}, {k: r.doc_stats for k, r in scores.items()},
+                        load_data(ctx).counts, same_config_pairs(ctx), ctx.profile.top_n)
 
 
 def same_config_pairs(ctx: SectionContext) -> list[tuple[str, str]]:

@@ -58,6 +58,8 @@ class Profile:
     cases: tuple[str, ...] = ("elmo:1", "gpt:1", "bert-base:1", "bert-large:1", "bert-large:2")
     train_tokens: int = 10_000_000       # tokens seen per model (the budget)
     model_tokens: tuple[str, ...] = ()   # per-model budgets "model=tokens" replacing train_tokens (e.g. elmo=2000000)
+    model_lr: tuple[str, ...] = ()       # per-model peak learning rates "model=lr" (e.g. gpt=0.003); the others
+                                         # use the DeepSpeed config's
     precision: str = "bf16"
     micro_batch: int = 32
     launcher: str = "python"             # "deepspeed": multi-GPU via the DeepSpeed launcher
@@ -135,6 +137,16 @@ class Profile:
                 raise bad("model_tokens", f"has {item!r}; write model=tokens with a positive integer, e.g. elmo=2000000")
             if self.models and model not in self.models:
                 raise bad("model_tokens", f"names model {model!r}; this profile defines {sorted(self.models)}")
+        for item in self.model_lr:
+            model, _, lr = item.partition("=")
+            try:
+                ok = 0 < float(lr) < 1
+            except ValueError:
+                ok = False
+            if not ok:
+                raise bad("model_lr", f"has {item!r}; write model=lr with a learning rate in (0, 1), e.g. gpt=0.003")
+            if self.models and model not in self.models:
+                raise bad("model_lr", f"names model {model!r}; this profile defines {sorted(self.models)}")
         for model in self.control_models:  # a model without a pair among the cases simply gets no control runs
             if self.models and model not in self.models:
                 raise bad("control_models", f"names model {model!r}; this profile defines {sorted(self.models)}")
@@ -147,11 +159,13 @@ class Profile:
 
     def tokens_for(self, model: str) -> int:
         """The training budget of `model`: its `model_tokens` entry, else `train_tokens`."""
-        for item in self.model_tokens:
-            name, _, tokens = item.partition("=")
-            if name == model:
-                return int(tokens.replace("_", ""))
-        return self.train_tokens
+        tokens = _entry(self.model_tokens, model)
+        return self.train_tokens if tokens is None else int(tokens.replace("_", ""))
+
+    def lr_for(self, model: str) -> float | None:
+        """The peak learning rate of `model`: its `model_lr` entry, else None (the DeepSpeed config's)."""
+        lr = _entry(self.model_lr, model)
+        return None if lr is None else float(lr)
 
     def same_config_pairs(self) -> list[tuple[tuple[str, int], tuple[str, int]]]:
         """Pairs of cases that differ only in the seed (the paper's Bert-large run 1 and run 2)."""
@@ -203,7 +217,7 @@ class Profile:
         choice = self._choice(model)
         steps = max(1, -(-self.tokens_for(model) // (self.micro_batch * self.seq_len)))
         return TrainConfig(model=choice.model_type, preset=choice.preset, seed=seed, towers=towers,
-                           max_steps=steps, micro_batch=self.micro_batch, grad_accum=1,
+                           max_steps=steps, micro_batch=self.micro_batch, grad_accum=1, lr=self.lr_for(model),
                            eval_every_steps=10 * max(1, steps // 100),  # ~10 points on the loss curve (logged every 10)
                            precision=self.precision if self.precision in ("fp32", "bf16") else "auto",
                            data=str(data_dir)).validate()
@@ -234,6 +248,15 @@ class Profile:
                 raise UserError(f"unknown parameter {key!r} ({where}); the parameters are: {', '.join(OVERRIDABLE)}")
             changes[key] = coerce(key, raw, where)
         return replace(self, **changes)
+
+
+def _entry(items: tuple[str, ...], model: str) -> str | None:
+    """The value of `model` in "model=value" items (None if absent)."""
+    for item in items:
+        name, _, value = item.partition("=")
+        if name == model:
+            return value
+    return None
 
 
 # Overridable fields in declaration order, with their annotated types ("int", "str", "tuple[str, ...]").

@@ -69,6 +69,8 @@ class TrainConfig:
     micro_batch: int | None = None      # None: from the DeepSpeed config
     grad_accum: int | None = None       # None: from the DeepSpeed config
     warmup_fraction: float = 0.06       # of the budget (24hBERT's choice)
+    lr: float | None = None             # peak learning rate; None: the DeepSpeed config's
+    final_lr_fraction: float = 0.0      # the decay ends at this fraction of the peak (1.0: constant after warm-up)
     precision: str = "auto"             # auto | fp32 | bf16 (CPU autocast); GPUs use the DeepSpeed config
     log_every_steps: int = 10
     eval_every_steps: int = 100
@@ -94,6 +96,11 @@ class TrainConfig:
             raise UserError(f"--precision must be auto, fp32 or bf16, got {self.precision!r}")
         if not 0.0 <= self.warmup_fraction < 1.0:
             raise UserError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
+        if self.lr is not None and not (isinstance(self.lr, (int, float)) and 0 < self.lr < 1):
+            raise UserError(f"--lr must be a peak learning rate in (0, 1), e.g. 0.001, got {self.lr!r}")
+        if not 0.0 <= self.final_lr_fraction <= 1.0:
+            raise UserError(f"--final-lr-fraction must be in [0, 1] (0: decay to 0, 1: constant), "
+                            f"got {self.final_lr_fraction}")
         return self
 
 
@@ -166,6 +173,8 @@ def deepspeed_config(tcfg: TrainConfig) -> dict[str, Any]:
         ds["train_micro_batch_size_per_gpu"] = tcfg.micro_batch
     if tcfg.grad_accum is not None:
         ds["gradient_accumulation_steps"] = tcfg.grad_accum
+    if tcfg.lr is not None:
+        ds.setdefault("optimizer", {}).setdefault("params", {})["lr"] = tcfg.lr
     ds.pop("train_batch_size", None)  # derived: micro * accumulation * world size
     if ds.get("zero_optimization", {}).get("stage", 0) != 0:
         raise UserError(f"{path}: checkpoints of this trainer hold the optimizer state of ZeRO stage 0 only; "
@@ -203,12 +212,12 @@ def cpu_bf16_pays_off() -> bool:
     return bool(native and torch.cpu._is_amx_tile_supported())
 
 
-def lr_at(progress: float, peak: float, warmup: float) -> float:
-    """Linear warm-up over the first `warmup` fraction of the budget, then linear decay to 0."""
+def lr_at(progress: float, peak: float, warmup: float, final: float = 0.0) -> float:
+    """Linear warm-up over the first `warmup` fraction of the budget, then linear decay to `final` x peak."""
     progress = min(max(progress, 0.0), 1.0)
     if progress < warmup:
         return peak * progress / warmup
-    return peak * (1.0 - progress) / (1.0 - warmup)
+    return peak * (final + (1.0 - final) * (1.0 - progress) / (1.0 - warmup))
 
 
 def _seed_of(*keys: Any) -> int:
@@ -323,8 +332,14 @@ def next_snapshot(tokens: int, every: int | None) -> int:
 
 def _run_identity(cfg: ModelConfig, tcfg: TrainConfig, data, micro: int, accum: int, world: int) -> dict:
     """What must match for --resume to continue the same run (budget and step limit may change)."""
-    return {"model": cfg.to_dict(), "seed": tcfg.seed, "micro_batch": micro, "grad_accum": accum,
-            "world_size": world, "data_hash": data.data_hash, "precision": tcfg.precision}
+    identity = {"model": cfg.to_dict(), "seed": tcfg.seed, "micro_batch": micro, "grad_accum": accum,
+                "world_size": world, "data_hash": data.data_hash, "precision": tcfg.precision}
+    # the schedule only when it is not the default, so runs saved before these knobs existed still resume
+    if tcfg.lr is not None:
+        identity["lr"] = tcfg.lr
+    if tcfg.final_lr_fraction:
+        identity["final_lr_fraction"] = tcfg.final_lr_fraction
+    return identity
 
 
 def train(tcfg: TrainConfig, data, out: str | os.PathLike, resume: bool = False,
@@ -402,7 +417,7 @@ def train(tcfg: TrainConfig, data, out: str | os.PathLike, resume: bool = False,
     done = not _any_rank(progress() < 1.0)
     while not done:
         step = state["step"]
-        lr = lr_at(progress(step_offset=0.5), peak_lr, tcfg.warmup_fraction)  # mid-step: step 0 gets lr > 0
+        lr = lr_at(progress(step_offset=0.5), peak_lr, tcfg.warmup_fraction, tcfg.final_lr_fraction)  # mid-step: step 0 gets lr > 0
         for group in engine.optimizer.param_groups:
             group["lr"] = lr
         step_loss = 0.0
@@ -519,6 +534,16 @@ def _truncate_log(path: Path, step: int) -> None:
 
 # ----------------------------------------------------------------------------- CLI
 
+def train_job(tcfg: TrainConfig, data_path: str, out: str) -> None:
+    """Train or resume one run from paths only: a module-level function, so `workers.run_jobs` can
+    run it in a worker process (the book's training section, the emergence study)."""
+    from twotower_lib.data import load_prepared
+    from twotower_lib.workers import in_worker
+
+    train(tcfg, load_prepared(data_path), out, resume=(Path(out) / "config.json").exists(),
+          show_progress=not in_worker())
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, choices=MODEL_TYPES, help="tower family")
     p.add_argument("--preset", default="cpu", choices=PRESETS, help="model size (default: cpu)")
@@ -531,6 +556,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", default=None, help="prepared-data directory (default: what `data prepare` writes with its defaults)")
     p.add_argument("--micro-batch", type=int, default=None, help="override the DeepSpeed config")
     p.add_argument("--grad-accum", type=int, default=None, help="override the DeepSpeed config")
+    p.add_argument("--lr", type=float, default=None, help="peak learning rate (default: the DeepSpeed config's)")
+    p.add_argument("--final-lr-fraction", type=float, default=0.0,
+                   help="the linear decay ends at this fraction of the peak (default 0; 1 = constant after warm-up)")
     p.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"),
                    help="CPU: bf16 autocast where the CPU has native bf16 (auto), or force one")
     p.add_argument("--deepspeed-config", default=None, help="DeepSpeed JSON (default: configs/deepspeed_cpu.json)")
@@ -556,7 +584,8 @@ def main(args: argparse.Namespace) -> int:
     tcfg = TrainConfig(
         model=args.model, preset=args.preset, seed=args.seed, towers=args.towers,
         budget_s=parse_duration(args.budget) if args.budget else None, max_steps=args.max_steps,
-        micro_batch=args.micro_batch, grad_accum=args.grad_accum, precision=args.precision,
+        micro_batch=args.micro_batch, grad_accum=args.grad_accum, lr=args.lr,
+        final_lr_fraction=args.final_lr_fraction, precision=args.precision,
         eval_every_steps=args.eval_every_steps, checkpoint_every_s=parse_duration(args.checkpoint_every),
         checkpoint_every_steps=args.checkpoint_every_steps, snapshot_every_tokens=args.snapshot_every_tokens,
         deepspeed_config=args.deepspeed_config, data=str(args.data))

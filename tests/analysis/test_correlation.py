@@ -10,7 +10,8 @@ from scipy import stats
 from tests.analysis import synthetic_runs
 from twotower_lib.analysis.correlation import (CorrelationConfig, bootstrap, correlate, correlation_matrix,
                                                fig3_data, pairwise_correlations, permutation_null, permutation_pvalue,
-                                               score_matrix, scores_from_doc_stats, top_tokens)
+                                               score_matrix, scores_from_doc_stats, split_half_reliability,
+                                               text_ceiling, top_tokens)
 from twotower_lib.errors import UserError
 
 FAST = dict(progress=False)
@@ -155,6 +156,27 @@ def test_noise_free_bootstrap_interval_is_the_point():
                                 doc_stats)
     assert out.loc[0, "ci_low"] == pytest.approx(out.loc[0, "r"], abs=1e-9)
     assert out.loc[0, "ci_high"] == pytest.approx(out.loc[0, "r"], abs=1e-9)
+
+
+def test_split_half_reliability_and_text_ceiling():
+    """Reliability is the share of a run's score variance that is not noise of the text: it matches
+    corr(score, true score)^2 of the synthetic runs, and r / ceiling recovers the unlimited-text r."""
+    tables, doc_stats, counts = synthetic_runs(occurrence_noise=2.0)
+    ids = top_tokens(tables, counts, 150)
+    t = tables["run1"].set_index("token_id").loc[ids]
+    rel = split_half_reliability(doc_stats["run1"], ids)
+    assert rel == pytest.approx(stats.pearsonr(t["score"], t["true_score"]).statistic ** 2, abs=0.03)
+    assert rel < 0.9
+    out = text_ceiling(tables, doc_stats, counts, [("run1", "run2")], 150).iloc[0]
+    truth = stats.pearsonr(*(tables[r].set_index("token_id").loc[ids, "true_score"] for r in ("run1", "run2")))[0]
+    assert out["r"] < out["ceiling"] < 0.9 and out["r"] < truth - 0.1           # noise attenuates r ...
+    assert out["r_disattenuated"] == pytest.approx(truth, abs=0.03)            # ... by about the ceiling
+    clean, clean_stats, _ = synthetic_runs(occurrence_noise=0.0)
+    assert split_half_reliability(clean_stats["run1"], ids) == pytest.approx(1.0)
+    with pytest.raises(UserError, match="n_splits"):
+        split_half_reliability(doc_stats["run1"], ids, n_splits=0)
+    with pytest.raises(UserError, match="at least 4 validation documents"):
+        split_half_reliability(doc_stats["run1"][doc_stats["run1"]["doc_id"] < 3], ids)
 
 
 def test_bootstrap_rejects_inconsistent_doc_stats(runs):

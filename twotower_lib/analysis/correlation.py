@@ -415,6 +415,62 @@ def pairwise_correlations(tables: Mapping[str, pd.DataFrame], train_counts: np.n
     return out[[c for c in cols if c in out.columns]]
 
 
+# ---------------------------------------------------------------------- the validation-text ceiling
+
+
+def split_half_reliability(doc_stats: pd.DataFrame, token_ids: np.ndarray, n_splits: int = 20, seed: int = 0,
+                           score_col: str = "score") -> float:
+    """How well one run's scores of `token_ids` would reproduce on another validation text of the same size.
+
+    The validation documents are split into two random halves, the scores are computed on each half
+    and correlated (Pearson, over tokens scored in both halves; mean over `n_splits` splits), and the
+    half-text correlation is stepped up to the whole text with Spearman-Brown, 2r / (1 + r).
+    """
+    if n_splits < 1:
+        raise UserError(f"n_splits must be at least 1, got {n_splits}")
+    docs = np.unique(doc_stats["doc_id"].to_numpy())
+    if len(docs) < 4:
+        raise UserError(f"split-half reliability needs at least 4 validation documents, got {len(docs)}")
+    sums = _DocSums(doc_stats, docs, np.asarray(token_ids), score_col)
+    rng = np.random.default_rng(seed)
+    halves = np.stack([rng.permutation(len(docs)) < len(docs) // 2 for _ in range(n_splits)])   # (S, docs)
+    first, second = sums.scores(halves.astype(float)), sums.scores((~halves).astype(float))      # (S, tokens)
+    r = _replicate_corr(first, second, "pearson", None)
+    if not np.isfinite(r).all():
+        raise UserError("a split half left fewer than 3 scored tokens; use more validation documents or fewer tokens")
+    half = float(np.mean(r))
+    return 2 * half / (1 + half)
+
+
+def text_ceiling(tables: Mapping[str, pd.DataFrame], doc_stats: Mapping[str, pd.DataFrame], train_counts: np.ndarray,
+                 pairs: list[tuple[str, str]], n: int, n_splits: int = 20, seed: int = 0,
+                 score_col: str = "score") -> pd.DataFrame:
+    """Per pair of runs: r, each run's split-half reliability, and the ceiling sqrt(rel_a * rel_b).
+
+    Why: two runs scored on a finite validation text cannot correlate above that ceiling even if
+    their preferences were identical (the classical attenuation bound). A cross-seed r far below a
+    ceiling near 1 is a difference between the trained seeds, not noise of the text; r / ceiling
+    (`r_disattenuated`) is the correlation an unlimited validation text would give, if the noise of
+    the two runs' scores were independent (both runs read the same text, so it is an approximation).
+    With fewer than 4 validation documents the reliabilities and the ceiling are NaN.
+    """
+    tabs = check_tables(tables, score_col)
+    counts = check_counts(train_counts, next(iter(tabs.values())).index)
+    stats = check_doc_stats(doc_stats, sorted({x for p in pairs for x in p}))
+    rows = []
+    for a, b in pairs:
+        ids = _top_tokens({a: tabs[a], b: tabs[b]}, counts, n, score_col)
+        r = correlate(tabs[a][score_col].reindex(ids).to_numpy(float), tabs[b][score_col].reindex(ids).to_numpy(float),
+                      names=(a, b))
+        # too few documents to split (tiny test data): no ceiling, rather than no table
+        rel = [split_half_reliability(stats[x], ids, n_splits, seed, score_col)
+               if stats[x]["doc_id"].nunique() >= 4 else np.nan for x in (a, b)]
+        ceiling = float(np.sqrt(max(rel[0], 0) * max(rel[1], 0)))
+        rows.append({"a": a, "b": b, "n_tokens": len(ids), "r": r, "reliability_a": rel[0], "reliability_b": rel[1],
+                     "ceiling": ceiling, "r_disattenuated": r / ceiling if ceiling > 0 else np.nan})
+    return pd.DataFrame(rows)
+
+
 def correlation_matrix(pairs: pd.DataFrame, value: str = "r") -> pd.DataFrame:
     """The square matrix of Table 2 from `pairwise_correlations` (1.0 on the diagonal)."""
     names = list(dict.fromkeys([*pairs["a"], *pairs["b"]]))
