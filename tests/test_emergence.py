@@ -130,6 +130,10 @@ def test_first_crossing_and_extrapolation():
     assert np.isnan(emergence.extrapolate(flat, 0.6))
     text = emergence.describe(curves, crossing, 0.6)
     assert "1 of 2 configurations reached" in text and "16,000 tokens" in text
+    # no trend from one trained point, and the text says why
+    more = pd.concat([curves, pd.DataFrame({"config": ["c", "c"], "tokens": [0, 1000], "r": [0.0, 0.4]})])
+    text = emergence.describe(more, emergence.first_crossing(more, 0.6), 0.6)
+    assert "**c**" in text and "probed at the end of training only" in text.split("**c**")[1]
 
 
 def test_cli_refuses_unknown_configurations():
