@@ -326,7 +326,7 @@ def run_ends(curves: pd.DataFrame, configs: list[str] | None = None) -> pd.DataF
                      "tokens": int(end["tokens"].iloc[0]), "seed pairs": end["pair"].nunique(),
                      "r": end["r"].mean(), "r_sd": end["r"].std(), "r_min": end["r"].min(), "r_max": end["r"].max(),
                      "val loss": loss.mean(),
-                     "ceiling": end["ceiling"].mean() if "ceiling" in end else np.nan})
+                     "ceiling": end["ceiling"].mean()})
     return pd.DataFrame(rows).set_index("config")
 
 
