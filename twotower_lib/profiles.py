@@ -131,22 +131,16 @@ class Profile:
                 raise bad("cases", f"names model {m['model']!r}; this profile defines {sorted(self.models)}")
         if len(set(self.cases)) != len(self.cases):
             raise bad("cases", "lists the same model:seed twice")
-        for item in self.model_tokens:
-            model, _, tokens = item.partition("=")
-            if not tokens.replace("_", "").isdigit() or int(tokens.replace("_", "")) < 1:
-                raise bad("model_tokens", f"has {item!r}; write model=tokens with a positive integer, e.g. elmo=2000000")
-            if self.models and model not in self.models:
-                raise bad("model_tokens", f"names model {model!r}; this profile defines {sorted(self.models)}")
-        for item in self.model_lr:
-            model, _, lr = item.partition("=")
-            try:
-                ok = 0 < float(lr) < 1
-            except ValueError:
-                ok = False
-            if not ok:
-                raise bad("model_lr", f"has {item!r}; write model=lr with a learning rate in (0, 1), e.g. gpt=0.003")
-            if self.models and model not in self.models:
-                raise bad("model_lr", f"names model {model!r}; this profile defines {sorted(self.models)}")
+        # per-model "model=value" entries: the value must parse, the model must exist
+        per_model = (("model_tokens", _positive_tokens, "write model=tokens with a positive integer, e.g. elmo=2000000"),
+                     ("model_lr", _learning_rate, "write model=lr with a learning rate in (0, 1), e.g. gpt=0.003"))
+        for name, valid, how in per_model:
+            for item in getattr(self, name):
+                model, _, value = item.partition("=")
+                if not valid(value):
+                    raise bad(name, f"has {item!r}; {how}")
+                if self.models and model not in self.models:
+                    raise bad(name, f"names model {model!r}; this profile defines {sorted(self.models)}")
         for model in self.control_models:  # a model without a pair among the cases simply gets no control runs
             if self.models and model not in self.models:
                 raise bad("control_models", f"names model {model!r}; this profile defines {sorted(self.models)}")
@@ -248,6 +242,17 @@ class Profile:
                 raise UserError(f"unknown parameter {key!r} ({where}); the parameters are: {', '.join(OVERRIDABLE)}")
             changes[key] = coerce(key, raw, where)
         return replace(self, **changes)
+
+
+def _positive_tokens(value: str) -> bool:
+    return value.replace("_", "").isdigit() and int(value.replace("_", "")) >= 1
+
+
+def _learning_rate(value: str) -> bool:
+    try:
+        return 0 < float(value) < 1
+    except ValueError:
+        return False
 
 
 def _entry(items: tuple[str, ...], model: str) -> str | None:

@@ -417,6 +417,8 @@ def pairwise_correlations(tables: Mapping[str, pd.DataFrame], train_counts: np.n
 
 # ---------------------------------------------------------------------- the validation-text ceiling
 
+MIN_SPLIT_DOCS = 4  # two halves of at least two documents each
+
 
 def split_half_reliability(doc_stats: pd.DataFrame, token_ids: np.ndarray, n_splits: int = 20, seed: int = 0,
                            score_col: str = "score") -> float:
@@ -429,8 +431,8 @@ def split_half_reliability(doc_stats: pd.DataFrame, token_ids: np.ndarray, n_spl
     if n_splits < 1:
         raise UserError(f"n_splits must be at least 1, got {n_splits}")
     docs = np.unique(doc_stats["doc_id"].to_numpy())
-    if len(docs) < 4:
-        raise UserError(f"split-half reliability needs at least 4 validation documents, got {len(docs)}")
+    if len(docs) < MIN_SPLIT_DOCS:
+        raise UserError(f"split-half reliability needs at least {MIN_SPLIT_DOCS} validation documents, got {len(docs)}")
     sums = _DocSums(doc_stats, docs, np.asarray(token_ids), score_col)
     rng = np.random.default_rng(seed)
     halves = np.stack([rng.permutation(len(docs)) < len(docs) // 2 for _ in range(n_splits)])   # (S, docs)
@@ -452,7 +454,7 @@ def text_ceiling(tables: Mapping[str, pd.DataFrame], doc_stats: Mapping[str, pd.
     ceiling near 1 is a difference between the trained seeds, not noise of the text; r / ceiling
     (`r_disattenuated`) is the correlation an unlimited validation text would give, if the noise of
     the two runs' scores were independent (both runs read the same text, so it is an approximation).
-    With fewer than 4 validation documents the reliabilities and the ceiling are NaN.
+    With fewer than MIN_SPLIT_DOCS validation documents the reliabilities and the ceiling are NaN.
     """
     tabs = check_tables(tables, score_col)
     counts = check_counts(train_counts, next(iter(tabs.values())).index)
@@ -464,7 +466,7 @@ def text_ceiling(tables: Mapping[str, pd.DataFrame], doc_stats: Mapping[str, pd.
                       names=(a, b))
         # too few documents to split (tiny test data): no ceiling, rather than no table
         rel = [split_half_reliability(stats[x], ids, n_splits, seed, score_col)
-               if stats[x]["doc_id"].nunique() >= 4 else np.nan for x in (a, b)]
+               if stats[x]["doc_id"].nunique() >= MIN_SPLIT_DOCS else np.nan for x in (a, b)]
         ceiling = float(np.sqrt(max(rel[0], 0) * max(rel[1], 0)))
         rows.append({"a": a, "b": b, "n_tokens": len(ids), "r": r, "reliability_a": rel[0], "reliability_b": rel[1],
                      "ceiling": ceiling, "r_disattenuated": r / ceiling if ceiling > 0 else np.nan})
