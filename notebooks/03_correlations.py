@@ -110,5 +110,5 @@ scorecard.record_correlations(ctx, pairs, control, pipeline.same_config_pairs(ct
 same = pairs[[(a, b) in pipeline.same_config_pairs(ctx) for a, b in zip(pairs["a"], pairs["b"])]]
 ctx.finish(pairs=len(pairs), top_n=ctx.profile.top_n,
            same_config=same[["a", "b", "r", "ci_low", "ci_high"]].to_dict("records"),
-           controls=control[["control", "r"]].to_dict("records") if len(control) else [],
+           controls=control[["control", "model", "r"]].to_dict("records") if len(control) else [],
            text_ceiling=ceiling[["a", "b", "reliability_a", "reliability_b", "ceiling"]].to_dict("records"));

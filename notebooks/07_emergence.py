@@ -46,7 +46,7 @@ top_n = None             # None: the profile's N (the committed curves record th
 import pandas as pd
 from IPython.display import Markdown
 
-from twotower_lib import charts, emergence, pipeline
+from twotower_lib import charts, emergence, pipeline, publish
 
 ctx = pipeline.open_section("07_emergence", globals())
 charts.enable()
@@ -208,6 +208,23 @@ curves[["config", "pair", "tokens", "r", "ci_low", "ci_high", "p_value", "r_part
 # %%
 own = pipeline.section_summary(ctx, "03_correlations")
 pd.DataFrame(own.get("same_config", [])).assign(profile=ctx.profile.name).round(3)
+
+# %% [markdown]
+# ## Other profiles, run end to end
+#
+# The study's points are pairs of runs. A profile is the whole book: its cases, controls and
+# analyses. The longer profiles cannot be re-run every time the book is built, so where one was
+# run to the end its results were published (`python -m twotower_lib publish --profile NAME`,
+# committed in `results/profiles/` with the code version and packages). Below: when each ran,
+# for how long, its scorecard counts, and each of its same-configuration pairs against the
+# highest control of the pair's own model. The verdict uses the scorecard's rule (paper r = 0.94).
+
+# %%
+published = publish.load_published(exclude=ctx.profile.name)
+publish.overview(published)
+
+# %%
+publish.same_config_table(published).round(3)
 
 # %%
 ctx.finish(configs=sorted(curves["config"].unique()), crossing=crossing.reset_index().to_dict("records"));

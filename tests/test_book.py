@@ -196,6 +196,44 @@ def test_end_to_end_tiny_pipeline_and_strict_book_build(built_book):
     assert 'class="math' in (html / "book" / "intro.html").read_text()
 
 
+@pytest.mark.slow
+def test_a_finished_run_is_published_and_shown(built_book, tmp_path):
+    from twotower_lib import publish, scorecard
+
+    pipe = built_book["pipe"]
+    path = publish.publish(pipe, tmp_path / "profiles")
+    assert path == tmp_path / "profiles" / "tiny.json" and path.stat().st_size < 200_000
+    published = publish.load_published(tmp_path / "profiles")
+    pub = published["tiny"]
+    assert pub["scorecard"]["counts"] == json.loads((pipe.root / "scorecard.json").read_text())["counts"]
+    assert set(pub["sections"]) == {s.name for s in pipe.available()}
+    assert pub["section_seconds"] == pytest.approx(sum(s["seconds"] for s in pub["sections"].values()), abs=0.2)
+    assert pub["overrides"] == {"corpus": pipe.overrides["corpus"]} and pub["provenance"]["packages"]
+    assert {r["run"] for r in pub["training"]} >= {"gpt-s1", "gpt-s2", "gpt-k1-s1"}
+    table = publish.same_config_table(published)
+    assert list(table["pair"]) == ["gpt-s1 vs gpt-s2"] and table["verdict"].isin(scorecard.VERDICTS).all()
+    assert table["highest control"].notna().all()  # its own model's controls ran at the tiny profile
+    assert "### Profile `tiny`" in publish.markdown(published) and len(publish.overview(published)) == 1
+    assert publish.load_published(tmp_path / "profiles", exclude="tiny") == {}
+    assert "Other profiles, published" in (built_book["html"] / "book" / "scorecard.html").read_text()
+
+
+def test_only_a_complete_up_to_date_run_is_published(tmp_path):
+    from twotower_lib import publish
+
+    with pytest.raises(UserError, match=r"not complete and up to date.*\n  00_data: never ran at this profile"):
+        publish.publish(pipeline.make_pipeline("tiny", runs_dir=tmp_path / "runs"), tmp_path / "profiles")
+    assert not (tmp_path / "profiles").exists()
+
+
+def test_a_published_file_of_another_format_is_refused(tmp_path):
+    from twotower_lib import publish
+
+    (tmp_path / "cpu-long.json").write_text(json.dumps({"format": 0, "profile": "cpu-long"}))
+    with pytest.raises(UserError, match=r"format 0.*publish --profile cpu-long"):
+        publish.load_published(tmp_path)
+
+
 # ---------------------------------------------------------------------- in a real browser
 
 

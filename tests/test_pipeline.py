@@ -288,6 +288,22 @@ def test_a_section_reruns_when_the_committed_results_it_reads_change(toy, tmp_pa
     assert any("committed results" in m for m in messages)
 
 
+def test_a_profiles_own_published_run_is_not_an_input_of_its_sections(toy, tmp_path):
+    from dataclasses import replace
+
+    results = tmp_path / "profiles"
+    results.mkdir()
+    sections = (TEST_SECTIONS[0], replace(TEST_SECTIONS[1], committed=(str(results),)))
+    make = lambda: pipeline.make_pipeline("tiny", {}, tmp_path / "runs", notebooks_dir=tmp_path / "notebooks",  # noqa: E731
+                                          sections=sections)
+    toy()
+    assert make().run(log=lambda m: None) == ["00_first", "01_second"]
+    (results / "tiny.json").write_text("{}")      # publishing this profile's run
+    assert make().stale() == {}
+    (results / "cpu-long.json").write_text("{}")  # another profile's run: shown by the section, so it re-runs
+    assert make().stale() == {"01_second": "the committed results in " + str(results) + " changed"}
+
+
 def test_missing_upstream_names_the_command(tmp_path):
     ns = {"profile": "tiny", "runs_dir": str(tmp_path / "empty"), "top_n": 5}
     with pytest.raises(UserError, match=r"needs the output of section 00_first \(First\) at .* "

@@ -1,4 +1,4 @@
-"""Command line: `python -m twotower_lib data prepare | train | probe | run | book`.
+"""Command line: `python -m twotower_lib data prepare | train | probe | run | book` (and `emergence`, `publish`).
 
 Thin: each subcommand lives in the module that does the work and exposes
 `add_arguments(parser)` and `main(args) -> int`. Modules are imported only when their
@@ -21,6 +21,7 @@ COMMANDS = {
     "emergence": ("twotower_lib.emergence", "the emergence study: cross-seed r of preference scores against tokens seen"),
     "run": ("twotower_lib.pipeline", "run the book's sections (papermill) at a profile"),
     "book": ("twotower_lib.book", "build the jupyter-book from the executed sections"),
+    "publish": ("twotower_lib.publish", "commit a finished profile run's scorecard and summaries to results/profiles/"),
 }
 DATA_COMMANDS = {
     "prepare": ("twotower_lib.data.prepare", "fetch/clean a corpus, train the tokenizer, write token blocks"),

@@ -27,7 +27,7 @@ from twotower_lib.pipeline import PROJECT_ROOT, Pipeline, make_pipeline
 from twotower_lib.profiles import DEFAULT_PROFILE, OVERRIDABLE, PROFILES, runs_root
 
 PAGES_DIR = PROJECT_ROOT / "book"
-_PLACEHOLDER = re.compile(r"<!-- (PROFILES|SCORECARD|API): .*?-->", re.DOTALL)
+_PLACEHOLDER = re.compile(r"<!-- (PROFILES|SCORECARD|PUBLISHED|API): .*?-->", re.DOTALL)
 
 
 def _sync(data: bytes, dest: Path) -> None:
@@ -63,7 +63,10 @@ def api_markdown() -> str:
 
 
 def fill_placeholders(text: str, card: dict) -> str:
-    parts = {"PROFILES": profiles_markdown, "SCORECARD": lambda: scorecard.to_markdown(card), "API": api_markdown}
+    from twotower_lib import publish
+
+    parts = {"PROFILES": profiles_markdown, "SCORECARD": lambda: scorecard.to_markdown(card), "API": api_markdown,
+             "PUBLISHED": lambda: publish.markdown(publish.load_published(exclude=card["profile"]))}
     return _PLACEHOLDER.sub(lambda m: parts[m.group(1)](), text)
 
 

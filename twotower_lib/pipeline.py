@@ -66,7 +66,7 @@ SECTIONS: tuple[Section, ...] = (
             ("00_data", "01_training", "02_probing")),
     Section("06_frequency", "Preference and word frequency", "frequency", ("cases", "top_n", "bootstrap"), ("00_data", "02_probing")),
     Section("07_emergence", "When the preference emerges", "emergence", ("top_n",), ("03_correlations",),
-            committed=("results/emergence",)),
+            committed=("results/emergence", "results/profiles")),
 )
 
 
@@ -541,9 +541,9 @@ class _Hashes:
             return None
         return self.files(d)
 
-    def files(self, d: Path) -> str:
-        """Fingerprint of every non-hidden file under `d` (of nothing if `d` does not exist)."""
-        files = [p for p in sorted(d.rglob("*")) if p.is_file()
+    def files(self, d: Path, exclude: tuple[str, ...] = ()) -> str:
+        """Fingerprint of every non-hidden file under `d` but those named in `exclude` (of nothing if `d` does not exist)."""
+        files = [p for p in sorted(d.rglob("*")) if p.is_file() and p.name not in exclude
                  and not any(part.startswith(".") for part in p.relative_to(d).parts)]
         return sha256_json([[p.relative_to(d).as_posix(), self.file(p)] for p in files])
 
@@ -600,7 +600,8 @@ class Pipeline:
             "source": sha256_file(self.source(s)),
             "parameters": {k: values[k] for k in s.parameters},
             "upstream": {u: hashes.directory(self.root / find_section(u, self.sections).output) for u in s.upstream},
-            "committed": {c: hashes.files(PROJECT_ROOT / c) for c in s.committed},
+            # a profile's own published run (publish.py) is not an input of its sections: publishing must not make them stale
+            "committed": {c: hashes.files(PROJECT_ROOT / c, exclude=(f"{self.profile.name}.json",)) for c in s.committed},
         }
 
     def why_stale(self, s: Section, hashes: _Hashes) -> str | None:
@@ -628,6 +629,11 @@ class Pipeline:
         if rec.get("output") != hashes.directory(self.root / s.output):
             return f"its output in {self.root / s.output} was changed or removed"
         return None
+
+    def stale(self) -> dict[str, str]:
+        """Every written section that is not up to date at this profile, with the reason."""
+        hashes = _Hashes(self.root / ".pipeline" / "hashes.json")
+        return {s.name: reason for s in self.available() if (reason := self.why_stale(s, hashes))}
 
     def execute(self, s: Section, log: Callable[[str], None] = print) -> None:
         """Run one section's notebook with papermill into runs/<profile>/notebooks/."""
@@ -707,6 +713,16 @@ def make_pipeline(profile: str = DEFAULT_PROFILE, overrides: dict[str, Any] | No
 # ---------------------------------------------------------------------- CLI
 
 
+def parse_overrides(pairs: list[list[str]]) -> dict[str, str]:
+    """`-p KEY VALUE` pairs as a dict (UserError if a key is given twice)."""
+    overrides: dict[str, str] = {}
+    for key, value in pairs:
+        if key in overrides:
+            raise UserError(f"-p {key} is given twice")
+        overrides[key] = value
+    return overrides
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("section", nargs="?", default=None,
                    help="run this section and what it needs (e.g. 00_data or data); default: all")
@@ -721,12 +737,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from twotower_lib import scorecard
 
-    overrides: dict[str, str] = {}
-    for key, value in args.parameter:
-        if key in overrides:
-            raise UserError(f"-p {key} is given twice")
-        overrides[key] = value
-    pipe = make_pipeline(args.profile, overrides, args.runs_dir)
+    pipe = make_pipeline(args.profile, parse_overrides(args.parameter), args.runs_dir)
     t0 = time.time()
     pipe.run(args.section, force=args.force)
     path = scorecard.write(pipe.root, pipe.sections, {s.name for s in pipe.available()})

@@ -1,0 +1,149 @@
+"""`python -m twotower_lib publish`: commit what a finished profile run measured, so the book can show it.
+
+Why: the book is built from one profile's runs (the default, `cpu`, re-runs in an hour). A profile
+that takes a night (`cpu-long`) or hardware the book's machine lacks (`gpu`, `paper`) cannot be
+re-run whenever the book is built, so its results are committed instead: one small JSON file,
+`results/profiles/<profile>.json`, with the scorecard, every section's recorded summary and
+parameters, how long each section ran, and the provenance (code version, packages, machine).
+The scorecard page and section 07 show every published profile beside the book's own run.
+
+Only a complete, up-to-date run is published: every section must have run at that profile with
+the same source, parameters and inputs it has now (the pipeline's own staleness check).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from twotower_lib import scorecard
+from twotower_lib.artifacts import atomic_write_json, provenance, read_json
+from twotower_lib.errors import UserError
+from twotower_lib.pipeline import PROJECT_ROOT, Pipeline, make_pipeline, parse_overrides
+from twotower_lib.profiles import DEFAULT_PROFILE, PROFILES
+
+RESULTS_DIR = PROJECT_ROOT / "results" / "profiles"
+FORMAT_VERSION = 1
+
+
+def collect(pipe: Pipeline) -> dict[str, Any]:
+    """Everything a finished run of `pipe`'s profile publishes (UserError if a section is missing or stale)."""
+    problems = [f"{name}: {reason}" for name, reason in pipe.stale().items()]
+    if problems:
+        raise UserError(f"the run in {pipe.root} is not complete and up to date, so it cannot be published:\n  "
+                        + "\n  ".join(problems) + f"\nFinish it first:  python -m twotower_lib run --profile "
+                        f"{pipe.profile.name} (with the same -p parameters as the run, if any)")
+    sections = {}
+    for s in pipe.available():
+        record = read_json(pipe.record_path(s))
+        done = read_json(pipe.root / s.output / "section.json")
+        sections[s.name] = {"seconds": record["seconds"], "code_version": record["provenance"]["code_version"],
+                            "finished": record["provenance"]["created"], "parameters": done.get("parameters", {}),
+                            "summary": done.get("summary", {})}
+    card = scorecard.build(pipe.root, pipe.sections, {s.name for s in pipe.available()})
+    return {"format": FORMAT_VERSION, "profile": pipe.profile.name, "settings": pipe.profile.values(),
+            "overrides": {k: list(v) if isinstance(v, tuple) else v for k, v in pipe.overrides.items()},
+            "section_seconds": round(sum(s["seconds"] for s in sections.values()), 1),
+            "training": training_runs(pipe), "scorecard": card, "sections": sections,
+            "provenance": provenance(published_from=str(pipe.root))}
+
+
+def training_runs(pipe: Pipeline) -> list[dict[str, Any]]:
+    """Per training run: tokens seen and its own wall time (summed over resumes, unlike the section's)."""
+    from twotower_lib.pipeline import find_section
+
+    out = pipe.root / find_section("01_training", pipe.sections).output
+    rows = []
+    for manifest in sorted(out.glob("*/manifest.json")):
+        m = read_json(manifest)
+        rows.append({"run": manifest.parent.name, "tokens_seen": m["tokens_seen"], "steps": m["steps"],
+                     "minutes": round(m["wall_time_s"] / 60, 2), "threads": m.get("torch_threads")})
+    return rows
+
+
+def publish(pipe: Pipeline, results_dir: Path = RESULTS_DIR) -> Path:
+    """Write `results_dir/<profile>.json` from the finished run of `pipe`'s profile."""
+    return atomic_write_json(Path(results_dir) / f"{pipe.profile.name}.json", collect(pipe))
+
+
+def load_published(results_dir: Path = RESULTS_DIR, exclude: str | None = None) -> dict[str, dict[str, Any]]:
+    """Every published profile run (profile name -> what `collect` wrote), but `exclude`."""
+    out = {}
+    for path in sorted(Path(results_dir).glob("*.json")):
+        pub = read_json(path)
+        if pub.get("format") != FORMAT_VERSION:
+            raise UserError(f"{path} has format {pub.get('format')!r}, this version reads {FORMAT_VERSION}; "
+                            f"publish it again: python -m twotower_lib publish --profile {path.stem}")
+        if pub["profile"] != exclude:
+            out[pub["profile"]] = pub
+    return out
+
+
+def same_config_table(published: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """Each published profile's same-configuration pairs (section 03): r, its CI and the highest
+    control of the pair's own model, with the verdict rule of the scorecard."""
+    from twotower_lib.pipeline import model_of
+
+    rows = []
+    for name, pub in published.items():
+        summary = pub["sections"].get("03_correlations", {}).get("summary", {})
+        controls = pd.DataFrame(summary.get("controls", []), columns=["control", "r", "model"])
+        for pair in summary.get("same_config", []):
+            own = controls[controls["model"].isna() | (controls["model"] == model_of(pair["a"]))]
+            top = float(own["r"].max()) if len(own) else None
+            rows.append({"profile": name, "pair": f"{pair['a']} vs {pair['b']}", "r": pair["r"],
+                         "ci_low": pair["ci_low"], "ci_high": pair["ci_high"], "highest control": top,
+                         "verdict": scorecard.correlation_verdict((pair["ci_low"], pair["ci_high"]), 0.94, top)})
+    return pd.DataFrame(rows, columns=["profile", "pair", "r", "ci_low", "ci_high", "highest control", "verdict"])
+
+
+def overview(published: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """One row per published profile: when, from which code, how long its sections ran, its verdicts."""
+    return pd.DataFrame([{"profile": name, "published": pub["provenance"]["created"][:10],
+                          "code version": str(pub["provenance"]["code_version"])[:12],
+                          "minutes (sections)": round(pub["section_seconds"] / 60, 1),
+                          "training runs": len(pub["training"]),
+                          "run-minutes of training": round(sum(r["minutes"] for r in pub["training"]), 1),
+                          **pub["scorecard"]["counts"]} for name, pub in published.items()])
+
+
+def markdown(published: dict[str, dict[str, Any]]) -> str:
+    """The scorecard of every published profile, each with where and when it ran, for the book."""
+    if not published:
+        return "No other profile's run is published yet (`python -m twotower_lib publish --profile NAME`).\n"
+    parts = []
+    for name, pub in published.items():
+        prov = pub["provenance"]
+        parts.append(f"### Profile `{name}`\n\n"
+                     f"Published {prov['created'][:10]} from code version `{str(prov['code_version'])[:12]}` "
+                     f"({prov['platform']}, Python {prov['python']}); its sections ran for "
+                     f"{pub['section_seconds'] / 60:.0f} min in all"
+                     + (f", with `-p` {pub['overrides']}" if pub["overrides"] else "")
+                     + f". Regenerate: `python -m twotower_lib run --profile {name}` then "
+                     f"`python -m twotower_lib publish --profile {name}`.\n\n" + scorecard.to_markdown(pub["scorecard"]))
+    return "\n".join(parts)
+
+
+# ---------------------------------------------------------------------- CLI
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", default=DEFAULT_PROFILE, choices=list(PROFILES),
+                   help=f"whose finished run to publish (default {DEFAULT_PROFILE})")
+    p.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
+                   help="the -p overrides the run was made with, if any")
+    p.add_argument("--runs-dir", default=None, help="where runs/<profile>/ lives (default $TWOTOWER_RUNS or ./runs)")
+    p.add_argument("--results", type=Path, default=RESULTS_DIR, help=f"where to write <profile>.json (default {RESULTS_DIR})")
+
+
+def main(args: argparse.Namespace) -> int:
+    pipe = make_pipeline(args.profile, parse_overrides(args.parameter), args.runs_dir)
+    path = publish(pipe, args.results)
+    pub = read_json(path)
+    print(f"published {path} ({path.stat().st_size / 1e3:.1f} kB): "
+          + ", ".join(f"{n} {v}" for v, n in pub["scorecard"]["counts"].items())
+          + f"; sections ran {pub['section_seconds'] / 60:.1f} min")
+    return 0
