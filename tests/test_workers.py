@@ -64,3 +64,46 @@ def test_a_failing_job_raises_its_error_and_cancels_the_rest(tmp_path):
     with pytest.raises(UserError, match="job a failed on purpose"):
         run_jobs(fail_on, jobs, threads_per_run=1)
     assert len(list(tmp_path.iterdir())) < 12  # the jobs not yet started were cancelled
+
+
+def report_pid_and_sleep(path: str) -> None:
+    with open(path + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.replace(path + ".tmp", path)
+    time.sleep(120)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux's /proc and two cores to run side by side")
+def test_workers_stop_when_the_process_that_started_them_is_killed(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    marks = [str(tmp_path / t) for t in "ab"]
+    script = ("from twotower_lib.workers import run_jobs\nfrom tests.test_workers import report_pid_and_sleep\n"
+              f"run_jobs(report_pid_and_sleep, [{{'path': {marks[0]!r}}}, {{'path': {marks[1]!r}}}], threads_per_run=1)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], cwd=root)
+    try:
+        deadline = time.monotonic() + 120
+        while not all(os.path.exists(m) for m in marks):
+            assert parent.poll() is None and time.monotonic() < deadline, "the workers never started"
+            time.sleep(0.2)
+        pids = [int(Path(m).read_text()) for m in marks]
+        assert all(_running(p) for p in pids)
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 20
+    while any(_running(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_running(p) for p in pids), "a worker went on running after its parent was killed"

@@ -71,7 +71,23 @@ def in_worker() -> bool:
     return _IN_WORKER
 
 
-def _start_worker(threads: int) -> None:
+def _exit_with_parent(parent: int, every_s: float = 2.0) -> None:
+    """End this worker as soon as the process that started it is gone.
+
+    Why: a pipeline stopped from outside (Ctrl-C, a killed notebook kernel, a pre-empted job) kills
+    the pool's owner, but its workers would go on training, unseen, and a re-run would then train
+    the same run directory twice at once. The run resumes from its last checkpoint instead."""
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every_s)
+        os._exit(1)
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def _start_worker(threads: int, parent: int) -> None:
     import torch
 
     global _IN_WORKER
@@ -79,6 +95,7 @@ def _start_worker(threads: int) -> None:
     for k in _DISTRIBUTED_ENV:
         os.environ.pop(k, None)
     torch.set_num_threads(threads)
+    _exit_with_parent(parent)
 
 
 def run_jobs(fn: Callable[..., Any], jobs: list[dict[str, Any]], threads_per_run: int,
@@ -95,7 +112,7 @@ def run_jobs(fn: Callable[..., Any], jobs: list[dict[str, Any]], threads_per_run
             return [fn(**job) for job in jobs]
     results: list[Any] = [None] * len(jobs)
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_start_worker, initargs=(threads_per_run,))
+                               initializer=_start_worker, initargs=(threads_per_run, os.getpid()))
     with pool, tqdm(total=len(jobs), desc=f"{desc} ({workers} at once, {threads_per_run} thread(s) each)",
                     unit="run") as bar:
         pending = {pool.submit(fn, **job): i for i, job in enumerate(jobs)}
