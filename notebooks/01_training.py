@@ -38,6 +38,7 @@ cases = None             # None: the profile's cases, "model:seed" comma-separat
 train_tokens = None      # None: the profile's budget, in training tokens seen per case
 model_tokens = None      # None: the profile's budgets of single models (see the profile table)
 model_lr = None          # None: the profile's peak learning rates of single models (others: 1e-3)
+model_final_lr = None    # None: the profile's; where single models' decay ends, as a fraction of the peak (others: 0)
 precision = None         # None: the profile's precision (fp32 | bf16 | fp16)
 micro_batch = None       # None: the profile's blocks per optimiser step
 launcher = None          # None: the profile's launcher (python | deepspeed)

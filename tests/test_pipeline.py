@@ -94,6 +94,37 @@ def test_per_model_learning_rates():
             get_profile("tiny").with_overrides({"model_lr": bad})
 
 
+def test_per_model_end_of_the_decay():
+    p = get_profile("tiny").with_overrides({"model_final_lr": "bert-large=1,gpt=0.25"})
+    assert p.final_lr_for("bert-large") == 1.0 and p.final_lr_for("gpt") == 0.25 and p.final_lr_for("elmo") == 0.0
+    assert p.train_config("bert-large", 2, "/d").final_lr_fraction == 1.0
+    assert p.train_config("gpt", 3, "/d", towers=1).final_lr_fraction == 0.25  # the control runs follow their model
+    for bad in ("gpt=1.5", "gpt=-0.1", "gpt=all", "gpt"):
+        with pytest.raises(UserError, match="write model=fraction"):
+            get_profile("tiny").with_overrides({"model_final_lr": bad})
+
+
+def test_the_deepspeed_launcher_gets_every_training_setting(tmp_path):
+    import argparse
+
+    from twotower_lib import train as train_module
+
+    p = get_profile("tiny").with_overrides({"model_lr": "gpt=0.003", "model_final_lr": "gpt=0.5"})
+    tcfg = p.train_config("gpt", 2, "/data", towers=1)
+    cmd = pipeline.deepspeed_command(4, tcfg, tmp_path / "run")
+    assert cmd[:5] == ["deepspeed", "--num_gpus=4", "--module", "twotower_lib", "train"]
+    parser = argparse.ArgumentParser()
+    train_module.add_arguments(parser)
+    args = parser.parse_args(cmd[5:])
+    for field in ("model", "preset", "seed", "towers", "max_steps", "micro_batch", "grad_accum", "lr",
+                  "final_lr_fraction", "precision", "eval_every_steps", "data"):
+        assert getattr(args, field) == getattr(tcfg, field), field
+    assert not args.resume
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_text("{}")
+    assert "--resume" in pipeline.deepspeed_command(4, tcfg, tmp_path / "run")
+
+
 def test_overrides_are_coerced_and_bad_ones_are_named():
     p = get_profile("tiny").with_overrides({"top_n": "50", "cases": "gpt:3, bert-base:1", "valid_fraction": "0.25"})
     assert p.top_n == 50 and p.case_list() == [("gpt", 3), ("bert-base", 1)] and p.valid_fraction == 0.25

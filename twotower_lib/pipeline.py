@@ -53,7 +53,7 @@ class Section:
 SECTIONS: tuple[Section, ...] = (
     Section("00_data", "Data", "data", ("corpus", "vocab_size", "seq_len", "data_seed", "doc_words", "valid_fraction")),
     Section("01_training", "Cooperative training", "training",
-            ("cases", "train_tokens", "model_tokens", "model_lr", "precision", "micro_batch", "launcher", "num_gpus",
+            ("cases", "train_tokens", "model_tokens", "model_lr", "model_final_lr", "precision", "micro_batch", "launcher", "num_gpus",
              "controls", "control_models", "threads_per_run"),
             ("00_data",)),
     Section("02_probing", "Probing and preference scores", "probing", ("cases", "probe_tokens", "controls", "control_models"),
@@ -240,19 +240,27 @@ def train_cases(ctx: SectionContext, data) -> pd.DataFrame:
                      "seed": seed, "role": "case" if towers == 2 else "control (independent pairs)",
                      "steps": m["steps"], "tokens seen": m["tokens_seen"], "minutes": round(m["wall_time_s"] / 60, 2),
                      "peak lr": read_json(ctx.out / name / "config.json")["deepspeed"]["optimizer"]["params"]["lr"],
+                     "final lr / peak": m["config"]["train"].get("final_lr_fraction", 0.0),
                      "precision": m["precision"], "threads": m.get("torch_threads"),
                      "final val loss": log["val_loss"].dropna().iloc[-1]})
     return pd.DataFrame(rows).set_index("run")
+
+
+def deepspeed_command(num_gpus: int, tcfg, out: Path) -> list[str]:
+    """The DeepSpeed-launcher command line that trains (or resumes) `tcfg` into `out`."""
+    cmd = ["deepspeed", f"--num_gpus={num_gpus}", "--module", "twotower_lib", "train",
+           "--model", tcfg.model, "--preset", tcfg.preset, "--seed", str(tcfg.seed), "--towers", str(tcfg.towers),
+           "--max-steps", str(tcfg.max_steps), "--micro-batch", str(tcfg.micro_batch), "--grad-accum", str(tcfg.grad_accum),
+           "--final-lr-fraction", str(tcfg.final_lr_fraction), "--precision", tcfg.precision,
+           "--eval-every-steps", str(tcfg.eval_every_steps), "--data", str(tcfg.data), "--out", str(out)]
+    return cmd + (["--lr", str(tcfg.lr)] if tcfg.lr is not None else []) + (["--resume"] if (out / "config.json").exists() else [])
 
 
 def _deepspeed_train(ctx: SectionContext, tcfg, out: Path) -> None:
     """Multi-GPU training through the DeepSpeed launcher (one process per GPU), as the paper did."""
     import subprocess
 
-    cmd = ["deepspeed", f"--num_gpus={ctx.profile.num_gpus}", "--module", "twotower_lib", "train",
-           "--model", tcfg.model, "--preset", tcfg.preset, "--seed", str(tcfg.seed), "--towers", str(tcfg.towers),
-           "--max-steps", str(tcfg.max_steps), "--micro-batch", str(tcfg.micro_batch), "--grad-accum", "1",
-           "--data", str(tcfg.data), "--out", str(out)] + (["--resume"] if (out / "config.json").exists() else [])
+    cmd = deepspeed_command(ctx.profile.num_gpus, tcfg, out)
     if subprocess.run(cmd).returncode != 0:
         raise UserError(f"DeepSpeed training of {out.name} failed; the command was: {' '.join(cmd)}")
 

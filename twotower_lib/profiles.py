@@ -60,6 +60,8 @@ class Profile:
     model_tokens: tuple[str, ...] = ()   # per-model budgets "model=tokens" replacing train_tokens (e.g. elmo=2000000)
     model_lr: tuple[str, ...] = ()       # per-model peak learning rates "model=lr" (e.g. gpt=0.003); the others
                                          # use the DeepSpeed config's
+    model_final_lr: tuple[str, ...] = ()  # per-model end of the linear decay "model=fraction" of the peak
+                                          # (e.g. bert-large=1: no decay); the others decay to 0
     precision: str = "bf16"
     micro_batch: int = 32
     launcher: str = "python"             # "deepspeed": multi-GPU via the DeepSpeed launcher
@@ -133,7 +135,9 @@ class Profile:
             raise bad("cases", "lists the same model:seed twice")
         # per-model "model=value" entries: the value must parse, the model must exist
         per_model = (("model_tokens", _positive_tokens, "write model=tokens with a positive integer, e.g. elmo=2000000"),
-                     ("model_lr", _learning_rate, "write model=lr with a learning rate in (0, 1), e.g. gpt=0.003"))
+                     ("model_lr", _learning_rate, "write model=lr with a learning rate in (0, 1), e.g. gpt=0.003"),
+                     ("model_final_lr", _fraction, "write model=fraction with a fraction of the peak in [0, 1], "
+                                                   "e.g. bert-large=1 (no decay)"))
         for name, valid, how in per_model:
             for item in getattr(self, name):
                 model, _, value = item.partition("=")
@@ -160,6 +164,11 @@ class Profile:
         """The peak learning rate of `model`: its `model_lr` entry, else None (the DeepSpeed config's)."""
         lr = _entry(self.model_lr, model)
         return None if lr is None else float(lr)
+
+    def final_lr_for(self, model: str) -> float:
+        """Where `model`'s linear decay ends, as a fraction of its peak: its `model_final_lr` entry, else 0."""
+        fraction = _entry(self.model_final_lr, model)
+        return 0.0 if fraction is None else float(fraction)
 
     def same_config_pairs(self) -> list[tuple[tuple[str, int], tuple[str, int]]]:
         """Pairs of cases that differ only in the seed (the paper's Bert-large run 1 and run 2)."""
@@ -212,6 +221,7 @@ class Profile:
         steps = max(1, -(-self.tokens_for(model) // (self.micro_batch * self.seq_len)))
         return TrainConfig(model=choice.model_type, preset=choice.preset, seed=seed, towers=towers,
                            max_steps=steps, micro_batch=self.micro_batch, grad_accum=1, lr=self.lr_for(model),
+                           final_lr_fraction=self.final_lr_for(model),
                            eval_every_steps=10 * max(1, steps // 100),  # ~10 points on the loss curve (logged every 10)
                            precision=self.precision if self.precision in ("fp32", "bf16") else "auto",
                            data=str(data_dir)).validate()
@@ -251,6 +261,13 @@ def _positive_tokens(value: str) -> bool:
 def _learning_rate(value: str) -> bool:
     try:
         return 0 < float(value) < 1
+    except ValueError:
+        return False
+
+
+def _fraction(value: str) -> bool:
+    try:
+        return 0 <= float(value) <= 1
     except ValueError:
         return False
 
