@@ -121,8 +121,9 @@ STUDY: dict[str, StudyConfig] = {c.name: c for c in (
     StudyConfig("bert-cpu-small-v8192-4M-const", "bert", "cpu-small", train_tokens=4_000_000, seeds=(1, 2, 3, 4),
                 final_lr_fraction=1.0),
     # ... and at the default's Bert-large size and budget (2M tokens), where the default's decayed pair
-    # agreed with the towers' roles swapped (r = -0.46): does the held rate settle the sign?
-    StudyConfig("bert-cpu-v8192-2M", "bert", "cpu", train_tokens=2_000_000, seeds=(1, 2, 3, 4)),
+    # agreed with the towers' roles swapped (r = -0.41): does the held rate settle the sign? Measured:
+    # no. Mean r 0.11 over six pairs (range -0.16-0.59); the towers end 1.5-6% apart, and only the pair
+    # of the two runs with the widest gaps agrees (0.59). The default keeps the paper's schedule.
     StudyConfig("bert-cpu-v8192-2M-const", "bert", "cpu", train_tokens=2_000_000, seeds=(1, 2, 3, 4),
                 final_lr_fraction=1.0),
     StudyConfig("tiny-test", "gpt", "tiny", vocab_size=300, train_tokens=40_000, micro_batch=8, seq_len=32),
