@@ -125,6 +125,24 @@ def test_the_deepspeed_launcher_gets_every_training_setting(tmp_path):
     assert "--resume" in pipeline.deepspeed_command(4, tcfg, tmp_path / "run")
 
 
+def test_a_run_is_trained_again_only_when_it_is_another_run():
+    from dataclasses import asdict
+
+    p = get_profile("tiny")
+    tcfg = p.train_config("gpt", 1, "/d")
+    old = {"data": {"data_hash": "a" * 64}, "train": asdict(tcfg)}
+    assert pipeline.why_retrain(old, tcfg.max_steps, tcfg, "a" * 64) is None
+    assert pipeline.why_retrain(old, 1, p.with_overrides({"train_tokens": "20000"}).train_config("gpt", 1, "/d"),
+                                "a" * 64) is None                     # a longer budget resumes
+    assert "budget shrank" in pipeline.why_retrain(old, tcfg.max_steps, p.with_overrides(
+        {"train_tokens": "5000"}).train_config("gpt", 1, "/d"), "a" * 64)
+    assert "data changed (data hash aaaaaaaaaaaa -> bbbbbbbbbbbb)" in pipeline.why_retrain(old, 1, tcfg, "b" * 64)
+    held = p.with_overrides({"model_final_lr": "gpt=1"}).train_config("gpt", 1, "/d")
+    assert pipeline.why_retrain(old, 1, held, "a" * 64) == "because its setup changed: final_lr_fraction 0.0 -> 1.0"
+    legacy = {"data": old["data"], "train": {k: v for k, v in old["train"].items() if k not in ("lr", "final_lr_fraction")}}
+    assert pipeline.why_retrain(legacy, 1, tcfg, "a" * 64) is None   # written before the schedule knobs existed
+
+
 def test_overrides_are_coerced_and_bad_ones_are_named():
     p = get_profile("tiny").with_overrides({"top_n": "50", "cases": "gpt:3, bert-base:1", "valid_fraction": "0.25"})
     assert p.top_n == 50 and p.case_list() == [("gpt", 3), ("bert-base", 1)] and p.valid_fraction == 0.25

@@ -199,6 +199,27 @@ def training_runs(profile: Profile) -> list[tuple[str, str, int, int]]:
             + [(control_name(m, s), m, s, 1) for m, s in profile.independent_runs()])
 
 
+# What makes an existing run another run: a change in any of these trains it again from scratch.
+RUN_SETUP = ("model", "preset", "seed", "towers", "micro_batch", "grad_accum", "precision", "lr", "final_lr_fraction")
+
+
+def why_retrain(old_config: dict, steps_done: int, tcfg, data_hash: str) -> str | None:
+    """Why a run directory written with `old_config` (its config.json) cannot be kept or resumed as
+    `tcfg` on the data `data_hash`, or None if it can (a longer budget resumes it)."""
+    from twotower_lib.train import TrainConfig
+
+    if old_config["data"]["data_hash"] != data_hash:
+        return (f"because the prepared data changed (data hash {old_config['data']['data_hash'][:12]} -> "
+                f"{data_hash[:12]})")
+    if steps_done > tcfg.max_steps:
+        return f"because its budget shrank ({steps_done} steps done, {tcfg.max_steps} asked)"
+    changed = {k: (old_config["train"].get(k, getattr(TrainConfig, k, None)), getattr(tcfg, k)) for k in RUN_SETUP}
+    changed = {k: v for k, v in changed.items() if v[0] != v[1]}
+    if changed:
+        return "because its setup changed: " + ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changed.items())
+    return None
+
+
 def train_cases(ctx: SectionContext, data) -> pd.DataFrame:
     """Train every case (and the independent-pairs control runs) into 01_training's output; one row per run.
 
@@ -210,7 +231,7 @@ def train_cases(ctx: SectionContext, data) -> pd.DataFrame:
 
     import pandas as pd
 
-    from twotower_lib.train import TrainConfig, train_job
+    from twotower_lib.train import train_job
     from twotower_lib.workers import run_jobs
 
     jobs = []
@@ -218,12 +239,10 @@ def train_cases(ctx: SectionContext, data) -> pd.DataFrame:
         out = ctx.out / name
         tcfg = ctx.profile.train_config(model, seed, data.path, towers=towers)
         if (out / "config.json").exists():
-            old = read_json(out / "config.json")
-            setup = ("model", "preset", "seed", "towers", "micro_batch", "grad_accum", "precision", "lr",
-                     "final_lr_fraction")
             steps = read_json(out / "manifest.json")["steps"] if (out / "manifest.json").exists() else 0
-            if (old["data"]["data_hash"] != data.data_hash or steps > tcfg.max_steps
-                    or any(old["train"].get(k, getattr(TrainConfig, k, None)) != getattr(tcfg, k) for k in setup)):
+            reason = why_retrain(read_json(out / "config.json"), steps, tcfg, data.data_hash)
+            if reason:
+                print(f"{name}: training again from scratch, {reason}")
                 shutil.rmtree(out)
         if not ((out / "manifest.json").exists() and read_json(out / "manifest.json")["steps"] == tcfg.max_steps):
             if ctx.profile.launcher == "deepspeed":
