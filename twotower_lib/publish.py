@@ -48,7 +48,7 @@ def collect(pipe: Pipeline) -> dict[str, Any]:
             "overrides": {k: list(v) if isinstance(v, tuple) else v for k, v in pipe.overrides.items()},
             "section_seconds": round(sum(s["seconds"] for s in sections.values()), 1),
             "training": training_runs(pipe), "scorecard": card, "sections": sections,
-            "provenance": provenance(published_from=str(pipe.root))}
+            "provenance": provenance()}
 
 
 def training_runs(pipe: Pipeline) -> list[dict[str, Any]]:
