@@ -22,7 +22,7 @@ import pandas as pd
 from twotower_lib import scorecard
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json
 from twotower_lib.errors import UserError
-from twotower_lib.pipeline import PROJECT_ROOT, Pipeline, make_pipeline, parse_overrides
+from twotower_lib.pipeline import PROJECT_ROOT, Pipeline, find_section, make_pipeline, model_of, parse_overrides
 from twotower_lib.profiles import DEFAULT_PROFILE, PROFILES
 
 RESULTS_DIR = PROJECT_ROOT / "results" / "profiles"
@@ -53,8 +53,6 @@ def collect(pipe: Pipeline) -> dict[str, Any]:
 
 def training_runs(pipe: Pipeline) -> list[dict[str, Any]]:
     """Per training run: tokens seen and its own wall time (summed over resumes, unlike the section's)."""
-    from twotower_lib.pipeline import find_section
-
     out = pipe.root / find_section("01_training", pipe.sections).output
     rows = []
     for manifest in sorted(out.glob("*/manifest.json")):
@@ -85,8 +83,6 @@ def load_published(results_dir: Path = RESULTS_DIR, exclude: str | None = None) 
 def same_config_table(published: dict[str, dict[str, Any]]) -> pd.DataFrame:
     """Each published profile's same-configuration pairs (section 03): r, its CI and the highest
     control of the pair's own model, with the verdict rule of the scorecard."""
-    from twotower_lib.pipeline import model_of
-
     rows = []
     for name, pub in published.items():
         summary = pub["sections"].get("03_correlations", {}).get("summary", {})
