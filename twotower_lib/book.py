@@ -12,6 +12,7 @@ their content changed, so Sphinx's incremental build keeps a warm rebuild fast.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -27,6 +28,7 @@ from twotower_lib.pipeline import PROJECT_ROOT, Pipeline, make_pipeline
 from twotower_lib.profiles import DEFAULT_PROFILE, OVERRIDABLE, PROFILES, runs_root
 
 PAGES_DIR = PROJECT_ROOT / "book"
+LIBRARY_PARENT = Path(__file__).resolve().parent.parent  # the directory that holds twotower_lib/
 _PLACEHOLDER = re.compile(r"<!-- (PROFILES|SCORECARD|PUBLISHED|API): .*?-->", re.DOTALL)
 
 
@@ -128,7 +130,11 @@ def build(pipe: Pipeline, build_root: Path = PROJECT_ROOT) -> Path:
     chapters = assemble(pipe, stage)
     cmd = [*jupyter_book_command(), "build", str(stage), "--path-output", str(build_root),
            "-W", "-n", "--keep-going"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    # The book's Sphinx extension is `twotower_lib.book`: make jupyter-book import this very copy of
+    # the library (the one that assembled the pages), installed or not.
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(LIBRARY_PARENT), env.get("PYTHONPATH", "")) if p)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         log = build_root / "_build" / "build.log"
         log.write_text(proc.stdout + proc.stderr, encoding="utf-8")
