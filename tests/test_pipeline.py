@@ -143,6 +143,21 @@ def test_a_run_is_trained_again_only_when_it_is_another_run():
     assert pipeline.why_retrain(legacy, 1, tcfg, "a" * 64) is None   # written before the schedule knobs existed
 
 
+def test_a_run_trained_again_is_moved_aside_not_deleted(tmp_path):
+    root = tmp_path / "runs" / "cpu"
+    run = root / "training" / "gpt-s1"
+    run.mkdir(parents=True)
+    (run / "model.safetensors").write_bytes(b"weights")
+    first = pipeline.set_aside(run, root)
+    run.mkdir()
+    (run / "model.safetensors").write_bytes(b"newer")
+    second = pipeline.set_aside(run, root)            # twice within a second: both kept
+    assert not run.exists() and first != second
+    assert first.parent == root / "superseded" / "training" and first.name.startswith("gpt-s1-")
+    assert (first / "model.safetensors").read_bytes() == b"weights"
+    assert (second / "model.safetensors").read_bytes() == b"newer"
+
+
 def test_overrides_are_coerced_and_bad_ones_are_named():
     p = get_profile("tiny").with_overrides({"top_n": "50", "cases": "gpt:3, bert-base:1", "valid_fraction": "0.25"})
     assert p.top_n == 50 and p.case_list() == [("gpt", 3), ("bert-base", 1)] and p.valid_fraction == 0.25

@@ -220,15 +220,28 @@ def why_retrain(old_config: dict, steps_done: int, tcfg, data_hash: str) -> str 
     return None
 
 
+def set_aside(run_dir: Path, root: Path) -> Path:
+    """Move a run that is about to be trained again to `root/superseded/<section output>/<run>-<UTC time>/`
+    instead of deleting it: its weights and curves stay there until the user removes them."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    dest = root / "superseded" / run_dir.parent.name / f"{run_dir.name}-{stamp}"
+    n = 1
+    while dest.exists():
+        n += 1
+        dest = dest.with_name(f"{run_dir.name}-{stamp}-{n}")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(run_dir, dest)
+    return dest
+
+
 def train_cases(ctx: SectionContext, data) -> pd.DataFrame:
     """Train every case (and the independent-pairs control runs) into 01_training's output; one row per run.
 
     A finished run with the same setup is kept; a longer budget resumes it; a run with another
-    setup (model, seed, batch, learning rate, precision or data changed, or a shorter budget) is trained again.
+    setup (model, seed, batch, learning rate, precision or data changed, or a shorter budget) is trained again,
+    the old one moved aside (`set_aside`).
     On a CPU the runs go side by side at the profile's `threads_per_run` (`twotower_lib.workers`).
     """
-    import shutil
-
     import pandas as pd
 
     from twotower_lib.train import train_job
@@ -242,8 +255,8 @@ def train_cases(ctx: SectionContext, data) -> pd.DataFrame:
             steps = read_json(out / "manifest.json")["steps"] if (out / "manifest.json").exists() else 0
             reason = why_retrain(read_json(out / "config.json"), steps, tcfg, data.data_hash)
             if reason:
-                print(f"{name}: training again from scratch, {reason}")
-                shutil.rmtree(out)
+                moved = set_aside(out, ctx.root)
+                print(f"{name}: training again from scratch, {reason}; the old run is kept in {moved}")
         if not ((out / "manifest.json").exists() and read_json(out / "manifest.json")["steps"] == tcfg.max_steps):
             if ctx.profile.launcher == "deepspeed":
                 _deepspeed_train(ctx, tcfg, out)
