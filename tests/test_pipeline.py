@@ -56,7 +56,7 @@ def test_profiles_map_budgets_to_library_configs():
     # equal predicted positions: BERT, which predicts ~15% of a block, reads ~1/0.15 times the blocks
     gpt_blocks, bert_blocks = (train_block_count(pcfg, m, tiny.seq_len) for m in ("gpt", "bert"))
     assert gpt_blocks * tiny.seq_len >= tiny.probe_tokens and 6 * gpt_blocks <= bert_blocks <= 7 * gpt_blocks
-    assert get_profile("paper").train_config("gpt", 1, "/data").precision == "auto"  # fp16 comes from the DeepSpeed config
+    assert get_profile("paper").train_config("gpt", 1, "/data").precision == "fp16"  # the paper's V100 precision
 
 
 def test_per_model_budgets_and_the_independent_control_runs():
@@ -117,7 +117,7 @@ def test_the_deepspeed_launcher_gets_every_training_setting(tmp_path):
     train_module.add_arguments(parser)
     args = parser.parse_args(cmd[5:])
     for field in ("model", "preset", "seed", "towers", "max_steps", "micro_batch", "grad_accum", "lr",
-                  "final_lr_fraction", "precision", "eval_every_steps", "data"):
+                  "final_lr_fraction", "precision", "eval_every_steps", "data", "deepspeed_config"):
         assert getattr(args, field) == getattr(tcfg, field), field
     assert not args.resume
     (tmp_path / "run").mkdir()

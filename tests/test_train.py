@@ -234,3 +234,21 @@ def test_two_processes_match_one(tiny_data, tmp_path):
     # ... and training moved the weights well beyond that tolerance.
     w_init = weights(tmp_path / "one" / "snapshots" / "tokens-000000000000.safetensors")
     assert max((w_one[k] - w_init[k]).abs().max().item() for k in w_one) > 1e-3
+
+
+def test_precision_picks_the_deepspeed_config(monkeypatch):
+    """On a GPU the precision chooses the mixed-precision config (the paper profile's fp16 gets the
+    paper's loss-scaled fp16); on a CPU fp16 is refused with what to use instead."""
+    from twotower_lib.train import ds_precision
+
+    assert ds_precision(deepspeed_config(tcfg(precision="auto"))) == "fp32"        # CPU: fp32 weights
+    with pytest.raises(UserError, match="fp16 needs a GPU"):
+        deepspeed_config(tcfg(precision="fp16"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    picked = {p: deepspeed_config(tcfg(precision=p)) for p in ("auto", "bf16", "fp16", "fp32")}
+    assert {p: ds_precision(ds) for p, ds in picked.items()} == {"auto": "bf16", "bf16": "bf16", "fp16": "fp16",
+                                                                  "fp32": "fp32"}
+    assert picked["fp16"]["_source"].endswith("deepspeed_gpu_fp16.json")
+    assert picked["fp16"]["fp16"]["loss_scale"] == 0                               # dynamic loss scaling
+    with pytest.raises(UserError, match="--precision must be one of"):
+        tcfg(precision="fp8").validate()

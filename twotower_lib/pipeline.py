@@ -200,7 +200,8 @@ def training_runs(profile: Profile) -> list[tuple[str, str, int, int]]:
 
 
 # What makes an existing run another run: a change in any of these trains it again from scratch.
-RUN_SETUP = ("model", "preset", "seed", "towers", "micro_batch", "grad_accum", "precision", "lr", "final_lr_fraction")
+RUN_SETUP = ("model", "preset", "seed", "towers", "micro_batch", "grad_accum", "precision", "lr", "final_lr_fraction",
+             "deepspeed_config")
 
 
 def why_retrain(old_config: dict, steps_done: int, tcfg, data_hash: str) -> str | None:
@@ -285,7 +286,9 @@ def deepspeed_command(num_gpus: int, tcfg, out: Path) -> list[str]:
            "--max-steps", str(tcfg.max_steps), "--micro-batch", str(tcfg.micro_batch), "--grad-accum", str(tcfg.grad_accum),
            "--final-lr-fraction", str(tcfg.final_lr_fraction), "--precision", tcfg.precision,
            "--eval-every-steps", str(tcfg.eval_every_steps), "--data", str(tcfg.data), "--out", str(out)]
-    return cmd + (["--lr", str(tcfg.lr)] if tcfg.lr is not None else []) + (["--resume"] if (out / "config.json").exists() else [])
+    return (cmd + (["--lr", str(tcfg.lr)] if tcfg.lr is not None else [])
+            + (["--deepspeed-config", tcfg.deepspeed_config] if tcfg.deepspeed_config else [])
+            + (["--resume"] if (out / "config.json").exists() else []))
 
 
 def _deepspeed_train(ctx: SectionContext, tcfg, out: Path) -> None:

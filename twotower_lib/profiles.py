@@ -223,7 +223,7 @@ class Profile:
                            max_steps=steps, micro_batch=self.micro_batch, grad_accum=1, lr=self.lr_for(model),
                            final_lr_fraction=self.final_lr_for(model),
                            eval_every_steps=10 * max(1, steps // 100),  # ~10 points on the loss curve (logged every 10)
-                           precision=self.precision if self.precision in ("fp32", "bf16") else "auto",
+                           precision=self.precision,
                            data=str(data_dir)).validate()
 
     def probe_config(self):

@@ -50,6 +50,7 @@ from twotower_lib.models import (MODEL_TYPES, PRESETS, ModelConfig, TwoTowerLM, 
                                  preset, snapshot_name)
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # fp16: GPUs only (DeepSpeed loss scaling), as in the paper
 FIRST_SNAPSHOT_TOKENS = 1 << 16  # default snapshots double from here: early training is where things change
 KEEP_CHECKPOINTS = 2
 
@@ -71,7 +72,7 @@ class TrainConfig:
     warmup_fraction: float = 0.06       # of the budget (24hBERT's choice)
     lr: float | None = None             # peak learning rate; None: the DeepSpeed config's
     final_lr_fraction: float = 0.0      # the decay ends at this fraction of the peak (1.0: constant after warm-up)
-    precision: str = "auto"             # auto | fp32 | bf16 (CPU autocast); GPUs use the DeepSpeed config
+    precision: str = "auto"             # auto | fp32 | bf16 | fp16: CPU autocast, or which GPU DeepSpeed config
     log_every_steps: int = 10
     eval_every_steps: int = 100
     eval_blocks: int = 64               # validation blocks per evaluation (fixed, with fixed masks)
@@ -92,8 +93,8 @@ class TrainConfig:
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or v < 1):
                 raise UserError(f"`{name}` must be a positive integer, got {v!r}")
-        if self.precision not in ("auto", "fp32", "bf16"):
-            raise UserError(f"--precision must be auto, fp32 or bf16, got {self.precision!r}")
+        if self.precision not in PRECISIONS:
+            raise UserError(f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if not 0.0 <= self.warmup_fraction < 1.0:
             raise UserError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
         if self.lr is not None and not (isinstance(self.lr, (int, float)) and 0 < self.lr < 1):
@@ -160,8 +161,18 @@ def _any_rank(flag: bool) -> bool:
 # ----------------------------------------------------------------------------- configuration
 
 def deepspeed_config(tcfg: TrainConfig) -> dict[str, Any]:
-    """The repository's DeepSpeed JSON (or the user's), with micro-batch/accumulation overrides."""
-    default = "deepspeed_gpu.json" if torch.cuda.is_available() else "deepspeed_cpu.json"
+    """The repository's DeepSpeed JSON (or the user's), with micro-batch/accumulation overrides.
+
+    Without --deepspeed-config the precision picks it: on a GPU deepspeed_gpu.json (bf16) for auto
+    and bf16, deepspeed_gpu_fp16.json (the paper's V100 fp16) for fp16, and the bf16 one with mixed
+    precision switched off for fp32; on a CPU deepspeed_cpu.json (fp32 weights; bf16 comes from autocast).
+    """
+    gpu = torch.cuda.is_available()
+    if tcfg.precision == "fp16" and not gpu:
+        raise UserError("--precision fp16 needs a GPU (DeepSpeed's fp16 with loss scaling); on a CPU use auto, "
+                        "fp32 or bf16")
+    default = ("deepspeed_gpu_fp16.json" if tcfg.precision == "fp16" else "deepspeed_gpu.json") if gpu \
+        else "deepspeed_cpu.json"
     path = Path(tcfg.deepspeed_config) if tcfg.deepspeed_config else CONFIG_DIR / default
     if not path.is_file():
         raise UserError(f"DeepSpeed config {path} does not exist; pass --deepspeed-config FILE.json")
@@ -176,6 +187,8 @@ def deepspeed_config(tcfg: TrainConfig) -> dict[str, Any]:
     if tcfg.lr is not None:
         ds.setdefault("optimizer", {}).setdefault("params", {})["lr"] = tcfg.lr
     ds.pop("train_batch_size", None)  # derived: micro * accumulation * world size
+    if gpu and tcfg.precision == "fp32" and not tcfg.deepspeed_config:
+        ds.pop("bf16", None)
     if ds.get("zero_optimization", {}).get("stage", 0) != 0:
         raise UserError(f"{path}: checkpoints of this trainer hold the optimizer state of ZeRO stage 0 only; "
                         "set zero_optimization.stage to 0")
@@ -559,9 +572,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lr", type=float, default=None, help="peak learning rate (default: the DeepSpeed config's)")
     p.add_argument("--final-lr-fraction", type=float, default=0.0,
                    help="the linear decay ends at this fraction of the peak (default 0; 1 = constant after warm-up)")
-    p.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"),
-                   help="CPU: bf16 autocast where the CPU has native bf16 (auto), or force one")
-    p.add_argument("--deepspeed-config", default=None, help="DeepSpeed JSON (default: configs/deepspeed_cpu.json)")
+    p.add_argument("--precision", default="auto", choices=PRECISIONS,
+                   help="CPU: bf16 autocast where the CPU has native bf16 (auto), or force fp32/bf16. "
+                        "GPU: bf16 (auto), fp16 with loss scaling (the paper's), or fp32")
+    p.add_argument("--deepspeed-config", default=None,
+                   help="DeepSpeed JSON (default: configs/deepspeed_cpu.json; on a GPU the one for --precision)")
     p.add_argument("--eval-every-steps", type=int, default=100)
     p.add_argument("--checkpoint-every", default="10m", help="wall-clock interval between checkpoints")
     p.add_argument("--checkpoint-every-steps", type=int, default=None)
