@@ -187,7 +187,8 @@ emergence.run_ends(curves, bert_schedules).round(3)
 # paper's learning-rate schedule and with the two others tried above, and at 2M it comes close.
 # Beyond the hour, BERT at the Bert-base size trained for 16M tokens is above 0.6 on two seed
 # pairs that share no run (`bert-cpu-small-v8192-16M` and `-s3s4`), which is why the overnight
-# `cpu-long` profile trains a Bert-base pair at that budget. The lines below say what each
+# `cpu-long` profile trains a Bert-base pair at that budget; its run end to end, with the
+# controls, is at the end of this section. The lines below say what each
 # configuration reaches and what its trend predicts.
 
 # %%

@@ -100,7 +100,7 @@ def overview(published: dict[str, dict[str, Any]]) -> pd.DataFrame:
     """One row per published profile: when, from which code, how long its sections ran, its verdicts."""
     return pd.DataFrame([{"profile": name, "published": pub["provenance"]["created"][:10],
                           "code version": str(pub["provenance"]["code_version"])[:12],
-                          "minutes (sections)": round(pub["section_seconds"] / 60, 1),
+                          "minutes (sections, last execution)": round(pub["section_seconds"] / 60, 1),
                           "training runs": len(pub["training"]),
                           "run-minutes of training": round(sum(r["minutes"] for r in pub["training"]), 1),
                           **pub["scorecard"]["counts"]} for name, pub in published.items()])
@@ -115,8 +115,10 @@ def markdown(published: dict[str, dict[str, Any]]) -> str:
         prov = pub["provenance"]
         parts.append(f"### Profile `{name}`\n\n"
                      f"Published {prov['created'][:10]} from code version `{str(prov['code_version'])[:12]}` "
-                     f"({prov['platform']}, Python {prov['python']}); its sections ran for "
-                     f"{pub['section_seconds'] / 60:.0f} min in all"
+                     f"({prov['platform']}, Python {prov['python']}); the last execution of each of its sections "
+                     f"took {pub['section_seconds'] / 60:.0f} min in all (a section that resumed counts only its "
+                     f"last part), its {len(pub['training'])} training runs "
+                     f"{sum(r['minutes'] for r in pub['training']):.0f} run-minutes"
                      + (f", with `-p` {pub['overrides']}" if pub["overrides"] else "")
                      + f". Regenerate: `python -m twotower_lib run --profile {name}` then "
                      f"`python -m twotower_lib publish --profile {name}`.\n\n" + scorecard.to_markdown(pub["scorecard"]))
