@@ -126,6 +126,9 @@ STUDY: dict[str, StudyConfig] = {c.name: c for c in (
     # of the two runs with the widest gaps agrees (0.59). The default keeps the paper's schedule.
     StudyConfig("bert-cpu-v8192-2M-const", "bert", "cpu", train_tokens=2_000_000, seeds=(1, 2, 3, 4),
                 final_lr_fraction=1.0),
+    # ELMo (the BiLSTM towers) at the default size, for 2M tokens: the default trains one ELMo run
+    # (500k tokens) and cpu-long one (4M), so neither says whether ELMo's seeds agree.
+    StudyConfig("elmo-cpu-v8192", "elmo", "cpu", train_tokens=2_000_000),
     StudyConfig("tiny-test", "gpt", "tiny", vocab_size=300, train_tokens=40_000, micro_batch=8, seq_len=32),
 )}
 
