@@ -345,7 +345,8 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
     # at 1M tokens a 3x peak or a constant rate lowered the loss but not the agreement (section 07).
     # Measured end to end on the reference machine
     # (2026-11-23, `make reproduce` from an empty runs directory): 56.4 min (data 0.9, training
-    # 23.5, probing 30.2: twelve probes of 1.5-3.6 min, analyses 1.4, book 0.4).
+    # 23.5, probing 30.2: twelve probes of 1.5-3.6 min, analyses 1.4, book 0.4); again after this
+    # session's changes: 58.5 min (data 0.5, training 25.4, probing 30.9, analyses 1.3, book 0.3).
     Profile("cpu", "the default: the paper's five cases, a second GPT seed and the controls on a 2-core CPU "
                    "in about an hour",
             cases=("elmo:1", "gpt:1", "gpt:2", "bert-base:1", "bert-large:1", "bert-large:2"),
