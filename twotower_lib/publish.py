@@ -96,13 +96,18 @@ def same_config_table(published: dict[str, dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["profile", "pair", "r", "ci_low", "ci_high", "highest control", "verdict"])
 
 
+def training_minutes(pub: dict[str, Any]) -> float:
+    """A published run's training time: each run's own wall minutes, summed (runs side by side overlap)."""
+    return sum(r["minutes"] for r in pub["training"])
+
+
 def overview(published: dict[str, dict[str, Any]]) -> pd.DataFrame:
     """One row per published profile: when, from which code, how long its sections ran, its verdicts."""
     return pd.DataFrame([{"profile": name, "published": pub["provenance"]["created"][:10],
                           "code version": str(pub["provenance"]["code_version"])[:12],
                           "minutes (sections, last execution)": round(pub["section_seconds"] / 60, 1),
                           "training runs": len(pub["training"]),
-                          "run-minutes of training": round(sum(r["minutes"] for r in pub["training"]), 1),
+                          "run-minutes of training": round(training_minutes(pub), 1),
                           **pub["scorecard"]["counts"]} for name, pub in published.items()])
 
 
@@ -117,8 +122,8 @@ def markdown(published: dict[str, dict[str, Any]]) -> str:
                      f"Published {prov['created'][:10]} from code version `{str(prov['code_version'])[:12]}` "
                      f"({prov['platform']}, Python {prov['python']}); the last execution of each of its sections "
                      f"took {pub['section_seconds'] / 60:.0f} min in all (a section that resumed counts only its "
-                     f"last part), its {len(pub['training'])} training runs "
-                     f"{sum(r['minutes'] for r in pub['training']):.0f} run-minutes"
+                     f"last part) and its {len(pub['training'])} training runs "
+                     f"took {training_minutes(pub):.0f} run-minutes"
                      + (f", with `-p` {pub['overrides']}" if pub["overrides"] else "")
                      + f". Regenerate: `python -m twotower_lib run --profile {name}` then "
                      f"`python -m twotower_lib publish --profile {name}`.\n\n" + scorecard.to_markdown(pub["scorecard"]))
