@@ -201,3 +201,23 @@ def test_margin_relation_correlates_abs_r_with_the_smaller_tower_gap():
     assert rel.loc["gpt", "corr(|r|, smaller gap)"] == pytest.approx(1.0)
     assert rel.loc["bert", "corr(|r|, smaller gap)"] == pytest.approx(np.corrcoef([0.5, 0.1, 0.3], [0.05, 0.01, 0.03])[0, 1])
     assert rel.loc["bert", "points"] == 3
+
+
+def test_size_table_compares_configurations_at_about_the_same_tokens_seen():
+    rows = [("deep", "bert", "cpu-deep", 8192, "s1-s2", t, r, rp) for t, r, rp in
+            ((0, 0.0, 0.0), (1_048_576, -0.3, 0.3), (2_097_152, 0.4, 0.4), (4_001_792, 0.5, 0.5))]
+    rows += [("small", "bert", "cpu-small", 8192, pair, t, r, rp) for pair, rs in
+             (("s1-s2", ((0, 0.0, 0.0), (1_048_576, 0.2, -0.2), (2_000_000, 0.3, 0.3))),
+              ("s1-s3", ((0, 0.0, 0.0), (1_048_576, 0.4, 0.4), (2_000_000, 0.1, -0.1)))) for t, r, rp in rs]
+    curves = pd.DataFrame(rows, columns=["config", "model_type", "preset", "vocab_size", "pair", "tokens", "r", "r_physical"])
+    table = emergence.size_table(curves, ["small", "deep"])
+    assert table.index.tolist() == ["small", "deep"]
+    deep, small = table.loc["deep"], table.loc["small"]
+    assert (deep["layers"], deep["width per tower"], small["layers"], small["width per tower"]) == (4, 128, 1, 96)
+    # 1,048,576 and 4,001,792 tokens are "1M" and "4M"; small was trained to 2M only
+    assert (deep["r at 1M"], deep["r at 2M"], deep["r at 4M"]) == (-0.3, 0.4, 0.5)
+    assert small["r at 1M"] == pytest.approx(0.3) and np.isnan(small["r at 4M"])  # the mean over its two pairs
+    assert small["seed pairs"] == 2 and small["tokens trained"] == 2_000_000
+    assert small["|r_physical| at the last of these"] == pytest.approx(0.2)  # mean of |0.3| and |-0.1| at 2M
+    with pytest.raises(UserError, match="no curve of configuration 'wide'"):
+        emergence.size_table(curves, ["wide"])

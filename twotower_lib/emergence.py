@@ -80,8 +80,10 @@ def pair_label(seed_a: int, seed_b: int) -> str:
 # for 4M tokens (past where the default size's agreement peaked), narrower/shallower (the default
 # Bert-base size; four seeds, and a 16M-token pair), wider, deeper, with a smaller vocabulary, and
 # GPT at the default size (4M tokens, and four seeds at the default profile's 1M).
-# Measured so far: all but bert-cpu-deep-v8192 (results/emergence/). bert-cpu-v4096 (one pair) stays
-# near 0 at every snapshot (-0.05 at 1M, +0.03 at 2M, +0.02 at 4M). The Bert-base size at 16M is
+# Every configuration is measured (results/emergence/). bert-cpu-v4096 (one pair) stays near 0 at
+# every snapshot (-0.05 at 1M, +0.03 at 2M, +0.02 at 4M); bert-cpu-deep-v8192 (one pair) agrees with
+# |r| = 0.49, 0.48, 0.51 at 1M, 2M, 4M, its sign flipping at 4M with Eq. 3's choice of primary
+# tower (towers within 0.1-2.7% of each other). The Bert-base size at 16M is
 # the one configuration above 0.6 on more than one seed pair (0.620 and 0.622, disjoint seeds):
 # cpu-long trains that pair; in its end-to-end run the pair reached 0.64 [0.63, 0.67].
 STUDY: dict[str, StudyConfig] = {c.name: c for c in (
@@ -127,7 +129,8 @@ STUDY: dict[str, StudyConfig] = {c.name: c for c in (
     StudyConfig("bert-cpu-v8192-2M-const", "bert", "cpu", train_tokens=2_000_000, seeds=(1, 2, 3, 4),
                 final_lr_fraction=1.0),
     # ELMo (the BiLSTM towers) at the default size, for 2M tokens: the default trains one ELMo run
-    # (500k tokens) and cpu-long one (4M), so neither says whether ELMo's seeds agree.
+    # (500k tokens) and cpu-long one (4M), so neither says whether ELMo's seeds agree. Measured: barely
+    # (r = 0.10 at 1M, 0.09 at 2M; untrained 0.05), with towers 4.0-6.4% apart.
     StudyConfig("elmo-cpu-v8192", "elmo", "cpu", train_tokens=2_000_000),
     StudyConfig("tiny-test", "gpt", "tiny", vocab_size=300, train_tokens=40_000, micro_batch=8, seq_len=32),
 )}
@@ -392,6 +395,44 @@ def study_table(curves: pd.DataFrame) -> pd.DataFrame:
                          "final lr / peak": g["final_lr_fraction"].first(), "top N": g["top_n"].first(),
                          "seed pairs": g["pair"].nunique(), "snapshots": g["tokens"].nunique(),
                          "tokens trained": g["tokens"].max()})
+
+
+def _tokens_label(tokens: int) -> str:
+    return f"{tokens / 1e6:g}M" if tokens >= 1_000_000 else f"{tokens / 1e3:g}k"
+
+
+def size_table(curves: pd.DataFrame, configs: list[str] | None = None,
+               at: tuple[int, ...] = (1_000_000, 2_000_000, 4_000_000), tolerance: float = 0.1) -> pd.DataFrame:
+    """Per configuration (or `configs`, in that order): its size and vocabulary, and the mean r over its seed
+    pairs at the snapshot nearest each budget in `at` (NaN where none lies within `tolerance`, relative).
+
+    Why: the curves' snapshots fall at powers of two and runs end at their budget, so configurations
+    are compared at (about) the same tokens seen. The order-free strength mean |r_physical| at the
+    last budget reached is given too, since Eq. 3 can flip r's sign (see `curve`). A point inside a
+    longer run was taken before its learning rate decayed ("tokens trained" says which)."""
+    from twotower_lib.models.config import preset
+
+    spread = seed_spread(curves)
+    configs = configs or list(dict.fromkeys(curves["config"]))
+    rows = []
+    for config in configs:
+        g = curves[curves["config"] == config]
+        if g.empty:
+            raise UserError(f"no curve of configuration {config!r}; have {sorted(curves['config'].unique())}")
+        size = preset(g["preset"].iloc[0], g["model_type"].iloc[0])
+        s = spread[spread["config"] == config]
+        row = {"config": config, "model type": g["model_type"].iloc[0], "layers": size.n_layer,
+               "width per tower": size.hidden, "vocabulary": int(g["vocab_size"].iloc[0]),
+               "seed pairs": int(g["pair"].nunique()), "tokens trained": int(g["tokens"].max())}
+        last = None
+        for target in at:
+            near = s[(s["tokens"] - target).abs() <= tolerance * target]
+            hit = near.loc[(near["tokens"] - target).abs().idxmin()] if len(near) else None
+            row[f"r at {_tokens_label(target)}"] = hit["r"] if hit is not None else np.nan
+            last = hit if hit is not None else last
+        row["|r_physical| at the last of these"] = last["mean |r_physical|"] if last is not None else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("config")
 
 
 def extrapolate(g: pd.DataFrame, threshold: float, last: int = 3) -> float:
