@@ -330,16 +330,24 @@ def seed_spread(curves: pd.DataFrame) -> pd.DataFrame:
     return curves.groupby(["config", "tokens"], sort=False).agg(**cols).reset_index()
 
 
+def _per_config(curves: pd.DataFrame, configs: list[str] | None) -> list[tuple[str, pd.DataFrame]]:
+    """(name, its rows) for each of `configs` in that order (None: every configuration); a clear error
+    for a name with no curve."""
+    out = []
+    for config in configs or list(dict.fromkeys(curves["config"])):
+        g = curves[curves["config"] == config]
+        if g.empty:
+            raise UserError(f"no curve of configuration {config!r}; have {sorted(curves['config'].unique())}")
+        out.append((config, g))
+    return out
+
+
 def run_ends(curves: pd.DataFrame, configs: list[str] | None = None) -> pd.DataFrame:
     """Per configuration (or `configs`, in that order): its schedule and what its runs reached at their end,
     the mean over seed pairs of r (with SD and range), of the runs' validation loss and of the
     validation-text ceiling (NaN for curves written before it was measured)."""
-    configs = configs or list(dict.fromkeys(curves["config"]))
     rows = []
-    for config in configs:
-        g = curves[curves["config"] == config]
-        if g.empty:
-            raise UserError(f"no curve of configuration {config!r}; have {sorted(curves['config'].unique())}")
+    for config, g in _per_config(curves, configs):
         end = g[g["tokens"] == g["tokens"].max()]
         loss = pd.concat([end["val_loss_a"], end["val_loss_b"]])
         rows.append({"config": config, "peak lr": g["lr"].iloc[0], "final lr / peak": g["final_lr_fraction"].iloc[0],
@@ -413,12 +421,8 @@ def size_table(curves: pd.DataFrame, configs: list[str] | None = None,
     from twotower_lib.models.config import preset
 
     spread = seed_spread(curves)
-    configs = configs or list(dict.fromkeys(curves["config"]))
     rows = []
-    for config in configs:
-        g = curves[curves["config"] == config]
-        if g.empty:
-            raise UserError(f"no curve of configuration {config!r}; have {sorted(curves['config'].unique())}")
+    for config, g in _per_config(curves, configs):
         size = preset(g["preset"].iloc[0], g["model_type"].iloc[0])
         s = spread[spread["config"] == config]
         row = {"config": config, "model type": g["model_type"].iloc[0], "layers": size.n_layer,
