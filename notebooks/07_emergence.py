@@ -137,8 +137,8 @@ spread[spread["pairs"] > 1].round(3)
 # those points.
 
 # %%
-by_size = [c for c in ("bert-cpu-v8192", "bert-cpu-small-v8192", "bert-cpu-wide-v8192", "bert-cpu-deep-v8192",
-                       "bert-cpu-v4096", "gpt-cpu-v8192", "elmo-cpu-v8192") if c in set(curves["config"])]
+by_size = emergence.measured(curves, ["bert-cpu-v8192", "bert-cpu-small-v8192", "bert-cpu-wide-v8192",
+                                       "bert-cpu-deep-v8192", "bert-cpu-v4096", "gpt-cpu-v8192", "elmo-cpu-v8192"])
 emergence.size_table(curves, by_size).round(3)
 
 # %% [markdown]
@@ -177,8 +177,7 @@ emergence.size_table(curves, by_size).round(3)
 # loss, and the validation-text ceiling (section 03) where it was measured.
 
 # %%
-schedules = [c for c in ("gpt-cpu-v8192-1M", "gpt-cpu-v8192-1M-lr3e-3", "gpt-cpu-v8192-1M-const")
-             if c in set(curves["config"])]
+schedules = emergence.measured(curves, ["gpt-cpu-v8192-1M", "gpt-cpu-v8192-1M-lr3e-3", "gpt-cpu-v8192-1M-const"])
 emergence.run_ends(curves, schedules).round(3)
 
 # %% [markdown]
@@ -193,8 +192,8 @@ emergence.run_ends(curves, schedules).round(3)
 # at the same validation loss. Holding the peak rate after warm-up, with four seeds again:
 
 # %%
-bert_schedules = [c for c in ("bert-cpu-small-v8192", "bert-cpu-small-v8192-4M-const", "bert-cpu-v8192-2M-const")
-                  if c in set(curves["config"])]
+bert_schedules = emergence.measured(curves, ["bert-cpu-small-v8192", "bert-cpu-small-v8192-4M-const",
+                                             "bert-cpu-v8192-2M-const"])
 emergence.run_ends(curves, bert_schedules).round(3)
 
 # %% [markdown]

@@ -221,3 +221,4 @@ def test_size_table_compares_configurations_at_about_the_same_tokens_seen():
     assert small["|r_physical| at the last of these"] == pytest.approx(0.2)  # mean of |0.3| and |-0.1| at 2M
     with pytest.raises(UserError, match="no curve of configuration 'wide'"):
         emergence.size_table(curves, ["wide"])
+    assert emergence.measured(curves, ["wide", "deep", "small"]) == ["deep", "small"]

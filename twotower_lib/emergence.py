@@ -330,6 +330,13 @@ def seed_spread(curves: pd.DataFrame) -> pd.DataFrame:
     return curves.groupby(["config", "tokens"], sort=False).agg(**cols).reset_index()
 
 
+def measured(curves: pd.DataFrame, names: list[str]) -> list[str]:
+    """Those of `names` that have a curve, in order: a book table names the configurations it compares,
+    and shows what a results directory holds of them."""
+    have = set(curves["config"])
+    return [n for n in names if n in have]
+
+
 def _per_config(curves: pd.DataFrame, configs: list[str] | None) -> list[tuple[str, pd.DataFrame]]:
     """(name, its rows) for each of `configs` in that order (None: every configuration); a clear error
     for a name with no curve."""
