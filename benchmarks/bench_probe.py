@@ -1,63 +1,59 @@
-"""Probe speed: training the heads from cached tower features vs recomputing the towers every epoch.
+"""Probe quality and speed: the earlier recipe against the current one, measured in the same run.
 
-    python benchmarks/bench_probe.py [--model gpt] [--preset cpu] [--epochs 3] [--train-blocks 512]
+    python benchmarks/bench_probe.py [RUN_DIR ...] [--runs-dir runs/cpu/training] [--threads 2]
 
-Uses a freshly initialised model of the preset (frozen towers cost the same trained or not) on the
-prepared default corpus (`data prepare` first), and prints both times and their ratio.
+For each trained run (default: the `cpu` profile's gpt-k1-s1, gpt-s1 and bert-large-s1) it probes
+with `ProbeConfig.legacy()` (raw features, BERT with the 80/10/10 corruption, 3 epochs on a linear
+schedule) and with the profile's current recipe (joint-LayerNorm features, [MASK] at BERT's probed
+positions, held-out stopping), and prints per recipe: minutes, head epochs, the best head's
+validation loss minus the cooperative model's (the *probe shortfall* for a single-tower run, whose
+tower carries everything its decoder used), and the ratios new / old. Probes go to a scratch folder.
 """
 
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
+from pathlib import Path
 
 import torch
 
 
+def measure(run: Path, cfg, out: Path) -> dict:
+    from twotower_lib.preference import load_artifact
+    from twotower_lib.probe import probe_run
+
+    t0 = time.perf_counter()
+    m = load_artifact(probe_run(run, cfg, out=out, force=True, show=False)).manifest
+    heads = [v for k, v in m["val_loss"].items() if k.endswith("_head")]
+    return {"minutes": (time.perf_counter() - t0) / 60, "epochs": m["heads"]["epochs"],
+            "gap": min(heads) - m["val_loss"]["cooperative"], "towers": m["towers"]}
+
+
 def main() -> None:
-    from twotower_lib.data import DataConfig, load_prepared, prepared_dir
-    from twotower_lib.models import build_model, preset
-    from twotower_lib.probe import ProbeConfig, train_heads
+    from twotower_lib.profiles import get_profile
+    from twotower_lib.probe import ProbeConfig
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="gpt")
-    ap.add_argument("--preset", default="cpu")
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--train-blocks", type=int, default=512)
-    ap.add_argument("--data", default=None)
+    ap.add_argument("runs", nargs="*", type=Path)
+    ap.add_argument("--runs-dir", type=Path, default=Path("runs/cpu/training"))
+    ap.add_argument("--threads", type=int, default=torch.get_num_threads())
     args = ap.parse_args()
-    data = load_prepared(args.data or prepared_dir(DataConfig()))
-    torch.manual_seed(0)
-    model = build_model(preset(args.preset, args.model, vocab_size=data.vocab_size, seq_len=data.seq_len)).eval()
-    for p in model.parameters():
-        p.requires_grad_(False)
-    # The two parts: one pass of the frozen towers, and one epoch of head training from the cache.
-    cfg1 = ProbeConfig(train_blocks=args.train_blocks, epochs=1)
-    t0 = time.perf_counter()
-    train_heads(model, data, cfg1, show=False)
-    one_epoch_cached = time.perf_counter() - t0
-    from twotower_lib.probe import extract_features
-
-    t0 = time.perf_counter()
-    extract_features(model, data.train[: args.train_blocks], data.special_ids, data.vocab_size,
-                     torch.Generator().manual_seed(0), cfg1, show=False)
-    tower_pass = time.perf_counter() - t0
-    head_epoch = max(one_epoch_cached - tower_pass, 1e-9)
-    E = args.epochs
-    times = {}
-    for cache in (True, False):
-        cfg = ProbeConfig(train_blocks=args.train_blocks, epochs=args.epochs, cache_features=cache)
-        t0 = time.perf_counter()
-        train_heads(model, data, cfg, show=False)
-        times[cache] = time.perf_counter() - t0
-    print(f"{args.model}/{args.preset}, {args.train_blocks} blocks x {args.epochs} epochs, vocabulary {data.vocab_size}, "
-          f"threads {torch.get_num_threads()}")
-    print(f"  cached features : {times[True]:8.2f} s")
-    print(f"  recompute towers: {times[False]:8.2f} s")
-    print(f"  speed-up        : {times[False] / times[True]:8.2f} x")
-    print(f"  parts: tower pass {tower_pass:.2f} s, head epoch {head_epoch:.2f} s -> the cache can save at most "
-          f"E(F+H)/(F+EH) = {E * (tower_pass + head_epoch) / (tower_pass + E * head_epoch):.2f} x at {E} epochs "
-          f"({(tower_pass + head_epoch) / head_epoch:.2f} x as epochs grow)")
+    torch.set_num_threads(args.threads)
+    runs = args.runs or [args.runs_dir / n for n in ("gpt-k1-s1", "gpt-s1", "bert-large-s1")]
+    profile = get_profile("cpu")
+    recipes = {"old": ProbeConfig.legacy(train_positions=profile.probe_tokens), "new": profile.probe_config()}
+    print(f"threads {args.threads}; old = {recipes['old']}\nnew = {recipes['new']}")
+    print(f"{'run':16} {'recipe':6} {'minutes':>8} {'epochs':>7} {'head - coop (nats)':>19}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in runs:
+            got = {name: measure(run, cfg, Path(tmp) / f"{run.name}-{name}") for name, cfg in recipes.items()}
+            for name, g in got.items():
+                label = "shortfall" if g["towers"] == 1 else "gap"
+                print(f"{run.name:16} {name:6} {g['minutes']:8.2f} {g['epochs']:7d} {g['gap']:12.3f} ({label})")
+            print(f"{run.name:16} new/old  time {got['new']['minutes'] / got['old']['minutes']:.2f}x, "
+                  f"{got['new']['gap'] - got['old']['gap']:+.3f} nats")
 
 
 if __name__ == "__main__":

@@ -48,16 +48,22 @@ pd.DataFrame({"value": {k: str(v) for k, v in ctx.parameters.items()}}).rename_a
 # %% [markdown]
 # ## Table 2: pair-wise correlation
 #
-# Pearson r between the preference vectors of every pair of cases, with its 95% bootstrap
-# interval and the permutation p-value.
+# Pearson r between the preference vectors of every pair of cases, with its 95% interval (the
+# bootstrap resamples validation *documents*: tokens within a document are not independent) and
+# the permutation p-value, in both score variants side by side: the paper's Eq. 4 (the log of the
+# mean probability) and the authors' public code (the mean of the log-probability). The scorecard
+# judges the paper's. The interval says how much the finite validation text moves r; it says
+# nothing about seeds — the spread over seed pairs (section 07) is the uncertainty that decides
+# whether a result reproduces.
 
 # %%
 scores = pipeline.load_scores(ctx)
-pairs = pipeline.correlations(ctx, scores)
-pairs.round(3)
+pairs_by = {col: pipeline.correlations(ctx, scores, col) for col in pipeline.VARIANTS}
+pairs = pairs_by["score"]
+pipeline.side_by_side(pairs_by).round(3)
 
 # %%
-charts.correlation_heatmap(correlation_matrix(pairs), title=f"Pearson r over the top {ctx.profile.top_n} tokens")
+charts.correlation_heatmap(correlation_matrix(pairs), title=f"Pearson r over the top {ctx.profile.top_n} tokens (Eq. 4)")
 
 # %% [markdown]
 # ## Fig. 3: the scores themselves
@@ -86,29 +92,39 @@ charts.score_lines(fig3.rename(columns={"run": "case"}).assign(frequency=fig3["t
 #   the token labels of one of them (the permutation p-value in Table 2 comes from the same shuffles).
 #
 # The trained same-configuration correlation counts as reproduced only where its 95% interval
-# lies above every control's r (the scorecard applies this rule).
+# lies above every control's r (the scorecard applies this rule, to Eq. 4's score).
 
 # %%
-control = pipeline.control_correlations(ctx, pairs)
-control.round(3)
+control_by = {col: pipeline.control_correlations(ctx, pairs_by[col], col) for col in pipeline.VARIANTS}
+control = control_by["score"]
+pipeline.side_by_side(control_by, ("control", "model", "a", "b")).round(3) if len(control) else control
 
 # %% [markdown]
-# ## Is it the validation text or the seeds?
+# ## Two ceilings: the validation text and the probe
 #
-# Each run's scores are measured on a finite validation text, so even two runs with identical
-# preferences would not correlate perfectly. Splitting the validation documents into random halves,
-# scoring each half and correlating the halves gives each run's reliability (stepped up to the
-# whole text); no pair can correlate above the ceiling √(rel_a · rel_b). Where r lies far below a
-# ceiling near 1, what separates the two runs is their training, not the text they were scored on.
+# No correlation between two runs can exceed what each measurement allows.
+#
+# - **Text ceiling.** Each run's scores are measured on a finite validation text. Splitting the
+#   validation documents into random halves, scoring each half and correlating the halves gives
+#   each run's split-half reliability (stepped up to the whole text); √(rel_a · rel_b) bounds r.
+#   It holds the probing heads fixed, so it says nothing about the heads.
+# - **Probe ceiling.** Each case was also probed with heads that differ only in their seed
+#   (section 02); the correlation of the two score vectors is that run's probe-seed reliability,
+#   and √(rel_a · rel_b) of the two runs is the ceiling the instrument puts on r.
+#
+# Where r lies far below both ceilings, what separates the two runs is their training, not the
+# text or the heads they were measured with.
 
 # %%
-ceiling = pipeline.text_ceilings(ctx, scores)
+ceiling = pd.concat([pipeline.ceilings(ctx, scores, col) for col in pipeline.VARIANTS], ignore_index=True)
 ceiling.round(3)
 
 # %%
-scorecard.record_correlations(ctx, pairs, control, pipeline.same_config_pairs(ctx))
+scorecard.record_correlations(ctx, pairs, control, pipeline.same_config_pairs(ctx), pairs_by["score_logmean"])
 same = pairs[[(a, b) in pipeline.same_config_pairs(ctx) for a, b in zip(pairs["a"], pairs["b"])]]
 ctx.finish(pairs=len(pairs), top_n=ctx.profile.top_n,
            same_config=same[["a", "b", "r", "ci_low", "ci_high"]].to_dict("records"),
+           same_config_logmean=pairs_by["score_logmean"].merge(same[["a", "b"]])[["a", "b", "r", "ci_low", "ci_high"]]
+           .to_dict("records"),
            controls=control[["control", "model", "r"]].to_dict("records") if len(control) else [],
-           text_ceiling=ceiling[["a", "b", "reliability_a", "reliability_b", "ceiling"]].to_dict("records"));
+           ceilings=ceiling.to_dict("records"));

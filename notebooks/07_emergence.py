@@ -33,6 +33,15 @@
 #   text, not the spread between seeds. That spread is measured directly where a configuration
 #   was trained with four seeds (six pairs, below), and it is much larger.
 #
+# - **these curves were measured with the earlier probe**: heads trained for a fixed three epochs
+#   on raw tower states, and BERT scored with the training corruption (80/10/10) instead of [MASK]
+#   at every scored position. Section 02 shows what that probe missed (its heads had not
+#   converged, and two probes of the same run differing only in the head seed agreed far less than
+#   the current probe's). Each curve's manifest records the probe it used (`probe_config`); until
+#   the curves are measured again with the current probe, read their r as a lower bound blurred by
+#   probe noise, and their BERT points as partly "which tower copies its input". Across
+#   checkpoints that share runs, the relations below are associations, not causes.
+#
 # The curves take hours of CPU time, so they are computed once by
 # `python -m twotower_lib emergence --all` and committed (`results/emergence/`, each with a
 # manifest of the configuration, data hash, code version and packages); this notebook reads them.

@@ -24,6 +24,8 @@ from pathlib import Path
 import nbformat
 import pandas as pd
 import pytest
+
+from tests.conftest import skip_or_fail_in_ci
 import yaml
 
 from twotower_lib import book, charts, pipeline
@@ -322,7 +324,7 @@ def _free_port() -> int:
 def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tmp_path):
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
-        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+        skip_or_fail_in_ci("chromium is not installed (apt-get install -y chromium)")
     port = _free_port()
     server = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port),
                                "--directory", str(built_book["html"])],

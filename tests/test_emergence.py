@@ -30,11 +30,18 @@ def test_curve_probes_every_common_snapshot_and_the_final_weights(tiny_pair, tin
     assert [t for t, _ in points] == [0, 4096, 8192, 12288, 16384]
     assert points[-1][1] is None or points[-1][0] == 16384  # the end of the run is the last point
     assert [t for t, _ in emergence.common_snapshots(a, b, min_tokens=10_000)] == [0, 12288, 16384]  # 0 always kept
-    cfg = ProbeConfig(train_blocks=64, epochs=1, eval_blocks=16, precision="fp32")
+    cfg = ProbeConfig(train_blocks=64, max_epochs=2, eval_blocks=16, precision="fp32")
     got = emergence.curve(a, b, top_n=30, n_boot=20, probe_cfg=cfg, min_tokens=10_000, config_name="tiny",
                           pair="s1-s2", show=False)
     assert list(got.columns) == emergence.CURVE_COLUMNS and list(got["tokens"]) == [0, 12288, 16384]
-    assert got["r"].between(-1, 1).all() and (got["ci_low"] <= got["ci_high"]).all()
+    # each point is the correlation of the two runs' probes at that snapshot, recomputed here by hand
+    from twotower_lib.analysis.correlation import correlate, top_tokens
+    from twotower_lib.preference import load_artifact
+
+    tabs = [load_artifact(r / "probes" / "tokens-000000012288").table for r in (a, b)]
+    ids = top_tokens({"a": tabs[0], "b": tabs[1]}, tiny_data.counts, 30)
+    by_hand = correlate(*(t.set_index("token_id")["score"].reindex(ids).to_numpy() for t in tabs))
+    assert got.loc[got["tokens"] == 12288, "r"].item() == pytest.approx(by_hand)
     assert got["ceiling"].isna().all()  # 16 validation blocks hold 2 documents: too few to split in halves
     assert (got["n_tokens"] == 30).all() and got["p_value"].between(0, 1).all()
     # training lowered the cooperative validation loss of both runs
@@ -42,7 +49,17 @@ def test_curve_probes_every_common_snapshot_and_the_final_weights(tiny_pair, tin
     # probes were written per snapshot and are reused: a second call recomputes nothing
     assert (a / "probes" / "tokens-000000012288" / "manifest.json").exists()
     assert emergence.read_json(a / "probes" / "tokens-000000012288" / "manifest.json")["tokens_seen"] == 12288
-    again = emergence.curve(a, b, top_n=30, n_boot=20, probe_cfg=cfg, min_tokens=10_000, show=False)
+    import twotower_lib.probe as probe_module
+
+    def no_probing(*args, **kwargs):
+        raise AssertionError("a probe was recomputed")
+
+    real = probe_module.train_heads
+    probe_module.train_heads = no_probing
+    try:
+        again = emergence.curve(a, b, top_n=30, n_boot=20, probe_cfg=cfg, min_tokens=10_000, show=False)
+    finally:
+        probe_module.train_heads = real
     pd.testing.assert_series_equal(again["r"], got["r"])
 
 
@@ -50,7 +67,7 @@ def test_a_study_with_three_seeds_writes_one_curve_per_pair(tiny_data, tmp_path)
     """Three seeds train side by side (one thread each) with the configuration's learning-rate schedule."""
     study = emergence.StudyConfig("three", "gpt", "tiny", vocab_size=tiny_data.vocab_size, train_tokens=8192,
                                   seeds=(1, 2, 3), micro_batch=8, seq_len=32, lr=2e-3, final_lr_fraction=0.5)
-    cfg = ProbeConfig(train_blocks=32, epochs=1, eval_blocks=8, precision="fp32")
+    cfg = ProbeConfig(train_blocks=32, max_epochs=2, eval_blocks=8, precision="fp32")
     path = emergence.run_study(study, tmp_path / "runs", tmp_path / "results", top_n=30, n_boot=10, probe_cfg=cfg,
                                data_dir=tiny_data.path, show=False)
     curves = emergence.load_curves(tmp_path / "results")

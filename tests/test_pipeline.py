@@ -52,7 +52,10 @@ def test_profiles_map_budgets_to_library_configs():
     from twotower_lib.probe import train_block_count
 
     pcfg = tiny.probe_config()
-    assert pcfg.train_positions == tiny.probe_tokens
+    assert pcfg.train_positions == tiny.probe_tokens and not pcfg.replicate
+    assert (pcfg.features, pcfg.bert_events, pcfg.schedule) == ("joint_ln", "mask", "plateau")
+    assert tiny.with_overrides({"probe_features": "raw"}).probe_config(replicate=True).features == "raw"
+    assert tiny.probe_config(bert_events="corrupt").bert_events == "corrupt"
     # equal predicted positions: BERT, which predicts ~15% of a block, reads ~1/0.15 times the blocks
     gpt_blocks, bert_blocks = (train_block_count(pcfg, m, tiny.seq_len) for m in ("gpt", "bert"))
     assert gpt_blocks * tiny.seq_len >= tiny.probe_tokens and 6 * gpt_blocks <= bert_blocks <= 7 * gpt_blocks
@@ -474,6 +477,13 @@ def test_correlation_items_are_judged_from_measured_pairs(tmp_path):
     scorecard.record_correlations(ctx, pairs, all_three.assign(r=[0.15, 0.65, 0.05]), [("bert-large-s1", "bert-large-s2")])
     got = json.loads((ctx.out / "scorecard.json").read_text())
     assert got["table2.same-config"]["verdict"] == "not" and got["controls"]["verdict"] == "not"
+    # both score variants: the verdict judges Eq. 4 and says so; the authors' mean of log p is shown beside it
+    logmean = pairs.assign(r=[0.55, 0.25, 0.91])
+    scorecard.record_correlations(ctx, pairs, all_three, [("bert-large-s1", "bert-large-s2")], logmean)
+    got = json.loads((ctx.out / "scorecard.json").read_text())
+    assert "r = 0.70 [0.60, 0.80] (mean of log p: 0.91)" in got["table2.same-config"]["ours"]
+    assert "verdict judged on Eq. 4's score (log of mean p)" in got["table2.same-config"]["note"]
+    assert got["table2.same-config"]["verdict"] == "partly"  # 0.91 would be "reproduced": not what is judged
 
 
 def test_each_same_config_pair_is_judged_against_its_own_models_controls(tmp_path):

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from twotower_lib.errors import UserError
 
@@ -81,19 +81,49 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
+def manifest_has(*keys: str):
+    """An `owns` test for `atomic_directory`: the directory's manifest.json holds all of `keys`
+    (each artifact kind writes its own identifying keys: prepared data `tokenizer_sha256`, a
+    preference artifact `artifact_version`, ...)."""
+    def owns(path: Path) -> bool:
+        try:
+            m = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        return isinstance(m, dict) and all(k in m for k in keys)
+    return owns
+
+
+def check_replaceable(final: Path, owns: Callable[[Path], bool], what: str) -> None:
+    """Refuse to replace an existing, non-empty `final` unless `owns(final)` says it holds `what`.
+
+    Why: an output directory given on the command line may be one the user keeps other work in;
+    a command replaces only what the same kind of command wrote there.
+    """
+    if final.exists() and (not final.is_dir() or any(final.iterdir())) and not owns(final):
+        raise UserError(f"{final} already exists and does not hold {what}; nothing was written and nothing "
+                        f"was deleted. Give an output path that is new, empty, or holds {what} from an earlier run.")
+
+
 @contextlib.contextmanager
-def atomic_directory(final: str | os.PathLike) -> Iterator[Path]:
+def atomic_directory(final: str | os.PathLike, owns: Callable[[Path], bool] | None = None,
+                     what: str = "an artifact of this kind") -> Iterator[Path]:
     """Build a directory under a temporary name and rename it into place only on success.
 
     If the body raises (or the process dies), `final` is untouched and the temporary directory
     is removed (or, after a hard kill, left with a `.tmp-` prefix that no reader looks at).
-    An existing `final` is replaced only once the new one is complete.
+    An existing `final` is replaced only once the new one is complete, and only if it is empty or
+    `owns(final)` says it holds an earlier artifact of the same kind (checked before any work, and
+    again before the swap): a directory holding anything else is never deleted.
     """
     final = Path(final)
+    owns = owns or (lambda _: False)
+    check_replaceable(final, owns, what)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".tmp-{final.name}-"))
     try:
         yield tmp
+        check_replaceable(final, owns, what)
         if final.exists():
             old = final.with_name(f".old-{final.name}-{os.getpid()}")
             os.replace(final, old)

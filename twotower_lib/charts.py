@@ -210,6 +210,18 @@ def training_curves(log: pd.DataFrame, title: str = "Loss during cooperative tra
     return (train + valid).interactive()
 
 
+def probe_curves(curves: pd.DataFrame, title: str = "Probing heads: loss per epoch") -> alt.Chart:
+    """Each probing head's mean training loss (dashed) and held-out loss (solid) per epoch, one panel
+    per probe; `curves`: columns probe, epoch, head, split (train | heldout), loss (`pipeline.probe_curves`)."""
+    return alt.Chart(curves, width=240, height=160).mark_line(point=True).encode(
+        x=alt.X("epoch:Q", title="epoch"),
+        y=alt.Y("loss:Q", title="cross-entropy (nats)", scale=alt.Scale(zero=False)),
+        color=alt.Color("head:N", legend=LEGEND_BELOW),
+        strokeDash=alt.StrokeDash("split:N", title="split"),
+        tooltip=["probe:N", "head:N", "split:N", "epoch:Q", alt.Tooltip("loss:Q", format=".4f")],
+    ).facet(facet=alt.Facet("probe:N", title=None), columns=2, title=title).resolve_scale(y="independent")
+
+
 def tower_scatter(table: pd.DataFrame, title: str = "Each token's mean probability under each tower") -> alt.Chart:
     """Eq. 4 as a picture: log p̄ of the primary against the secondary tower, one point per token.
 

@@ -169,7 +169,7 @@ def reuse_untrained_probe(run: Path, runs_dir: Path) -> bool:
     recomputes it if anything differs."""
     import shutil
 
-    from twotower_lib.artifacts import sha256_file
+    from twotower_lib.artifacts import atomic_directory, manifest_has, sha256_file
     from twotower_lib.models import snapshot_name, weights_path
     from twotower_lib.probe import probe_dir
 
@@ -180,7 +180,9 @@ def reuse_untrained_probe(run: Path, runs_dir: Path) -> bool:
     want = sha256_file(weights)
     for found in sorted(Path(runs_dir).glob(f"*/{run.name}/probes/{snapshot_name(0)}/manifest.json")):
         if found.parent != target and read_json(found).get("identity", {}).get("weights_sha256") == want:
-            shutil.copytree(found.parent, target, dirs_exist_ok=True)
+            # copied whole under a temporary name, then renamed: a kill never leaves half a probe
+            with atomic_directory(target, manifest_has("artifact_version"), "a probe") as tmp:
+                shutil.copytree(found.parent, tmp, dirs_exist_ok=True)
             return True
     return False
 

@@ -56,8 +56,9 @@ SECTIONS: tuple[Section, ...] = (
             ("cases", "train_tokens", "model_tokens", "model_lr", "model_final_lr", "precision", "micro_batch", "launcher", "num_gpus",
              "controls", "control_models", "threads_per_run"),
             ("00_data",)),
-    Section("02_probing", "Probing and preference scores", "probing", ("cases", "probe_tokens", "controls", "control_models"),
-            ("00_data", "01_training")),
+    Section("02_probing", "Probing and preference scores", "probing",
+            ("cases", "probe_tokens", "probe_features", "bert_events", "controls", "control_models", "top_n"),
+            ("00_data", "01_training"), committed=("results/probe",)),
     Section("03_correlations", "Correlation of preference scores", "correlations",
             ("cases", "top_n", "bootstrap", "controls", "control_models"), ("00_data", "01_training", "02_probing")),
     Section("04_pos", "Part-of-speech preference", "pos", ("cases", "top_n", "pos_docs", "pos_backend"),
@@ -318,9 +319,10 @@ def training_log(ctx: SectionContext, runs: list[str] | None = None) -> pd.DataF
 def probe_cases(ctx: SectionContext) -> pd.DataFrame:
     """Probe every trained case into 02_probing's output; return one summary row per case.
 
-    Probes run one at a time on every core, unlike training runs (`threads_per_run`): two probes
-    side by side on one thread each took 1.05x longer than one after the other on the reference
-    machine (their (N, V) logits compete for memory bandwidth)."""
+    Every case's probe also trains heads with a second seed (`ProbeConfig.replicate`), for the
+    probe-seed reliability. Probes run one at a time on every core, unlike training runs
+    (`threads_per_run`): two probes side by side on one thread each took 1.05x longer than one after
+    the other on the reference machine (their (N, V) logits compete for memory bandwidth)."""
     import pandas as pd
 
     from twotower_lib.preference import load_artifact
@@ -332,39 +334,188 @@ def probe_cases(ctx: SectionContext) -> pd.DataFrame:
         if not (training / name / "model.safetensors").exists():
             raise UserError(f"case {name} has no trained model in {training}; train it with:  "
                             f"{run_command('01_training', ctx.profile.name)}")
-    paths = [probe_run(**_probe_args(ctx, name, ctx.out / name)) for name in names]
+    paths = [probe_run(**_probe_args(ctx, name, ctx.out / name, replicate=True)) for name in names]
     rows = []
     for name, path in zip(names, paths):
         m = load_artifact(path).manifest
         rows.append({"case": name, "primary tower": m["ordering"]["primary_tower"],
                      "mean p (primary)": max(m["ordering"]["mean_p"]), "mean p (secondary)": min(m["ordering"]["mean_p"]),
                      **{f"val loss, {k}": v for k, v in m["val_loss"].items()},
-                     "tokens scored": m["scored_tokens"]})
+                     "tokens scored": m["scored_tokens"], "head epochs": m["heads"]["epochs"],
+                     "minutes": round(m["seconds"]["total"] / 60, 2)})
     return pd.DataFrame(rows).set_index("case")
 
 
-def _probe_args(ctx: SectionContext, run: str, out: Path, snapshot: int | None = None) -> dict[str, Any]:
-    return {"run_dir": str(ctx.input_dir("01_training") / run), "cfg": ctx.profile.probe_config(),
+def _probe_args(ctx: SectionContext, run: str, out: Path, snapshot: int | None = None,
+                replicate: bool = False) -> dict[str, Any]:
+    return {"run_dir": str(ctx.input_dir("01_training") / run), "cfg": ctx.profile.probe_config(replicate),
             "snapshot": snapshot, "data_dir": str(ctx.input_dir("00_data") / "prepared"), "out": str(out)}
 
 
-def correlations(ctx: SectionContext, scores: dict) -> pd.DataFrame:
+def probe_quality(ctx: SectionContext) -> pd.DataFrame:
+    """How well every probe of 02_probing did its job, one row per probe (cases and controls).
+
+    - *head − cooperative*: the better head's validation loss minus the cooperative model's. For a
+      single-tower run (the independent control's k = 1 models) the tower carries everything its
+      decoder used, so this gap is the **probe shortfall**: what the head fails to read (goal <= 0.05 nats).
+    - epochs and why head training stopped; the tower order by both rules (mean p, Eq. 3; mean log p).
+    """
+    import pandas as pd
+
+    from twotower_lib.preference import load_artifact
+
+    probing = ctx.out if ctx.section.name == "02_probing" else ctx.input_dir("02_probing")
+    found = [(case_name(m, s), "case", probing / case_name(m, s)) for m, s in ctx.profile.case_list()]
+    found += [(f"{case_name(m, s)} (untrained)", "untrained", probing / "untrained" / case_name(m, s))
+              for m, s in ctx.profile.untrained_runs()]
+    found += [(control_name(m, s), "independent (k = 1)", probing / "independent" / control_name(m, s))
+              for m, s in ctx.profile.independent_runs()]
+    rows = []
+    for name, role, path in found:
+        m = load_artifact(path).manifest
+        loss = m["val_loss"]
+        heads = [v for k, v in loss.items() if k.endswith("_head")]
+        o = m["ordering"]
+        rows.append({"probe": name, "role": role, "towers": m["towers"], "cooperative loss": loss["cooperative"],
+                     "best head loss": min(heads), "head − cooperative": min(heads) - loss["cooperative"],
+                     "shortfall": min(heads) - loss["cooperative"] if m["towers"] == 1 else float("nan"),
+                     "epochs": m["heads"]["epochs"], "stopped": m["heads"]["stopped"],
+                     "order margin (mean p)": o["margin"] if m["towers"] == 2 else float("nan"),
+                     "order rules agree": o.get("rules_agree", True),
+                     "minutes": round(m["seconds"]["total"] / 60, 2)})
+    return pd.DataFrame(rows).set_index("probe")
+
+
+def probe_curves(ctx: SectionContext) -> pd.DataFrame:
+    """Every case's head-training curve (long form: probe, epoch, head, split, loss) from the probe manifests."""
+    import pandas as pd
+
+    from twotower_lib.preference import load_artifact
+
+    probing = ctx.out if ctx.section.name == "02_probing" else ctx.input_dir("02_probing")
+    rows = []
+    for m_, s_ in ctx.profile.case_list():
+        name = case_name(m_, s_)
+        m = load_artifact(probing / name).manifest
+        k = m["towers"]
+        for point in m["heads"]["curve"]:
+            for split in ("train", "heldout"):
+                for i, loss in enumerate(point[f"{split}_loss"]):
+                    rows.append({"probe": name, "epoch": point["epoch"], "head": f"tower {i % k}" + (" (seed 2)" if i >= k else ""),
+                                 "split": split, "loss": loss})
+    return pd.DataFrame(rows)
+
+
+def probe_reliability(ctx: SectionContext, scores: dict) -> pd.DataFrame:
+    """Per case: the probe-seed reliability over the profile's top_n tokens in both score variants
+    (`correlation.probe_seed_reliability`), and whether the replicate heads named the same primary tower."""
+    import pandas as pd
+
+    from twotower_lib.analysis.correlation import SCORE_COLUMNS, same_run_agreement
+    from twotower_lib.probe import replicate_table
+
+    data = load_data(ctx)
+    rows = []
+    for name, art in scores.items():
+        rep = replicate_table(art.path, data)
+        rows.append({"case": name, **{f"reliability ({VARIANTS[c]})": same_run_agreement(
+            art.table, rep, data.counts, ctx.profile.top_n, c) for c in SCORE_COLUMNS},
+            "replicate names the same primary": art.manifest["replicate"]["ordering"][0] == art.manifest["ordering"]["primary_tower"]})
+    return pd.DataFrame(rows).set_index("case")
+
+
+def feature_comparison(path: Path | None = None) -> pd.DataFrame:
+    """The committed comparison of what the heads read (raw tower states or each tower's slice of the
+    joint LayerNorm) on one ELMo, GPT and BERT run (`benchmarks/compare_probe_features.py`)."""
+    import pandas as pd
+
+    path = path or PROJECT_ROOT / "results" / "probe" / "features.json"
+    if not path.exists():
+        return pd.DataFrame()
+    found = read_json(path)
+    return pd.DataFrame(found["rows"]).assign(profile=found["profile"]).set_index(["run", "features"])
+
+
+# The two score variants by their column in the preference table.
+VARIANTS = {"score": "log of mean p, Eq. 4", "score_logmean": "mean of log p, authors' code"}
+
+
+def compare_bert_events(ctx: SectionContext, case: str) -> pd.DataFrame:
+    """Probe `case` (a BERT run) a second time with the training corruption (80/10/10) at the probed
+    positions, and compare with its [MASK]-only probe: validation losses and the correlation of the
+    two score vectors over top_n tokens, in both variants."""
+    import pandas as pd
+
+    from twotower_lib.analysis.correlation import SCORE_COLUMNS, same_run_agreement
+    from twotower_lib.preference import load_artifact
+    from twotower_lib.probe import probe_run
+
+    args = _probe_args(ctx, case, ctx.out / "comparisons" / f"{case}-corrupt")
+    args["cfg"] = ctx.profile.probe_config(bert_events="corrupt")
+    other = load_artifact(probe_run(**args, show=False))
+    main = load_artifact(ctx.out / case)
+    counts = load_data(ctx).counts
+    rows = []
+    for label, art in (("[MASK] at every probed position (Eq. 1)", main), ("80/10/10 as in training", other)):
+        rows.append({"events": label, **{f"val loss, {k}": v for k, v in art.manifest["val_loss"].items()},
+                     "primary tower": art.manifest["ordering"]["primary_tower"]})
+    out = pd.DataFrame(rows).set_index("events")
+    for c in SCORE_COLUMNS:
+        out[f"r between the two ({VARIANTS[c]})"] = same_run_agreement(main.table, other.table, counts,
+                                                                         ctx.profile.top_n, c)
+    return out
+
+
+def correlations(ctx: SectionContext, scores: dict, score_col: str = "score") -> pd.DataFrame:
     """Table 2 as a long table: every pair of `scores` over the profile's top_n most frequent tokens,
-    with a bootstrap 95% CI over validation documents and a permutation p-value."""
+    with a bootstrap 95% CI that resamples validation documents and a permutation p-value, for one
+    score variant (`score`: Eq. 4, log of mean p; `score_logmean`: the authors' mean of log p)."""
     from twotower_lib.analysis.correlation import CorrelationConfig, pairwise_correlations
 
-    cfg = CorrelationConfig(n=ctx.profile.top_n, n_boot=ctx.profile.bootstrap, n_permutations=1000, progress=False)
+    cfg = CorrelationConfig(n=ctx.profile.top_n, n_boot=ctx.profile.bootstrap, n_permutations=1000, progress=False,
+                            score_col=score_col)
     return pairwise_correlations({k: r.table for k, r in scores.items()}, load_data(ctx).counts, cfg,
-                                 doc_stats={k: r.doc_stats for k, r in scores.items()})
+                                 doc_stats={k: r.doc_stats for k, r in scores.items()}).assign(variant=score_col)
 
 
-def text_ceilings(ctx: SectionContext, scores: dict) -> pd.DataFrame:
+def side_by_side(by_variant: dict[str, pd.DataFrame], keys: tuple[str, ...] = ("a", "b")) -> pd.DataFrame:
+    """Rows of the same pairs in both score variants, r and CI of each next to each other."""
+    import pandas as pd
+
+    parts = []
+    for col, frame in by_variant.items():
+        keep = [c for c in ("r", "ci_low", "ci_high") if c in frame.columns]
+        parts.append(frame.set_index(list(keys))[keep].rename(columns=lambda c: f"{c} ({VARIANTS[col]})"))
+    return pd.concat(parts, axis=1)
+
+
+def text_ceilings(ctx: SectionContext, scores: dict, score_col: str = "score") -> pd.DataFrame:
     """Per same-configuration pair: each run's split-half reliability over the profile's top_n tokens and the
     ceiling sqrt(rel_a * rel_b) that finite validation text puts on their r (`correlation.text_ceiling`)."""
     from twotower_lib.analysis.correlation import text_ceiling
 
     return text_ceiling({k: r.table for k, r in scores.items()}, {k: r.doc_stats for k, r in scores.items()},
-                        load_data(ctx).counts, same_config_pairs(ctx), ctx.profile.top_n)
+                        load_data(ctx).counts, same_config_pairs(ctx), ctx.profile.top_n,
+                        score_col=score_col).assign(variant=score_col)
+
+
+def ceilings(ctx: SectionContext, scores: dict, score_col: str = "score") -> pd.DataFrame:
+    """Per same-configuration pair, in one score variant: r, the validation-text ceiling
+    (`text_ceilings`) and the probe ceiling sqrt(rel_a * rel_b) from each run's probe-seed
+    reliability (`probe_reliability`)."""
+    import numpy as np
+
+    text = text_ceilings(ctx, scores, score_col).rename(columns={"ceiling": "text ceiling"})
+    pairs = same_config_pairs(ctx)
+    if not pairs:
+        return text
+    rel = probe_reliability(ctx, {n: scores[n] for n in dict.fromkeys(x for p in pairs for x in p)})
+    col = f"reliability ({VARIANTS[score_col]})"
+    text["probe reliability a"] = text["a"].map(rel[col])
+    text["probe reliability b"] = text["b"].map(rel[col])
+    text["probe ceiling"] = np.sqrt(text["probe reliability a"].clip(lower=0) * text["probe reliability b"].clip(lower=0))
+    return text[["variant", "a", "b", "n_tokens", "r", "text ceiling", "probe ceiling", "reliability_a", "reliability_b",
+                 "probe reliability a", "probe reliability b"]]
 
 
 def same_config_pairs(ctx: SectionContext) -> list[tuple[str, str]]:
@@ -435,7 +586,7 @@ def load_controls(ctx: SectionContext) -> list[tuple[str, str, dict]]:
     return out
 
 
-def control_correlations(ctx: SectionContext, pairs: pd.DataFrame) -> pd.DataFrame:
+def control_correlations(ctx: SectionContext, pairs: pd.DataFrame, score_col: str = "score") -> pd.DataFrame:
     """Each control's correlation, computed like the trained same-configuration pair's, one row per control.
 
     `pairs` are the trained cases' correlations: the label-permutation control is the 97.5%
@@ -445,7 +596,7 @@ def control_correlations(ctx: SectionContext, pairs: pd.DataFrame) -> pd.DataFra
 
     rows = []
     for control, model, arts in load_controls(ctx):
-        r = correlations(ctx, arts).iloc[0]
+        r = correlations(ctx, arts, score_col).iloc[0]
         rows.append({"control": control, "model": model, **r.to_dict()})
     if "permutation" in ctx.profile.controls:
         same = same_config_pairs(ctx)
@@ -453,7 +604,7 @@ def control_correlations(ctx: SectionContext, pairs: pd.DataFrame) -> pd.DataFra
             if (row.a, row.b) in same and hasattr(row, "perm_q975"):
                 rows.append({"control": "permutation", "model": model_of(row.a), "a": row.a,
                              "b": f"{row.b} (labels shuffled)",
-                             "n_tokens": row.n_tokens, "r": row.perm_q975,
+                             "n_tokens": row.n_tokens, "r": row.perm_q975, "variant": score_col,
                              "note": "97.5% quantile of r over 1000 shuffles of the token labels"})
     return pd.DataFrame(rows)
 

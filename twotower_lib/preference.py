@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from twotower_lib.artifacts import atomic_directory, atomic_write_json, read_json, sha256_file
+from twotower_lib.artifacts import atomic_directory, atomic_write_json, manifest_has, read_json, sha256_file
 from twotower_lib.errors import UserError
 
 ARTIFACT_VERSION = 1
@@ -113,7 +113,7 @@ def save_artifact(out_dir: str | os.PathLike, table: pd.DataFrame, doc_stats: pd
                   manifest: dict, extra_files: dict[str, bytes] | None = None) -> Path:
     """Write the artifact directory atomically; the manifest records each file's sha256."""
     out_dir = Path(out_dir)
-    with atomic_directory(out_dir) as tmp:
+    with atomic_directory(out_dir, manifest_has("artifact_version"), "a preference artifact (a probe's output)") as tmp:
         table[TABLE_COLUMNS].to_parquet(tmp / "preference.parquet", index=False)
         doc_stats[DOC_COLUMNS].to_parquet(tmp / "doc_stats.parquet", index=False)
         for name, data in (extra_files or {}).items():

@@ -1,11 +1,27 @@
-"""Probing (Section 3.2, Fig. 2): freeze the trained model, train one fresh head per tower,
-score every validation token with each head, and write the preference artifact.
+"""Probing (Section 3.2, Fig. 2): freeze the trained model, train one fresh head per tower to
+convergence, score every validation token with each head, and write the preference artifact.
 
-Why a cache: the embedding and towers are frozen, so their features never change while the heads
-train. We run the towers once over the probe's training blocks, keep the features of the predicted
-positions (in bf16), and train the heads from that cache for as many epochs as asked; the towers
-never run again. `cache_features=False` recomputes them every epoch (the naive way; the benchmark
-in `benchmarks/bench_probe.py` compares the two).
+A number is only as good as what measured it, so the probe is built to be checked:
+
+- **Features, once.** The embedding and towers are frozen, so their features never change while
+  the heads train: the towers run once over the probe's training blocks and the features of the
+  predicted positions are cached (bf16). `features` picks what the heads read: `joint_ln` (each
+  tower's slice of the frozen joint LayerNorm over the concatenation: what the cooperative decoder
+  read, and what the authors' heads read) or `raw` (the tower's output as it is).
+- **Trained to convergence, and shown to be.** A held-out share of the training blocks decides
+  when to stop: after every epoch each head's held-out loss is measured; when no head improved by
+  more than `tol` nats, the learning rate drops (`lr_drops` times), and then training stops (or at
+  `max_epochs`). Each head keeps its best held-out state. The curve goes into the probe manifest.
+- **BERT at [MASK].** Eq. 1 defines BERT's state at a predicted position with [MASK] there, so by
+  default (`bert_events="mask"`) every position the heads train on or are scored at has [MASK] at
+  the input. `"corrupt"` keeps the training corruption (80% [MASK], 10% random, 10% unchanged),
+  the earlier scoring, in which the unchanged 10% show the answer.
+- **A second head seed** (`replicate=True`): a second set of heads, differing only in the seed,
+  trains in the same loop on the same features; its scores give the probe-seed reliability, the
+  ceiling the instrument itself puts on any correlation.
+
+`ProbeConfig.legacy()` is the earlier recipe (raw features, 80/10/10 events, three epochs on a
+linear schedule, no held-out stop), kept for comparison (`benchmarks/bench_probe.py`, section 02).
 
 Objective per model type is the model's own (`make_batch`): next token for GPT, cloze for ELMo,
 masked tokens for BERT. Special tokens ([SEP] between documents, ...) are never scored.
@@ -14,17 +30,21 @@ masked tokens for BERT. Special tokens ([SEP] between documents, ...) are never 
 from __future__ import annotations
 
 import argparse
+import copy
 import math
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from twotower_lib.artifacts import provenance, read_json, sha256_file
 from twotower_lib.errors import UserError
@@ -35,44 +55,70 @@ from twotower_lib.preference import (TowerSums, document_stats, load_artifact, o
 
 IGNORE = -100
 # Part of every probe's identity: a probe written by an older version is recomputed, not reused.
-# 2: per-model head seeds (see probe_run).
-PROBE_VERSION = 2
+# 2: per-model head seeds (see probe_run). 3: held-out stopping, feature and event options, replicate.
+PROBE_VERSION = 3
+FEATURES = ("joint_ln", "raw")
+BERT_EVENTS = ("mask", "corrupt")
+SCHEDULES = ("plateau", "linear")
+REPLICATE_SEED = 7_919  # offset of the replicate heads' seed from the main heads'
+COOP_EVERY = 4          # the cooperative model's validation loss is measured on every 4th batch of blocks
 
 
 @dataclass(frozen=True)
 class ProbeConfig:
     head: str = "mlp"               # "mlp" (the authors' head) or "tied" (decoder = frozen input embedding)
+    features: str = "joint_ln"      # what the heads read: "joint_ln" (the authors') or "raw" tower states
+    bert_events: str = "mask"       # BERT: "mask" ([MASK] at every probed position, Eq. 1) or "corrupt" (80/10/10)
     train_blocks: int = 1024        # training blocks whose features train the heads
-    train_positions: int | None = None  # or: predicted positions per epoch (BERT predicts ~15% of a block)
-    epochs: int = 3
+    train_positions: int | None = None  # or: predicted positions to train on (BERT predicts ~15% of a block)
+    holdout_fraction: float = 0.1   # extra share of blocks held out to decide when the heads have converged
+    schedule: str = "plateau"       # "plateau": held-out stopping; "linear": warm-up + linear decay over max_epochs
+    max_epochs: int = 30            # cap (plateau) or exact number of epochs (linear)
+    tol: float = 0.005              # nats: an epoch that improves no head's held-out loss by more is a plateau
+    lr_drops: int = 1               # plateaus answered by lowering the rate (x lr_drop) before stopping
+    lr_drop: float = 0.2
     batch_size: int = 1024          # positions per head-training step
     lr: float = 1e-3
-    warmup_fraction: float = 0.1    # the authors warmed up probing for 1k steps
+    warmup_fraction: float = 0.1    # of the first epoch (plateau) or of all steps (linear)
     weight_decay: float = 0.01
     eval_blocks: int | None = None  # validation blocks scored (None = all)
     bert_eval_passes: int = 7       # BERT: disjoint masking passes, so every validation token is scored once
-    cache_features: bool = True
+    replicate: bool = False         # also train heads with a second seed (probe-seed reliability)
     forward_batch: int = 32         # blocks per tower forward pass
-    precision: str = "auto"         # "auto" = bf16 autocast on GPUs and AMX CPUs (faster there), else fp32
+    precision: str = "auto"         # "auto": bf16 where it is faster (GPUs; CPUs: head-training matmuls, measured), "fp32", "bf16"
     seed: int = 0
+
+    @classmethod
+    def legacy(cls, **changes) -> "ProbeConfig":
+        """The earlier probe: raw features, BERT scored with the 80/10/10 corruption, 3 epochs, no held-out stop."""
+        return replace(cls(features="raw", bert_events="corrupt", schedule="linear", max_epochs=3,
+                           holdout_fraction=0.0), **changes)
 
     def validate(self) -> "ProbeConfig":
         def bad(field: str, why: str) -> UserError:
             return UserError(f"invalid probe config: `{field}` = {getattr(self, field)!r} {why}")
 
-        if self.head not in HEAD_KINDS:
-            raise bad("head", f"is not one of {HEAD_KINDS}")
-        for name in ("train_blocks", "epochs", "batch_size", "bert_eval_passes", "forward_batch"):
+        for name, allowed in (("head", HEAD_KINDS), ("features", FEATURES), ("bert_events", BERT_EVENTS),
+                              ("schedule", SCHEDULES)):
+            if getattr(self, name) not in allowed:
+                raise bad(name, f"is not one of {allowed}")
+        for name in ("train_blocks", "max_epochs", "batch_size", "bert_eval_passes", "forward_batch"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise bad(name, "must be a positive integer")
         if self.train_positions is not None and (not isinstance(self.train_positions, int) or self.train_positions < 1):
             raise bad("train_positions", "must be a positive integer or None (use train_blocks)")
         if self.eval_blocks is not None and self.eval_blocks < 1:
             raise bad("eval_blocks", "must be a positive integer or None (all)")
+        if not 0 <= self.holdout_fraction < 1:
+            raise bad("holdout_fraction", "must be in [0, 1)")
+        if self.schedule == "plateau" and self.holdout_fraction == 0:
+            raise bad("holdout_fraction", "must be positive with schedule 'plateau' (the held-out loss decides when to stop)")
+        if not (self.tol >= 0 and self.lr_drops >= 0 and 0 < self.lr_drop < 1):
+            raise bad("tol", "(with lr_drops >= 0 and lr_drop in (0, 1)) must be non-negative")
         if not (self.lr > 0 and 0 <= self.warmup_fraction < 1 and self.weight_decay >= 0):
             raise bad("lr", "(with warmup_fraction in [0, 1) and weight_decay >= 0) must be positive")
-        if self.precision not in ("auto", "fp32"):
-            raise bad("precision", "must be 'auto' or 'fp32'")
+        if self.precision not in ("auto", "fp32", "bf16"):
+            raise bad("precision", "must be 'auto', 'fp32' or 'bf16'")
         return self
 
 
@@ -81,13 +127,46 @@ def _device(model) -> torch.device:
 
 
 def _autocast(cfg: ProbeConfig, device: torch.device):
-    """bf16 autocast on GPUs (fp16 where bf16 is missing) and on CPUs where it is faster (AMX); fp32 otherwise."""
+    """The towers' forward pass: bf16 autocast on GPUs (fp16 where bf16 is missing) and on CPUs where it
+    is faster (AMX); fp32 otherwise."""
     if device.type == "cuda":
         dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        return torch.autocast("cuda", dtype=dtype, enabled=cfg.precision == "auto")
+        return torch.autocast("cuda", dtype=dtype, enabled=cfg.precision != "fp32")
     from twotower_lib.train import cpu_bf16_pays_off
 
     return torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.precision == "auto" and cpu_bf16_pays_off())
+
+
+_BF16_PAYS_OFF: bool | None = None
+
+
+def bf16_matmul_pays_off() -> bool:
+    """Whether a head-sized bf16 matmul (fp32 accumulation) beats fp32 on this CPU, measured once.
+
+    Why measured: on CPUs with native bf16 (AVX-512 BF16, AMX) it ran about 2x faster than fp32 on the
+    reference machine; on others bf16 is emulated and runs at half the fp32 rate.
+    """
+    global _BF16_PAYS_OFF
+    if _BF16_PAYS_OFF is None:
+        x, w = torch.randn(1024, 128), torch.randn(4096, 128)
+        timing = {}
+        for dtype in (torch.float32, torch.bfloat16):
+            a, b = x.to(dtype), w.to(dtype)
+            a @ b.t()
+            t0 = time.perf_counter()
+            for _ in range(5):
+                a @ b.t()
+            timing[dtype] = time.perf_counter() - t0
+        _BF16_PAYS_OFF = timing[torch.bfloat16] < 0.8 * timing[torch.float32]
+    return _BF16_PAYS_OFF
+
+
+def _head_dtype(cfg: ProbeConfig, device: torch.device) -> torch.dtype:
+    """The dtype of the head-training matmuls: bf16 where asked or (auto) where it is faster on this CPU.
+    Scoring always computes the heads' logits in fp32 (CPU) or under the GPU's autocast."""
+    if cfg.precision == "bf16" or (cfg.precision == "auto" and device.type == "cpu" and bf16_matmul_pays_off()):
+        return torch.bfloat16
+    return torch.float32
 
 
 def _labels_without_specials(labels: torch.Tensor, special_ids: dict[str, int]) -> torch.Tensor:
@@ -104,6 +183,23 @@ def _target_docs(model_type: str, docs: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def probe_batch(model_type: str, ids: torch.Tensor, generator: torch.Generator, special_ids: dict[str, int],
+                vocab_size: int, cfg: ProbeConfig, chosen: torch.Tensor | None = None):
+    """(inputs, labels) of the events the probe trains on and scores: the model's objective, with
+    BERT's chosen positions all [MASK] unless `bert_events="corrupt"`; special tokens never labels."""
+    inputs, y = make_batch(model_type, ids, generator, special_ids, vocab_size, chosen=chosen,
+                           mask_only=cfg.bert_events == "mask")
+    return inputs, _labels_without_specials(y, special_ids)
+
+
+def head_features(model, states: torch.Tensor, kind: str) -> torch.Tensor:
+    """What the heads read from the tower states (..., k, H): the states themselves (`raw`), or each
+    tower's slice of the frozen joint LayerNorm over their concatenation (`joint_ln`)."""
+    if kind == "raw":
+        return states
+    return model.head_ln1(states.flatten(-2)).view_as(states)
+
+
 @torch.no_grad()
 def extract_features(model, blocks: np.ndarray, special_ids: dict[str, int], vocab_size: int,
                      generator: torch.Generator, cfg: ProbeConfig, desc: str = "tower features",
@@ -114,10 +210,9 @@ def extract_features(model, blocks: np.ndarray, special_ids: dict[str, int], voc
     for start in tqdm(range(0, len(blocks), cfg.forward_batch), desc=desc, unit="batch", disable=not show,
                       leave=False):
         ids = torch.from_numpy(np.asarray(blocks[start:start + cfg.forward_batch], dtype=np.int64))
-        inputs, y = make_batch(model_type, ids, generator, special_ids, vocab_size)
-        y = _labels_without_specials(y, special_ids)
+        inputs, y = probe_batch(model_type, ids, generator, special_ids, vocab_size, cfg)
         with _autocast(cfg, device):
-            states = model.tower_states(inputs.to(device)).cpu()            # (B, T, k, H)
+            states = head_features(model, model.tower_states(inputs.to(device)), cfg.features).cpu()  # (B, T, k, H)
         keep = y != IGNORE
         feats.append(states[keep].to(torch.bfloat16))                       # (n, k, H), kept in host memory
         labels.append(y[keep])
@@ -144,99 +239,165 @@ def train_block_count(cfg: ProbeConfig, model_type: str, seq_len: int) -> int:
     return max(1, math.ceil(cfg.train_positions / per_block))
 
 
+@torch.no_grad()
+def _heldout_losses(heads: nn.ModuleList, feats: torch.Tensor, labels: torch.Tensor, k: int, cfg: ProbeConfig,
+                    device: torch.device, chunk: int = 8192) -> list[float]:
+    """Mean cross-entropy of every head (head i reads tower i % k) on held-out features."""
+    total = torch.zeros(len(heads), dtype=torch.float64)
+    for b in range(0, len(labels), chunk):
+        f, y = feats[b:b + chunk].to(device).float(), labels[b:b + chunk].to(device)
+        with _autocast(cfg, device):
+            for i, head in enumerate(heads):
+                total[i] -= token_logprob(head(f[:, i % k]).float(), y).double().sum().cpu()
+    return (total / max(1, len(labels))).tolist()
+
+
 def train_heads(model, data, cfg: ProbeConfig, show: bool = True,
-                head_seed: int | None = None) -> tuple[nn.ModuleList, list[dict]]:
-    """Train one head per tower on the frozen features of the training blocks `train_block_count` asks for.
+                head_seed: int | None = None) -> tuple[list[nn.ModuleList], dict]:
+    """Train one head per tower (and, with `cfg.replicate`, a second set with another seed) on the
+    frozen features of the training blocks; return the head sets and the training record.
 
     `head_seed` (default `cfg.seed`) seeds the heads' initialisation, the masks of BERT's training
-    blocks and the order of the positions. `probe_run` derives it from the weights, so two models
-    never share head initialisations (see there why that matters).
+    blocks and the order of the positions; the replicate set uses `head_seed + REPLICATE_SEED` for
+    its initialisation and order and shares the features. `probe_run` derives the seed from the
+    weights, so two models never share head initialisations (see there why that matters).
+
+    The record: `curve` (per epoch: step, rate, mean training loss and held-out loss per head),
+    `epochs`, `stopped` ("converged" or "max_epochs") and the number of training and held-out positions.
     """
     cfg.validate()
     head_seed = cfg.seed if head_seed is None else head_seed
-    torch.manual_seed(head_seed)
     k, H, V = model.cfg.towers, model.cfg.hidden, model.cfg.vocab_size
     emb = model.tok_emb.weight.detach() if cfg.head == "tied" else None
     device = _device(model)
-    heads = nn.ModuleList(ProbeHead(H, V, cfg.head, emb, model.cfg.layer_norm_eps) for _ in range(k)).to(device)
-    n_blocks = min(train_block_count(cfg, model.cfg.model_type, data.seq_len), len(data.train))
-    rng = np.random.default_rng(cfg.seed)
-    block_idx = np.sort(rng.choice(len(data.train), size=n_blocks, replace=False))
-    blocks = data.train[block_idx]
-    gen = torch.Generator().manual_seed(head_seed)
+    seeds = [head_seed] + ([head_seed + REPLICATE_SEED] if cfg.replicate else [])
+    heads = nn.ModuleList()
+    for s in seeds:  # set s: heads[s*k : (s+1)*k], head i reads tower i % k
+        torch.manual_seed(s)
+        heads.extend(ProbeHead(H, V, cfg.head, emb, model.cfg.layer_norm_eps) for _ in range(k))
+    heads = heads.to(device)
 
-    feats = labels = None
-    if cfg.cache_features:
-        feats, labels = extract_features(model, blocks, data.special_ids, V, gen, cfg, "caching tower features", show)
-        n_positions = len(labels)
-    else:  # estimate positions per epoch from one block's objective to size the schedule
-        n_positions = int(n_blocks * data.seq_len * (0.15 if model.cfg.model_type == "bert" else 1.0))
-    steps_per_epoch = max(1, math.ceil(n_positions / cfg.batch_size))
-    total = steps_per_epoch * cfg.epochs
+    n_train = min(train_block_count(cfg, model.cfg.model_type, data.seq_len), len(data.train))
+    n_held = math.ceil(n_train * cfg.holdout_fraction)
+    if n_train + n_held > len(data.train):
+        n_train = max(1, len(data.train) - n_held)
+    rng = np.random.default_rng(cfg.seed)
+    chosen = rng.choice(len(data.train), size=min(len(data.train), n_train + n_held), replace=False)
+    gen = torch.Generator().manual_seed(head_seed)
+    feats, labels = extract_features(model, data.train[np.sort(chosen[:n_train])], data.special_ids, V, gen, cfg,
+                                     "caching tower features", show)
+    if n_held:
+        held_feats, held_labels = extract_features(model, data.train[np.sort(chosen[n_train:])], data.special_ids,
+                                                   V, gen, cfg, "held-out features", show)
+    if len(labels) == 0:
+        raise UserError("the probe's training blocks hold no position to predict; use more training blocks")
+
+    steps_per_epoch = max(1, math.ceil(len(labels) / cfg.batch_size))
     opt = torch.optim.AdamW(heads.parameters(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(total, cfg.warmup_fraction))
-    log: list[dict] = []
-    bar = tqdm(total=total, desc=f"training {k} probe head(s)", unit="step", disable=not show)
+    if cfg.schedule == "linear":
+        rate = _lr_lambda(steps_per_epoch * cfg.max_epochs, cfg.warmup_fraction)
+    else:
+        warmup = max(1, int(steps_per_epoch * cfg.warmup_fraction))
+        rate = lambda step: min(1.0, (step + 1) / warmup)  # noqa: E731  (then constant; drops on plateaus)
+    scale, drops_left = 1.0, cfg.lr_drops
+    dtype = _head_dtype(cfg, device)
+    orders = [torch.Generator().manual_seed(s) for s in seeds]
+    best = [math.inf] * len(heads)
+    best_state = [None] * len(heads)
+    curve: list[dict] = []
+    stopped = "max_epochs"
+    bar = tqdm(total=cfg.max_epochs, desc=f"training {len(heads)} probe head(s)", unit="epoch", disable=not show)
     step = 0
-    for epoch in range(cfg.epochs):
-        if not cfg.cache_features:  # naive: run the frozen towers again every epoch
-            feats, labels = extract_features(model, blocks, data.special_ids, V, gen, cfg, "recomputing features", show)
-        perm = torch.randperm(len(labels), generator=gen)
-        for b in range(0, len(perm), cfg.batch_size):
-            idx = perm[b:b + cfg.batch_size]
-            f, y = feats[idx].to(device).float(), labels[idx].to(device)   # (n, k, H), (n,)
-            with _autocast(cfg, device):
-                losses = [heads[j].loss(f[:, j], y) for j in range(k)]
+    for epoch in range(cfg.max_epochs):
+        perms = [torch.randperm(len(labels), generator=g) for g in orders]     # each head set its own order
+        train_sum = torch.zeros(len(heads), dtype=torch.float64)
+        for b in range(0, len(labels), cfg.batch_size):
+            for group in opt.param_groups:
+                group["lr"] = cfg.lr * scale * rate(step)
+            losses = []
+            for s, perm in enumerate(perms):
+                idx = perm[b:b + cfg.batch_size]
+                f, y = feats[idx].to(device).float(), labels[idx].to(device)   # (n, k, H), (n,)
+                with _autocast(cfg, device):
+                    losses += [heads[s * k + j].loss(f[:, j], y, dtype) for j in range(k)]
             opt.zero_grad(set_to_none=True)
             sum(losses).backward()  # heads share no parameters: this trains each on its own loss
             opt.step()
-            sched.step()
             step += 1
-            rec = {"step": step, "epoch": epoch, **{f"loss_tower{j}": round(l.item(), 5) for j, l in enumerate(losses)}}
-            log.append(rec)
-            bar.set_postfix({k_: v for k_, v in rec.items() if k_.startswith("loss")})
-            bar.update(1)
+            train_sum += torch.tensor([l.item() for l in losses], dtype=torch.float64) * len(idx)
+        train_loss = (train_sum / len(labels)).tolist()
+        held = _heldout_losses(heads, held_feats, held_labels, k, cfg, device) if n_held else train_loss
+        gain = max(b_ - h for b_, h in zip(best, held))                         # the best improvement of any head
+        for i, h in enumerate(held):
+            if h < best[i]:
+                best[i], best_state[i] = h, copy.deepcopy(heads[i].state_dict())
+        curve.append({"epoch": epoch + 1, "step": step, "lr": cfg.lr * scale * rate(step - 1),
+                      "train_loss": [round(x, 5) for x in train_loss], "heldout_loss": [round(x, 5) for x in held]})
+        bar.set_postfix(heldout=" ".join(f"{x:.3f}" for x in held), gain=f"{gain:.4f}")
+        bar.update(1)
+        if cfg.schedule == "plateau" and gain < cfg.tol:
+            if drops_left == 0:
+                stopped = "converged"
+                break
+            drops_left -= 1
+            scale *= cfg.lr_drop
     bar.close()
-    return heads.eval(), log
+    if cfg.schedule == "plateau":
+        for head, state in zip(heads, best_state):
+            head.load_state_dict(state)
+    record = {"curve": curve, "epochs": len(curve), "stopped": stopped if cfg.schedule == "plateau" else "fixed epochs",
+              "train_positions": int(len(labels)), "heldout_positions": int(len(held_labels)) if n_held else 0,
+              "head_seeds": seeds, "matmul_dtype": str(dtype).removeprefix("torch.")}
+    sets = [nn.ModuleList(heads[s * k:(s + 1) * k]).eval() for s in range(len(seeds))]
+    return sets, record
 
 
 @torch.no_grad()
-def score_validation(model, heads: nn.ModuleList, data, cfg: ProbeConfig,
-                     show: bool = True) -> tuple[TowerSums, np.ndarray]:
-    """Each tower's probability of the true token at every scored validation position.
+def score_validation(model, head_sets: list[nn.ModuleList], data, cfg: ProbeConfig,
+                     show: bool = True) -> tuple[list[TowerSums], np.ndarray]:
+    """Each head set's probability of the true token at every scored validation position.
 
-    Returns the per-position sums and the cooperative model's log-probability at the same positions.
-    BERT masks the validation set in `bert_eval_passes` disjoint passes, so each token is predicted once.
+    Returns one `TowerSums` per head set and the cooperative model's log-probability at the same
+    positions, computed on every `COOP_EVERY`-th batch of blocks (NaN elsewhere): its loss is a mean,
+    and the (n, V) decoder is as costly as a head. BERT masks the validation set in `bert_eval_passes` disjoint passes, so each token
+    is predicted once, with [MASK] at its position (unless `bert_events="corrupt"`).
     """
     model_type, V, device = model.cfg.model_type, model.cfg.vocab_size, _device(model)
     n = len(data.valid) if cfg.eval_blocks is None else min(cfg.eval_blocks, len(data.valid))
     gen = torch.Generator().manual_seed(cfg.seed + 1)
-    toks, docs, ps, lps, coop = [], [], [], [], []
-    for start in tqdm(range(0, n, cfg.forward_batch), desc="scoring validation", unit="batch", disable=not show):
+    toks, docs, coop = [], [], []
+    lps: list[list[np.ndarray]] = [[] for _ in head_sets]
+    for batch_no, start in enumerate(tqdm(range(0, n, cfg.forward_batch), desc="scoring validation", unit="batch",
+                                          disable=not show)):
         ids = torch.from_numpy(np.asarray(data.valid[start:min(n, start + cfg.forward_batch)], dtype=np.int64))
         doc = _target_docs(model_type, torch.from_numpy(np.asarray(data.valid_doc_ids[start:start + len(ids)], dtype=np.int64)))
         if model_type == "bert":
             pass_of = torch.randint(cfg.bert_eval_passes, ids.shape, generator=gen)
-            batches = [make_batch(model_type, ids, gen, data.special_ids, V, chosen=pass_of == p)
+            batches = [probe_batch(model_type, ids, gen, data.special_ids, V, cfg, chosen=pass_of == p)
                        for p in range(cfg.bert_eval_passes)]
         else:
-            batches = [make_batch(model_type, ids, gen, data.special_ids, V)]
+            batches = [probe_batch(model_type, ids, gen, data.special_ids, V, cfg)]
         for inputs, y in batches:
-            y = _labels_without_specials(y, data.special_ids)
             inputs, y = inputs.to(device), y.to(device)
             keep = y != IGNORE
             with _autocast(cfg, device):
                 states = model.tower_states(inputs)[keep].float()           # (n, k, H): one tower pass
-                coop_logits = model.decode(states)                          # (n, V), the cooperative model
+                feats = head_features(model, states, cfg.features)
             target = y[keep]
-            lp = torch.stack([token_logprob(heads[j](states[:, j]).float(), target)
-                              for j in range(len(heads))], dim=1)           # (n, k)
-            coop.append(token_logprob(coop_logits.float(), target).cpu().numpy())
+            for heads, out in zip(head_sets, lps):
+                out.append(torch.stack([token_logprob(heads[j](feats[:, j]).float(), target)
+                                        for j in range(len(heads))], dim=1).double().cpu().numpy())  # (n, k)
+            if batch_no % COOP_EVERY == 0:  # the cooperative model's loss needs a mean, not every position
+                with _autocast(cfg, device):
+                    coop_logits = model.decode(states)                      # (n, V), the cooperative model
+                coop.append(token_logprob(coop_logits.float(), target).cpu().numpy())
+            else:
+                coop.append(np.full(len(target), np.nan, dtype=np.float32))
             toks.append(target.cpu().numpy())
             docs.append(doc[keep.cpu()].numpy())
-            lps.append(lp.double().cpu().numpy())
-    logp = np.concatenate(lps)
-    return TowerSums(np.concatenate(toks), np.concatenate(docs), np.exp(logp), logp), np.concatenate(coop)
+    tok, doc_ids = np.concatenate(toks), np.concatenate(docs)
+    sums = [TowerSums(tok, doc_ids, np.exp(lp), lp) for lp in map(np.concatenate, lps)]
+    return sums, np.concatenate(coop)
 
 
 def probe_dir(run_dir: Path, snapshot: str | int | None) -> Path:
@@ -297,11 +458,15 @@ def probe_run(run_dir: str | os.PathLike, cfg: ProbeConfig | None = None, *, sna
     t0 = time.time()
     for p in model.parameters():
         p.requires_grad_(False)
-    heads, log = train_heads(model, data, cfg, show, head_seed=head_seed)
+    head_sets, record = train_heads(model, data, cfg, show, head_seed=head_seed)
     t_train = time.time() - t0
-    sums, coop_logp = score_validation(model, heads, data, cfg, show)
-    val_loss = {"cooperative": float(-coop_logp.mean()),
-                **{f"tower{j}_head": float(-sums.logp[:, j].mean()) for j in range(sums.p.shape[1])}}
+    all_sums, coop_logp = score_validation(model, head_sets, data, cfg, show)
+    sums = all_sums[0]
+    k = sums.p.shape[1]
+    # every loss over the same positions (those the cooperative model was scored at), so they compare
+    same = ~np.isnan(coop_logp)
+    val_loss = {"cooperative": float(-coop_logp[same].mean()),
+                **{f"tower{j}_head": float(-sums.logp[same, j].mean()) for j in range(k)}}
     run_manifest = read_json(run_dir / "manifest.json") if (run_dir / "manifest.json").exists() else {}
     manifest = {
         "identity": identity,
@@ -313,43 +478,68 @@ def probe_run(run_dir: str | os.PathLike, cfg: ProbeConfig | None = None, *, sna
         "data_path": str(data.path), "data_hash": data.data_hash,
         "tokenizer_sha256": data.manifest["tokenizer_sha256"],
         "val_loss": val_loss,
+        "heads": record,
         "seconds": {"train_heads": round(t_train, 2), "total": round(time.time() - t0, 2)},
-        "head_log_tail": log[-5:],
         "provenance": provenance(),
     }
-    head_state = {f"tower{j}.{name}": t.contiguous() for j, h in enumerate(heads) for name, t in h.state_dict().items()}
-    write_preference(out, sums, data, manifest, {"heads.safetensors": save_safetensors(head_state)}, show)
+    if cfg.replicate:
+        rep = all_sums[1]
+        manifest["replicate"] = {"val_loss": {f"tower{j}_head": float(-rep.logp[same, j].mean()) for j in range(k)},
+                                 "ordering": [int(j) for j in order_towers(rep.p.mean(axis=0))] if k == 2 else [0]}
+    head_state = {f"set{s}.tower{j}.{name}": t.contiguous() for s, heads in enumerate(head_sets)
+                  for j, h in enumerate(heads) for name, t in h.state_dict().items()}
+    write_preference(out, sums, data, manifest, {"heads.safetensors": save_safetensors(head_state)}, show,
+                     replicate=all_sums[1] if cfg.replicate else None)
     return out
 
 
-def _positions_npz(sums: TowerSums) -> bytes:
+def _positions_npz(sums: TowerSums, replicate: TowerSums | None = None) -> bytes:
     import io
 
     buf = io.BytesIO()
-    np.savez_compressed(buf, token_ids=sums.token_ids, doc_ids=sums.doc_ids, logp=sums.logp)
+    arrays = {"token_ids": sums.token_ids, "doc_ids": sums.doc_ids, "logp": sums.logp}
+    if replicate is not None:
+        arrays["logp_replicate"] = replicate.logp
+    np.savez_compressed(buf, **arrays)
     return buf.getvalue()
 
 
-def load_positions(probe_path: str | os.PathLike) -> TowerSums:
-    """Per-position log-probabilities saved by a probe (validated by the artifact's sha256s)."""
+def load_positions(probe_path: str | os.PathLike, replicate: bool = False) -> TowerSums:
+    """Per-position log-probabilities saved by a probe (validated by the artifact's sha256s);
+    `replicate=True`: those of the second head seed (a probe run with `replicate`)."""
     path = Path(probe_path)
     manifest = read_json(path / "manifest.json")
     if sha256_file(path / "positions.npz") != manifest["files"]["positions.npz"]:
         raise UserError(f"{path / 'positions.npz'} does not match its manifest; re-run the probe")
     z = np.load(path / "positions.npz", allow_pickle=False)
-    return TowerSums(z["token_ids"], z["doc_ids"], np.exp(z["logp"]), z["logp"])
+    key = "logp_replicate" if replicate else "logp"
+    if key not in z:
+        raise UserError(f"{path} was probed without a second head seed; probe it with `replicate` on "
+                        "(ProbeConfig(replicate=True), or `probe --replicate`)")
+    return TowerSums(z["token_ids"], z["doc_ids"], np.exp(z[key]), z[key])
+
+
+def replicate_table(probe_path: str | os.PathLike, data) -> "pd.DataFrame":
+    """The preference table of a probe's second head seed, with the main heads' tower order (so it
+    differs from the main table only by what the head seed changes)."""
+    art = load_artifact(probe_path)
+    rep = load_positions(art.path, replicate=True)
+    o = art.manifest["ordering"]
+    tokens = data.tokenizer.convert_ids_to_tokens(list(range(data.vocab_size)))
+    return preference_table(rep, o["primary_tower"], o["secondary_tower"], data.vocab_size, data.counts, tokens)
 
 
 def write_preference(out: Path, sums: TowerSums, data, manifest: dict, extra: dict[str, bytes],
-                     show: bool = True) -> Path:
+                     show: bool = True, replicate: TowerSums | None = None) -> Path:
     """Order the towers (Eq. 3), compute the scores (Eq. 4) and write the artifact.
 
     With one tower (a single-tower run) only the per-position results are written; two of those
-    become a preference artifact with `pair_runs` (the independent-pairs control).
+    become a preference artifact with `pair_runs` (the independent-pairs control). The order is
+    recorded by both rules (mean probability, Eq. 3; mean log-probability), with whether they agree.
     """
     k = sums.p.shape[1]
-    mean_p = sums.p.mean(axis=0)
-    extra = {**extra, "positions.npz": _positions_npz(sums)}
+    mean_p, mean_logp = sums.p.mean(axis=0), sums.logp.mean(axis=0)
+    extra = {**extra, "positions.npz": _positions_npz(sums, replicate)}
     tokens = data.tokenizer.convert_ids_to_tokens(list(range(data.vocab_size)))
     if k == 1:  # the table then compares the tower with itself (scores 0): only positions.npz matters
         sums = TowerSums(sums.token_ids, sums.doc_ids, np.repeat(sums.p, 2, 1), np.repeat(sums.logp, 2, 1))
@@ -362,7 +552,9 @@ def write_preference(out: Path, sums: TowerSums, data, manifest: dict, extra: di
     manifest = {**manifest, "towers": k,
                 "ordering": {"primary_tower": int(primary), "secondary_tower": int(secondary),
                              "mean_p": [float(x) for x in mean_p],
-                             "margin": float(mean_p[primary] - mean_p[secondary])},
+                             "margin": float(mean_p[primary] - mean_p[secondary]),
+                             "mean_logp": [float(x) for x in mean_logp],
+                             "rules_agree": bool(k == 1 or order_towers(mean_logp)[0] == primary)},
                 "scored_positions": int(len(sums.token_ids)), "scored_tokens": int((table["count"] > 0).sum())}
     save_artifact(out, table, document_stats(sums, primary, secondary), manifest, extra)
     if show:
@@ -413,17 +605,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all-snapshots", action="store_true", help="probe every snapshot of the run, then the final weights")
     p.add_argument("--data", default=None, help="prepared-data directory (default: the one the run was trained on)")
     p.add_argument("--head", choices=HEAD_KINDS, default=d.head)
+    p.add_argument("--features", choices=FEATURES, default=d.features,
+                   help="what the heads read: each tower's slice of the joint LayerNorm (the authors') or raw states")
+    p.add_argument("--bert-events", choices=BERT_EVENTS, default=d.bert_events,
+                   help="BERT: [MASK] at every probed position (Eq. 1) or the training corruption 80/10/10")
     p.add_argument("--train-blocks", type=int, default=d.train_blocks)
-    p.add_argument("--epochs", type=int, default=d.epochs)
+    p.add_argument("--max-epochs", type=int, default=d.max_epochs, help="cap on head-training epochs (held-out stop)")
     p.add_argument("--eval-blocks", type=int, default=None)
+    p.add_argument("--replicate", action="store_true", help="also train heads with a second seed (probe-seed reliability)")
+    p.add_argument("--legacy", action="store_true", help="the earlier probe recipe (raw, 80/10/10, 3 epochs), for comparison")
     p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--no-cache", action="store_true", help="recompute tower features every epoch (slow; for comparison)")
     p.add_argument("--force", action="store_true", help="recompute even if up to date")
 
 
 def main(args: argparse.Namespace) -> int:
-    cfg = ProbeConfig(head=args.head, train_blocks=args.train_blocks, epochs=args.epochs,
-                      eval_blocks=args.eval_blocks, seed=args.seed, cache_features=not args.no_cache)
+    base = ProbeConfig.legacy() if args.legacy else ProbeConfig(features=args.features, bert_events=args.bert_events,
+                                                                 max_epochs=args.max_epochs)
+    cfg = replace(base, head=args.head, train_blocks=args.train_blocks, eval_blocks=args.eval_blocks,
+                  seed=args.seed, replicate=args.replicate)
     if args.all_snapshots:
         from twotower_lib.models import list_snapshots
 

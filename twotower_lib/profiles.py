@@ -70,6 +70,8 @@ class Profile:
                                          # cores allow (twotower_lib.workers); 0 = one at a time on every core
     # -- probing (02_probing)
     probe_tokens: int = 2_000_000        # predicted positions the probing heads train on (per epoch)
+    probe_features: str = "joint_ln"     # what the heads read: "joint_ln" (the authors') or "raw" tower states
+    bert_events: str = "mask"            # BERT positions probed: "mask" (Eq. 1) or "corrupt" (80/10/10, the old scoring)
     # -- analyses (03-06)
     top_n: int = 1000                    # N: the most frequent tokens compared (paper: 5000)
     bootstrap: int = 1000                # bootstrap resamples for confidence intervals
@@ -116,6 +118,12 @@ class Profile:
         unknown = sorted(set(self.controls) - set(CONTROLS))
         if unknown:
             raise bad("controls", f"has unknown control(s) {unknown}; choose among {CONTROLS}")
+        from twotower_lib.probe import BERT_EVENTS, FEATURES
+
+        if self.probe_features not in FEATURES:
+            raise bad("probe_features", f"must be one of {FEATURES}")
+        if self.bert_events not in BERT_EVENTS:
+            raise bad("bert_events", f"must be one of {BERT_EVENTS}")
         if self.pos_backend not in POS_BACKENDS:
             raise bad("pos_backend", f"must be one of {POS_BACKENDS}")
         m = _RUN_RE.match(self.ica_reference) if isinstance(self.ica_reference, str) else None
@@ -226,11 +234,14 @@ class Profile:
                            precision=self.precision,
                            data=str(data_dir)).validate()
 
-    def probe_config(self):
-        """The `ProbeConfig`: the heads of every family train on `probe_tokens` predicted positions per epoch."""
+    def probe_config(self, replicate: bool = False, **changes: Any):
+        """The `ProbeConfig`: the heads of every family train on `probe_tokens` predicted positions per
+        epoch until their held-out loss stops improving; `replicate` adds heads with a second seed."""
         from twotower_lib.probe import ProbeConfig
 
-        return ProbeConfig(train_positions=self.probe_tokens).validate()
+        settings = {"train_positions": self.probe_tokens, "features": self.probe_features,
+                    "bert_events": self.bert_events, "replicate": replicate}
+        return ProbeConfig(**{**settings, **changes}).validate()
 
     def data_config(self):
         """The `DataConfig` the 00_data section prepares."""

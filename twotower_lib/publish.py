@@ -14,6 +14,7 @@ the same source, parameters and inputs it has now (the pipeline's own staleness 
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from twotower_lib import scorecard
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json
 from twotower_lib.errors import UserError
 from twotower_lib.pipeline import PROJECT_ROOT, Pipeline, find_section, make_pipeline, model_of, parse_overrides
+from twotower_lib.probe import PROBE_VERSION
 from twotower_lib.profiles import DEFAULT_PROFILE, PROFILES
 
 RESULTS_DIR = PROJECT_ROOT / "results" / "profiles"
@@ -45,6 +47,7 @@ def collect(pipe: Pipeline) -> dict[str, Any]:
                             "summary": done.get("summary", {})}
     card = scorecard.build(pipe.root, pipe.sections, {s.name for s in pipe.available()})
     return {"format": FORMAT_VERSION, "profile": pipe.profile.name, "settings": pipe.profile.values(),
+            "probe": {"version": PROBE_VERSION, "config": asdict(pipe.profile.probe_config())},
             "overrides": {k: list(v) if isinstance(v, tuple) else v for k, v in pipe.overrides.items()},
             "section_seconds": round(sum(s["seconds"] for s in sections.values()), 1),
             "training": training_runs(pipe), "scorecard": card, "sections": sections,
@@ -96,6 +99,19 @@ def same_config_table(published: dict[str, dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["profile", "pair", "r", "ci_low", "ci_high", "highest control", "verdict"])
 
 
+def probe_note(pub: dict[str, Any]) -> str:
+    """Which probe measured a published run: runs published before the probe recorded itself used the
+    earlier one (fixed three epochs on raw tower states, BERT scored with the 80/10/10 corruption)."""
+    probe = pub.get("probe")
+    if probe is None:
+        return ("**Measured with the earlier probe** (three fixed epochs of head training on raw tower states, "
+                "BERT scored with the training corruption): section 02 shows what it missed; these numbers are "
+                "not comparable with the current probe's until the profile is run again.")
+    c = probe["config"]
+    return (f"Probe version {probe['version']}: {c['head']} heads on {c['features']} features, trained until the "
+            f"held-out loss stopped improving by {c['tol']} nats, BERT probed with {c['bert_events']} events.")
+
+
 def training_minutes(pub: dict[str, Any]) -> float:
     """A published run's training time: each run's own wall minutes, summed (runs side by side overlap)."""
     return sum(r["minutes"] for r in pub["training"])
@@ -125,7 +141,7 @@ def markdown(published: dict[str, dict[str, Any]]) -> str:
                      f"last part) and its {len(pub['training'])} training runs "
                      f"took {training_minutes(pub):.0f} run-minutes"
                      + (f", with `-p` {pub['overrides']}" if pub["overrides"] else "")
-                     + f". Regenerate: `python -m twotower_lib run --profile {name}` then "
+                     + f". {probe_note(pub)} Regenerate: `python -m twotower_lib run --profile {name}` then "
                      f"`python -m twotower_lib publish --profile {name}`.\n\n" + scorecard.to_markdown(pub["scorecard"]))
     return "\n".join(parts)
 

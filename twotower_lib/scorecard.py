@@ -116,8 +116,13 @@ def record_table1(ctx) -> None:
            "the `paper` profile trains Table 1's sizes")
 
 
-def record_correlations(ctx, pairs, control, same_config: list[tuple[str, str]]) -> None:
+def record_correlations(ctx, pairs, control, same_config: list[tuple[str, str]],
+                        logmean_pairs: pd.DataFrame | None = None) -> None:
     """Record the Table 2 items, Fig. 3 and the controls from 03_correlations' results.
+
+    The verdicts judge the paper's score (Eq. 4, log of mean p: `pairs`, `control`); where
+    `logmean_pairs` (the same pairs with the authors' mean of log p) is given, each pair's text
+    shows that r too.
 
     `pairs`: pairwise correlations of the trained cases (columns a, b, n_tokens, r, ci_low, ci_high,
     p_value); `control`: `pipeline.control_correlations` (columns control: untrained, independent,
@@ -146,7 +151,8 @@ def record_correlations(ctx, pairs, control, same_config: list[tuple[str, str]])
         if selected.empty:
             record(ctx, item_id, "", "not attempted", f"this profile's cases include no {what} pair")
             return "not attempted"
-        text = "; ".join(f"{r.a} vs {r.b}: r = {r.r:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}]" for r in selected.itertuples())
+        text = "; ".join(f"{r.a} vs {r.b}: r = {r.r:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}]{other(r.a, r.b)}"
+                         for r in selected.itertuples())
         if own_controls:  # a same-configuration pair: its own model's controls
             verdicts = [verdict_of(row, paper_r, control_values(model_of(row["a"]))) for _, row in selected.iterrows()]
             note = "; ".join(f"{m} {note_of(control_values(m))}" for m in dict.fromkeys(selected["a"].map(model_of)))
@@ -154,8 +160,15 @@ def record_correlations(ctx, pairs, control, same_config: list[tuple[str, str]])
             verdicts = [verdict_of(row, paper_r, control_values()) for _, row in selected.iterrows()]
             note = note_of(control_values())
         verdict = max(verdicts, key=VERDICTS.index)  # every pair must pass: the weakest decides
-        record(ctx, item_id, text, verdict, f"top {int(selected['n_tokens'].iloc[0])} tokens, 95% bootstrap CI; {note}")
+        record(ctx, item_id, text, verdict, f"top {int(selected['n_tokens'].iloc[0])} tokens, 95% CI resampling "
+               f"validation documents; verdict judged on Eq. 4's score (log of mean p); {note}")
         return verdict
+
+    logmean = {} if logmean_pairs is None else {(r.a, r.b): r.r for r in logmean_pairs.itertuples()}
+
+    def other(a: str, b: str) -> str:
+        r = logmean.get((a, b), logmean.get((b, a)))
+        return "" if r is None else f" (mean of log p: {r:.2f})"
 
     same = pairs[[(a, b) in same_config or (b, a) in same_config for a, b in zip(pairs["a"], pairs["b"])]]
     # the paper's same-configuration pair is Bert-large; other models' pairs are an item of their own

@@ -306,7 +306,7 @@ def save_weights(model: torch.nn.Module, path: Path) -> None:
 def save_checkpoint(run_dir: Path, engine, state: dict[str, Any]) -> Path:
     """Weights (safetensors) + optimizer state (tensors only) + counters, written atomically."""
     final = run_dir / "checkpoints" / f"step-{state['step']:09d}"
-    with atomic_directory(final) as tmp:
+    with atomic_directory(final, lambda d: (d / "state.json").exists(), "a training checkpoint") as tmp:
         save_file(_state_dict(engine.module), tmp / "model.safetensors")
         torch.save(engine.optimizer.state_dict(), tmp / "optimizer.pt")
         atomic_write_json(tmp / "state.json", state)
@@ -537,11 +537,25 @@ def _append_log(path: Path, record: dict) -> None:
 
 
 def _truncate_log(path: Path, step: int) -> None:
-    """Drop log lines written after the checkpoint we resume from: they will be written again."""
+    """Drop log lines written after the checkpoint we resume from: they will be written again.
+
+    A line torn by a kill (the log is appended line by line) cannot be parsed; it can only be the
+    last one, and it is dropped with a message instead of stopping the resume."""
     if not path.exists():
         return
-    keep = [ln for ln in path.read_text(encoding="utf-8").splitlines()
-            if ln.strip() and json.loads(ln).get("step", 0) <= step and "event" not in json.loads(ln)]
+    keep = []
+    lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    for i, ln in enumerate(lines):
+        try:
+            rec = json.loads(ln)
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:
+                print(f"{path}: dropped a torn last line (the run was killed while writing it): {ln[:60]!r}")
+                continue
+            raise UserError(f"{path} line {i + 1} is not valid JSON and is not the last line; the log was "
+                            "modified by something else. Restore or remove that line, then resume.") from None
+        if rec.get("step", 0) <= step and "event" not in rec:
+            keep.append(ln)
     atomic_write_text(path, "".join(ln + "\n" for ln in keep))
 
 

@@ -150,12 +150,17 @@ def test_pairwise_correlations_with_intervals(runs):
     assert m.loc["run3", "run1"] == out.loc[1, "r"]
 
 
-def test_noise_free_bootstrap_interval_is_the_point():
-    tables, doc_stats, counts = synthetic_runs(occurrence_noise=0.0, docs=10)
-    out = pairwise_correlations(tables, counts, CorrelationConfig(n=100, n_boot=30, n_permutations=0, **FAST),
-                                doc_stats)
-    assert out.loc[0, "ci_low"] == pytest.approx(out.loc[0, "r"], abs=1e-9)
-    assert out.loc[0, "ci_high"] == pytest.approx(out.loc[0, "r"], abs=1e-9)
+def test_bootstrap_interval_has_width_under_noise_and_none_for_identical_runs():
+    """Resampling documents moves r when the scores are noisy (an interval of positive width around
+    r), and two identical runs give r = 1 in every replicate (both are resampled together)."""
+    tables, doc_stats, counts = synthetic_runs(occurrence_noise=2.0, docs=20)
+    cfg = CorrelationConfig(n=100, n_boot=60, n_permutations=0, **FAST)
+    out = pairwise_correlations(tables, counts, cfg, doc_stats).iloc[0]
+    assert out["ci_high"] - out["ci_low"] > 0.02, out
+    assert out["ci_low"] < out["r"] < out["ci_high"]
+    same = pairwise_correlations({"a": tables["run1"], "b": tables["run1"]}, counts, cfg,
+                                 {"a": doc_stats["run1"], "b": doc_stats["run1"]}).iloc[0]
+    assert same["r"] == pytest.approx(1.0) and same["ci_low"] == pytest.approx(1.0) and same["ci_high"] == pytest.approx(1.0)
 
 
 def test_split_half_reliability_and_text_ceiling():

@@ -473,6 +473,20 @@ def text_ceiling(tables: Mapping[str, pd.DataFrame], doc_stats: Mapping[str, pd.
     return pd.DataFrame(rows)
 
 
+def same_run_agreement(table: pd.DataFrame, other: pd.DataFrame, train_counts: np.ndarray, n: int,
+                       score_col: str = "score") -> float:
+    """Pearson r over the n most frequent tokens between two measurements of *one* frozen run.
+
+    The probe-seed reliability is this with `other` from heads that differ only in their seed
+    (`probe.replicate_table`): the text ceiling holds the heads fixed, this one holds the run and
+    the text fixed and changes only the heads, so it is the ceiling the instrument itself puts on
+    any correlation. Section 02 also uses it to compare two probe recipes on one run.
+    """
+    tabs = check_tables({"first": table, "second": other}, score_col)
+    ids = _top_tokens(tabs, check_counts(train_counts, tabs["first"].index), n, score_col)
+    return correlate(*(t[score_col].reindex(ids).to_numpy(float) for t in tabs.values()), names=("first", "second"))
+
+
 def correlation_matrix(pairs: pd.DataFrame, value: str = "r") -> pd.DataFrame:
     """The square matrix of Table 2 from `pairwise_correlations` (1.0 on the diagonal)."""
     names = list(dict.fromkeys([*pairs["a"], *pairs["b"]]))

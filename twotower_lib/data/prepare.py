@@ -63,9 +63,9 @@ def prepare_data(cfg: DataConfig, out: str | Path | None = None, *, force: bool 
         return out
     t0 = time.time()
     fingerprint = input_fingerprint(cfg)
-    from twotower_lib.artifacts import atomic_directory
+    from twotower_lib.artifacts import atomic_directory, manifest_has
 
-    with atomic_directory(out) as tmp:
+    with atomic_directory(out, manifest_has("tokenizer_sha256", "content_hash"), "prepared data") as tmp:
         # Pass 1: read and clean every document once; keep them on disk, not in memory.
         reports: list[SourceReport] = []
         corpus_file = tmp / DOCUMENTS  # kept: the POS section tags these (cased) texts

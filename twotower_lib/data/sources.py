@@ -146,7 +146,9 @@ def fetch_registry_package(pkg: RegistryPackage, sources_root: Path) -> Path:
     marker = final / ".complete"
     if marker.exists() and marker.read_text().strip() == pkg.sha256:
         return final
-    with atomic_directory(final) as tmp:
+    # the cache's own folder: an earlier, incomplete or outdated fetch of the same package is replaced
+    with atomic_directory(final, lambda d: (d / ".complete").exists() or (d / "extracted").exists(),
+                          f"a fetched copy of {pkg.package}") as tmp:
         with tempfile.TemporaryDirectory(dir=sources_root) as dl:
             archive = _download(pkg, Path(dl))
             verify_sha256(archive, pkg.sha256, f"{pkg.package}=={pkg.version}")

@@ -33,8 +33,8 @@ def build_model(cfg: ModelConfig) -> TwoTowerLM:
 
 
 def make_batch(model_type: str, ids: torch.Tensor, generator: torch.Generator, special_ids: dict[str, int],
-               vocab_size: int, mask_prob: float = 0.15,
-               chosen: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+               vocab_size: int, mask_prob: float = 0.15, chosen: torch.Tensor | None = None,
+               mask_only: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Turn token blocks (B, T) into (input_ids, labels) for the family's objective.
 
     gpt:  the state at i predicts token i+1 (the last position predicts nothing).
@@ -44,6 +44,8 @@ def make_batch(model_type: str, ids: torch.Tensor, generator: torch.Generator, s
     Padding is never a target. `generator` makes the masking reproducible. For BERT, `chosen`
     (bool, (B, T)) fixes which positions are predicted instead of drawing 15% (the probe scores
     the validation set in disjoint passes so that every token is predicted exactly once).
+    `mask_only=True` puts [MASK] at every chosen position (Eq. 1: BERT's state at i is computed with
+    [MASK] at i); training keeps the 80/10/10 corruption.
     """
     if model_type not in MODEL_TYPES:
         raise UserError(f"unknown model type {model_type!r}; choose one of {MODEL_TYPES}")
@@ -65,6 +67,9 @@ def make_batch(model_type: str, ids: torch.Tensor, generator: torch.Generator, s
     labels = ids.masked_fill(~chosen, IGNORE)
     branch = torch.rand(ids.shape, generator=generator)
     inputs = ids.clone()
+    if mask_only:
+        inputs[chosen] = special_ids["mask"]
+        return inputs, labels
     inputs[chosen & (branch < 0.8)] = special_ids["mask"]
     is_ordinary = torch.ones(vocab_size, dtype=torch.bool)
     is_ordinary[special] = False
