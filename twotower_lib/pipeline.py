@@ -424,16 +424,19 @@ def probe_reliability(ctx: SectionContext, scores: dict) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("case")
 
 
-def feature_comparison(path: Path | None = None) -> pd.DataFrame:
-    """The committed comparison of what the heads read (raw tower states or each tower's slice of the
-    joint LayerNorm) on one ELMo, GPT and BERT run (`benchmarks/compare_probe_features.py`)."""
+def recipe_comparison(path: Path | None = None) -> dict[str, pd.DataFrame]:
+    """The committed comparison of probe recipes on the same frozen runs (`benchmarks/compare_probe_recipes.py`):
+    per run and recipe (`runs`), the runs' correlation per recipe (`pairs`) and each run's agreement
+    between recipes (`across_recipes`). Empty when it was not measured."""
     import pandas as pd
 
-    path = path or PROJECT_ROOT / "results" / "probe" / "features.json"
+    path = path or PROJECT_ROOT / "results" / "probe" / "recipes.json"
     if not path.exists():
-        return pd.DataFrame()
+        return {}
     found = read_json(path)
-    return pd.DataFrame(found["rows"]).assign(profile=found["profile"]).set_index(["run", "features"])
+    return {"runs": pd.DataFrame(found["runs"]).set_index(["run", "recipe"]),
+            "pairs": pd.DataFrame(found["pairs"]).set_index(["recipe", "a", "b"]),
+            "across_recipes": pd.DataFrame(found["across_recipes"]).set_index(["run", "a", "b"])}
 
 
 # The two score variants by their column in the preference table.

