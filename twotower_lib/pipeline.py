@@ -408,7 +408,8 @@ def probe_curves(ctx: SectionContext) -> pd.DataFrame:
 
 def probe_reliability(ctx: SectionContext, scores: dict) -> pd.DataFrame:
     """Per case: the probe-seed reliability over the profile's top_n tokens in both score variants
-    (`correlation.probe_seed_reliability`), and whether the replicate heads named the same primary tower."""
+    (`correlation.same_run_agreement` against `probe.replicate_table`), and whether the replicate heads
+    named the same primary tower."""
     import pandas as pd
 
     from twotower_lib.analysis.correlation import SCORE_COLUMNS, same_run_agreement
