@@ -140,9 +140,10 @@ reliability.round(3)
 #
 # What the probe changes is measured directly on the default profile's GPT pair (committed in
 # `results/probe/recipes.json`; `python benchmarks/compare_probe_recipes.py` regenerates it):
-# the earlier recipe (three fixed epochs on raw tower states), and the converged probe on raw
+# the earlier recipe (three fixed epochs on raw tower states), the converged probe on raw
 # states or on the joint LayerNorm's slice (the default: what the cooperative decoder and the
-# authors' heads read). Per run and recipe: the time, the epochs, the best head against the
+# authors' heads read), and the converged probe with a head whose decoder is the frozen input
+# embedding (`head="tied"`, Eq. 2 read literally). Per run and recipe: the time, the epochs, the best head against the
 # cooperative model, and the probe-seed reliability; then, per recipe, the correlation between
 # the two runs (the same-configuration r of section 03), and how far the recipes agree with each
 # other on one run. The minutes are as measured, on one or two threads and partly beside other
