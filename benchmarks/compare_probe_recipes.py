@@ -1,16 +1,17 @@
-"""Probes of the same frozen runs: the earlier recipe, and the converged probe reading raw tower states
-or each tower's slice of the joint LayerNorm, with the authors' untied head or a head whose decoder is
-the frozen input embedding (Eq. 2 read literally).
+"""Probes of the same frozen runs with different recipes: the earlier probe, the untied head (the
+authors' code) trained to a held-out plateau on raw tower states or on each tower's slice of the
+joint LayerNorm, the tied head (Eq. 2 read literally) to a plateau, both heads with a cool-down after
+the plateau, and the profile's default.
 
-    python benchmarks/compare_probe_recipes.py [--profile cpu] [--runs gpt-s1,gpt-s2]
+    python benchmarks/compare_probe_recipes.py [--profile cpu] [--runs gpt-s1,gpt-s2] [--reuse]
 
 For each run and recipe: minutes, head epochs, the best head's validation loss minus the
 cooperative model's, and the probe-seed reliability over the profile's top_n tokens in both score
 variants; for each recipe, the correlation between the runs (a same-configuration pair) and, per
-run, how well the recipe agrees with the profile's own probe. Probes already written by the
-profile (02_probing) or by an earlier call are reused (the probe's identity decides); the others go
-to runs/<profile>/probing/comparisons/. Writes results/probe/recipes.json (with provenance), which
-section 02 shows.
+run, how well the recipes agree. Probes go to runs/<profile>/probing/comparisons/ (the default's to
+the profile's own probing directory); an up-to-date probe is reused, and with `--reuse` any probe
+already in a recipe's directory is (each row names the probe version that made it). Writes
+results/probe/recipes.json (with provenance), which section 02 shows.
 """
 
 from __future__ import annotations
@@ -34,26 +35,33 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default="cpu")
     ap.add_argument("--runs", default="gpt-s1,gpt-s2")
+    ap.add_argument("--reuse", action="store_true", help="load a recipe's probe if its directory holds one, "
+                                                         "whatever probe version made it (minutes instead of hours)")
     args = ap.parse_args()
     profile = get_profile(args.profile)
     root = profile_dir(profile.name)
     data = load_prepared(root / "data" / "prepared")
     runs = args.runs.split(",")
+    plateau = dict(lr=1e-3, lr_drops=1, cooldown_epochs=0)  # a rate drop at the first plateau, stop at the second
     recipes = {"earlier": (ProbeConfig.legacy(train_positions=profile.probe_tokens, replicate=True), "legacy-{run}"),
-               "converged, raw": (profile.probe_config(replicate=True, features="raw"), "{run}-raw"),
-               "converged, joint_ln": (profile.probe_config(replicate=True, features="joint_ln"), "{run}-joint_ln"),
-               "converged, tied head": (profile.probe_config(replicate=True, head="tied"), "{run}-tied")}
+               "untied, plateau, raw": (profile.probe_config(True, head="mlp", features="raw", **plateau), "{run}-raw"),
+               "untied, plateau": (profile.probe_config(True, head="mlp", **plateau), "{run}-joint_ln"),
+               "tied, plateau": (profile.probe_config(True, head="tied", **plateau), "{run}-tied"),
+               "untied, cool-down": (profile.probe_config(True, head="mlp", lr=1e-3), "{run}-wsd"),
+               "tied, cool-down (default)": (profile.probe_config(True), None)}
     tables, rows, pairs = {}, [], []
     for recipe, (cfg, name) in recipes.items():
         for run in runs:
-            own = root / "probing" / run
-            out = own if cfg == profile.probe_config(replicate=True) else root / "probing" / "comparisons" / name.format(run=run)
-            art = load_artifact(probe_run(root / "training" / run, cfg, data_dir=data.path, out=out, show=False))
+            out = root / "probing" / (run if name is None else f"comparisons/{name.format(run=run)}")
+            if args.reuse and (out / "preference.parquet").exists():
+                art = load_artifact(out)
+            else:
+                art = load_artifact(probe_run(root / "training" / run, cfg, data_dir=data.path, out=out, show=False))
             m = art.manifest
             heads = [v for k, v in m["val_loss"].items() if k.endswith("_head")]
             rep = replicate_table(art.path, data)
             tables[recipe, run] = art.table
-            rows.append({"run": run, "recipe": recipe, "minutes": round(m["seconds"]["total"] / 60, 2),
+            rows.append({"run": run, "recipe": recipe, "probe_version": m["identity"]["version"], "minutes": round(m["seconds"]["total"] / 60, 2),
                          "epochs": m["heads"]["epochs"], "head_minus_cooperative": round(min(heads) - m["val_loss"]["cooperative"], 4),
                          **{f"reliability_{c}": round(same_run_agreement(art.table, rep, data.counts, profile.top_n, c), 4)
                             for c in SCORE_COLUMNS}})

@@ -287,6 +287,9 @@ def test_head_loss_equals_cross_entropy_in_value_and_gradients(kind):
         torch.testing.assert_close(b, a)
     logits = head(h).detach()
     torch.testing.assert_close(token_logprob(logits, y), -F.cross_entropy(logits, y, reduction="none"))
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # scores stay fp32 under the towers' autocast
+        torch.testing.assert_close(head.logprob(h.detach(), y), token_logprob(logits, y))
+
 
 
 # ---------------------------------------------------------------- the instrument itself
@@ -331,7 +334,7 @@ def test_heads_stop_on_the_heldout_plateau_and_keep_their_best_state(tiny_data):
     # recompute the held-out loss of the returned heads on the same held-out blocks
     feats, labels = extract_features(model, tiny_data.train[np.sort(chosen[n_train:])], tiny_data.special_ids,
                                      tiny_data.vocab_size, torch.Generator().manual_seed(0), cfg, show=False)
-    now = _heldout_losses(heads[0], feats, labels, 2, cfg, torch.device("cpu"))
+    now = _heldout_losses(heads[0], feats, labels, 2, torch.device("cpu"))
     best = [min(c["heldout_loss"][j] for c in record["curve"]) for j in range(2)]
     assert now == pytest.approx(best, abs=0.05)  # the planted model's features are noisy per call
 

@@ -57,7 +57,7 @@ SECTIONS: tuple[Section, ...] = (
              "controls", "control_models", "threads_per_run"),
             ("00_data",)),
     Section("02_probing", "Probing and preference scores", "probing",
-            ("cases", "probe_tokens", "probe_features", "bert_events", "controls", "control_models", "top_n"),
+            ("cases", "probe_tokens", "probe_head", "probe_features", "bert_events", "controls", "control_models", "top_n"),
             ("00_data", "01_training"), committed=("results/probe",)),
     Section("03_correlations", "Correlation of preference scores", "correlations",
             ("cases", "top_n", "bootstrap", "controls", "control_models"), ("00_data", "01_training", "02_probing")),

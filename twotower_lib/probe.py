@@ -10,8 +10,12 @@ A number is only as good as what measured it, so the probe is built to be checke
   read, and what the authors' heads read) or `raw` (the tower's output as it is).
 - **Trained to convergence, and shown to be.** A held-out share of the training blocks decides
   when to stop: after every epoch each head's held-out loss is measured; when no head improved by
-  more than `tol` nats, the learning rate drops (`lr_drops` times), and then training stops (or at
-  `max_epochs`). Each head keeps its best held-out state. The curve goes into the probe manifest.
+  more than `tol` nats (a plateau), the learning rate falls linearly to zero over `cooldown_epochs`,
+  and training stops (or at `max_epochs`). Each head keeps its best held-out state; the curve goes
+  into the probe manifest. Why the cool-down: AdamW moves every weight by about the rate at every
+  step, so a head stopped at a constant rate is a random draw around the optimum, and two seeds
+  disagree on each token's score (probe-seed reliability 0.46-0.65 on the default GPT pair when
+  stopped after a rate drop, against 0.81-0.93 for the earlier recipe, which decays to zero).
 - **BERT at [MASK].** Eq. 1 defines BERT's state at a predicted position with [MASK] there, so by
   default (`bert_events="mask"`) every position the heads train on or are scored at has [MASK] at
   the input. `"corrupt"` keeps the training corruption (80% [MASK], 10% random, 10% unchanged),
@@ -56,17 +60,19 @@ from twotower_lib.preference import (TowerSums, document_stats, load_artifact, o
 IGNORE = -100
 # Part of every probe's identity: a probe written by an older version is recomputed, not reused.
 # 2: per-model head seeds (see probe_run). 3: held-out stopping, feature and event options, replicate.
-PROBE_VERSION = 3
+# 4: tied head by default, cool-down after the plateau, bf16 tower passes where faster.
+PROBE_VERSION = 4
 FEATURES = ("joint_ln", "raw")
 BERT_EVENTS = ("mask", "corrupt")
 SCHEDULES = ("plateau", "linear")
+HEAD_LR = {"tied": 3e-3, "mlp": 1e-3}  # peak rates: the tied head trains ~70k weights, the untied ~2M (V = 8192)
 REPLICATE_SEED = 7_919  # offset of the replicate heads' seed from the main heads'
 COOP_EVERY = 4          # the cooperative model's validation loss is measured on every 4th batch of blocks
 
 
 @dataclass(frozen=True)
 class ProbeConfig:
-    head: str = "mlp"               # "mlp" (the authors' head) or "tied" (decoder = frozen input embedding)
+    head: str = "tied"              # "tied" (Eq. 2: the frozen input embedding is the decoder) or "mlp" (the authors' code)
     features: str = "joint_ln"      # what the heads read: "joint_ln" (the authors') or "raw" tower states
     bert_events: str = "mask"       # BERT: "mask" ([MASK] at every probed position, Eq. 1) or "corrupt" (80/10/10)
     train_blocks: int = 1024        # training blocks whose features train the heads
@@ -75,10 +81,11 @@ class ProbeConfig:
     schedule: str = "plateau"       # "plateau": held-out stopping; "linear": warm-up + linear decay over max_epochs
     max_epochs: int = 30            # cap (plateau) or exact number of epochs (linear)
     tol: float = 0.005              # nats: an epoch that improves no head's held-out loss by more is a plateau
-    lr_drops: int = 1               # plateaus answered by lowering the rate (x lr_drop) before stopping
+    lr_drops: int = 0               # plateaus answered by lowering the rate (x lr_drop) before the cool-down
     lr_drop: float = 0.2
+    cooldown_epochs: int = 1        # after the last plateau: the rate falls linearly to 0 over these epochs, then stop
     batch_size: int = 1024          # positions per head-training step
-    lr: float = 1e-3
+    lr: float | None = None         # peak rate; None: HEAD_LR[head]
     warmup_fraction: float = 0.1    # of the first epoch (plateau) or of all steps (linear)
     weight_decay: float = 0.01
     eval_blocks: int | None = None  # validation blocks scored (None = all)
@@ -91,8 +98,12 @@ class ProbeConfig:
     @classmethod
     def legacy(cls, **changes) -> "ProbeConfig":
         """The earlier probe: raw features, BERT scored with the 80/10/10 corruption, 3 epochs, no held-out stop."""
-        return replace(cls(features="raw", bert_events="corrupt", schedule="linear", max_epochs=3,
-                           holdout_fraction=0.0), **changes)
+        return replace(cls(head="mlp", features="raw", bert_events="corrupt", schedule="linear", max_epochs=3,
+                           holdout_fraction=0.0, lr=1e-3), **changes)
+
+    @property
+    def peak_lr(self) -> float:
+        return HEAD_LR[self.head] if self.lr is None else self.lr
 
     def validate(self) -> "ProbeConfig":
         def bad(field: str, why: str) -> UserError:
@@ -115,7 +126,9 @@ class ProbeConfig:
             raise bad("holdout_fraction", "must be positive with schedule 'plateau' (the held-out loss decides when to stop)")
         if not (self.tol >= 0 and self.lr_drops >= 0 and 0 < self.lr_drop < 1):
             raise bad("tol", "(with lr_drops >= 0 and lr_drop in (0, 1)) must be non-negative")
-        if not (self.lr > 0 and 0 <= self.warmup_fraction < 1 and self.weight_decay >= 0):
+        if not isinstance(self.cooldown_epochs, int) or self.cooldown_epochs < 0:
+            raise bad("cooldown_epochs", "must be a non-negative integer")
+        if not ((self.lr is None or self.lr > 0) and 0 <= self.warmup_fraction < 1 and self.weight_decay >= 0):
             raise bad("lr", "(with warmup_fraction in [0, 1) and weight_decay >= 0) must be positive")
         if self.precision not in ("auto", "fp32", "bf16"):
             raise bad("precision", "must be 'auto', 'fp32' or 'bf16'")
@@ -127,14 +140,15 @@ def _device(model) -> torch.device:
 
 
 def _autocast(cfg: ProbeConfig, device: torch.device):
-    """The towers' forward pass: bf16 autocast on GPUs (fp16 where bf16 is missing) and on CPUs where it
-    is faster (AMX); fp32 otherwise."""
+    """The frozen towers' forward pass: bf16 autocast on GPUs (fp16 where bf16 is missing) and on CPUs
+    where bf16 matmuls are faster (`bf16_matmul_pays_off`); fp32 otherwise. On the reference CPU the
+    towers ran 1.8x faster in bf16, and the cooperative model's log-probability moved by 0.0014 nats
+    per position (per-token means: 0.0004 sd, against a probe's score spread of ~0.2): the features
+    are cached in bf16 anyway (`benchmarks/bench_probe.py` measures it again)."""
     if device.type == "cuda":
         dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.autocast("cuda", dtype=dtype, enabled=cfg.precision != "fp32")
-    from twotower_lib.train import cpu_bf16_pays_off
-
-    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.precision == "auto" and cpu_bf16_pays_off())
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=_head_dtype(cfg, device) == torch.bfloat16)
 
 
 _BF16_PAYS_OFF: bool | None = None
@@ -162,9 +176,10 @@ def bf16_matmul_pays_off() -> bool:
 
 
 def _head_dtype(cfg: ProbeConfig, device: torch.device) -> torch.dtype:
-    """The dtype of the head-training matmuls: bf16 where asked or (auto) where it is faster on this CPU.
-    Scoring always computes the heads' logits in fp32 (CPU) or under the GPU's autocast."""
-    if cfg.precision == "bf16" or (cfg.precision == "auto" and device.type == "cpu" and bf16_matmul_pays_off()):
+    """The dtype of the head-training matmuls: bf16 where asked or (auto) where it is faster (this CPU,
+    measured; GPUs with bf16); softmax and loss stay fp32. Held-out losses and scores are fp32 (`ProbeHead.logprob`)."""
+    if cfg.precision == "bf16" or (cfg.precision == "auto" and (torch.cuda.is_bf16_supported() if device.type == "cuda"
+                                                               else bf16_matmul_pays_off())):
         return torch.bfloat16
     return torch.float32
 
@@ -240,15 +255,14 @@ def train_block_count(cfg: ProbeConfig, model_type: str, seq_len: int) -> int:
 
 
 @torch.no_grad()
-def _heldout_losses(heads: nn.ModuleList, feats: torch.Tensor, labels: torch.Tensor, k: int, cfg: ProbeConfig,
+def _heldout_losses(heads: nn.ModuleList, feats: torch.Tensor, labels: torch.Tensor, k: int,
                     device: torch.device, chunk: int = 8192) -> list[float]:
     """Mean cross-entropy of every head (head i reads tower i % k) on held-out features."""
     total = torch.zeros(len(heads), dtype=torch.float64)
     for b in range(0, len(labels), chunk):
         f, y = feats[b:b + chunk].to(device).float(), labels[b:b + chunk].to(device)
-        with _autocast(cfg, device):
-            for i, head in enumerate(heads):
-                total[i] -= token_logprob(head(f[:, i % k]).float(), y).double().sum().cpu()
+        for i, head in enumerate(heads):
+            total[i] -= head.logprob(f[:, i % k], y).double().sum().cpu()
     return (total / max(1, len(labels))).tolist()
 
 
@@ -293,13 +307,18 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True,
         raise UserError("the probe's training blocks hold no position to predict; use more training blocks")
 
     steps_per_epoch = max(1, math.ceil(len(labels) / cfg.batch_size))
-    opt = torch.optim.AdamW(heads.parameters(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay)
+    opt = torch.optim.AdamW(heads.parameters(), lr=cfg.peak_lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay)
     if cfg.schedule == "linear":
         rate = _lr_lambda(steps_per_epoch * cfg.max_epochs, cfg.warmup_fraction)
     else:
         warmup = max(1, int(steps_per_epoch * cfg.warmup_fraction))
         rate = lambda step: min(1.0, (step + 1) / warmup)  # noqa: E731  (then constant; drops on plateaus)
     scale, drops_left = 1.0, cfg.lr_drops
+    cooldown: tuple[int, int] | None = None  # (first step, steps) once the rate is falling to 0
+
+    def lr_at(step: int) -> float:
+        lr = cfg.peak_lr * scale * rate(step)
+        return lr if cooldown is None else lr * max(0.0, 1 - (step - cooldown[0]) / cooldown[1])
     dtype = _head_dtype(cfg, device)
     orders = [torch.Generator().manual_seed(s) for s in seeds]
     best = [math.inf] * len(heads)
@@ -313,7 +332,7 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True,
         train_sum = torch.zeros(len(heads), dtype=torch.float64)
         for b in range(0, len(labels), cfg.batch_size):
             for group in opt.param_groups:
-                group["lr"] = cfg.lr * scale * rate(step)
+                group["lr"] = lr_at(step)
             losses = []
             for s, perm in enumerate(perms):
                 idx = perm[b:b + cfg.batch_size]
@@ -326,21 +345,28 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True,
             step += 1
             train_sum += torch.tensor([l.item() for l in losses], dtype=torch.float64) * len(idx)
         train_loss = (train_sum / len(labels)).tolist()
-        held = _heldout_losses(heads, held_feats, held_labels, k, cfg, device) if n_held else train_loss
+        held = _heldout_losses(heads, held_feats, held_labels, k, device) if n_held else train_loss
         gain = max(b_ - h for b_, h in zip(best, held))                         # the best improvement of any head
         for i, h in enumerate(held):
             if h < best[i]:
                 best[i], best_state[i] = h, copy.deepcopy(heads[i].state_dict())
-        curve.append({"epoch": epoch + 1, "step": step, "lr": cfg.lr * scale * rate(step - 1),
+        curve.append({"epoch": epoch + 1, "step": step, "lr": lr_at(step - 1),
                       "train_loss": [round(x, 5) for x in train_loss], "heldout_loss": [round(x, 5) for x in held]})
         bar.set_postfix(heldout=" ".join(f"{x:.3f}" for x in held), gain=f"{gain:.4f}")
         bar.update(1)
-        if cfg.schedule == "plateau" and gain < cfg.tol:
-            if drops_left == 0:
+        if cfg.schedule != "plateau":
+            continue
+        if cooldown is not None and step >= sum(cooldown):    # the rate has reached 0
+            stopped = "converged"
+            break
+        if cooldown is None and gain < cfg.tol:                # a plateau
+            if drops_left:
+                drops_left, scale = drops_left - 1, scale * cfg.lr_drop
+            elif cfg.cooldown_epochs:
+                cooldown = (step, steps_per_epoch * cfg.cooldown_epochs)
+            else:
                 stopped = "converged"
                 break
-            drops_left -= 1
-            scale *= cfg.lr_drop
     bar.close()
     if cfg.schedule == "plateau":
         for head, state in zip(heads, best_state):
@@ -385,7 +411,7 @@ def score_validation(model, head_sets: list[nn.ModuleList], data, cfg: ProbeConf
                 feats = head_features(model, states, cfg.features)
             target = y[keep]
             for heads, out in zip(head_sets, lps):
-                out.append(torch.stack([token_logprob(heads[j](feats[:, j]).float(), target)
+                out.append(torch.stack([heads[j].logprob(feats[:, j], target)
                                         for j in range(len(heads))], dim=1).double().cpu().numpy())  # (n, k)
             if batch_no % COOP_EVERY == 0:  # the cooperative model's loss needs a mean, not every position
                 with _autocast(cfg, device):
@@ -611,6 +637,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="BERT: [MASK] at every probed position (Eq. 1) or the training corruption 80/10/10")
     p.add_argument("--train-blocks", type=int, default=d.train_blocks)
     p.add_argument("--max-epochs", type=int, default=d.max_epochs, help="cap on head-training epochs (held-out stop)")
+    p.add_argument("--lr", type=float, default=None, help=f"peak rate of the heads (default: {HEAD_LR} by head)")
     p.add_argument("--eval-blocks", type=int, default=None)
     p.add_argument("--replicate", action="store_true", help="also train heads with a second seed (probe-seed reliability)")
     p.add_argument("--legacy", action="store_true", help="the earlier probe recipe (raw, 80/10/10, 3 epochs), for comparison")
@@ -622,7 +649,7 @@ def main(args: argparse.Namespace) -> int:
     base = ProbeConfig.legacy() if args.legacy else ProbeConfig(features=args.features, bert_events=args.bert_events,
                                                                  max_epochs=args.max_epochs)
     cfg = replace(base, head=args.head, train_blocks=args.train_blocks, eval_blocks=args.eval_blocks,
-                  seed=args.seed, replicate=args.replicate)
+                  seed=args.seed, replicate=args.replicate, lr=args.lr if args.lr is not None else base.lr)
     if args.all_snapshots:
         from twotower_lib.models import list_snapshots
 

@@ -70,6 +70,7 @@ class Profile:
                                          # cores allow (twotower_lib.workers); 0 = one at a time on every core
     # -- probing (02_probing)
     probe_tokens: int = 2_000_000        # predicted positions the probing heads train on (per epoch)
+    probe_head: str = "tied"             # "tied" (Eq. 2: decoder = the frozen input embedding) or "mlp" (the authors' code)
     probe_features: str = "joint_ln"     # what the heads read: "joint_ln" (the authors') or "raw" tower states
     bert_events: str = "mask"            # BERT positions probed: "mask" (Eq. 1) or "corrupt" (80/10/10, the old scoring)
     # -- analyses (03-06)
@@ -118,8 +119,10 @@ class Profile:
         unknown = sorted(set(self.controls) - set(CONTROLS))
         if unknown:
             raise bad("controls", f"has unknown control(s) {unknown}; choose among {CONTROLS}")
-        from twotower_lib.probe import BERT_EVENTS, FEATURES
+        from twotower_lib.probe import BERT_EVENTS, FEATURES, HEAD_KINDS
 
+        if self.probe_head not in HEAD_KINDS:
+            raise bad("probe_head", f"must be one of {HEAD_KINDS}")
         if self.probe_features not in FEATURES:
             raise bad("probe_features", f"must be one of {FEATURES}")
         if self.bert_events not in BERT_EVENTS:
@@ -239,7 +242,7 @@ class Profile:
         epoch until their held-out loss stops improving; `replicate` adds heads with a second seed."""
         from twotower_lib.probe import ProbeConfig
 
-        settings = {"train_positions": self.probe_tokens, "features": self.probe_features,
+        settings = {"train_positions": self.probe_tokens, "head": self.probe_head, "features": self.probe_features,
                     "bert_events": self.bert_events, "replicate": replicate}
         return ProbeConfig(**{**settings, **changes}).validate()
 

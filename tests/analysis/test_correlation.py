@@ -206,3 +206,140 @@ def test_fig3_orders_by_reference(runs):
     np.testing.assert_array_equal(wide["run2"].to_numpy(), ref["score"].to_numpy())
     with pytest.raises(UserError, match="reference run"):
         fig3_data(tables, counts, "nope")
+
+
+def _reference_scores(ds: pd.DataFrame, weights: dict, ids: np.ndarray, score_col: str) -> np.ndarray:
+    """One run's scores of `ids` from its document sums with per-document weights, by hand (NaN: unseen)."""
+    w = ds["doc_id"].map(weights).to_numpy(float)
+    g = pd.DataFrame({c: ds[c].to_numpy() * w for c in ("n", "sum_p1", "sum_p2", "sum_logp1", "sum_logp2")}
+                     ).groupby(ds["token_id"].to_numpy()).sum().reindex(ids)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if score_col == "score":
+            s = np.log(g["sum_p1"] / g["n"]) - np.log(g["sum_p2"] / g["n"])
+        else:
+            s = g["sum_logp1"] / g["n"] - g["sum_logp2"] / g["n"]
+    return np.where(g["n"].to_numpy() > 0, s.to_numpy(), np.nan)
+
+
+def _reference_r(x: np.ndarray, y: np.ndarray, method: str, z: np.ndarray | None) -> float:
+    """(Partial) Pearson or Spearman r from the textbook formula, over the pairs where both are finite."""
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y = x[keep], y[keep]
+    z = None if z is None else z[keep]
+    if method == "spearman":
+        x, y = stats.rankdata(x), stats.rankdata(y)
+        z = None if z is None else stats.rankdata(z)
+    rxy = stats.pearsonr(x, y).statistic
+    if z is None:
+        return rxy
+    rxz, ryz = stats.pearsonr(x, z).statistic, stats.pearsonr(y, z).statistic
+    return (rxy - rxz * ryz) / np.sqrt((1 - rxz**2) * (1 - ryz**2))
+
+
+@pytest.mark.parametrize("method,score_col,with_control", [("pearson", "score", False), ("spearman", "score_logmean", True),
+                                                           ("pearson", "score_logmean", True)])
+def test_pairwise_correlations_match_a_computation_by_hand(method, score_col, with_control):
+    """Every number of Table 2's long form recomputed independently: the score column asked for, the
+    (partial) correlation, rows against a fixed extra vector (never two extras), the permutation
+    p-value and 97.5% quantile, and the document bootstrap (every replicate redone by hand, tokens
+    unseen in a replicate left out) with its basic interval and bias. 100 replicates: more than one
+    internal chunk of 64."""
+    tables, doc_stats, counts = synthetic_runs(n_runs=3, occurrence_noise=2.0, docs=12, seed=4)
+    rng = np.random.default_rng(0)
+    log_count = np.log1p(counts.astype(float))
+    extra = {"log count": log_count + rng.normal(0, 0.5, len(counts)), "noise": rng.normal(size=len(counts))}
+    control = log_count if with_control else None
+    cfg = CorrelationConfig(n=120, method=method, score_col=score_col, n_boot=100, n_permutations=300, seed=5, **FAST)
+    out = pairwise_correlations(tables, counts, cfg, doc_stats, extra=extra, control=control)
+
+    runs = list(tables)
+    expected_pairs = [p for p in itertools.combinations(runs + list(extra), 2) if p[0] in tables or p[1] in tables]
+    assert list(zip(out["a"], out["b"])) == expected_pairs            # no (extra, extra) row
+    docs = np.unique(doc_stats["run1"]["doc_id"])
+    weights = np.random.default_rng(cfg.seed).multinomial(len(docs), np.full(len(docs), 1 / len(docs)), size=cfg.n_boot)
+    for row in out.itertuples():
+        ids = top_tokens({k: tables[k] for k in (row.a, row.b) if k in tables}, counts, cfg.n, score_col)
+        vec = lambda name: tables[name].set_index("token_id").loc[ids, score_col].to_numpy() \
+            if name in tables else extra[name][ids]  # noqa: E731
+        z = None if control is None else control[ids]
+        r = _reference_r(vec(row.a), vec(row.b), method, z)
+        assert row.n_tokens == len(ids) and row.r == pytest.approx(r, abs=1e-10)
+        null = permutation_null(vec(row.a), vec(row.b), method, z, cfg.n_permutations, cfg.seed)
+        assert row.p_value == pytest.approx((1 + (np.abs(null) >= abs(r) - 1e-12).sum()) / (1 + len(null)))
+        assert row.perm_q975 == pytest.approx(np.quantile(null, 0.975))
+        reps = []
+        for w in weights:
+            wd = dict(zip(docs, w))
+            rep = lambda name: _reference_scores(doc_stats[name], wd, ids, score_col) \
+                if name in tables else extra[name][ids]  # noqa: E731
+            reps.append(_reference_r(rep(row.a), rep(row.b), method, z))
+        reps = np.array(reps)
+        q_lo, q_hi = np.quantile(reps, [0.025, 0.975])
+        assert row.ci_low == pytest.approx(max(-1, 2 * r - q_hi), abs=1e-9)
+        assert row.ci_high == pytest.approx(min(1, 2 * r - q_lo), abs=1e-9)
+        assert row.bootstrap_bias == pytest.approx(reps.mean() - r, abs=1e-9)
+    assert (out["ci_high"] - out["ci_low"] > 0.01).all()             # the noise is real: intervals have width
+    plain = pairwise_correlations(tables, counts, CorrelationConfig(n=120, method=method, n_boot=0, n_permutations=0,
+                                                                    **FAST))
+    run_rows = [i for i, (a, b) in enumerate(expected_pairs) if a in tables and b in tables]
+    changed = not np.allclose(out["r"].to_numpy()[run_rows], plain["r"].to_numpy())
+    assert changed == (with_control or score_col != "score")       # the options reached r
+    with pytest.raises(UserError, match="clash with run names"):
+        pairwise_correlations(tables, counts, cfg, extra={"run2": log_count})
+
+
+def test_basic_interval_reflects_the_replicates_and_stays_within_minus_one_and_one():
+    from twotower_lib.analysis.correlation import basic_interval
+
+    reps = np.column_stack([np.linspace(0.1, 0.5, 101), np.linspace(-0.2, 0.9, 101), np.linspace(-0.95, -0.5, 101)])
+    estimate = np.array([0.3, 0.95, -0.9])
+    lo, hi = basic_interval(reps, estimate, level=0.9)
+    q05, q95 = np.quantile(reps, [0.05, 0.95], axis=0)
+    np.testing.assert_allclose(lo, np.clip(2 * estimate - q95, -1, 1))
+    np.testing.assert_allclose(hi, np.clip(2 * estimate - q05, -1, 1))
+    assert hi[1] == 1.0 and lo[2] == -1.0           # clipped at the bounds of a correlation
+    assert lo[0] == pytest.approx(0.6 - q95[0]) and hi[0] == pytest.approx(0.6 - q05[0])
+
+
+def test_split_half_reliability_matches_a_computation_by_hand():
+    """The split-half reliability redone by hand: random halves of the documents (as many splits as
+    asked), each half's scores, Pearson r over tokens scored in both, mean, Spearman-Brown."""
+    from twotower_lib.analysis.correlation import split_half_reliability
+
+    tables, doc_stats, counts = synthetic_runs(occurrence_noise=2.0, docs=11, seed=2)
+    ids = top_tokens(tables, counts, 120)
+    for col in ("score", "score_logmean"):
+        got = split_half_reliability(doc_stats["run1"], ids, n_splits=7, seed=3, score_col=col)
+        docs = np.unique(doc_stats["run1"]["doc_id"])
+        rng = np.random.default_rng(3)
+        rs = []
+        for _ in range(7):
+            first = rng.permutation(len(docs)) < len(docs) // 2
+            a = _reference_scores(doc_stats["run1"], dict(zip(docs, first.astype(float))), ids, col)
+            b = _reference_scores(doc_stats["run1"], dict(zip(docs, (~first).astype(float))), ids, col)
+            rs.append(_reference_r(a, b, "pearson", None))
+        half = np.mean(rs)
+        assert got == pytest.approx(2 * half / (1 + half), abs=1e-10)
+    ceil = text_ceiling(tables, doc_stats, counts, [("run1", "run2")], 120, n_splits=7, seed=3,
+                        score_col="score_logmean").iloc[0]
+    rel = [split_half_reliability(doc_stats[r], ids, 7, 3, "score_logmean") for r in ("run1", "run2")]
+    x, y = (tables[r].set_index("token_id").loc[ids, "score_logmean"].to_numpy() for r in ("run1", "run2"))
+    assert ceil["r"] == pytest.approx(stats.pearsonr(x, y).statistic)
+    assert [ceil["reliability_a"], ceil["reliability_b"]] == pytest.approx(rel)
+    assert ceil["ceiling"] == pytest.approx(np.sqrt(rel[0] * rel[1]))
+    assert ceil["r_disattenuated"] == pytest.approx(ceil["r"] / ceil["ceiling"])
+
+
+@pytest.mark.parametrize("method", ["pearson", "spearman"])
+def test_permutation_null_with_a_control_shuffles_the_residuals(method):
+    """With a control the null is that of the partial correlation: the residuals are permuted, so
+    it is centred on 0 even where x and y share the control strongly, and its spread is 1/sqrt(n)."""
+    rng = np.random.default_rng(3)
+    z = rng.normal(size=800)
+    x, y = z + 0.3 * rng.normal(size=800), z + 0.3 * rng.normal(size=800)
+    null = permutation_null(x, y, method, z, n_permutations=3000, seed=1)
+    assert abs(null.mean()) < 0.01 and null.std() == pytest.approx(1 / np.sqrt(799), rel=0.08)
+    plain = permutation_null(x, y, method, None, n_permutations=3000, seed=1)
+    assert abs(plain.mean()) < 0.01
+    assert permutation_pvalue(x, y, method, z, 500, seed=0) > 0.01      # no partial correlation left ...
+    assert permutation_pvalue(x, y, method, None, 500, seed=0) == pytest.approx(1 / 501)   # ... but a plain one

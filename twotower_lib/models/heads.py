@@ -53,6 +53,12 @@ class ProbeHead(nn.Module):
         weight, bias = self.decoder_weights()
         return F.linear(self.features(h), weight, bias)
 
+    def logprob(self, h: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """log p(target | h) per row, (N, H), (N,) -> (N,), in fp32 even under autocast: scores are small
+        differences of log-probabilities, and a bf16 logit is off by up to ~0.03 nats."""
+        with torch.autocast(h.device.type, enabled=False):
+            return token_logprob(self(h.float()), target)
+
     def loss(self, h: torch.Tensor, target: torch.Tensor, matmul_dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """Mean cross-entropy of the head's prediction from `h` (N, H) against `target` (N,): the
         same value and gradients as `F.cross_entropy(self(h), target)`, faster (see `LinearCrossEntropy`).
