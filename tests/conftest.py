@@ -31,6 +31,29 @@ def tiny_data(tiny_corpus_dir, tmp_path_factory):
     return load_prepared(out)
 
 
+@pytest.fixture(scope="session")
+def built_book(tiny_corpus_dir, tmp_path_factory):
+    """Every existing section at the tiny profile (generated corpus), then the book (tests/test_book.py,
+    tests/test_readme.py)."""
+    import time
+
+    from twotower_lib import book, pipeline
+
+    tmp = tmp_path_factory.mktemp("book")
+    overrides = {"corpus": str(tiny_corpus_dir)}
+    pipe = pipeline.make_pipeline("tiny", overrides, tmp / "runs")
+    t0 = time.time()
+    ran = pipe.run(log=print)
+    html = book.build(pipe, tmp)
+    cold = time.time() - t0
+    t0 = time.time()
+    rerun = pipeline.make_pipeline("tiny", overrides, tmp / "runs").run(log=print)
+    book.build(pipe, tmp)
+    warm = time.time() - t0
+    print(f"end to end: cold {cold:.1f} s, warm {warm:.1f} s, book {book.tree_size(html) / 1e6:.1f} MB")
+    return {"pipe": pipe, "html": html, "ran": ran, "rerun": rerun, "cold": cold, "warm": warm}
+
+
 def skip_or_fail_in_ci(reason: str) -> None:
     """Skip a test whose tool is missing here; in CI (CI=true), where `.ci/run` installs every tool
     the suite needs, fail instead: a skipped test there would hide that it never ran."""

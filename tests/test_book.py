@@ -148,24 +148,6 @@ def test_book_refuses_sections_that_were_not_run(tmp_path):
 # ---------------------------------------------------------------------- end to end
 
 
-@pytest.fixture(scope="module")
-def built_book(tiny_corpus_dir, tmp_path_factory):
-    """Every existing section at the tiny profile (generated corpus), then the book."""
-    tmp = tmp_path_factory.mktemp("book")
-    overrides = {"corpus": str(tiny_corpus_dir)}
-    pipe = pipeline.make_pipeline("tiny", overrides, tmp / "runs")
-    t0 = time.time()
-    ran = pipe.run(log=print)
-    html = book.build(pipe, tmp)
-    cold = time.time() - t0
-    t0 = time.time()
-    rerun = pipeline.make_pipeline("tiny", overrides, tmp / "runs").run(log=print)
-    book.build(pipe, tmp)
-    warm = time.time() - t0
-    print(f"end to end: cold {cold:.1f} s, warm {warm:.1f} s, book {book.tree_size(html) / 1e6:.1f} MB")
-    return {"pipe": pipe, "html": html, "ran": ran, "rerun": rerun, "cold": cold, "warm": warm}
-
-
 @pytest.mark.slow
 def test_end_to_end_tiny_pipeline_and_strict_book_build(built_book):
     pipe, html = built_book["pipe"], built_book["html"]

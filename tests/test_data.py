@@ -52,6 +52,45 @@ def test_split_into_documents_respects_paragraphs_and_size():
     assert [len(d.split()) for d in split_into_documents(short_tail, 100)] == [100, 110]  # tail < 1/4 joins
 
 
+def _sentences(n: int, seed: int = 0) -> list[str]:
+    import random
+
+    from tests.textgen import paragraph
+
+    rng = random.Random(seed)
+    return [paragraph(rng) for _ in range(n)]
+
+
+@pytest.mark.parametrize("layout", ["one sentence per line", "one long line", "no punctuation", "wrapped paragraphs"])
+def test_texts_without_blank_lines_are_cut_into_documents(layout):
+    """The usual language-model corpus has one sentence per line and no blank line; other texts are
+    one long line. Each becomes documents of about doc_words words, cut at line, then sentence, then
+    word boundaries, and no word is lost or moved."""
+    paras = _sentences(60)
+    text = {"one sentence per line": "\n".join(paras),
+            "one long line": " ".join(paras),
+            "no punctuation": " ".join(paras).replace(".", "").replace("?", "").replace("!", ""),
+            "wrapped paragraphs": "\n\n".join(paras)}[layout]
+    docs = split_into_documents(text, doc_words=300)
+    words = text.split()
+    assert len(words) > 2000 and len(docs) >= len(words) // 600
+    assert " ".join(docs).split() == words
+    assert all(len(d.split()) <= 2 * 300 for d in docs)
+    if layout == "one sentence per line":             # cut between lines, never inside one
+        lines = set(text.split("\n"))
+        assert all(p in lines for d in docs for p in d.split("\n\n"))
+
+
+def test_an_over_long_line_is_cut_at_sentences_then_words():
+    sentence = "a b c d e f g h i j."                # 10 words
+    docs = split_into_documents(" ".join([sentence] * 12), doc_words=50)
+    assert [len(d.split()) for d in docs] == [50, 50, 20]   # 5 sentences a document
+    assert all(d.split("\n\n")[0].startswith("a b") for d in docs)
+    long_word_run = " ".join(["w"] * 230)
+    assert [len(d.split()) for d in split_into_documents(long_word_run, 100)] == [100, 100, 30]
+    assert [len(d.split()) for d in split_into_documents(" ".join(["w"] * 220), 100)] == [100, 120]  # tail < 1/4 joins
+
+
 def test_detokenize_brown():
     raw = "\n\n\tThe/at jury/nn said/vbd ``/`` no/at evidence/nn ''/'' ,/, and/cc it/pps didn't/hvd* ./.\n"
     assert detokenize_brown(raw) == 'The jury said "no evidence", and it didn\'t.'
@@ -178,6 +217,30 @@ def test_binary_file_is_named(tiny_corpus_dir, tmp_path):
     (c / "image.txt").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
     with pytest.raises(UserError, match=r"image\.txt looks like a binary file"):
         prepare_data(small_cfg(c), tmp_path / "out", verbose=False)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-8-sig", "utf-32"])
+def test_utf16_and_bom_files_are_decoded(tmp_path, encoding):
+    """Some editors save UTF-16 with a byte-order mark (or without one): decoded, not called binary."""
+    c = tmp_path / "c"
+    write_corpus(c, n_files=4, paragraphs_per_file=40)
+    reference = prepare_data(small_cfg(c, valid_fraction=0.3), tmp_path / "ref", verbose=False)
+    text = (c / "book01.txt").read_text(encoding="utf-8") + "Café naïve — “quoted”.\n"
+    (c / "book01.txt").write_bytes(text.encode(encoding))
+    assert sources.read_text_file(c / "book01.txt") == (text, 0)
+    out = prepare_data(small_cfg(c, valid_fraction=0.3), tmp_path / "out", verbose=False)
+    m, ref = (json.loads((p / "manifest.json").read_text()) for p in (out, reference))
+    assert m["replaced_characters"] == 0 and m["words"]["train"] + m["words"]["valid"] == \
+        ref["words"]["train"] + ref["words"]["valid"] + 4
+
+
+def test_requested_vocabulary_larger_than_the_text_allows_is_reported(tmp_path, capsys):
+    c = tmp_path / "c"
+    write_corpus(c, n_files=3, paragraphs_per_file=30)
+    out = prepare_data(small_cfg(c, vocab_size=30000, valid_fraction=0.3), tmp_path / "out")
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["vocab_size"] < 30000 == m["vocab_size_requested"]
+    assert f"vocabulary {m['vocab_size']:,} (of 30,000 requested" in capsys.readouterr().out
 
 
 def test_invalid_utf8_is_replaced_and_counted(tmp_path, capsys):

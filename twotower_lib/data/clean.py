@@ -2,7 +2,8 @@
 
 Documents are the unit of the train/validation split and of the bootstrap over validation text,
 so long texts (a book, a user's file) are cut at paragraph boundaries into documents of about
-`doc_words` words; each Wikipedia lead section is one document.
+`doc_words` words (a paragraph longer than that at its lines, sentences, then words); each
+Wikipedia lead section is one document.
 """
 
 from __future__ import annotations
@@ -39,25 +40,53 @@ def strip_gutenberg(text: str) -> str:
     return _GUTENBERG_LINE.sub("", text)
 
 
+def _prepare_whitespace(text: str) -> str:
+    text = unicodedata.normalize("NFC", text).replace("\r\n", "\n").replace("\r", "\n")
+    return text.replace("\u00a0", " ").replace("\t", " ")
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
 def normalize(text: str) -> str:
     """Unicode NFC, unwrapped paragraphs, single spaces; paragraphs separated by one blank line."""
-    text = unicodedata.normalize("NFC", text).replace("\r\n", "\n").replace("\r", "\n")
-    text = text.replace("\u00a0", " ").replace("\t", " ")
-    paragraphs = re.split(r"\n\s*\n", text)
-    out = []
-    for p in paragraphs:
-        p = re.sub(r"\s+", " ", p).strip()
-        if p:
-            out.append(p)
-    return "\n\n".join(out)
+    return "\n\n".join(p for p in map(_squash, re.split(r"\n\s*\n", _prepare_whitespace(text))) if p)
+
+
+# A sentence ends at . ! ? (or one of them and a closing quote or bracket) before whitespace
+# (abbreviations cut too early: harmless, the cut only decides where an over-long line is divided).
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[.!?][\"')\]])\s+")
+
+
+def _units(text: str, doc_words: int) -> list[str]:
+    """The pieces documents are packed from: paragraphs (blank-line separated, unwrapped); a paragraph
+    longer than `doc_words` words is cut at its lines, a longer line at its sentences, and a longer
+    sentence every `doc_words` words. So a corpus with one sentence per line, or one long line, is cut
+    like a book, and a text of ordinary paragraphs is cut exactly as before."""
+    units: list[str] = []
+    for block in re.split(r"\n\s*\n", _prepare_whitespace(text)):
+        paragraph = _squash(block)
+        if len(paragraph.split()) <= doc_words:
+            units += [paragraph] if paragraph else []
+            continue
+        for line in filter(None, map(_squash, block.split("\n"))):
+            if len(line.split()) <= doc_words:
+                units.append(line)
+                continue
+            for sentence in filter(None, map(_squash, _SENTENCE_END.split(line))):
+                words = sentence.split()
+                units += [" ".join(words[i:i + doc_words]) for i in range(0, len(words), doc_words)]
+    return units
 
 
 def split_into_documents(text: str, doc_words: int) -> list[str]:
-    """Cut a long text into chunks of about `doc_words` words at paragraph boundaries."""
+    """Cut a text into chunks of about `doc_words` words at paragraph boundaries (over-long
+    paragraphs at line, then sentence, then word boundaries: `_units`); paragraphs are normalised."""
     chunks: list[str] = []
     current: list[str] = []
     n = 0
-    for p in text.split("\n\n"):
+    for p in _units(text, doc_words):
         current.append(p)
         n += len(p.split())
         if n >= doc_words:
@@ -73,9 +102,6 @@ def split_into_documents(text: str, doc_words: int) -> list[str]:
 
 
 def documents_from_text(text: str, source: str, name: str, doc_words: int) -> list[Document]:
-    text = normalize(text)
-    if not text:
-        return []
     return [Document(f"{source}/{name}#{i:04d}", source, chunk)
             for i, chunk in enumerate(split_into_documents(text, doc_words))]
 

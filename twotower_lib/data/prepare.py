@@ -156,10 +156,13 @@ def _check_nonempty(cfg: DataConfig, doc_ids: dict, reports: list[SourceReport])
 
 def summary_line(out: Path, m: dict) -> str:
     d, w, t = m["documents"], m["words"], m["block_tokens"]
+    vocab = f"vocabulary {m['vocab_size']:,}"
+    if m["vocab_size"] < m.get("vocab_size_requested", m["vocab_size"]):
+        vocab += (f" (of {m['vocab_size_requested']:,} requested: the training text holds no more distinct "
+                  "WordPiece tokens; use more text or a smaller --vocab-size)")
     return (f"prepared {out}: {d['train'] + d['valid']:,} documents ({d['train']:,} train / {d['valid']:,} valid), "
             f"{w['train'] + w['valid']:,} words, {t['train'] + t['valid']:,} tokens in blocks "
-            f"({t['train']:,} train / {t['valid']:,} valid), vocabulary {m['vocab_size']:,}, "
-            f"{m['elapsed_seconds']:.1f} s")
+            f"({t['train']:,} train / {t['valid']:,} valid), {vocab}, {m['elapsed_seconds']:.1f} s")
 
 
 # ---------------------------------------------------------------- CLI

