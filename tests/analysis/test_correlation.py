@@ -343,3 +343,38 @@ def test_permutation_null_with_a_control_shuffles_the_residuals(method):
     assert abs(plain.mean()) < 0.01
     assert permutation_pvalue(x, y, method, z, 500, seed=0) > 0.01      # no partial correlation left ...
     assert permutation_pvalue(x, y, method, None, 500, seed=0) == pytest.approx(1 / 501)   # ... but a plain one
+
+
+def test_same_run_agreement_is_r_over_the_top_tokens_of_the_chosen_column():
+    from twotower_lib.analysis.correlation import same_run_agreement
+
+    tables, _, counts = synthetic_runs(n_runs=2, occurrence_noise=1.0, seed=6)
+    a, b = tables["run1"], tables["run2"]
+    for col in ("score", "score_logmean"):
+        ids = top_tokens({"first": a, "second": b}, counts, 80, col)
+        x, y = (t.set_index("token_id").loc[ids, col] for t in (a, b))
+        assert same_run_agreement(a, b, counts, 80, col) == pytest.approx(stats.pearsonr(x, y).statistic, abs=1e-12)
+    assert same_run_agreement(a, a, counts, 80) == pytest.approx(1.0)
+    with pytest.raises(UserError, match="train_counts"):
+        same_run_agreement(a, b, counts[:10], 80)
+
+
+def test_the_limits_of_the_inputs_are_exactly_where_the_messages_say():
+    """Boundaries: 3 tokens are enough and 2 are not; a level strictly inside (0, 1); no negative
+    replicate counts; a vector of another length, with NaN or constant is named in the message."""
+    CorrelationConfig(n=3, n_boot=0, n_permutations=0, level=0.5)
+    for bad, msg in ((dict(n=2), "at least 3 tokens"), (dict(level=0.0), "strictly between"),
+                     (dict(level=1.0), "strictly between"), (dict(n_boot=-1), ">= 0"),
+                     (dict(n_permutations=-1), ">= 0"), (dict(score_col="p1_mean"), "score column")):
+        with pytest.raises(UserError, match=msg):
+            CorrelationConfig(**bad)
+    assert correlate(np.array([1.0, 2.0, 3.0]), np.array([1.0, 3.0, 2.0])) == pytest.approx(0.5)
+    with pytest.raises(UserError, match="at least 3 tokens, got 2"):
+        correlate(np.array([1.0, 2.0]), np.array([2.0, 1.0]))
+    with pytest.raises(UserError, match="run b has 4 values but run a has 5"):
+        correlate(np.arange(5.0), np.arange(4.0), names=("run a", "run b"))
+    with pytest.raises(UserError, match="the control has NaN"):
+        correlate(np.arange(5.0), np.arange(5.0) ** 2, control=np.array([1, 2, np.nan, 4, 5.0]))
+    with pytest.raises(UserError, match="the control is constant"):
+        correlate(np.arange(5.0), np.arange(5.0) ** 2, control=np.ones(5))
+    assert permutation_null(np.arange(5.0), np.arange(5.0) ** 2, n_permutations=0).shape == (0,)
