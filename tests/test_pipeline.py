@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -178,12 +179,38 @@ def test_overrides_are_coerced_and_bad_ones_are_named():
         get_profile("laptop")
 
 
-def test_runs_root_follows_the_environment(monkeypatch, tmp_path):
+def test_runs_root_follows_the_environment_else_the_project_whatever_the_working_directory(monkeypatch, tmp_path):
     monkeypatch.setenv("TWOTOWER_RUNS", str(tmp_path / "elsewhere"))
     assert pipeline.make_pipeline("tiny").root == tmp_path / "elsewhere" / "tiny"
     monkeypatch.delenv("TWOTOWER_RUNS")
-    monkeypatch.chdir(tmp_path)
-    assert pipeline.make_pipeline("tiny").root == tmp_path / "runs" / "tiny"
+    monkeypatch.chdir(ROOT / "notebooks")          # where a JupyterLab kernel starts
+    assert pipeline.make_pipeline("tiny").root == ROOT / "runs" / "tiny"
+    with pytest.raises(UserError, match=r"Produce it with:  python -m twotower_lib run 00_data --profile tiny "
+                                        rf"--runs-dir {re.escape(str(tmp_path / 'mine'))}$"):
+        pipeline.open_section("02_probing", {"profile": "tiny", "runs_dir": str(tmp_path / "mine")})
+    # the printed command names --runs-dir only where it is not the default, so it fixes what it names
+    assert pipeline.run_command("00_data", "tiny", runs_dir=ROOT / "runs") == "python -m twotower_lib run 00_data --profile tiny"
+
+
+def test_the_pipeline_passes_every_parameter_so_a_saved_notebook_default_changes_nothing(monkeypatch, tmp_path):
+    """A user who edits `cases = "gpt:1"` in the notebook and saves it must not change what the
+    pipeline runs: every section parameter is injected with the profile's value."""
+    import papermill as pm
+
+    seen = {}
+
+    def fake(_src, _out, parameters, **_kw):
+        seen.update(parameters)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(pm, "execute_notebook", fake)
+    pipe = pipeline.make_pipeline("tiny", {"top_n": "40"}, tmp_path / "runs")
+    section = pipeline.find_section("02_probing")
+    with pytest.raises(RuntimeError, match="stop here"):
+        pipe.execute(section)
+    tiny = get_profile("tiny")
+    assert set(seen) == {"profile", "runs_dir", *section.parameters}
+    assert seen["cases"] == ",".join(tiny.cases) and seen["top_n"] == 40 and seen["probe_head"] == tiny.probe_head
 
 
 # ---------------------------------------------------------------------- the real notebooks
@@ -374,7 +401,7 @@ def test_a_profiles_own_published_run_is_not_an_input_of_its_sections(toy, tmp_p
 def test_missing_upstream_names_the_command(tmp_path):
     ns = {"profile": "tiny", "runs_dir": str(tmp_path / "empty"), "top_n": 5}
     with pytest.raises(UserError, match=r"needs the output of section 00_first \(First\) at .* "
-                                        r"python -m twotower_lib run 00_first --profile tiny$"):
+                                        r"python -m twotower_lib run 00_first --profile tiny --runs-dir .*empty$"):
         pipeline.open_section("01_second", ns, sections=TEST_SECTIONS)
 
 

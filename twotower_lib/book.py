@@ -207,7 +207,7 @@ def setup(app) -> dict:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default=DEFAULT_PROFILE, choices=list(PROFILES),
                    help=f"whose executed notebooks become the chapters (default {DEFAULT_PROFILE})")
-    p.add_argument("--runs-dir", default=None, help="where runs/<profile>/ lives (default $TWOTOWER_RUNS or ./runs)")
+    p.add_argument("--runs-dir", default=None, help="where runs/<profile>/ lives (default $TWOTOWER_RUNS, else the project's runs/)")
     p.add_argument("--out", type=Path, default=PROJECT_ROOT,
                    help="the book goes to OUT/_build/html (default: the repository root)")
 

@@ -21,13 +21,13 @@ import re
 import sys
 import time
 import types
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json, sha256_file, sha256_json
 from twotower_lib.errors import UserError
-from twotower_lib.profiles import DEFAULT_PROFILE, OVERRIDABLE, PROFILES, Profile, get_profile, profile_dir
+from twotower_lib.profiles import DEFAULT_PROFILE, OVERRIDABLE, PROFILES, Profile, get_profile, profile_dir, runs_root
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -78,10 +78,13 @@ def find_section(name: str, sections: tuple[Section, ...] = SECTIONS) -> Section
     raise UserError(f"unknown section {name!r}; the sections are: {', '.join(s.name for s in sections)}")
 
 
-def run_command(section: str, profile: str, overrides: dict[str, Any] | None = None) -> str:
-    """The shell command that runs `section` (and whatever it needs) at `profile`."""
+def run_command(section: str, profile: str, overrides: dict[str, Any] | None = None,
+                runs_dir: str | Path | None = None) -> str:
+    """The shell command that runs `section` (and whatever it needs) at `profile`, into `runs_dir`
+    (named only where it is not the default, so the command fixes what it is printed for)."""
     ps = "".join(f" -p {k} {_to_text(v)}" for k, v in (overrides or {}).items())
-    return f"python -m twotower_lib run {section} --profile {profile}{ps}"
+    where = f" --runs-dir {runs_dir}" if runs_dir and Path(runs_dir).resolve() != runs_root() else ""
+    return f"python -m twotower_lib run {section} --profile {profile}{ps}{where}"
 
 
 def _to_text(v: Any) -> str:
@@ -125,7 +128,7 @@ class SectionContext:
             ups = {k: v for k, v in self.overrides.items() if k in up.parameters}
             raise UserError(f"section {self.section.name} needs the output of section {up.name} ({up.title}) "
                             f"at {d}, which has not been produced at profile {self.profile.name!r}. "
-                            f"Produce it with:  {run_command(up.name, self.profile.name, ups)}")
+                            f"Produce it with:  {run_command(up.name, self.profile.name, ups, self.root.parent)}")
         return d
 
     def finish(self, **summary: Any) -> Path:
@@ -333,7 +336,7 @@ def probe_cases(ctx: SectionContext) -> pd.DataFrame:
     for name in names:
         if not (training / name / "model.safetensors").exists():
             raise UserError(f"case {name} has no trained model in {training}; train it with:  "
-                            f"{run_command('01_training', ctx.profile.name)}")
+                            f"{run_command('01_training', ctx.profile.name, runs_dir=ctx.root.parent)}")
     paths = [probe_run(**_probe_args(ctx, name, ctx.out / name, replicate=True)) for name in names]
     rows = []
     for name, path in zip(names, paths):
@@ -844,9 +847,11 @@ class Pipeline:
         running = nb_dir / f".{s.name}.running.ipynb"
         failed = nb_dir / f"{s.name}.failed.ipynb"
         jupytext.write(jupytext.read(self.source(s)), source_nb, fmt="ipynb")
+        # Every parameter explicitly, not only the overridden ones: a default edited and saved in the
+        # notebook must not change what runs here (the run record names these values).
         params: dict[str, Any] = {"profile": self.profile.name, "runs_dir": str(self.root.parent)}
         params.update({k: _to_text(v) if isinstance(v, tuple) else v
-                       for k, v in self.overrides.items() if k in s.parameters})
+                       for k, v in asdict(self.profile).items() if k in s.parameters})
         # A failed run must not leave a stale "good" result behind.
         self.record_path(s).unlink(missing_ok=True)
         self.executed(s).unlink(missing_ok=True)
@@ -928,7 +933,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"settings bundle (default {DEFAULT_PROFILE}); see twotower_lib.profiles")
     p.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
                    help=f"override one profile field for this run; keys: {', '.join(OVERRIDABLE)}")
-    p.add_argument("--runs-dir", default=None, help="where runs/<profile>/ lives (default $TWOTOWER_RUNS or ./runs)")
+    p.add_argument("--runs-dir", default=None, help="where runs/<profile>/ lives (default $TWOTOWER_RUNS, else the project's runs/)")
     p.add_argument("--force", action="store_true", help="re-run even what is up to date")
 
 

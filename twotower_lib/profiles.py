@@ -402,8 +402,14 @@ def get_profile(name: str) -> Profile:
 
 
 def runs_root() -> Path:
-    """`$TWOTOWER_RUNS`, default `runs/` in the current directory."""
-    return Path(os.environ.get("TWOTOWER_RUNS") or "runs").expanduser().resolve()
+    """`$TWOTOWER_RUNS`; else the project's `runs/` when this package is a source checkout (a notebook's
+    kernel starts in `notebooks/`, and must find the same runs as the command line), else `./runs`."""
+    if os.environ.get("TWOTOWER_RUNS"):
+        return Path(os.environ["TWOTOWER_RUNS"]).expanduser().resolve()
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "pyproject.toml").exists() and (checkout / "notebooks").is_dir():
+        return checkout / "runs"
+    return Path("runs").resolve()
 
 
 def profile_dir(profile: str, runs_dir: str | Path | None = None) -> Path:

@@ -154,7 +154,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"whose finished run to publish (default {DEFAULT_PROFILE})")
     p.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
                    help="the -p overrides the run was made with, if any")
-    p.add_argument("--runs-dir", default=None, help="where runs/<profile>/ lives (default $TWOTOWER_RUNS or ./runs)")
+    p.add_argument("--runs-dir", default=None, help="where runs/<profile>/ lives (default $TWOTOWER_RUNS, else the project's runs/)")
     p.add_argument("--results", type=Path, default=RESULTS_DIR, help=f"where to write <profile>.json (default {RESULTS_DIR})")
 
 
