@@ -9,8 +9,9 @@ For each run and recipe: minutes, head epochs, the best head's validation loss m
 cooperative model's, and the probe-seed reliability over the profile's top_n tokens in both score
 variants; for each recipe, the correlation between the runs (a same-configuration pair) and, per
 run, how well the recipes agree. Probes go to runs/<profile>/probing/comparisons/ (the default's to
-the profile's own probing directory); an up-to-date probe is reused, and with `--reuse` any probe
-already in a recipe's directory is (each row names the probe version that made it). Writes
+the profile's own probing directory); an up-to-date probe is reused, and with `--reuse` nothing is
+probed: the probes already in the recipes' directories are read (each row names the probe version
+that made it; a recipe missing on a run is left out there). Writes
 results/probe/recipes.json (with provenance), which section 02 shows.
 """
 
@@ -35,8 +36,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default="cpu")
     ap.add_argument("--runs", default="gpt-s1,gpt-s2")
-    ap.add_argument("--reuse", action="store_true", help="load a recipe's probe if its directory holds one, "
-                                                         "whatever probe version made it (minutes instead of hours)")
+    ap.add_argument("--reuse", action="store_true", help="probe nothing: use the probes already in the recipes' "
+                                                         "directories, whatever probe version made them (a recipe "
+                                                         "missing on a run is left out there)")
     args = ap.parse_args()
     profile = get_profile(args.profile)
     root = profile_dir(profile.name)
@@ -53,7 +55,10 @@ def main() -> None:
     for recipe, (cfg, name) in recipes.items():
         for run in runs:
             out = root / "probing" / (run if name is None else f"comparisons/{name.format(run=run)}")
-            if args.reuse and (out / "preference.parquet").exists():
+            if args.reuse:
+                if not (out / "preference.parquet").exists():
+                    print(f"{recipe} on {run}: no probe in {out}, left out")
+                    continue
                 art = load_artifact(out)
             else:
                 art = load_artifact(probe_run(root / "training" / run, cfg, data_dir=data.path, out=out, show=False))
@@ -67,19 +72,21 @@ def main() -> None:
                             for c in SCORE_COLUMNS}})
             print(rows[-1], flush=True)
         for a, b in combinations(runs, 2):
+            if (recipe, a) not in tables or (recipe, b) not in tables:
+                continue
             pairs.append({"recipe": recipe, "a": a, "b": b,
                           **{f"r_{c}": round(same_run_agreement(tables[recipe, a], tables[recipe, b], data.counts,
                                                                 profile.top_n, c), 4) for c in SCORE_COLUMNS}})
     across = [{"run": run, "a": ra, "b": rb,
                **{f"r_{c}": round(same_run_agreement(tables[ra, run], tables[rb, run], data.counts, profile.top_n, c), 4)
                   for c in SCORE_COLUMNS}}
-              for run in runs for ra, rb in combinations(recipes, 2)]
+              for run in runs for ra, rb in combinations(recipes, 2) if (ra, run) in tables and (rb, run) in tables]
     atomic_write_json(RESULT, {"profile": profile.name, "top_n": profile.top_n, "probe_version": PROBE_VERSION,
                                "recipes": {k: asdict(cfg) for k, (cfg, _) in recipes.items()},
                                "runs": rows, "pairs": pairs, "across_recipes": across,
                                "data_hash": data.data_hash, "provenance": provenance(),
                                "command": f"python benchmarks/compare_probe_recipes.py --profile {profile.name} "
-                                          f"--runs {args.runs}"})
+                                          f"--runs {args.runs}" + (" --reuse" if args.reuse else "")})
     print(f"wrote {RESULT}")
 
 

@@ -327,6 +327,18 @@ def toy(tmp_path):
     return make
 
 
+@pytest.mark.slow
+def test_a_source_edited_while_its_section_runs_leaves_it_stale(toy, tmp_path):
+    """The run record names the inputs the run started from: a notebook saved while its section
+    runs (here: by the section itself) must not be recorded as what ran."""
+    src = tmp_path / "notebooks" / "00_first.py"
+    src.write_text(NOTEBOOK_FIRST + f"\nimport pathlib\npathlib.Path({str(src)!r}).write_text({NOTEBOOK_FIRST!r} + '# edited')\n")
+    pipe = toy()
+    assert pipe.run("00_first", log=lambda m: None) == ["00_first"]
+    assert src.read_text().endswith("# edited")
+    assert pipe.stale()["00_first"] == "its source 00_first.py changed"
+
+
 def _value(pipe, section_output):
     return int((pipe.root / section_output / "value.txt").read_text())
 

@@ -846,6 +846,9 @@ class Pipeline:
         source_nb = nb_dir / f".{s.name}.source.ipynb"   # the jupytext conversion, deleted after the run
         running = nb_dir / f".{s.name}.running.ipynb"
         failed = nb_dir / f"{s.name}.failed.ipynb"
+        # what this run reads, taken before it starts: a source or committed result edited while it
+        # runs must leave the section stale, not be recorded as what ran
+        inputs = self.inputs(s, _Hashes(self.root / ".pipeline" / "hashes.json"))
         jupytext.write(jupytext.read(self.source(s)), source_nb, fmt="ipynb")
         # Every parameter explicitly, not only the overridden ones: a default edited and saved in the
         # notebook must not change what runs here (the run record names these values).
@@ -874,7 +877,7 @@ class Pipeline:
                             f"({self.root / s.output / 'section.json'} is missing): its notebook must end "
                             "with `ctx.finish(...)`")
         atomic_write_json(self.record_path(s), {
-            **self.inputs(s, hashes), "section": s.name, "output": output,
+            **inputs, "section": s.name, "output": output,
             "notebook": str(self.executed(s)), "seconds": round(time.time() - t0, 1),
             "provenance": provenance()})
         hashes.save()

@@ -108,8 +108,9 @@ def probe_note(pub: dict[str, Any]) -> str:
                 "BERT scored with the training corruption): section 02 shows what it missed; these numbers are "
                 "not comparable with the current probe's until the profile is run again.")
     c = probe["config"]
+    cooldown = f", then {c['cooldown_epochs']} epoch(s) with the rate falling to 0" if c.get("cooldown_epochs") else ""
     return (f"Probe version {probe['version']}: {c['head']} heads on {c['features']} features, trained until the "
-            f"held-out loss stopped improving by {c['tol']} nats, BERT probed with {c['bert_events']} events.")
+            f"held-out loss stopped improving by {c['tol']} nats{cooldown}, BERT probed with {c['bert_events']} events.")
 
 
 def training_minutes(pub: dict[str, Any]) -> float:
