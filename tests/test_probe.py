@@ -356,7 +356,7 @@ def test_heads_stop_on_the_heldout_plateau_and_keep_their_best_state(tiny_data):
     assert record["stopped"] == "converged" and record["epochs"] < 60
     assert record["heldout_positions"] > 0 and record["train_positions"] > 5 * record["heldout_positions"]
     lrs = [c["lr"] for c in record["curve"]]
-    assert lrs[-1] < 0.05 * lrs[0]  # after the plateau the rate fell to (nearly) zero before stopping
+    assert lrs[-1] < 0.1 * lrs[0]  # after the plateau the rate fell to its last step's 1/steps of the peak
     # the heads returned are the best held-out state, not the last epoch's
     from twotower_lib.probe import _heldout_losses, extract_features
 
