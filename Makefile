@@ -8,7 +8,7 @@ PROFILE ?= cpu
 export HF_HUB_OFFLINE ?= 1
 export DS_ACCELERATOR ?= cpu
 
-.PHONY: reproduce test test-fast venv data book clean-venv lock
+.PHONY: reproduce test test-fast venv data book clean-venv lock mutation
 
 reproduce: $(VENV)/.installed
 	$(PY) -m twotower_lib run --profile $(PROFILE)
@@ -22,6 +22,12 @@ test-fast: $(VENV)/.installed
 	$(PY) -m pytest -m "not slow and not network"
 
 venv: $(VENV)/.installed
+
+# Mutation score of preference.py and analysis/correlation.py ([tool.mutmut] in pyproject.toml);
+# not part of CI (about an hour on 2 cores). Survivors: .venv/bin/mutmut results
+mutation: $(VENV)/.installed
+	$(PY) -m pip install -q --disable-pip-version-check mutmut==3.8.1
+	$(VENV)/bin/mutmut run --max-children 2
 
 # torch is pinned in requirements.txt and installed in the same resolve as everything else,
 # so that no dependency can pull a different (multi-GB CUDA) torch; requirements-lock.txt pins
