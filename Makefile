@@ -32,12 +32,15 @@ mutation: $(VENV)/.installed
 # torch is pinned in requirements.txt and installed in the same resolve as everything else,
 # so that no dependency can pull a different (multi-GB CUDA) torch; requirements-lock.txt pins
 # every transitive dependency for a reproducible install.
-$(VENV)/.installed: requirements.txt requirements-lock.txt requirements-pos.txt pyproject.toml
+$(VENV)/.installed: requirements.txt requirements-lock.txt requirements-pos.txt pyproject.toml binder/jupyterlab-overrides.json
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), f"Python >= 3.11 needed, found {sys.version.split()[0]}"'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt -c requirements-lock.txt
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps --require-hashes -r requirements-pos.txt
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e . --config-settings editable_mode=compat
+	# JupyterLab opens a section's .py as a notebook (jupytext's viewer), paired by jupytext.toml
+	mkdir -p $(VENV)/share/jupyter/lab/settings
+	cp binder/jupyterlab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	touch $@
 
 # Regenerate the lock after changing requirements.txt (torch stays pinned in requirements.txt only,

@@ -679,3 +679,18 @@ def test_ica_items_follow_their_rules(tmp_path):
     scorecard.record_ica(ctx, {"share_one": 0.1, "share_none": 0.6, "mean_groups": 0.4, "n_words": 9}, 0.6, 3, None, True)
     assert got()["fig5"]["verdict"] == "not" and got()["fig6"]["verdict"] == "not"
     assert got()["table3"]["verdict"] == "not attempted"
+
+
+def test_jupyterlab_opens_a_section_as_a_notebook_paired_with_its_source():
+    """The repository keeps the settings of the interactive path: jupytext pairs every notebook with
+    its percent-format .py (so a save in JupyterLab writes the source), and the environment `make`
+    builds opens a .py with jupytext's notebook viewer (not the text editor)."""
+    from jupytext.config import find_jupytext_configuration_file, load_jupytext_configuration_file
+
+    config = load_jupytext_configuration_file(find_jupytext_configuration_file(str(ROOT / "notebooks")))
+    assert config.formats in ("ipynb,py:percent", ["ipynb,py:percent"])
+    overrides = json.loads((ROOT / "binder" / "jupyterlab-overrides.json").read_text())
+    assert overrides["@jupyterlab/docmanager-extension:plugin"]["defaultViewers"]["python"] == "Jupytext Notebook"
+    assert "binder/jupyterlab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json" in (ROOT / "Makefile").read_text()
+    import ipywidgets  # noqa: F401  (progress bars in JupyterLab)
+    import jupyterlab  # noqa: F401
