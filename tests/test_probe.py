@@ -196,6 +196,22 @@ def test_mismatched_vocabularies_are_refused(tmp_path):
         check_same_vocabulary([a, b])
 
 
+def test_probe_command_options_make_the_config_they_name():
+    import argparse
+
+    from twotower_lib.probe import add_arguments, config_from_args
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    parse = lambda *a: config_from_args(parser.parse_args(["run", *a]))  # noqa: E731
+    assert (parse().head, parse().peak_lr, parse().cooldown_epochs) == ("tied", 3e-3, 1)
+    legacy = parse("--legacy")
+    assert (legacy.head, legacy.peak_lr, legacy.schedule, legacy.max_epochs) == ("mlp", 1e-3, "linear", 3)
+    assert (parse("--head", "mlp").head, parse("--head", "mlp").peak_lr) == ("mlp", 1e-3)
+    assert parse("--legacy", "--head", "tied", "--lr", "0.01").peak_lr == 0.01
+    assert parse("--replicate", "--seed", "3").replicate and parse("--seed", "3").seed == 3
+
+
 def test_probe_config_validation():
     with pytest.raises(UserError, match="head"):
         ProbeConfig(head="linear").validate()

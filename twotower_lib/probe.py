@@ -13,9 +13,13 @@ A number is only as good as what measured it, so the probe is built to be checke
   more than `tol` nats (a plateau), the learning rate falls linearly to zero over `cooldown_epochs`,
   and training stops (or at `max_epochs`). Each head keeps its best held-out state; the curve goes
   into the probe manifest. Why the cool-down: AdamW moves every weight by about the rate at every
-  step, so a head stopped at a constant rate is a random draw around the optimum, and two seeds
-  disagree on each token's score (probe-seed reliability 0.46-0.65 on the default GPT pair when
-  stopped after a rate drop, against 0.81-0.93 for the earlier recipe, which decays to zero).
+  step, so a head stopped at a constant rate is a random draw around its optimum; ending at rate 0
+  lowered the held-out loss by another 0.01-0.02 nats on the default GPT pair.
+- **The head of Eq. 2** (`head="tied"`, the default): its output vectors are the frozen input
+  embedding. The authors' untied decoder (`"mlp"`, 2.1M weights at V = 8192) over-fits the probe's
+  200k positions within four epochs, each seed in its own way: two seeds agreed on the scores at
+  r = 0.42-0.65 on the default GPT pair (0.28-0.32 with the cool-down), tied heads at 0.80-0.85
+  (`results/probe/recipes.json`).
 - **BERT at [MASK].** Eq. 1 defines BERT's state at a predicted position with [MASK] there, so by
   default (`bert_events="mask"`) every position the heads train on or are scored at has [MASK] at
   the input. `"corrupt"` keeps the training corruption (80% [MASK], 10% random, 10% unchanged),
@@ -143,8 +147,8 @@ def _autocast(cfg: ProbeConfig, device: torch.device):
     """The frozen towers' forward pass: bf16 autocast on GPUs (fp16 where bf16 is missing) and on CPUs
     where bf16 matmuls are faster (`bf16_matmul_pays_off`); fp32 otherwise. On the reference CPU the
     towers ran 1.8x faster in bf16, and the cooperative model's log-probability moved by 0.0014 nats
-    per position (per-token means: 0.0004 sd, against a probe's score spread of ~0.2): the features
-    are cached in bf16 anyway (`benchmarks/bench_probe.py` measures it again)."""
+    per position (per-token means: 0.0004 sd, against a probe's score spread of ~0.2); the features
+    are cached in bf16 anyway."""
     if device.type == "cuda":
         dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.autocast("cuda", dtype=dtype, enabled=cfg.precision != "fp32")
@@ -630,7 +634,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--snapshot", default=None, help="probe a weight snapshot (name like tokens-000001000000) instead of the final weights")
     p.add_argument("--all-snapshots", action="store_true", help="probe every snapshot of the run, then the final weights")
     p.add_argument("--data", default=None, help="prepared-data directory (default: the one the run was trained on)")
-    p.add_argument("--head", choices=HEAD_KINDS, default=d.head)
+    p.add_argument("--head", choices=HEAD_KINDS, default=None,
+                   help=f"tied (Eq. 2, the default: {d.head}) or mlp (the authors' untied decoder); --legacy: mlp")
     p.add_argument("--features", choices=FEATURES, default=d.features,
                    help="what the heads read: each tower's slice of the joint LayerNorm (the authors') or raw states")
     p.add_argument("--bert-events", choices=BERT_EVENTS, default=d.bert_events,
@@ -645,11 +650,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="recompute even if up to date")
 
 
-def main(args: argparse.Namespace) -> int:
+def config_from_args(args: argparse.Namespace) -> ProbeConfig:
+    """The `probe` command's config: the default recipe or `--legacy`, with the options given."""
     base = ProbeConfig.legacy() if args.legacy else ProbeConfig(features=args.features, bert_events=args.bert_events,
                                                                  max_epochs=args.max_epochs)
-    cfg = replace(base, head=args.head, train_blocks=args.train_blocks, eval_blocks=args.eval_blocks,
-                  seed=args.seed, replicate=args.replicate, lr=args.lr if args.lr is not None else base.lr)
+    return replace(base, head=args.head or base.head, train_blocks=args.train_blocks, eval_blocks=args.eval_blocks,
+                   seed=args.seed, replicate=args.replicate, lr=args.lr if args.lr is not None else base.lr).validate()
+
+
+def main(args: argparse.Namespace) -> int:
+    cfg = config_from_args(args)
     if args.all_snapshots:
         from twotower_lib.models import list_snapshots
 
