@@ -252,3 +252,32 @@ def test_precision_picks_the_deepspeed_config(monkeypatch):
     assert picked["fp16"]["fp16"]["loss_scale"] == 0                               # dynamic loss scaling
     with pytest.raises(UserError, match="--precision must be one of"):
         tcfg(precision="fp8").validate()
+
+
+def test_a_port_taken_between_picking_and_binding_is_replaced(monkeypatch):
+    """`init_distributed` picks a free port for a run without a launcher; if another process takes it
+    before the store binds (seen in CI: EADDRINUSE), it picks another instead of failing the run."""
+    import deepspeed
+    import torch
+
+    from twotower_lib import train as train_mod
+
+    ports = []
+
+    def fake_init(**_kw):
+        ports.append(os.environ["MASTER_PORT"])
+        if len(ports) == 1:
+            raise torch.distributed.DistNetworkError("EADDRINUSE: address already in use")
+
+    for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: False)
+    monkeypatch.setattr(deepspeed, "init_distributed", fake_init)
+    monkeypatch.setattr(train_mod.atexit, "register", lambda f: None)
+    train_mod.init_distributed()
+    assert len(ports) == 2
+    monkeypatch.setenv("RANK", "0")                   # under a launcher the port is not ours to change
+    ports.clear()
+    with pytest.raises(torch.distributed.DistNetworkError):
+        train_mod.init_distributed()
+    assert len(ports) == 1

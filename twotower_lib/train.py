@@ -131,12 +131,22 @@ def init_distributed() -> None:
     """
     import deepspeed
 
-    if "RANK" not in os.environ:
+    own_port = "RANK" not in os.environ
+    if own_port:
         os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
                           MASTER_PORT=str(_free_port()))
     if not torch.distributed.is_initialized():
-        deepspeed.init_distributed(dist_backend="gloo" if not torch.cuda.is_available() else "nccl",
-                                   verbose=False)
+        for attempt in range(5):
+            try:
+                deepspeed.init_distributed(dist_backend="gloo" if not torch.cuda.is_available() else "nccl",
+                                           verbose=False)
+                break
+            except torch.distributed.DistNetworkError:
+                # the free port we picked was taken before the store bound it (another process on
+                # this machine): pick another; under a launcher the port is the launcher's, so re-raise
+                if not own_port or attempt == 4:
+                    raise
+                os.environ["MASTER_PORT"] = str(_free_port())
         # Once per process, at exit: DeepSpeed caches its groups, so a destroyed process group cannot
         # be re-created for a second run in the same process (tests, notebooks).
         atexit.register(shutdown_distributed)
