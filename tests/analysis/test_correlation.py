@@ -236,27 +236,36 @@ def _reference_r(x: np.ndarray, y: np.ndarray, method: str, z: np.ndarray | None
     return (rxy - rxz * ryz) / np.sqrt((1 - rxz**2) * (1 - ryz**2))
 
 
-@pytest.mark.parametrize("method,score_col,with_control", [("pearson", "score", False), ("spearman", "score_logmean", True),
-                                                           ("pearson", "score_logmean", True)])
-def test_pairwise_correlations_match_a_computation_by_hand(method, score_col, with_control):
+@pytest.mark.parametrize("method,score_col,with_control,docs,n", [
+    ("pearson", "score", False, 12, 120), ("spearman", "score_logmean", True, 12, 120),
+    ("pearson", "score_logmean", True, 12, 120),
+    ("pearson", "score", True, 5, 260)])         # rare tokens: some replicates miss some of them
+def test_pairwise_correlations_match_a_computation_by_hand(method, score_col, with_control, docs, n):
     """Every number of Table 2's long form recomputed independently: the score column asked for, the
     (partial) correlation, rows against a fixed extra vector (never two extras), the permutation
     p-value and 97.5% quantile, and the document bootstrap (every replicate redone by hand, tokens
     unseen in a replicate left out) with its basic interval and bias. 100 replicates: more than one
     internal chunk of 64."""
-    tables, doc_stats, counts = synthetic_runs(n_runs=3, occurrence_noise=2.0, docs=12, seed=4)
+    tables, doc_stats, counts = synthetic_runs(n_runs=3, occurrence_noise=2.0, docs=docs, seed=4)
+    if docs < 10:  # twenty tokens seen in one document only: a replicate without it lacks them
+        rare = np.argsort(-counts)[100:120]
+        for run, ds in doc_stats.items():
+            ds = doc_stats[run] = ds[~ds["token_id"].isin(rare) | (ds["doc_id"] == 0)].reset_index(drop=True)
+            ones, ids = dict.fromkeys(np.unique(ds["doc_id"]), 1.0), tables[run]["token_id"].to_numpy()
+            tables[run] = tables[run].assign(**{c: _reference_scores(ds, ones, ids, c) for c in ("score", "score_logmean")})
     rng = np.random.default_rng(0)
     log_count = np.log1p(counts.astype(float))
     extra = {"log count": log_count + rng.normal(0, 0.5, len(counts)), "noise": rng.normal(size=len(counts))}
     control = log_count if with_control else None
-    cfg = CorrelationConfig(n=120, method=method, score_col=score_col, n_boot=100, n_permutations=300, seed=5, **FAST)
+    cfg = CorrelationConfig(n=n, method=method, score_col=score_col, n_boot=100, n_permutations=300, seed=5, **FAST)
     out = pairwise_correlations(tables, counts, cfg, doc_stats, extra=extra, control=control)
 
     runs = list(tables)
     expected_pairs = [p for p in itertools.combinations(runs + list(extra), 2) if p[0] in tables or p[1] in tables]
     assert list(zip(out["a"], out["b"])) == expected_pairs            # no (extra, extra) row
-    docs = np.unique(doc_stats["run1"]["doc_id"])
-    weights = np.random.default_rng(cfg.seed).multinomial(len(docs), np.full(len(docs), 1 / len(docs)), size=cfg.n_boot)
+    docs_ = np.unique(doc_stats["run1"]["doc_id"])
+    weights = np.random.default_rng(cfg.seed).multinomial(len(docs_), np.full(len(docs_), 1 / len(docs_)), size=cfg.n_boot)
+    missing = 0
     for row in out.itertuples():
         ids = top_tokens({k: tables[k] for k in (row.a, row.b) if k in tables}, counts, cfg.n, score_col)
         vec = lambda name: tables[name].set_index("token_id").loc[ids, score_col].to_numpy() \
@@ -269,17 +278,20 @@ def test_pairwise_correlations_match_a_computation_by_hand(method, score_col, wi
         assert row.perm_q975 == pytest.approx(np.quantile(null, 0.975))
         reps = []
         for w in weights:
-            wd = dict(zip(docs, w))
+            wd = dict(zip(docs_, w))
             rep = lambda name: _reference_scores(doc_stats[name], wd, ids, score_col) \
                 if name in tables else extra[name][ids]  # noqa: E731
             reps.append(_reference_r(rep(row.a), rep(row.b), method, z))
         reps = np.array(reps)
+        missing += sum(np.isnan(_reference_scores(doc_stats["run1"], dict(zip(docs_, w)), ids, score_col)).any()
+                       for w in weights)
         q_lo, q_hi = np.quantile(reps, [0.025, 0.975])
         assert row.ci_low == pytest.approx(max(-1, 2 * r - q_hi), abs=1e-9)
         assert row.ci_high == pytest.approx(min(1, 2 * r - q_lo), abs=1e-9)
         assert row.bootstrap_bias == pytest.approx(reps.mean() - r, abs=1e-9)
     assert (out["ci_high"] - out["ci_low"] > 0.01).all()             # the noise is real: intervals have width
-    plain = pairwise_correlations(tables, counts, CorrelationConfig(n=120, method=method, n_boot=0, n_permutations=0,
+    assert (missing > 0) == (docs < 10)                              # the rare-token case exercises it
+    plain = pairwise_correlations(tables, counts, CorrelationConfig(n=n, method=method, n_boot=0, n_permutations=0,
                                                                     **FAST))
     run_rows = [i for i, (a, b) in enumerate(expected_pairs) if a in tables and b in tables]
     changed = not np.allclose(out["r"].to_numpy()[run_rows], plain["r"].to_numpy())
