@@ -87,5 +87,8 @@ def _cli(*args: str) -> list[str]:
 
 
 def _env(tmp: Path) -> dict[str, str]:
-    return {**os.environ, "TWOTOWER_DATA": str(tmp / "data-home"), "TWOTOWER_RUNS": str(tmp / "runs"),
-            "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    """A user's shell: without the torch.distributed variables that training in this test process
+    set (a child would otherwise take them for a launcher's and bind this process's port)."""
+    launcher = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}
+    return {**{k: v for k, v in os.environ.items() if k not in launcher}, "TWOTOWER_DATA": str(tmp / "data-home"),
+            "TWOTOWER_RUNS": str(tmp / "runs"), "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
