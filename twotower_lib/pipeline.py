@@ -21,7 +21,7 @@ import re
 import sys
 import time
 import types
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -853,8 +853,8 @@ class Pipeline:
         # Every parameter explicitly, not only the overridden ones: a default edited and saved in the
         # notebook must not change what runs here (the run record names these values).
         params: dict[str, Any] = {"profile": self.profile.name, "runs_dir": str(self.root.parent)}
-        params.update({k: _to_text(v) if isinstance(v, tuple) else v
-                       for k, v in asdict(self.profile).items() if k in s.parameters})
+        params.update({k: _to_text(v) if isinstance(v, list) else v
+                       for k, v in self.profile.values().items() if k in s.parameters})
         # A failed run must not leave a stale "good" result behind.
         self.record_path(s).unlink(missing_ok=True)
         self.executed(s).unlink(missing_ok=True)

@@ -40,6 +40,9 @@ def strip_gutenberg(text: str) -> str:
     return _GUTENBERG_LINE.sub("", text)
 
 
+_PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
+
+
 def _prepare_whitespace(text: str) -> str:
     text = unicodedata.normalize("NFC", text).replace("\r\n", "\n").replace("\r", "\n")
     return text.replace("\u00a0", " ").replace("\t", " ")
@@ -51,7 +54,7 @@ def _squash(text: str) -> str:
 
 def normalize(text: str) -> str:
     """Unicode NFC, unwrapped paragraphs, single spaces; paragraphs separated by one blank line."""
-    return "\n\n".join(p for p in map(_squash, re.split(r"\n\s*\n", _prepare_whitespace(text))) if p)
+    return "\n\n".join(p for p in map(_squash, _PARAGRAPH_BREAK.split(_prepare_whitespace(text))) if p)
 
 
 # A sentence ends at . ! ? (or one of them and a closing quote or bracket) before whitespace
@@ -65,7 +68,7 @@ def _units(text: str, doc_words: int) -> list[str]:
     sentence every `doc_words` words. So a corpus with one sentence per line, or one long line, is cut
     like a book, and a text of ordinary paragraphs is cut exactly as before."""
     units: list[str] = []
-    for block in re.split(r"\n\s*\n", _prepare_whitespace(text)):
+    for block in _PARAGRAPH_BREAK.split(_prepare_whitespace(text)):
         paragraph = _squash(block)
         if len(paragraph.split()) <= doc_words:
             units += [paragraph] if paragraph else []
@@ -112,7 +115,7 @@ _BROWN_QUOTES = {"``": '"', "''": '"'}
 def detokenize_brown(raw: str) -> str:
     """Brown corpus `word/tag` lines to plain text (tags dropped, punctuation re-attached)."""
     paragraphs = []
-    for block in re.split(r"\n\s*\n", raw):
+    for block in _PARAGRAPH_BREAK.split(raw):
         words = []
         for tok in block.split():
             word = tok.rsplit("/", 1)[0] if "/" in tok else tok
