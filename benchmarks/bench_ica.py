@@ -6,7 +6,7 @@
 start from the raw mixture (each does its own whitening), so the times are end to end. Runs
 alternate (ours, FastICA, ours, ...) because the machine is shared; the best time of each and the
 median of the paired ratios are printed. --threads caps BLAS threads for both (threadpoolctl).
-Target (issue 5): an Amari index <= 0.01 in no more time than FastICA (ratio <= 1).
+Target: an Amari index <= 0.01 in no more time than FastICA (ratio <= 1).
 """
 
 from __future__ import annotations

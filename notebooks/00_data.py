@@ -28,7 +28,7 @@
 
 # %% tags=["parameters"]
 profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.profiles)
-runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS or ./runs
+runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
 corpus = None            # None: the profile's corpus (registry, registry:brown, a .txt path, hf:NAME)
 vocab_size = None        # None: the profile's WordPiece vocabulary size
 seq_len = None           # None: the profile's block length in tokens
@@ -36,7 +36,7 @@ data_seed = None         # None: the profile's seed of the train/validation spli
 doc_words = None         # None: the profile's document length when cutting long texts
 valid_fraction = None    # None: the profile's share of documents held out
 
-# %%
+# %% tags=["hide-cell"]
 import pandas as pd
 
 from twotower_lib import charts, pipeline
@@ -44,7 +44,7 @@ from twotower_lib.data import load_prepared, prepare_data
 
 ctx = pipeline.open_section("00_data", globals())
 charts.enable()
-pd.DataFrame({"value": ctx.parameters}).rename_axis(f"profile {ctx.profile.name}")
+ctx.parameter_table()
 
 # %% [markdown]
 # ## Preparing the corpus

@@ -33,7 +33,7 @@
 
 # %% tags=["parameters"]
 profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.profiles)
-runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS or ./runs
+runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
 cases = None             # None: the profile's cases, "model:seed" comma-separated (e.g. "gpt:1,gpt:2")
 train_tokens = None      # None: the profile's budget, in training tokens seen per case
 model_tokens = None      # None: the profile's budgets of single models (see the profile table)
@@ -47,14 +47,14 @@ controls = None          # None: the profile's controls; "independent" adds four
 control_models = None    # None: the profile's; models whose pair gets the untrained and independent controls
 threads_per_run = None   # None: the profile's; CPU threads per run, runs side by side (0: one at a time)
 
-# %%
+# %% tags=["hide-cell"]
 import pandas as pd
 
-from twotower_lib import charts, pipeline, scorecard
+from twotower_lib import charts, paper_tables, pipeline, scorecard
 
 ctx = pipeline.open_section("01_training", globals())
 charts.enable()
-pd.DataFrame({"value": {k: str(v) for k, v in ctx.parameters.items()}}).rename_axis(f"profile {ctx.profile.name}")
+ctx.parameter_table()
 
 # %% [markdown]
 # ## The models
@@ -65,10 +65,14 @@ pd.DataFrame({"value": {k: str(v) for k, v in ctx.parameters.items()}}).rename_a
 
 # %%
 data = pipeline.load_data(ctx)
-pd.DataFrame([{"run": name, "training tokens": ctx.profile.tokens_for(model),
-               **ctx.profile.model_config(model, vocab_size=data.vocab_size, towers=towers).to_dict()}
-              for name, model, seed, towers in pipeline.training_runs(ctx.profile)]).set_index("run")[
-    ["model_type", "n_layer", "hidden", "intermediate", "n_head", "towers", "vocab_size", "seq_len", "training tokens"]]
+configs = pd.DataFrame([{"run": name, "training tokens": ctx.profile.tokens_for(model),
+                         **ctx.profile.model_config(model, vocab_size=data.vocab_size, towers=towers).to_dict()}
+                        for name, model, seed, towers in pipeline.training_runs(ctx.profile)]).set_index("run")
+paper_tables.table1(configs)
+
+# %% tags=["hide-output"]
+# Every run's configuration (the controls' single-tower runs too)
+configs[["model_type", "n_layer", "hidden", "intermediate", "n_head", "towers", "vocab_size", "seq_len", "training tokens"]]
 
 # %% [markdown]
 # ## Training

@@ -38,7 +38,7 @@
 
 # %% tags=["parameters"]
 profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.profiles)
-runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS or ./runs
+runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
 cases = None             # None: the profile's cases, "model:seed" comma-separated
 probe_tokens = None      # None: the profile's budget of training tokens for the probing heads
 probe_head = None        # None: the profile's; tied (Eq. 2: the frozen input embedding decodes) or mlp (the authors' code)
@@ -48,14 +48,14 @@ controls = None          # None: the profile's controls (untrained, independent,
 control_models = None    # None: the profile's; models whose pair gets the untrained and independent controls
 top_n = None             # None: the profile's N, the most frequent tokens the probe-seed reliability is read over
 
-# %%
+# %% tags=["hide-cell"]
 import pandas as pd
 
 from twotower_lib import charts, pipeline
 
 ctx = pipeline.open_section("02_probing", globals())
 charts.enable()
-pd.DataFrame({"value": {k: str(v) for k, v in ctx.parameters.items()}}).rename_axis(f"profile {ctx.profile.name}")
+ctx.parameter_table()
 
 # %% [markdown]
 # ## Probing every case

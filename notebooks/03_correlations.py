@@ -28,22 +28,22 @@
 
 # %% tags=["parameters"]
 profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.profiles)
-runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS or ./runs
+runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
 cases = None             # None: the profile's cases, "model:seed" comma-separated
 top_n = None             # None: the profile's N, the most frequent tokens compared (paper: 5000)
 bootstrap = None         # None: the profile's number of bootstrap resamples
 controls = None          # None: the profile's controls (untrained, independent, permutation)
 control_models = None    # None: the profile's; models whose pair gets the untrained and independent controls
 
-# %%
+# %% tags=["hide-cell"]
 import pandas as pd
 
-from twotower_lib import charts, pipeline, scorecard
+from twotower_lib import charts, paper_tables, pipeline, scorecard
 from twotower_lib.analysis.correlation import correlation_matrix, fig3_data
 
 ctx = pipeline.open_section("03_correlations", globals())
 charts.enable()
-pd.DataFrame({"value": {k: str(v) for k, v in ctx.parameters.items()}}).rename_axis(f"profile {ctx.profile.name}")
+ctx.parameter_table()
 
 # %% [markdown]
 # ## Table 2: pair-wise correlation
@@ -60,7 +60,24 @@ pd.DataFrame({"value": {k: str(v) for k, v in ctx.parameters.items()}}).rename_a
 scores = pipeline.load_scores(ctx)
 pairs_by = {col: pipeline.correlations(ctx, scores, col) for col in pipeline.VARIANTS}
 pairs = pairs_by["score"]
-pipeline.side_by_side(pairs_by).round(3)
+control_by = {col: pipeline.control_correlations(ctx, pairs_by[col], col) for col in pipeline.VARIANTS}
+control = control_by["score"]
+table2 = paper_tables.compare(pairs_by, "table2", pipeline.same_config_pairs(ctx), control)
+paper_tables.HTML(paper_tables.matrix_html(
+    table2, list(scores), caption=f"Table 2, ours (Eq. 4) [95% CI] and the paper's, top {ctx.profile.top_n} tokens"))
+
+# %% [markdown]
+# The same pairs one per row, in both score variants, with the highest control each pair is held
+# against (its own model's for a same-configuration pair, any model's otherwise) and the
+# scorecard's verdict on Eq. 4's score. A pair the paper has no row for (a second seed of another
+# model) is judged against the paper's same-configuration r, 0.94.
+
+# %%
+paper_tables.HTML(paper_tables.pairs_html(table2, {c: f"ours, {v}" for c, v in pipeline.VARIANTS.items()}))
+
+# %% tags=["hide-output"]
+# Every number behind the two tables (permutation p-values, bootstrap bias, the number of tokens)
+pd.concat(pairs_by.values(), ignore_index=True).round(4)
 
 # %%
 charts.correlation_heatmap(correlation_matrix(pairs), title=f"Pearson r over the top {ctx.profile.top_n} tokens (Eq. 4)")
@@ -95,8 +112,6 @@ charts.score_lines(fig3.rename(columns={"run": "case"}).assign(frequency=fig3["t
 # lies above every control's r (the scorecard applies this rule, to Eq. 4's score).
 
 # %%
-control_by = {col: pipeline.control_correlations(ctx, pairs_by[col], col) for col in pipeline.VARIANTS}
-control = control_by["score"]
 pipeline.side_by_side(control_by, ("control", "model", "a", "b")).round(3) if len(control) else control
 
 # %% [markdown]

@@ -27,22 +27,20 @@
 
 # %% tags=["parameters"]
 profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.profiles)
-runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS or ./runs
+runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
 cases = None             # None: the profile's cases, "model:seed" comma-separated
 top_n = None             # None: the profile's N, the most frequent tokens compared (paper: 5000)
 pos_docs = None          # None: the profile's number of training documents to tag
 pos_backend = None       # None: the profile's backend, auto | stanza | spacy
 
-# %%
-import pandas as pd
-
+# %% tags=["hide-cell"]
 from twotower_lib import charts, pipeline, scorecard
 from twotower_lib.analysis import pos
 
 ctx = pipeline.open_section("04_pos", globals())
-backend, tagger = pipeline.pos_tagger(ctx.profile.pos_backend)  # stops here if the backend is not installed
+backend, tagger = pos.choose_tagger(ctx.profile.pos_backend)  # stops here if the backend is not installed
 charts.enable()
-pd.DataFrame({"value": {k: str(v) for k, v in ctx.parameters.items()}}).rename_axis(f"profile {ctx.profile.name}")
+ctx.parameter_table()
 
 # %% [markdown]
 # ## Each token's majority tag
@@ -83,10 +81,11 @@ charts.score_distributions(
 
 # %%
 summary = pos.pos_summary(fig4)
-summary.round(3)
+pos.claims_table(summary)
 
-# %%
-summary.pivot(index="upos", columns="run", values="holds").reindex(list(pos.PAPER_TAGS))
+# %% tags=["hide-output"]
+# Every tag's numbers, the paper's seven and the others
+summary.round(3)
 
 # %%
 scorecard.record_pos(ctx, summary, backend)

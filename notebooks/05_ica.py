@@ -33,13 +33,13 @@
 
 # %% tags=["parameters"]
 profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.profiles)
-runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS or ./runs
+runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
 cases = None             # None: the profile's cases, "model:seed" comma-separated
 ica_reference = None     # None: the profile's reference case ("model:seed") for the word vectors
 ica_tokens = None        # None: the profile's number of token occurrences in the corpus sample
 ica_dim = None           # None: the profile's d (paper: 128)
 
-# %%
+# %% tags=["hide-cell"]
 import pandas as pd
 
 from twotower_lib import charts, pipeline, scorecard
@@ -48,7 +48,7 @@ from twotower_lib.analysis.ica import fig5_data, fig6_data, group_members, table
 ctx = pipeline.open_section("05_ica", globals())
 reference = pipeline.ica_reference(ctx)  # the case name; stops here if it is not one of the cases
 charts.enable()
-pd.DataFrame({"value": {k: str(v) for k, v in ctx.parameters.items()}}).rename_axis(f"profile {ctx.profile.name}")
+ctx.parameter_table()
 
 # %% [markdown]
 # ## PCA whitening and ICA

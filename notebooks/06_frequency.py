@@ -26,21 +26,19 @@
 
 # %% tags=["parameters"]
 profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.profiles)
-runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS or ./runs
+runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
 cases = None             # None: the profile's cases, "model:seed" comma-separated
 top_n = None             # None: the profile's N, the most frequent tokens compared (paper: 5000)
 bootstrap = None         # None: the profile's number of bootstrap resamples
 
-# %%
-import pandas as pd
-
-from twotower_lib import charts, pipeline, scorecard
+# %% tags=["hide-cell"]
+from twotower_lib import charts, paper_tables, pipeline, scorecard
 from twotower_lib.analysis.correlation import CorrelationConfig, correlation_matrix
 from twotower_lib.analysis.frequency import fig8_data, partial_correlations, table4
 
 ctx = pipeline.open_section("06_frequency", globals())
 charts.enable()
-pd.DataFrame({"value": {k: str(v) for k, v in ctx.parameters.items()}}).rename_axis(f"profile {ctx.profile.name}")
+ctx.parameter_table()
 
 # %% [markdown]
 # ## Fig. 8: scores in frequency order
@@ -54,12 +52,21 @@ charts.score_vs_rank(fig8.rename(columns={"run": "case", "count": "frequency"}))
 
 # %% [markdown]
 # ## Table 4: Spearman correlation, with frequency rank as one more column
+#
+# Each cell: our rho over the top-N tokens, its 95% interval (validation documents resampled;
+# the frequency rank is fixed) and the paper's value under it. The paper's Table 4 has one
+# Bert-large run and does not say which; both of ours are held against it.
 
 # %%
 config = CorrelationConfig(n=ctx.profile.top_n, method="spearman", n_boot=ctx.profile.bootstrap,
                            n_permutations=1000, progress=False)
 t4 = table4(tables, counts, config, doc_stats={k: r.doc_stats for k, r in scores.items()})
-t4.round(3)
+paper_tables.HTML(paper_tables.matrix_html(paper_tables.compare({"score": t4}, "table4"), [*tables, paper_tables.FREQUENCY],
+                                           table="table4", caption="Table 4, ours [95% CI] and the paper's"))
+
+# %% tags=["hide-output"]
+# Every number behind the table (permutation p-values, bootstrap bias, the number of tokens)
+t4.round(4)
 
 # %%
 charts.correlation_heatmap(correlation_matrix(t4), title=f"Spearman rho over the top {ctx.profile.top_n} tokens")

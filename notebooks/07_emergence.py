@@ -19,7 +19,7 @@
 # not say when that agreement appears. This section follows it along training: runs of one
 # configuration, differing only in the seed, save their weights at 0, 2^16, 2^17, ... tokens;
 # each is probed at every snapshot exactly as in section 02, and the preference scores of two
-# runs are correlated over the `top_n` most frequent tokens as in section 03.
+# runs are correlated over the most frequent tokens as in section 03 (each curve records its N).
 #
 # Three things to keep in mind when reading the curves:
 #
@@ -48,10 +48,9 @@
 
 # %% tags=["parameters"]
 profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.profiles)
-runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS or ./runs
-top_n = None             # None: the profile's N (the committed curves record their own N)
+runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
 
-# %%
+# %% tags=["hide-cell"]
 import pandas as pd
 from IPython.display import Markdown
 

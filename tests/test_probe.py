@@ -440,3 +440,12 @@ def test_tower_order_rules_disagreement_is_flagged(tiny_data, tmp_path):
     both = write_preference(tmp_path / "r", TowerSums(np.array([5, 6]), np.zeros(2, dtype=int), p2, np.log(p2)),
                             tiny_data, {"tokenizer_sha256": "x"}, {}, show=False)
     assert load_artifact(both).manifest["ordering"]["rules_agree"] is True
+
+
+def test_frequency_order_is_the_one_top_n_ordering():
+    from twotower_lib.preference import frequency_order
+
+    counts = np.array([5, 9, 5, 0, 9])
+    assert list(frequency_order(counts)) == [1, 4, 0, 2, 3]          # ties: the smaller id first
+    ids = np.array([30, 10, 20])                                       # positions hold other ids
+    assert list(frequency_order(np.array([2, 2, 7]), ids)) == [2, 1, 0]

@@ -29,7 +29,7 @@ from twotower_lib.profiles import DEFAULT_PROFILE, OVERRIDABLE, PROFILES, runs_r
 
 PAGES_DIR = PROJECT_ROOT / "book"
 LIBRARY_PARENT = Path(__file__).resolve().parent.parent  # the directory that holds twotower_lib/
-_PLACEHOLDER = re.compile(r"<!-- (PROFILES|SCORECARD|PUBLISHED|API): .*?-->", re.DOTALL)
+_PLACEHOLDER = re.compile(r"<!-- (PROFILES|PICTURE|SCORECARD|PUBLISHED|API): .*?-->", re.DOTALL)
 
 
 def _sync(data: bytes, dest: Path) -> None:
@@ -64,10 +64,21 @@ def api_markdown() -> str:
     return "\n".join(f"## `{name}`\n\n```{{eval-rst}}\n.. automodule:: {name}\n```\n" for name in names)
 
 
+def picture_markdown(card: dict) -> str:
+    """The scorecard's picture (`charts.paper_vs_ours`) as a raw-HTML block: the offline chart over its PNG."""
+    import pandas as pd
+
+    if not card.get("points"):
+        return "*No correlation the paper reports was measured at this profile.*\n"
+    chart = charts.paper_vs_ours(pd.DataFrame(card["points"]))
+    return "```{raw} html\n" + charts.mimebundle(chart.to_dict())["text/html"] + "\n```\n"
+
+
 def fill_placeholders(text: str, card: dict) -> str:
     from twotower_lib import publish
 
     parts = {"PROFILES": profiles_markdown, "SCORECARD": lambda: scorecard.to_markdown(card), "API": api_markdown,
+             "PICTURE": lambda: picture_markdown(card),
              "PUBLISHED": lambda: publish.markdown(publish.load_published(exclude=card["profile"]))}
     return _PLACEHOLDER.sub(lambda m: parts[m.group(1)](), text)
 
@@ -86,6 +97,49 @@ def check_executed(path: Path, section: str) -> None:
                                 f"`python -m twotower_lib run {section}` and fix what fails")
 
 
+def local_paths(runs: Path, corpus: str = "") -> list[tuple[str, str]]:
+    """(local prefix, what a reader sees instead), longest first: the runs directory, the folder of
+    a local corpus file, the checkout, the Python installation and the home directory."""
+    runs_label = "runs" if runs.resolve() == (PROJECT_ROOT / "runs").resolve() else "$TWOTOWER_RUNS"
+    pairs = {str(runs.resolve()): runs_label, str(PROJECT_ROOT): ".", sys.prefix: "<python>",
+             sys.base_prefix: "<python>", str(Path.home()): "~"}
+    if corpus and ":" not in corpus.split("/", 1)[0]:  # a path, not "registry:brown" or "hf:bookcorpus"
+        pairs[str(Path(corpus).expanduser().resolve().parent)] = "<corpus folder>"
+    return sorted(((k, v) for k, v in pairs.items() if len(k) > 1), key=lambda kv: -len(kv[0]))
+
+
+def for_readers(executed: Path, runs: Path, corpus: str = "") -> str:
+    """An executed notebook as the book shows it: no local path in any source or text output
+    (`local_paths`), and papermill's injected-parameters cell collapsed (the parameter table at
+    the top of each section lists the values)."""
+    nb = nbformat.read(executed, as_version=4)
+    prefixes = local_paths(runs, corpus)
+
+    def clean(text):
+        if isinstance(text, list):
+            return [clean(t) for t in text]
+        if not isinstance(text, str):
+            return text
+        for local, shown in prefixes:
+            text = text.replace(local, shown)
+        return text
+
+    for cell in nb.cells:
+        cell.source = clean(cell.source)
+        tags = cell.metadata.setdefault("tags", [])
+        if "injected-parameters" in tags and "hide-cell" not in tags:
+            tags.append("hide-cell")
+        for out in cell.get("outputs", []):
+            if "text" in out:
+                out["text"] = clean(out["text"])
+            for mime in list(out.get("data", {})):
+                if mime.startswith("text/"):
+                    out["data"][mime] = clean(out["data"][mime])
+            if "traceback" in out:
+                out["traceback"] = clean(out["traceback"])
+    return nbformat.writes(nb)
+
+
 def assemble(pipe: Pipeline, stage: Path) -> list[str]:
     """Put the book's sources for `pipe`'s profile in `stage`; return the chapters' section names."""
     chapters = []
@@ -96,12 +150,9 @@ def assemble(pipe: Pipeline, stage: Path) -> list[str]:
                             f"(no {executed}). Run it first:  python -m twotower_lib run --profile "
                             f"{pipe.profile.name}" + (f" --runs-dir {pipe.root.parent}" if pipe.root.parent != runs_root() else ""))
         check_executed(executed, s.name)
-        _sync(executed.read_bytes(), stage / "notebooks" / f"{s.name}.ipynb")
+        _sync(for_readers(executed, pipe.root.parent, pipe.profile.corpus).encode("utf-8"), stage / "notebooks" / f"{s.name}.ipynb")
         chapters.append(s.name)
-    card = scorecard.build(pipe.root, pipe.sections, {s.name for s in pipe.available()})
-    from twotower_lib.artifacts import atomic_write_json
-
-    atomic_write_json(pipe.root / "scorecard.json", card)
+    card = scorecard.write(pipe.root, pipe.sections, {s.name for s in pipe.available()})
     for name in ("_config.yml", "_toc.yml"):
         _sync((PROJECT_ROOT / name).read_bytes(), stage / name)
     for src in sorted(PAGES_DIR.rglob("*")):

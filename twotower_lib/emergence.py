@@ -1,4 +1,4 @@
-"""When does the preference emerge? Cross-seed correlation against tokens seen (issue 7).
+"""When does the preference emerge? Cross-seed correlation against tokens seen.
 
 Runs of one configuration that differ only in the seed save weight snapshots along training
 (0, 2^16, 2^17, ... tokens). Probing two of them at every common snapshot and correlating their
@@ -35,6 +35,7 @@ import pandas as pd
 
 from twotower_lib.artifacts import atomic_write_bytes, atomic_write_json, provenance, read_json
 from twotower_lib.errors import UserError
+from twotower_lib.run_names import seed_pair_name
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results" / "emergence"
 DEFAULT_LR = 1e-3  # the peak of configs/deepspeed_cpu.json (the paper's), used where a configuration sets none
@@ -69,10 +70,6 @@ class StudyConfig:
     def pairs(self) -> list[tuple[int, int]]:
         """Every pair of seeds: 2 seeds give one curve, 4 give six (not independent: each run is in three)."""
         return list(itertools.combinations(self.seeds, 2))
-
-
-def pair_label(seed_a: int, seed_b: int) -> str:
-    return f"s{seed_a}-s{seed_b}"
 
 
 # The study run for the book (`python -m twotower_lib emergence --all`): BERT, the fastest family
@@ -278,7 +275,7 @@ def run_study(cfg: StudyConfig, runs_dir: str | Path, results_dir: str | Path = 
         reuse_untrained_probe(run, Path(runs_dir))
     # probes are per run and reused, so every pair after the first costs only its correlations
     table = pd.concat([curve(runs[a], runs[b], top_n=top_n, n_boot=n_boot, probe_cfg=probe_cfg, data_dir=data_dir,
-                             min_tokens=min_tokens, config_name=cfg.name, pair=pair_label(a, b), show=show)
+                             min_tokens=min_tokens, config_name=cfg.name, pair=seed_pair_name(a, b), show=show)
                        for a, b in cfg.pairs()], ignore_index=True)
     results_dir = Path(results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
@@ -287,7 +284,7 @@ def run_study(cfg: StudyConfig, runs_dir: str | Path, results_dir: str | Path = 
     atomic_write_json(results_dir / f"{cfg.name}.json", {
         "config": asdict(cfg), "top_n": top_n, "n_boot": n_boot, "probe_config": asdict(probe_cfg),
         "data": {"path": str(data_dir), "data_hash": data.data_hash, "corpus": data_cfg.corpus},
-        "runs": [str(r) for r in runs.values()], "pairs": [pair_label(a, b) for a, b in cfg.pairs()],
+        "runs": [str(r) for r in runs.values()], "pairs": [seed_pair_name(a, b) for a, b in cfg.pairs()],
         "train_minutes": [round(read_json(r / "manifest.json")["wall_time_s"] / 60, 2) for r in runs.values()],
         "seconds_this_call": round(time.time() - t0, 1),
         "command": f"python -m twotower_lib emergence {cfg.name} --top-n {top_n} --bootstrap {n_boot} --min-tokens "
@@ -307,7 +304,7 @@ def load_curves(results_dir: str | Path = RESULTS_DIR, names: list[str] | None =
         meta = read_json(path.with_suffix(".json"))
         table = pd.read_parquet(path)
         if "pair" not in table:  # written before configurations could have more than two seeds
-            table.insert(1, "pair", pair_label(*meta["config"]["seeds"][:2]))
+            table.insert(1, "pair", seed_pair_name(*meta["config"]["seeds"][:2]))
         table = table.reindex(columns=CURVE_COLUMNS)  # columns added since (the ceiling) are NaN in older curves
         frames.append(table.assign(model_type=meta["config"]["model_type"], preset=meta["config"]["preset"],
                                    vocab_size=meta["config"]["vocab_size"], top_n=meta["top_n"],

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import time
 import types
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json, sha256_file, sha256_json
 from twotower_lib.errors import UserError
+from twotower_lib.run_names import case_name, control_name, independent_pair_name, model_of  # noqa: F401 (notebooks use pipeline.model_of)
 from twotower_lib.profiles import DEFAULT_PROFILE, OVERRIDABLE, PROFILES, Profile, get_profile, profile_dir, runs_root
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("05_ica", "ICA word groups", "ica", ("cases", "ica_reference", "ica_tokens", "ica_dim"),
             ("00_data", "01_training", "02_probing")),
     Section("06_frequency", "Preference and word frequency", "frequency", ("cases", "top_n", "bootstrap"), ("00_data", "02_probing")),
-    Section("07_emergence", "When the preference emerges", "emergence", ("top_n",), ("03_correlations",),
+    Section("07_emergence", "When the preference emerges", "emergence", (), ("03_correlations",),
             committed=("results/emergence", "results/profiles")),
 )
 
@@ -116,6 +116,13 @@ class SectionContext:
         """The resolved values of the profile fields this section reads."""
         values = self.profile.values()
         return {k: values[k] for k in self.section.parameters}
+
+    def parameter_table(self):
+        """The resolved parameters as a one-column table, headed by the profile (each section shows it)."""
+        import pandas as pd
+
+        return pd.DataFrame({"value": {k: str(v) for k, v in self.parameters.items()}}).rename_axis(
+            f"profile {self.profile.name}")
 
     def input_dir(self, upstream: str) -> Path:
         """The output directory of an upstream section; UserError naming the command if it is missing."""
@@ -180,21 +187,6 @@ def load_data(ctx: SectionContext):
 
 
 # ---------------------------------------------------------------------- what sections share
-
-
-def case_name(model: str, seed: int) -> str:
-    """Directory and label of one case, e.g. "bert-large-s2"."""
-    return f"{model}-s{seed}"
-
-
-def model_of(case: str) -> str:
-    """The model of a case or control run name: "bert-large-s2" and "bert-large-k1-s3" -> "bert-large"."""
-    return re.sub(r"(-k1)?-s\d+$", "", case)
-
-
-def control_name(model: str, seed: int) -> str:
-    """Directory and label of one single-tower run of the independent-pairs control, e.g. "bert-large-k1-s3"."""
-    return f"{model}-k1-s{seed}"
 
 
 def training_runs(profile: Profile) -> list[tuple[str, str, int, int]]:
@@ -568,11 +560,6 @@ def probe_controls(ctx: SectionContext) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("run") if rows else pd.DataFrame()
 
 
-def independent_pair_name(model: str, pair: int) -> str:
-    """Directory and label of one scored pair of single-tower runs, e.g. "gpt-pair-1" (seeds 1+2)."""
-    return f"{model}-pair-{pair}"
-
-
 def load_controls(ctx: SectionContext) -> list[tuple[str, str, dict]]:
     """The control artifacts 02_probing wrote, as (control, model, {label: artifact}) with two
     artifacts each, to be correlated with one another: the untrained runs of each same-configuration
@@ -637,24 +624,8 @@ def sample_texts(data, split: str, n: int, seed: int = 0) -> list[str]:
     return [t for i, t in enumerate(data.texts(split)) if i in keep]
 
 
-def pos_tagger(backend: str):
-    """(name, tagger) for a profile's `pos_backend`; "auto" is stanza with its English model, else spaCy."""
-    from twotower_lib.analysis.pos import load_tagger
-    from twotower_lib.errors import MissingDependencyError
-
-    if backend != "auto":
-        return backend, load_tagger(backend)
-    try:
-        return "stanza", load_tagger("stanza")
-    except MissingDependencyError as stanza_missing:
-        try:
-            return "spacy", load_tagger("spacy")
-        except MissingDependencyError as spacy_missing:
-            raise MissingDependencyError(f"no POS backend is available. {stanza_missing} -- {spacy_missing}") from None
-
-
 def vocabulary_pos(ctx: SectionContext, data, tagger) -> pd.DataFrame:
-    """Tag `pos_docs` training documents with `tagger` (from `pos_tagger`) and give each token its
+    """Tag `pos_docs` training documents with `tagger` (from `analysis.pos.choose_tagger`) and give each token its
     majority UPOS: the table of `analysis.pos.majority_tags`, also saved in the section's output."""
     from twotower_lib.analysis.pos import vocabulary_pos as tag_vocabulary
     from twotower_lib.artifacts import atomic_write_bytes
@@ -669,10 +640,11 @@ def top_token_ids(data, n: int):
     """Ids of the n most frequent tokens of the training split, special tokens left out (ties: lower id)."""
     import numpy as np
 
+    from twotower_lib.preference import frequency_order
+
     counts = np.asarray(data.counts).copy()
     counts[list(data.special_ids.values())] = -1
-    order = np.lexsort((np.arange(len(counts)), -counts))
-    return order[: min(n, int((counts > 0).sum()))]
+    return frequency_order(counts)[: min(n, int((counts > 0).sum()))]
 
 
 def ica_reference(ctx: SectionContext) -> str:
@@ -695,17 +667,14 @@ def word_ica(ctx: SectionContext, data):
     import numpy as np
     import torch
 
-    from twotower_lib.analysis.ica import ICAConfig, PCAConfig, fit_word_ica
+    from twotower_lib.analysis.ica import ICAConfig, PCAConfig, fit_word_ica, sample_occurrences
     from twotower_lib.models import load_model
 
     reference = ica_reference(ctx)
     model, _ = load_model(ctx.input_dir("01_training") / reference)
     with torch.no_grad():
         embedding = model.tok_emb.weight.detach().to(torch.float64).numpy()     # (vocab, E)
-    blocks = np.random.default_rng(ctx.profile.data_seed).permutation(len(data.train))
-    n_blocks = max(1, -(-ctx.profile.ica_tokens // data.seq_len))
-    ids = np.asarray(data.train[np.sort(blocks[:n_blocks])]).ravel()
-    ids = ids[~np.isin(ids, list(data.special_ids.values()))][: ctx.profile.ica_tokens]
+    ids = sample_occurrences(data.train, ctx.profile.ica_tokens, data.special_ids.values(), ctx.profile.data_seed)
     fitted = fit_word_ica(embedding, ids, PCAConfig(d=ctx.profile.ica_dim), ICAConfig(max_iter=2000))
     token_ids, counts = np.unique(ids, return_counts=True)
     return fitted, token_ids, fitted.transform(embedding[token_ids]), counts
@@ -946,8 +915,9 @@ def main(args: argparse.Namespace) -> int:
     pipe = make_pipeline(args.profile, parse_overrides(args.parameter), args.runs_dir)
     t0 = time.time()
     pipe.run(args.section, force=args.force)
-    path = scorecard.write(pipe.root, pipe.sections, {s.name for s in pipe.available()})
-    print(f"scorecard: {path}")
+    card = scorecard.write(pipe.root, pipe.sections, {s.name for s in pipe.available()})
+    print(f"scorecard: {pipe.root / 'scorecard.json'} ("
+          + ", ".join(f"{n} {v}" for v, n in card["counts"].items()) + ")")
     print(f"finished in {time.time() - t0:.1f} s; build the book with: python -m twotower_lib book --profile {args.profile}"
           + (f" --runs-dir {args.runs_dir}" if args.runs_dir else ""), file=sys.stderr)
     return 0

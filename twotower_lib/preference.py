@@ -53,9 +53,20 @@ def order_towers(mean_p: Sequence[float]) -> list[int]:
     return sorted(range(len(mean_p)), key=lambda j: (-mean_p[j], j))
 
 
+def frequency_order(counts: np.ndarray, token_ids: np.ndarray | None = None) -> np.ndarray:
+    """Positions of `counts` from the most frequent to the least; equal counts go to the smaller
+    token id (`token_ids[i]` is the id at position i; by default the position is the id). The one
+    frequency ordering of the library: "the top-N tokens" always means the first N of it."""
+    counts = np.asarray(counts)
+    return np.lexsort((np.arange(len(counts)) if token_ids is None else np.asarray(token_ids), -counts))
+
+
 def frequency_rank(train_counts: np.ndarray) -> np.ndarray:
-    """Rank 1 = most frequent in the training split; ties broken by token id (stable)."""
-    order = np.lexsort((np.arange(len(train_counts)), -np.asarray(train_counts)))
+    """Rank 1 = most frequent in the training split; ties broken by token id (`frequency_order`)."""
+    counts = np.asarray(train_counts)
+    if counts.ndim != 1 or counts.size == 0:
+        raise UserError(f"train_counts must be a non-empty 1-D array indexed by token id, got shape {counts.shape}")
+    order = frequency_order(counts)
     rank = np.empty(len(train_counts), dtype=np.int64)
     rank[order] = np.arange(1, len(train_counts) + 1)
     return rank

@@ -17,19 +17,18 @@ All outputs of a profile live under `runs/<profile>/` (`$TWOTOWER_RUNS` moves `r
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from twotower_lib.errors import UserError
+from twotower_lib.run_names import parse_spec
 
 DEFAULT_PROFILE = "cpu"
 PRECISIONS = ("fp32", "bf16", "fp16")
 LAUNCHERS = ("python", "deepspeed")
 CONTROLS = ("untrained", "independent", "permutation")
 POS_BACKENDS = ("auto", "stanza", "spacy")  # auto: stanza where its English model is installed, else spaCy
-_RUN_RE = re.compile(r"^(?P<model>[a-z][a-z0-9-]*):(?P<seed>\d+)$")
 
 
 @dataclass(frozen=True)
@@ -129,19 +128,19 @@ class Profile:
             raise bad("bert_events", f"must be one of {BERT_EVENTS}")
         if self.pos_backend not in POS_BACKENDS:
             raise bad("pos_backend", f"must be one of {POS_BACKENDS}")
-        m = _RUN_RE.match(self.ica_reference) if isinstance(self.ica_reference, str) else None
-        if not m:
+        spec = parse_spec(self.ica_reference)
+        if not spec:
             raise bad("ica_reference", "is not of the form model:seed (e.g. bert-large:1)")
-        if self.models and m["model"] not in self.models:
-            raise bad("ica_reference", f"names model {m['model']!r}; this profile defines {sorted(self.models)}")
+        if self.models and spec[0] not in self.models:
+            raise bad("ica_reference", f"names model {spec[0]!r}; this profile defines {sorted(self.models)}")
         if not self.cases:
             raise bad("cases", "is empty; list at least one model:seed, e.g. gpt:1")
         for r in self.cases:
-            m = _RUN_RE.match(r)
-            if not m:
+            spec = parse_spec(r)
+            if not spec:
                 raise bad("cases", f"has {r!r}, which is not of the form model:seed (e.g. bert-large:2)")
-            if self.models and m["model"] not in self.models:
-                raise bad("cases", f"names model {m['model']!r}; this profile defines {sorted(self.models)}")
+            if self.models and spec[0] not in self.models:
+                raise bad("cases", f"names model {spec[0]!r}; this profile defines {sorted(self.models)}")
         if len(set(self.cases)) != len(self.cases):
             raise bad("cases", "lists the same model:seed twice")
         # per-model "model=value" entries: the value must parse, the model must exist
@@ -164,7 +163,7 @@ class Profile:
 
     def case_list(self) -> list[tuple[str, int]]:
         """`cases` as (model name, seed) pairs."""
-        return [(m["model"], int(m["seed"])) for m in map(_RUN_RE.match, self.cases)]
+        return [parse_spec(r) for r in self.cases]
 
     def tokens_for(self, model: str) -> int:
         """The training budget of `model`: its `model_tokens` entry, else `train_tokens`."""

@@ -23,7 +23,8 @@ import pandas as pd
 from twotower_lib import scorecard
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json
 from twotower_lib.errors import UserError
-from twotower_lib.pipeline import PROJECT_ROOT, Pipeline, find_section, make_pipeline, model_of, parse_overrides
+from twotower_lib.pipeline import PROJECT_ROOT, Pipeline, find_section, make_pipeline, parse_overrides
+from twotower_lib.run_names import model_of
 from twotower_lib.probe import PROBE_VERSION
 from twotower_lib.profiles import DEFAULT_PROFILE, PROFILES
 

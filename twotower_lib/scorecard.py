@@ -15,8 +15,10 @@ from typing import Any
 
 import pandas as pd
 
+from twotower_lib import paper_tables
 from twotower_lib.artifacts import atomic_write_json, read_json
 from twotower_lib.errors import UserError
+from twotower_lib.run_names import model_of
 
 VERDICTS = ("reproduced", "partly", "not", "not attempted")
 SECTION_FILE = "scorecard.json"
@@ -73,8 +75,9 @@ _ITEMS = {i.id: i for i in PAPER_ITEMS}
 # ---------------------------------------------------------------------- recording (in sections)
 
 
-def record(ctx, item_id: str, ours: str, verdict: str, note: str = "") -> Path:
-    """Record our value for one paper item from inside the section that measures it."""
+def record(ctx, item_id: str, ours: str, verdict: str, note: str = "", points: list[dict] | None = None) -> Path:
+    """Record our value for one paper item from inside the section that measures it; `points`
+    (`paper_tables.points`: pair, paper, ours, CI) feed the scorecard's picture."""
     if item_id not in _ITEMS:
         raise UserError(f"unknown scorecard item {item_id!r}; known items: {', '.join(_ITEMS)}")
     if _ITEMS[item_id].section != ctx.section.name:
@@ -87,13 +90,13 @@ def record(ctx, item_id: str, ours: str, verdict: str, note: str = "") -> Path:
         entries = read_json(path)
     except FileNotFoundError:
         entries = {}
-    entries[item_id] = {"ours": ours, "verdict": verdict, "note": note}
+    entries[item_id] = {"ours": ours, "verdict": verdict, "note": note, **({"points": points} if points else {})}
     return atomic_write_json(path, entries)
 
 
 def correlation_verdict(ci: tuple[float, float], paper_r: float, control_max: float | None,
                         tolerance: float = 0.1) -> str:
-    """Issue 7's rule. The pattern counts only if the 95% CI of r lies above every control's value
+    """The scorecard's rule for a correlation. The pattern counts only if the 95% CI of r lies above every control's value
     (and above 0: the paper's correlations are positive); then "reproduced" if the CI reaches within
     `tolerance` of the paper's r, else "partly". Without a control there is no verdict."""
     lo, hi = ci
@@ -130,8 +133,6 @@ def record_correlations(ctx, pairs, control, same_config: list[tuple[str, str]],
     "<model>-s<seed>". A same-configuration pair is judged against its own model's controls; a pair
     of different models against the highest control of any model.
     """
-    from twotower_lib.pipeline import model_of
-
     def control_values(model: str | None = None) -> dict[str, float]:
         rows = control if model is None or "model" not in control else control[control["model"] == model]
         return rows.groupby("control")["r"].max().to_dict() if len(rows) else {}
@@ -161,7 +162,8 @@ def record_correlations(ctx, pairs, control, same_config: list[tuple[str, str]],
             note = note_of(control_values())
         verdict = max(verdicts, key=VERDICTS.index)  # every pair must pass: the weakest decides
         record(ctx, item_id, text, verdict, f"top {int(selected['n_tokens'].iloc[0])} tokens, 95% CI resampling "
-               f"validation documents; verdict judged on Eq. 4's score (log of mean p); {note}")
+               f"validation documents; verdict judged on Eq. 4's score (log of mean p); {note}",
+               points=paper_tables.points(selected, item_id, fallback=paper_tables.SAME_CONFIG_R if own_controls else None))
         return verdict
 
     logmean = {} if logmean_pairs is None else {(r.a, r.b): r.r for r in logmean_pairs.itertuples()}
@@ -226,7 +228,7 @@ def record_frequency(ctx, table4_pairs, frequency: str = "frequency rank") -> No
             + "; between runs: " + "; ".join(f"{r.a} vs {r.b}: {r.r:.2f}" for r in runs.itertuples()))
     note = (f"Spearman rho, top {int(with_freq['n_tokens'].iloc[0])} tokens; strongest |rho| with frequency "
             f"{strongest:.2f}, weakest between-run CI bound {weakest_pair:.2f}")
-    record(ctx, "table4", text, verdict, note)
+    record(ctx, "table4", text, verdict, note, points=paper_tables.points(table4_pairs, "table4", table="table4"))
     record(ctx, "fig8", f"strongest |rho| of a score vector with frequency rank = {strongest:.2f}", verdict,
            "judged with Table 4: a trendless curve means something only if the runs agree")
 
@@ -309,11 +311,10 @@ def record_ica(ctx, fig6_summary: dict, fig5_within_1: float, n_groups: int, tab
 
 def build(root: Path, sections, available: set[str]) -> dict[str, Any]:
     """The scorecard of one profile's run directory `root` (runs/<profile>/)."""
-    from twotower_lib.pipeline import find_section
-
-    rows = []
+    by_name = {s.name: s for s in sections}
+    rows, picture = [], []
     for item in PAPER_ITEMS:
-        section = find_section(item.section, sections)
+        section = by_name[item.section]
         out = root / section.output
         row = {**asdict(item), "ours": "", "verdict": "not attempted"}
         if section.name not in available:
@@ -328,16 +329,19 @@ def build(root: Path, sections, available: set[str]) -> dict[str, Any]:
             if item.id in entries:
                 e = entries[item.id]
                 row.update(ours=e["ours"], verdict=e["verdict"], note=e.get("note", ""))
+                picture += e.get("points", [])
             else:
                 row["note"] = f"section {section.name} ran but did not measure this item"
         rows.append(row)
     counts = {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
-    return {"profile": root.name, "rows": rows, "counts": counts}
+    return {"profile": root.name, "rows": rows, "counts": counts, "points": picture}
 
 
-def write(root: Path, sections, available: set[str]) -> Path:
-    """Build the scorecard and write it to runs/<profile>/scorecard.json."""
-    return atomic_write_json(root / "scorecard.json", build(root, sections, available))
+def write(root: Path, sections, available: set[str]) -> dict[str, Any]:
+    """Build the scorecard, write it to runs/<profile>/scorecard.json and return it."""
+    card = build(root, sections, available)
+    atomic_write_json(root / "scorecard.json", card)
+    return card
 
 
 def to_markdown(card: dict[str, Any]) -> str:

@@ -6,7 +6,8 @@ from scipy import stats
 
 from tests.analysis import synthetic_runs
 from twotower_lib.analysis.correlation import CorrelationConfig, correlation_matrix, top_tokens
-from twotower_lib.analysis.frequency import FREQUENCY, fig8_data, frequency_rank, partial_correlations, table4
+from twotower_lib.analysis.frequency import FREQUENCY, fig8_data, partial_correlations, table4
+from twotower_lib.preference import frequency_rank
 from twotower_lib.errors import UserError
 
 

@@ -174,3 +174,17 @@ def test_ica_divergence_is_an_error():
     with pytest.raises(UserError, match="diverged"):
         fit_ica(fit_whitening(x, PCAConfig(d=4)).transform(x),
                 ICAConfig(newton=False, adaptive=False, lr=50.0, progress=False))
+
+
+def test_sample_occurrences_takes_whole_seeded_blocks_without_specials():
+    from twotower_lib.analysis.ica import sample_occurrences
+
+    blocks = np.arange(40).reshape(10, 4)                        # 10 blocks of 4 tokens
+    ids = sample_occurrences(blocks, n_tokens=7, special_ids=[0, 5], seed=3)
+    assert len(ids) == 7 and not np.isin(ids, [0, 5]).any()
+    # whole blocks, in corpus order: each id's block neighbours come with it
+    assert list(ids) == sorted(ids)
+    assert np.array_equal(ids, sample_occurrences(blocks, 7, [0, 5], seed=3))
+    assert not np.array_equal(ids, sample_occurrences(blocks, 7, [0, 5], seed=4))
+    with pytest.raises(UserError, match="non-empty"):
+        sample_occurrences(np.zeros((0, 4), dtype=int), 3, [], 0)

@@ -31,6 +31,7 @@ from scipy.stats import rankdata
 from tqdm import tqdm
 
 from twotower_lib.errors import UserError
+from twotower_lib.preference import frequency_order
 
 METHODS = ("pearson", "spearman")
 SCORE_COLUMNS = ("score", "score_logmean")      # Eq. 4 (log of mean p) / authors' code (mean of log p)
@@ -122,10 +123,11 @@ def top_tokens(tables: Mapping[str, pd.DataFrame], train_counts: np.ndarray, n: 
     Ties in frequency go to the smaller token id. Raises UserError when fewer than n qualify.
     """
     tabs = check_tables(tables, score_col)
-    return _top_tokens(tabs, check_counts(train_counts, next(iter(tabs.values())).index), n, score_col)
+    return scored_top_tokens(tabs, check_counts(train_counts, next(iter(tabs.values())).index), n, score_col)
 
 
-def _top_tokens(tabs: dict[str, pd.DataFrame], counts: np.ndarray, n: int, score_col: str) -> np.ndarray:
+def scored_top_tokens(tabs: dict[str, pd.DataFrame], counts: np.ndarray, n: int, score_col: str) -> np.ndarray:
+    """`top_tokens` on checked input: `tabs` from `check_tables`, `counts` from `check_counts`."""
     ids = next(iter(tabs.values())).index.to_numpy()
     ok = counts[ids] > 0
     for t in tabs.values():
@@ -134,8 +136,7 @@ def _top_tokens(tabs: dict[str, pd.DataFrame], counts: np.ndarray, n: int, score
     if len(cand) < n:
         raise UserError(f"only {len(cand)} tokens are scored in all of {list(tabs)} and seen in training, "
                         f"fewer than N = {n}; lower N (e.g. the profile's top_n) or probe on more text")
-    order = np.lexsort((cand, -counts[cand]))
-    return cand[order[:n]]
+    return cand[frequency_order(counts[cand], cand)[:n]]
 
 
 def score_matrix(tables: Mapping[str, pd.DataFrame], token_ids: np.ndarray, score_col: str = "score") -> pd.DataFrame:
@@ -371,7 +372,7 @@ def pairwise_correlations(tables: Mapping[str, pd.DataFrame], train_counts: np.n
 
     rows, token_sets = [], {}
     for a, b in pairs:
-        ids = _top_tokens({k: tabs[k] for k in (a, b) if k in tabs}, counts, config.n, config.score_col)
+        ids = scored_top_tokens({k: tabs[k] for k in (a, b) if k in tabs}, counts, config.n, config.score_col)
         token_sets[a, b] = ids
         x, y, z = vector(a, ids), vector(b, ids), None if control is None else control[ids]
         row = {"a": a, "b": b, "method": config.method, "n_tokens": len(ids),
@@ -461,7 +462,7 @@ def text_ceiling(tables: Mapping[str, pd.DataFrame], doc_stats: Mapping[str, pd.
     stats = check_doc_stats(doc_stats, sorted({x for p in pairs for x in p}))
     rows = []
     for a, b in pairs:
-        ids = _top_tokens({a: tabs[a], b: tabs[b]}, counts, n, score_col)
+        ids = scored_top_tokens({a: tabs[a], b: tabs[b]}, counts, n, score_col)
         r = correlate(tabs[a][score_col].reindex(ids).to_numpy(float), tabs[b][score_col].reindex(ids).to_numpy(float),
                       names=(a, b))
         # too few documents to split (tiny test data): no ceiling, rather than no table
@@ -483,7 +484,7 @@ def same_run_agreement(table: pd.DataFrame, other: pd.DataFrame, train_counts: n
     any correlation. Section 02 also uses it to compare two probe recipes on one run.
     """
     tabs = check_tables({"first": table, "second": other}, score_col)
-    ids = _top_tokens(tabs, check_counts(train_counts, tabs["first"].index), n, score_col)
+    ids = scored_top_tokens(tabs, check_counts(train_counts, tabs["first"].index), n, score_col)
     return correlate(*(t[score_col].reindex(ids).to_numpy(float) for t in tabs.values()), names=("first", "second"))
 
 
@@ -507,7 +508,7 @@ def fig3_data(tables: Mapping[str, pd.DataFrame], train_counts: np.ndarray, refe
     tabs = check_tables(tables, score_col)
     if reference not in tabs:
         raise UserError(f"reference run {reference!r} is not among the runs {list(tabs)}")
-    ids = _top_tokens(tabs, check_counts(train_counts, tabs[reference].index), n, score_col)
+    ids = scored_top_tokens(tabs, check_counts(train_counts, tabs[reference].index), n, score_col)
     ref = tabs[reference][score_col].reindex(ids).to_numpy(dtype=float)
     ids = ids[np.lexsort((ids, -ref))]
     tokens = tabs[reference]["token"].reindex(ids).to_numpy()

@@ -21,22 +21,12 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from twotower_lib.analysis.correlation import (CorrelationConfig, _top_tokens, check_counts, check_tables,
+from twotower_lib.analysis.correlation import (CorrelationConfig, check_counts, check_tables, scored_top_tokens,
                                                pairwise_correlations)
 from twotower_lib.errors import UserError
+from twotower_lib.preference import frequency_rank
 
 FREQUENCY = "frequency rank"
-
-
-def frequency_rank(train_counts: np.ndarray) -> np.ndarray:
-    """Rank of each token id by training count, 1 = most frequent (ties: smaller id first)."""
-    counts = np.asarray(train_counts)
-    if counts.ndim != 1 or counts.size == 0:
-        raise UserError(f"train_counts must be a non-empty 1-D array indexed by token id, got shape {counts.shape}")
-    order = np.lexsort((np.arange(len(counts)), -counts))
-    rank = np.empty(len(counts), dtype=np.int64)
-    rank[order] = np.arange(1, len(counts) + 1)
-    return rank
 
 
 def fig8_data(tables: Mapping[str, pd.DataFrame], train_counts: np.ndarray, n: int = 1000,
@@ -49,7 +39,7 @@ def fig8_data(tables: Mapping[str, pd.DataFrame], train_counts: np.ndarray, n: i
     tabs = check_tables(tables, score_col)
     first = next(iter(tabs.values()))
     counts = check_counts(train_counts, first.index)
-    ids = _top_tokens(tabs, counts, n, score_col)
+    ids = scored_top_tokens(tabs, counts, n, score_col)
     rank = frequency_rank(counts)
     return pd.concat([pd.DataFrame({"position": np.arange(len(ids)), "frequency_rank": rank[ids],
                                     "count": counts[ids], "token_id": ids,

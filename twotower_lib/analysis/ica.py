@@ -50,6 +50,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from twotower_lib.errors import UserError
+from twotower_lib.preference import frequency_order
 
 SQRT2 = math.sqrt(2.0)
 
@@ -291,6 +292,18 @@ class WordICA:
         return (self.whitening.transform(x) @ self.ica.unmixing.T) * self.scale
 
 
+def sample_occurrences(blocks: np.ndarray, n_tokens: int, special_ids, seed: int) -> np.ndarray:
+    """`n_tokens` token occurrences of a seeded sample of whole blocks (rows of `blocks`, in corpus
+    order), special tokens left out: the rows Section 5.3 stacks, one per occurrence."""
+    blocks = np.asarray(blocks)
+    if blocks.ndim != 2 or len(blocks) == 0:
+        raise UserError(f"blocks must be a non-empty (n_blocks, seq_len) array, got shape {blocks.shape}")
+    order = np.random.default_rng(seed).permutation(len(blocks))
+    n_blocks = max(1, -(-n_tokens // blocks.shape[1]))
+    ids = blocks[np.sort(order[:n_blocks])].ravel()
+    return ids[~np.isin(ids, list(special_ids))][:n_tokens]
+
+
 def fit_word_ica(embedding: np.ndarray, sample_token_ids: np.ndarray, pca: PCAConfig = PCAConfig(),
                  config: ICAConfig = ICAConfig()) -> WordICA:
     """Section 5.3 end to end: one row per token occurrence, whiten (Eq. 5), unmix (Eq. 6-7).
@@ -334,7 +347,7 @@ def fig5_data(components: np.ndarray, token_ids: np.ndarray, tokens: list[str], 
     """
     components, token_ids = _check_components(components, token_ids)
     counts = _counts_for(train_counts, token_ids)
-    order = np.lexsort((token_ids, -counts))[:top_n]
+    order = frequency_order(counts, token_ids)[:top_n]
     d = components.shape[1]
     return pd.DataFrame({
         "word_index": np.repeat(np.arange(len(order)), d),

@@ -46,6 +46,19 @@ Tagger = Callable[[list[str]], Iterator[list[Word]]]         # texts -> per text
 # ---------------------------------------------------------------------- taggers
 
 
+def choose_tagger(backend: str) -> tuple[str, Tagger]:
+    """(name, tagger) for a profile's `pos_backend`; "auto" is stanza with its English model, else spaCy."""
+    if backend != "auto":
+        return backend, load_tagger(backend)
+    try:
+        return "stanza", load_tagger("stanza")
+    except MissingDependencyError as stanza_missing:
+        try:
+            return "spacy", load_tagger("spacy")
+        except MissingDependencyError as spacy_missing:
+            raise MissingDependencyError(f"no POS backend is available. {stanza_missing} -- {spacy_missing}") from None
+
+
 def load_tagger(backend: str = "spacy", model: str | None = None, batch_size: int = 32) -> Tagger:
     """A tagger for `backend`; MissingDependencyError (saying how to install) when it is unavailable."""
     if backend == "spacy":
@@ -243,3 +256,19 @@ def pos_summary(fig4: pd.DataFrame, spread: tuple[float, float] = (0.25, 0.75)) 
         rows.append({"run": run, "upos": tag, "n": len(v), "median": med, "mean": float(v.mean()),
                      "share_positive": share, "paper": claim, "holds": holds, "verdict": verdict})
     return pd.DataFrame(rows)
+
+
+_CLAIM_TEXT = {"primary": "primary tower (median s > 0)", "secondary": "secondary tower (median s < 0)",
+               "spread": "spread (25-75% of tokens above 0)"}
+
+
+def claims_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 4 as a reader checks it: a row per paper tag (the paper's order), the paper's claim,
+    then per run whether it holds here and the number that decided it (from `pos_summary`)."""
+    rows = summary[summary["upos"].isin(PAPER_TAGS)]
+    cells = rows.assign(cell=[("holds: " if h else "fails: ") + v + f" (n = {n})"
+                              for h, v, n in zip(rows["holds"], rows["verdict"], rows["n"])])
+    table = cells.pivot(index="upos", columns="run", values="cell").reindex(list(PAPER_TAGS)).fillna("no token")
+    table.insert(0, "the paper (Fig. 4)", [_CLAIM_TEXT[PAPER_CLAIM[t]] for t in table.index])
+    return table[["the paper (Fig. 4)", *dict.fromkeys(summary["run"])]].rename_axis(index="tag", columns=None)
+

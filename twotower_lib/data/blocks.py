@@ -22,7 +22,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import Iterator
 import numpy as np
-from tqdm import tqdm
 
 from twotower_lib.artifacts import read_json, sha256_json
 from twotower_lib.errors import UserError

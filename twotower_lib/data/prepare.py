@@ -21,7 +21,6 @@ from tqdm import tqdm
 
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json, sha256_file, sha256_json
 from twotower_lib.data.blocks import DOCUMENTS, FORMAT_VERSION, MANIFEST, BlockWriter, is_validation, read_documents
-from twotower_lib.data.clean import Document
 from twotower_lib.data.config import DataConfig, data_home, prepared_dir
 from twotower_lib.data.sources import REGISTRY_PACKAGES, SourceReport, iter_documents, parse_registry_spec
 from twotower_lib.data.tokenizer import special_ids, train_wordpiece

@@ -90,7 +90,7 @@ PAPER_PRESETS: dict[str, ModelConfig] = {
 }
 
 # CPU presets depend on the family only through which fields it reads.
-# `tiny`: unit tests, seconds. `cpu`: the default CPU reproduction (issue 7 tunes it).
+# `tiny`: unit tests, seconds. `cpu`: the default CPU reproduction.
 CPU_PRESETS: dict[str, dict[str, Any]] = {
     "tiny": dict(n_layer=1, hidden=16, intermediate=32, n_head=2, seq_len=32, max_position=64, dropout=0.0),
     # No dropout on CPU: short budget-bound runs are far from overfitting, and dropout's masks
