@@ -32,7 +32,7 @@ def measure(run: Path, cfg, out: Path) -> dict:
 
 
 def main() -> None:
-    from twotower_lib.profiles import get_profile
+    from twotower_lib.book.profiles import get_profile
     from twotower_lib.probe import ProbeConfig
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

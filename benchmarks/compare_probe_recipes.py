@@ -31,7 +31,7 @@ def main() -> None:
     from twotower_lib.data import load_prepared
     from twotower_lib.preference import load_artifact
     from twotower_lib.probe import PROBE_VERSION, ProbeConfig, probe_run, replicate_table
-    from twotower_lib.profiles import get_profile, profile_dir
+    from twotower_lib.book.profiles import get_profile, profile_dir
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default="cpu")

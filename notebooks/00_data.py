@@ -27,7 +27,7 @@
 # frequent" that the paper's correlations are computed over.
 
 # %% tags=["parameters"]
-profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.profiles)
+profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.book.profiles)
 runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
 corpus = None            # None: the profile's corpus (registry, registry:brown, a .txt path, hf:NAME)
 vocab_size = None        # None: the profile's WordPiece vocabulary size
@@ -39,10 +39,10 @@ valid_fraction = None    # None: the profile's share of documents held out
 # %% tags=["hide-cell"]
 import pandas as pd
 
-from twotower_lib import charts, pipeline
+from twotower_lib.book import charts, sections
 from twotower_lib.data import load_prepared, prepare_data
 
-ctx = pipeline.open_section("00_data", globals())
+ctx = sections.open_section("00_data", globals())
 charts.enable()
 ctx.parameter_table()
 

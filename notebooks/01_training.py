@@ -32,7 +32,7 @@
 # (section 03).
 
 # %% tags=["parameters"]
-profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.profiles)
+profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.book.profiles)
 runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
 cases = None             # None: the profile's cases, "model:seed" comma-separated (e.g. "gpt:1,gpt:2")
 train_tokens = None      # None: the profile's budget, in training tokens seen per case
@@ -50,9 +50,9 @@ threads_per_run = None   # None: the profile's; CPU threads per run, runs side b
 # %% tags=["hide-cell"]
 import pandas as pd
 
-from twotower_lib import charts, paper_tables, pipeline, scorecard
+from twotower_lib.book import charts, paper_tables, scorecard, sections, training
 
-ctx = pipeline.open_section("01_training", globals())
+ctx = sections.open_section("01_training", globals())
 charts.enable()
 ctx.parameter_table()
 
@@ -64,10 +64,10 @@ ctx.parameter_table()
 # layer reads the concatenation of both towers.
 
 # %%
-data = pipeline.load_data(ctx)
+data = sections.load_data(ctx)
 configs = pd.DataFrame([{"run": name, "training tokens": ctx.profile.tokens_for(model),
                          **ctx.profile.model_config(model, vocab_size=data.vocab_size, towers=towers).to_dict()}
-                        for name, model, seed, towers in pipeline.training_runs(ctx.profile)]).set_index("run")
+                        for name, model, seed, towers in training.training_runs(ctx.profile)]).set_index("run")
 paper_tables.table1(configs)
 
 # %% tags=["hide-output"]
@@ -78,7 +78,7 @@ configs[["model_type", "n_layer", "hidden", "intermediate", "n_head", "towers", 
 # ## Training
 
 # %%
-summary = pipeline.train_cases(ctx, data)
+summary = training.train_cases(ctx, data)
 summary
 
 # %% [markdown]
@@ -86,7 +86,7 @@ summary
 # of tokens seen. Hover for values; drag to pan, scroll to zoom.
 
 # %%
-charts.training_curves(pipeline.training_log(ctx, list(summary.index)))
+charts.training_curves(training.training_log(ctx, list(summary.index)))
 
 # %%
 scorecard.record_table1(ctx)

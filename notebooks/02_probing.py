@@ -37,7 +37,7 @@
 # r ≈ 0). The probe now derives each model's head seed from its weights.
 
 # %% tags=["parameters"]
-profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.profiles)
+profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.book.profiles)
 runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
 cases = None             # None: the profile's cases, "model:seed" comma-separated
 probe_tokens = None      # None: the profile's budget of training tokens for the probing heads
@@ -51,9 +51,10 @@ top_n = None             # None: the profile's N, the most frequent tokens the p
 # %% tags=["hide-cell"]
 import pandas as pd
 
-from twotower_lib import charts, pipeline
+from twotower_lib import run_names
+from twotower_lib.book import charts, probing, sections
 
-ctx = pipeline.open_section("02_probing", globals())
+ctx = sections.open_section("02_probing", globals())
 charts.enable()
 ctx.parameter_table()
 
@@ -92,7 +93,7 @@ ctx.parameter_table()
 #   optimum; the cool-down lowered the held-out loss by another 0.01–0.02 nats.
 
 # %%
-summary = pipeline.probe_cases(ctx)
+summary = probing.probe_cases(ctx)
 summary
 
 # %% [markdown]
@@ -107,7 +108,7 @@ summary
 #   the same rule (primary = the one with the higher mean probability).
 
 # %%
-controls_summary = pipeline.probe_controls(ctx)
+controls_summary = probing.probe_controls(ctx)
 controls_summary
 
 # %% [markdown]
@@ -119,7 +120,7 @@ controls_summary
 # training text (solid) per epoch; training stopped where the held-out loss stopped improving.
 
 # %%
-charts.probe_curves(pipeline.probe_curves(ctx))
+charts.probe_curves(probing.probe_curves(ctx))
 
 # %% [markdown]
 # **Do the heads read what the towers know?** For a single-tower model (the independent control's
@@ -132,7 +133,7 @@ charts.probe_curves(pipeline.probe_curves(ctx))
 # the run enters changes sign with the rule.
 
 # %%
-quality = pipeline.probe_quality(ctx)
+quality = probing.probe_quality(ctx)
 quality.round(3)
 
 # %% [markdown]
@@ -143,7 +144,7 @@ quality.round(3)
 # It is a second ceiling, beside the validation-text ceiling of section 03.
 
 # %%
-reliability = pipeline.probe_reliability(ctx, pipeline.load_scores(ctx))
+reliability = probing.probe_reliability(ctx, probing.load_scores(ctx))
 reliability.round(3)
 
 # %% [markdown]
@@ -162,7 +163,7 @@ reliability.round(3)
 # jobs, so they compare nothing; `benchmarks/bench_probe.py` times the recipes side by side.
 
 # %%
-recipes = pipeline.recipe_comparison()
+recipes = probing.recipe_comparison()
 recipes.get("runs", "not measured yet: python benchmarks/compare_probe_recipes.py")
 
 # %%
@@ -179,8 +180,8 @@ recipes.get("across_recipes")
 # correlation between the two score vectors of the same frozen run.
 
 # %%
-bert_cases = [c for c in summary.index if pipeline.model_of(c).startswith("bert")]
-events = pipeline.compare_bert_events(ctx, bert_cases[-1]) if bert_cases and ctx.profile.bert_events == "mask" else None
+bert_cases = [c for c in summary.index if run_names.model_of(c).startswith("bert")]
+events = probing.compare_bert_events(ctx, bert_cases[-1]) if bert_cases and ctx.profile.bert_events == "mask" else None
 events.round(3) if events is not None else "no BERT case at this profile (or it already probes with the corruption)"
 
 # %% [markdown]
@@ -191,7 +192,7 @@ events.round(3) if events is not None else "no BERT case at this profile (or it 
 # Hover for the token, its training frequency and its score.
 
 # %%
-scores = pipeline.load_scores(ctx)
+scores = probing.load_scores(ctx)
 first = next(iter(scores))
 charts.tower_scatter(scores[first].table, title=f"{first}: each token's mean probability under each tower")
 

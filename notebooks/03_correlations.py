@@ -27,7 +27,7 @@
 # shuffled token labels.
 
 # %% tags=["parameters"]
-profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.profiles)
+profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.book.profiles)
 runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
 cases = None             # None: the profile's cases, "model:seed" comma-separated
 top_n = None             # None: the profile's N, the most frequent tokens compared (paper: 5000)
@@ -38,10 +38,10 @@ control_models = None    # None: the profile's; models whose pair gets the untra
 # %% tags=["hide-cell"]
 import pandas as pd
 
-from twotower_lib import charts, paper_tables, pipeline, scorecard
+from twotower_lib.book import analyses, charts, paper_tables, probing, scorecard, sections
 from twotower_lib.analysis.correlation import correlation_matrix, fig3_data
 
-ctx = pipeline.open_section("03_correlations", globals())
+ctx = sections.open_section("03_correlations", globals())
 charts.enable()
 ctx.parameter_table()
 
@@ -57,12 +57,12 @@ ctx.parameter_table()
 # whether a result reproduces.
 
 # %%
-scores = pipeline.load_scores(ctx)
-pairs_by = {col: pipeline.correlations(ctx, scores, col) for col in pipeline.VARIANTS}
+scores = probing.load_scores(ctx)
+pairs_by = {col: analyses.correlations(ctx, scores, col) for col in probing.VARIANTS}
 pairs = pairs_by["score"]
-control_by = {col: pipeline.control_correlations(ctx, pairs_by[col], col) for col in pipeline.VARIANTS}
+control_by = {col: analyses.control_correlations(ctx, pairs_by[col], col) for col in probing.VARIANTS}
 control = control_by["score"]
-table2 = paper_tables.compare(pairs_by, "table2", pipeline.same_config_pairs(ctx), control)
+table2 = paper_tables.compare(pairs_by, "table2", probing.same_config_pairs(ctx), control)
 paper_tables.HTML(paper_tables.matrix_html(
     table2, list(scores), caption=f"Table 2, ours (Eq. 4) [95% CI] and the paper's, top {ctx.profile.top_n} tokens"))
 
@@ -73,7 +73,7 @@ paper_tables.HTML(paper_tables.matrix_html(
 # model) is judged against the paper's same-configuration r, 0.94.
 
 # %%
-paper_tables.HTML(paper_tables.pairs_html(table2, {c: f"ours, {v}" for c, v in pipeline.VARIANTS.items()}))
+paper_tables.HTML(paper_tables.pairs_html(table2, {c: f"ours, {v}" for c, v in probing.VARIANTS.items()}))
 
 # %% tags=["hide-output"]
 # Every number behind the two tables (permutation p-values, bootstrap bias, the number of tokens)
@@ -90,8 +90,8 @@ charts.correlation_heatmap(correlation_matrix(pairs), title=f"Pearson r over the
 # reproducible, the other runs follow the reference curve.
 
 # %%
-reference = pipeline.same_config_pairs(ctx)[-1][1] if pipeline.same_config_pairs(ctx) else next(iter(scores))
-fig3 = fig3_data({k: r.table for k, r in scores.items()}, pipeline.load_data(ctx).counts, reference,
+reference = probing.same_config_pairs(ctx)[-1][1] if probing.same_config_pairs(ctx) else next(iter(scores))
+fig3 = fig3_data({k: r.table for k, r in scores.items()}, sections.load_data(ctx).counts, reference,
                  n=min(1000, ctx.profile.top_n))
 counts = scores[reference].table.set_index("token_id")["train_count"]
 charts.score_lines(fig3.rename(columns={"run": "case"}).assign(frequency=fig3["token_id"].map(counts)), reference=reference)
@@ -112,7 +112,7 @@ charts.score_lines(fig3.rename(columns={"run": "case"}).assign(frequency=fig3["t
 # lies above every control's r (the scorecard applies this rule, to Eq. 4's score).
 
 # %%
-pipeline.side_by_side(control_by, ("control", "model", "a", "b")).round(3) if len(control) else control
+analyses.side_by_side(control_by, ("control", "model", "a", "b")).round(3) if len(control) else control
 
 # %% [markdown]
 # ## Two ceilings: the validation text and the probe
@@ -131,12 +131,12 @@ pipeline.side_by_side(control_by, ("control", "model", "a", "b")).round(3) if le
 # text or the heads they were measured with.
 
 # %%
-ceiling = pd.concat([pipeline.ceilings(ctx, scores, col) for col in pipeline.VARIANTS], ignore_index=True)
+ceiling = pd.concat([analyses.ceilings(ctx, scores, col) for col in probing.VARIANTS], ignore_index=True)
 ceiling.round(3)
 
 # %%
-scorecard.record_correlations(ctx, pairs, control, pipeline.same_config_pairs(ctx), pairs_by["score_logmean"])
-same = pairs[[(a, b) in pipeline.same_config_pairs(ctx) for a, b in zip(pairs["a"], pairs["b"])]]
+scorecard.record_correlations(ctx, pairs, control, probing.same_config_pairs(ctx), pairs_by["score_logmean"])
+same = pairs[[(a, b) in probing.same_config_pairs(ctx) for a, b in zip(pairs["a"], pairs["b"])]]
 ctx.finish(pairs=len(pairs), top_n=ctx.profile.top_n,
            same_config=same[["a", "b", "r", "ci_low", "ci_high"]].to_dict("records"),
            same_config_logmean=pairs_by["score_logmean"].merge(same[["a", "b"]])[["a", "b", "r", "ci_low", "ci_high"]]

@@ -26,7 +26,7 @@
 # of the seven claims on the `top_n` most frequent tokens of every case.
 
 # %% tags=["parameters"]
-profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.profiles)
+profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.book.profiles)
 runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
 cases = None             # None: the profile's cases, "model:seed" comma-separated
 top_n = None             # None: the profile's N, the most frequent tokens compared (paper: 5000)
@@ -34,10 +34,10 @@ pos_docs = None          # None: the profile's number of training documents to t
 pos_backend = None       # None: the profile's backend, auto | stanza | spacy
 
 # %% tags=["hide-cell"]
-from twotower_lib import charts, pipeline, scorecard
+from twotower_lib.book import analyses, charts, probing, scorecard, sections
 from twotower_lib.analysis import pos
 
-ctx = pipeline.open_section("04_pos", globals())
+ctx = sections.open_section("04_pos", globals())
 backend, tagger = pos.choose_tagger(ctx.profile.pos_backend)  # stops here if the backend is not installed
 charts.enable()
 ctx.parameter_table()
@@ -49,8 +49,8 @@ ctx.parameter_table()
 # was); tokens never seen by the tagger get none. The most frequent tokens:
 
 # %%
-data = pipeline.load_data(ctx)
-tags = pipeline.vocabulary_pos(ctx, data, tagger)
+data = sections.load_data(ctx)
+tags = analyses.vocabulary_pos(ctx, data, tagger)
 print(f"backend: {backend}; {len(tags)} of {data.vocab_size} vocabulary tokens received a tag")
 tags.assign(frequency=data.counts[tags["token_id"]]).nlargest(15, "frequency")[
     ["token", "upos", "share", "n_tagged", "frequency"]].reset_index(drop=True)
@@ -65,8 +65,8 @@ tags["upos"].value_counts().rename("tokens").to_frame().T
 # case (normalised densities; hover for values).
 
 # %%
-scores = pipeline.load_scores(ctx)
-top = pipeline.top_token_ids(data, ctx.profile.top_n)
+scores = probing.load_scores(ctx)
+top = analyses.top_token_ids(data, ctx.profile.top_n)
 fig4 = pos.fig4_data({k: r.table for k, r in scores.items()}, tags, token_ids=top)
 charts.score_distributions(
     fig4.rename(columns={"run": "case", "upos": "group"}).assign(frequency=data.counts[fig4["token_id"]]),

@@ -32,7 +32,7 @@
 # variance, so that the threshold 2.5 means 2.5 standard deviations.
 
 # %% tags=["parameters"]
-profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.profiles)
+profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.book.profiles)
 runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
 cases = None             # None: the profile's cases, "model:seed" comma-separated
 ica_reference = None     # None: the profile's reference case ("model:seed") for the word vectors
@@ -42,11 +42,11 @@ ica_dim = None           # None: the profile's d (paper: 128)
 # %% tags=["hide-cell"]
 import pandas as pd
 
-from twotower_lib import charts, pipeline, scorecard
+from twotower_lib.book import analyses, charts, probing, scorecard, sections
 from twotower_lib.analysis.ica import fig5_data, fig6_data, group_members, table3, table3_agreement
 
-ctx = pipeline.open_section("05_ica", globals())
-reference = pipeline.ica_reference(ctx)  # the case name; stops here if it is not one of the cases
+ctx = sections.open_section("05_ica", globals())
+reference = analyses.ica_reference(ctx)  # the case name; stops here if it is not one of the cases
 charts.enable()
 ctx.parameter_table()
 
@@ -56,8 +56,8 @@ ctx.parameter_table()
 # Did the ICA converge (largest entry of $I - E[g(y)y^\top]$ below the tolerance)?
 
 # %%
-data = pipeline.load_data(ctx)
-fitted, token_ids, components, sample_counts = pipeline.word_ica(ctx, data)
+data = sections.load_data(ctx)
+fitted, token_ids, components, sample_counts = analyses.word_ica(ctx, data)
 tokens = data.tokenizer.convert_ids_to_tokens(list(range(data.vocab_size)))
 pd.DataFrame({"value": {
     "reference case": reference, "token occurrences in the sample": int(sample_counts.sum()),
@@ -101,7 +101,7 @@ charts.group_histogram(hist)
 # preferred by the primary tower). Groups with fewer than five scored members are left out.
 
 # %%
-scores = pipeline.load_scores(ctx)
+scores = probing.load_scores(ctx)
 runs = [reference] + [k for k in scores if k != reference]
 members = group_members(components, token_ids, tokens, data.counts)
 t3 = table3(members, {k: scores[k].table for k in runs})

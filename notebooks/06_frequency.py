@@ -25,18 +25,18 @@
 # it would vanish here.
 
 # %% tags=["parameters"]
-profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.profiles)
+profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.book.profiles)
 runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
 cases = None             # None: the profile's cases, "model:seed" comma-separated
 top_n = None             # None: the profile's N, the most frequent tokens compared (paper: 5000)
 bootstrap = None         # None: the profile's number of bootstrap resamples
 
 # %% tags=["hide-cell"]
-from twotower_lib import charts, paper_tables, pipeline, scorecard
+from twotower_lib.book import charts, paper_tables, probing, scorecard, sections
 from twotower_lib.analysis.correlation import CorrelationConfig, correlation_matrix
 from twotower_lib.analysis.frequency import fig8_data, partial_correlations, table4
 
-ctx = pipeline.open_section("06_frequency", globals())
+ctx = sections.open_section("06_frequency", globals())
 charts.enable()
 ctx.parameter_table()
 
@@ -44,9 +44,9 @@ ctx.parameter_table()
 # ## Fig. 8: scores in frequency order
 
 # %%
-scores = pipeline.load_scores(ctx)
+scores = probing.load_scores(ctx)
 tables = {k: r.table for k, r in scores.items()}
-counts = pipeline.load_data(ctx).counts
+counts = sections.load_data(ctx).counts
 fig8 = fig8_data(tables, counts, n=min(1000, ctx.profile.top_n))
 charts.score_vs_rank(fig8.rename(columns={"run": "case", "count": "frequency"}))
 

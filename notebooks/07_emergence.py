@@ -47,19 +47,20 @@
 # manifest of the configuration, data hash, code version and packages); this notebook reads them.
 
 # %% tags=["parameters"]
-profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.profiles)
+profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.book.profiles)
 runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
 
 # %% tags=["hide-cell"]
 import pandas as pd
 from IPython.display import Markdown
 
-from twotower_lib import charts, emergence, pipeline, publish
+from twotower_lib.book import charts, publish, sections
+from twotower_lib.emergence import curves as em
 
-ctx = pipeline.open_section("07_emergence", globals())
+ctx = sections.open_section("07_emergence", globals())
 charts.enable()
-curves = emergence.load_curves()
-study = emergence.study_table(curves)
+curves = em.load_curves()
+study = em.study_table(curves)
 study
 
 # %% [markdown]
@@ -116,10 +117,10 @@ curves[["config", "pair", "tokens", "r", "r_physical", "margin_a", "margin_b", "
 # unstable. (Points of one configuration share runs, so the correlation describes; it is not a test.)
 
 # %%
-charts.gap_scatter(emergence.gap_points(curves))
+charts.gap_scatter(em.gap_points(curves))
 
 # %%
-emergence.margin_relation(curves).round(3)
+em.margin_relation(curves).round(3)
 
 # %% [markdown]
 # ## How much r moves between seeds
@@ -130,7 +131,7 @@ emergence.margin_relation(curves).round(3)
 # standard deviation and range, and the mean order-free strength |r_physical|.
 
 # %%
-spread = emergence.seed_spread(curves)
+spread = em.seed_spread(curves)
 spread[spread["pairs"] > 1].round(3)
 
 # %% [markdown]
@@ -145,9 +146,9 @@ spread[spread["pairs"] > 1].round(3)
 # those points.
 
 # %%
-by_size = emergence.measured(curves, ["bert-cpu-v8192", "bert-cpu-small-v8192", "bert-cpu-wide-v8192",
+by_size = em.measured(curves, ["bert-cpu-v8192", "bert-cpu-small-v8192", "bert-cpu-wide-v8192",
                                        "bert-cpu-deep-v8192", "bert-cpu-v4096", "gpt-cpu-v8192", "elmo-cpu-v8192"])
-emergence.size_table(curves, by_size).round(3)
+em.size_table(curves, by_size).round(3)
 
 # %% [markdown]
 # Read the BERT rows with the seed spread in mind: where four BERT seeds were trained, r moved
@@ -185,8 +186,8 @@ emergence.size_table(curves, by_size).round(3)
 # loss, and the validation-text ceiling (section 03) where it was measured.
 
 # %%
-schedules = emergence.measured(curves, ["gpt-cpu-v8192-1M", "gpt-cpu-v8192-1M-lr3e-3", "gpt-cpu-v8192-1M-const"])
-emergence.run_ends(curves, schedules).round(3)
+schedules = em.measured(curves, ["gpt-cpu-v8192-1M", "gpt-cpu-v8192-1M-lr3e-3", "gpt-cpu-v8192-1M-const"])
+em.run_ends(curves, schedules).round(3)
 
 # %% [markdown]
 # Both schedules lowered the validation loss, and neither raised the agreement. The higher peak
@@ -200,9 +201,9 @@ emergence.run_ends(curves, schedules).round(3)
 # at the same validation loss. Holding the peak rate after warm-up, with four seeds again:
 
 # %%
-bert_schedules = emergence.measured(curves, ["bert-cpu-small-v8192", "bert-cpu-small-v8192-4M-const",
+bert_schedules = em.measured(curves, ["bert-cpu-small-v8192", "bert-cpu-small-v8192-4M-const",
                                              "bert-cpu-v8192-2M-const"])
-emergence.run_ends(curves, bert_schedules).round(3)
+em.run_ends(curves, bert_schedules).round(3)
 
 # %% [markdown]
 # The held rate doubles BERT's mean agreement at the Bert-base size (0.46 against 0.24 over six
@@ -238,11 +239,11 @@ emergence.run_ends(curves, bert_schedules).round(3)
 # configuration reaches and what its trend predicts.
 
 # %%
-crossing = emergence.first_crossing(curves, 0.6)
+crossing = em.first_crossing(curves, 0.6)
 crossing
 
 # %%
-Markdown(emergence.describe(curves, crossing, 0.6) + "\n\n" + emergence.profile_note(ctx.profile))
+Markdown(em.describe(curves, crossing, 0.6) + "\n\n" + em.profile_note(ctx.profile))
 
 # %% [markdown]
 # ## What reaching r = 0.6 would take
@@ -254,10 +255,10 @@ Markdown(emergence.describe(curves, crossing, 0.6) + "\n\n" + emergence.profile_
 # per model of the `gpu` and `paper` profiles (how many times over they cover it).
 
 # %%
-from twotower_lib.profiles import get_profile
+from twotower_lib.book.profiles import get_profile
 
 budgets = {name: get_profile(name).tokens_for("bert-large") for name in ("gpu", "paper")}
-emergence.budget_table(curves, 0.6, budgets=budgets).round(2)
+em.budget_table(curves, 0.6, budgets=budgets).round(2)
 
 # %% [markdown]
 # ## Every point
@@ -273,7 +274,7 @@ curves[["config", "pair", "tokens", "r", "ci_low", "ci_high", "p_value", "r_part
 # with the study's curves.
 
 # %%
-own = pipeline.section_summary(ctx, "03_correlations")
+own = sections.section_summary(ctx, "03_correlations")
 pd.DataFrame(own.get("same_config", [])).assign(profile=ctx.profile.name).round(3)
 
 # %% [markdown]

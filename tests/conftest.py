@@ -37,20 +37,20 @@ def built_book(tiny_corpus_dir, tmp_path_factory):
     tests/test_readme.py)."""
     import time
 
-    from twotower_lib import book, pipeline
+    from twotower_lib.book import build, pipeline
 
     tmp = tmp_path_factory.mktemp("book")
     overrides = {"corpus": str(tiny_corpus_dir)}
     pipe = pipeline.make_pipeline("tiny", overrides, tmp / "runs")
     t0 = time.time()
     ran = pipe.run(log=print)
-    html = book.build(pipe, tmp)
+    html = build.build(pipe, tmp)
     cold = time.time() - t0
     t0 = time.time()
     rerun = pipeline.make_pipeline("tiny", overrides, tmp / "runs").run(log=print)
-    book.build(pipe, tmp)
+    build.build(pipe, tmp)
     warm = time.time() - t0
-    print(f"end to end: cold {cold:.1f} s, warm {warm:.1f} s, book {book.tree_size(html) / 1e6:.1f} MB")
+    print(f"end to end: cold {cold:.1f} s, warm {warm:.1f} s, book {build.tree_size(html) / 1e6:.1f} MB")
     return {"pipe": pipe, "html": html, "ran": ran, "rerun": rerun, "cold": cold, "warm": warm}
 
 

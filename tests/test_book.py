@@ -28,7 +28,7 @@ import pytest
 from tests.conftest import skip_or_fail_in_ci
 import yaml
 
-from twotower_lib import book, charts, pipeline
+from twotower_lib.book import build, charts, pipeline
 from twotower_lib.errors import UserError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,13 +113,13 @@ def test_placeholders_are_filled_from_code_and_artifacts():
     card = {"profile": "tiny", "counts": {"reproduced": 0, "partly": 0, "not": 0, "not attempted": 1},
             "rows": [{"item": "Table 2", "paper": "r = 0.94", "ours": "", "verdict": "not attempted", "note": "n|a"}]}
     text = "\n".join(["<!-- PROFILES: x -->", "<!-- SCORECARD: y -->", "<!-- API: z -->", "<!-- PICTURE: p -->"])
-    out = book.fill_placeholders(text, card)
+    out = build.fill_placeholders(text, card)
     assert "<!--" not in out
     assert all(f"**{name}**" in out for name in ("tiny", "cpu", "cpu-long", "gpu", "paper"))
     assert "| Table 2 | r = 0.94 | — | **not attempted** | n\\|a |" in out
-    assert ".. automodule:: twotower_lib.pipeline" in out and "__main__" not in out
+    assert ".. automodule:: twotower_lib.book.pipeline" in out and "__main__" not in out
     for page in ("rerun.md", "scorecard.md", "api.md"):
-        assert book._PLACEHOLDER.search((ROOT / "book" / page).read_text()), page
+        assert build._PLACEHOLDER.search((ROOT / "book" / page).read_text()), page
 
 
 def test_the_scorecard_picture_is_an_offline_chart_of_the_points():
@@ -128,45 +128,45 @@ def test_the_scorecard_picture_is_an_offline_chart_of_the_points():
          "ci_low": 0.2, "ci_high": 0.4},
         {"item": "table4", "pair": "gpt-s1 vs frequency rank", "paper": 0.22, "ours": -0.1, "ci_low": None,
          "ci_high": None}]}
-    block = book.picture_markdown(card)
+    block = build.picture_markdown(card)
     assert block.startswith("```{raw} html\n") and block.rstrip().endswith("```")
     assert "tt-chart" in block and "data:image/png;base64" in block and "bert-large-s1 vs bert-large-s2" in block
     assert "\n\n" not in block.split("\n", 1)[1]  # no blank line inside the raw block
-    assert "No correlation" in book.picture_markdown({"profile": "tiny", "points": []})
+    assert "No correlation" in build.picture_markdown({"profile": "tiny", "points": []})
 
 
 def test_a_chapter_shows_no_local_path_and_collapses_the_injected_parameters(tmp_path):
-    runs = book.PROJECT_ROOT / "runs"
+    runs = build.PROJECT_ROOT / "runs"
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell(f'profile = "tiny"\nruns_dir = "{runs}"', metadata={"tags": ["injected-parameters"]}),
         nbformat.v4.new_code_cell("x", outputs=[
             nbformat.v4.new_output("stream", name="stderr", text=f"{sys.prefix}/lib/x.py:1: Warning\n"),
             nbformat.v4.new_output("execute_result", data={"text/plain": f"{runs}/tiny/probing",
-                                                           "text/html": f"<td>{book.PROJECT_ROOT}/notebooks</td>",
+                                                           "text/html": f"<td>{build.PROJECT_ROOT}/notebooks</td>",
                                                            "image/png": "iVBORw0KGgo="})])])
     path = tmp_path / "s.ipynb"
     nbformat.write(nb, path)
-    out = book.for_readers(path, runs)
-    assert str(book.PROJECT_ROOT) not in out and sys.prefix not in out
+    out = build.for_readers(path, runs)
+    assert str(build.PROJECT_ROOT) not in out and sys.prefix not in out
     cells = nbformat.reads(out, as_version=4).cells
     assert cells[0].source == 'profile = "tiny"\nruns_dir = "runs"' and "hide-cell" in cells[0].metadata.tags
     assert cells[1].outputs[0]["text"] == "<python>/lib/x.py:1: Warning\n"
     assert cells[1].outputs[1]["data"]["text/plain"] == "runs/tiny/probing"
     assert cells[1].outputs[1]["data"]["text/html"] == "<td>./notebooks</td>"
     assert cells[1].outputs[1]["data"]["image/png"] == "iVBORw0KGgo="
-    elsewhere = book.for_readers(path, tmp_path / "elsewhere")  # runs outside the checkout: named by the variable
+    elsewhere = build.for_readers(path, tmp_path / "elsewhere")  # runs outside the checkout: named by the variable
     assert "$TWOTOWER_RUNS" not in elsewhere and "./runs/tiny/probing" in elsewhere
-    assert "$TWOTOWER_RUNS" in dict(book.local_paths(tmp_path)).values()
-    assert dict(book.local_paths(runs, str(tmp_path / "c" / "corpus.txt")))[str(tmp_path / "c")] == "<corpus folder>"
-    assert "<corpus folder>" not in dict(book.local_paths(runs, "registry:brown")).values()
+    assert "$TWOTOWER_RUNS" in dict(build.local_paths(tmp_path)).values()
+    assert dict(build.local_paths(runs, str(tmp_path / "c" / "corpus.txt")))[str(tmp_path / "c")] == "<corpus folder>"
+    assert "<corpus folder>" not in dict(build.local_paths(runs, "registry:brown")).values()
 
 
 def test_docstrings_are_made_safe_for_the_strict_build():
     lines = ["Uses `x` and ``y``.", "", "Second paragraph."]
-    book._docstring_as_rst(None, "function", "f", None, {}, lines)
+    build._docstring_as_rst(None, "function", "f", None, {}, lines)
     assert lines[0] == "Uses ``x`` and ``y``."
     broken = ["Members: words with |y_j| > 2.5.", "  indented without reason", "back"]
-    book._docstring_as_rst(None, "function", "f", None, {}, broken)
+    build._docstring_as_rst(None, "function", "f", None, {}, broken)
     assert broken[:2] == ["::", ""] and broken[2] == "    Members: words with |y_j| > 2.5."
 
 
@@ -175,13 +175,13 @@ def test_a_notebook_with_an_error_never_becomes_a_chapter(tmp_path):
         "error", ename="ZeroDivisionError", evalue="division by zero", traceback=[])])])
     nbformat.write(nb, tmp_path / "x.ipynb")
     with pytest.raises(UserError, match="contains an error .*ZeroDivisionError"):
-        book.check_executed(tmp_path / "x.ipynb", "00_data")
+        build.check_executed(tmp_path / "x.ipynb", "00_data")
 
 
 def test_book_refuses_sections_that_were_not_run(tmp_path):
     pipe = pipeline.make_pipeline("tiny", runs_dir=tmp_path / "runs")
     with pytest.raises(UserError, match=r"section 00_data has not been run at profile 'tiny'.*python -m twotower_lib run --profile tiny"):
-        book.assemble(pipe, tmp_path / "stage")
+        build.assemble(pipe, tmp_path / "stage")
 
 
 # ---------------------------------------------------------------------- end to end
@@ -217,13 +217,13 @@ def test_end_to_end_tiny_pipeline_and_strict_book_build(built_book):
     assert sorted(p.name for p in training.glob("*-k1-s*")) == [f"gpt-k1-s{i}" for i in (1, 2, 3, 4)]
     assert all((pipe.root / "probing" / "independent" / f"gpt-pair-{i}" / "manifest.json").exists() for i in (1, 2))
     assert "automodule" not in (html / "book" / "api.html").read_text()
-    assert "twotower_lib.pipeline.open_section" in (html / "book" / "api.html").read_text()
+    assert "twotower_lib.book.sections.open_section" in (html / "book" / "api.html").read_text()
     assert 'class="math' in (html / "book" / "intro.html").read_text()
 
 
 @pytest.mark.slow
 def test_a_finished_run_is_published_and_shown(built_book, tmp_path):
-    from twotower_lib import publish, scorecard
+    from twotower_lib.book import publish, scorecard
 
     pipe = built_book["pipe"]
     path = publish.publish(pipe, tmp_path / "profiles")
@@ -244,7 +244,7 @@ def test_a_finished_run_is_published_and_shown(built_book, tmp_path):
 
 
 def test_only_a_complete_up_to_date_run_is_published(tmp_path):
-    from twotower_lib import publish
+    from twotower_lib.book import publish
 
     with pytest.raises(UserError, match=r"not complete and up to date.*\n  00_data: never ran at this profile"):
         publish.publish(pipeline.make_pipeline("tiny", runs_dir=tmp_path / "runs"), tmp_path / "profiles")
@@ -252,7 +252,7 @@ def test_only_a_complete_up_to_date_run_is_published(tmp_path):
 
 
 def test_a_published_file_of_another_format_is_refused(tmp_path):
-    from twotower_lib import publish
+    from twotower_lib.book import publish
 
     (tmp_path / "cpu-long.json").write_text(json.dumps({"format": 0, "profile": "cpu-long"}))
     with pytest.raises(UserError, match=r"format 0.*publish --profile cpu-long"):
@@ -319,6 +319,16 @@ class Browser:
     def evaluate(self, expression: str):
         return self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=True)["result"].get("value")
 
+    def poll(self, expression: str, done=bool, tries: int = 100):
+        """Evaluate `expression` until `done(value)` holds (every 0.2 s, at most `tries` times); its last value."""
+        value = None
+        for _ in range(tries):
+            value = self.evaluate(expression)
+            if done(value):
+                break
+            time.sleep(0.2)
+        return value
+
     def drain(self, seconds: float) -> None:
         end = time.time() + seconds
         while time.time() < end:
@@ -362,13 +372,8 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
         browser = Browser(chromium)
         chapter = built_book["pipe"].available()[0].name
         browser.call("Page.navigate", {"url": f"http://127.0.0.1:{port}/notebooks/{chapter}.html"}, session=True)
-        rendered = 0
-        for _ in range(100):
-            rendered = browser.evaluate("document.querySelectorAll('.tt-chart[data-rendered=true] svg, "
-                                        ".tt-chart[data-rendered=true] canvas').length") or 0
-            if rendered:
-                break
-            time.sleep(0.2)
+        rendered = browser.poll("document.querySelectorAll('.tt-chart[data-rendered=true] svg, "
+                                ".tt-chart[data-rendered=true] canvas').length") or 0
         browser.drain(1.0)
         marks = browser.evaluate("document.querySelectorAll('.tt-chart svg .mark-line path, .tt-chart svg .mark-symbol path').length")
         # Hover a data point: vega's tooltip must name the token and its frequency.
@@ -384,40 +389,22 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
         ica = [0, -1]
         if "05_ica" in [s.name for s in built_book["pipe"].available()]:
             browser.call("Page.navigate", {"url": f"http://127.0.0.1:{port}/notebooks/05_ica.html"}, session=True)
-            for _ in range(100):
-                ica = browser.evaluate("[document.querySelectorAll('.tt-chart').length, "
-                                       "document.querySelectorAll('.tt-chart[data-rendered=true]').length, "
-                                       "document.querySelectorAll('.tt-chart svg .mark-rect path').length]")
-                if 0 < ica[0] == ica[1]:
-                    break
-                time.sleep(0.2)
+            ica = browser.poll("[document.querySelectorAll('.tt-chart').length, "
+                               "document.querySelectorAll('.tt-chart[data-rendered=true]').length, "
+                               "document.querySelectorAll('.tt-chart svg .mark-rect path').length]",
+                               done=lambda v: 0 < v[0] == v[1])
             browser.drain(1.0)
         # MathJax, served from the book itself, typesets the introduction's equations.
         browser.call("Page.navigate", {"url": f"http://127.0.0.1:{port}/book/intro.html"}, session=True)
-        math = 0
-        for _ in range(100):
-            math = browser.evaluate("document.querySelectorAll('mjx-container').length") or 0
-            if math:
-                break
-            time.sleep(0.2)
+        math = browser.poll("document.querySelectorAll('mjx-container').length") or 0
         browser.drain(1.0)
         # Section 03 as a reader sees it: the paper's Table 2 value under ours in the same cell.
         browser.call("Page.navigate", {"url": f"http://127.0.0.1:{port}/notebooks/03_correlations.html"}, session=True)
-        table2_cells = []
-        for _ in range(100):
-            table2_cells = browser.evaluate("[...document.querySelectorAll('table.tt-paper-table td')]"
-                                            ".map(td => td.innerText)") or []
-            if table2_cells:
-                break
-            time.sleep(0.2)
+        table2_cells = browser.poll("[...document.querySelectorAll('table.tt-paper-table td')].map(td => td.innerText)",
+                                    done=lambda v: bool(v)) or []
         # The scorecard: its picture draws one dot per correlation, and the table gives paper and ours.
         browser.call("Page.navigate", {"url": f"http://127.0.0.1:{port}/book/scorecard.html"}, session=True)
-        dots = 0
-        for _ in range(100):
-            dots = browser.evaluate("document.querySelectorAll('.tt-chart[data-rendered=true] svg .mark-symbol path').length") or 0
-            if dots:
-                break
-            time.sleep(0.2)
+        dots = browser.poll("document.querySelectorAll('.tt-chart[data-rendered=true] svg .mark-symbol path').length") or 0
         scorecard_rows = browser.evaluate("[...document.querySelectorAll('table tr')].map(tr => tr.innerText)") or []
         browser.drain(1.0)
     finally:

@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from twotower_lib import emergence
+from twotower_lib.artifacts import read_json
+from twotower_lib.emergence import curves as ec, study as es
 from twotower_lib.errors import UserError
 from twotower_lib.probe import ProbeConfig
 
@@ -26,14 +27,14 @@ def tiny_pair(tiny_data, tmp_path_factory):
 
 def test_curve_probes_every_common_snapshot_and_the_final_weights(tiny_pair, tiny_data):
     a, b = tiny_pair
-    points = emergence.common_snapshots(a, b)
+    points = es.common_snapshots(a, b)
     assert [t for t, _ in points] == [0, 4096, 8192, 12288, 16384]
     assert points[-1][1] is None or points[-1][0] == 16384  # the end of the run is the last point
-    assert [t for t, _ in emergence.common_snapshots(a, b, min_tokens=10_000)] == [0, 12288, 16384]  # 0 always kept
+    assert [t for t, _ in es.common_snapshots(a, b, min_tokens=10_000)] == [0, 12288, 16384]  # 0 always kept
     cfg = ProbeConfig(train_blocks=64, max_epochs=2, eval_blocks=16, precision="fp32")
-    got = emergence.curve(a, b, top_n=30, n_boot=20, probe_cfg=cfg, min_tokens=10_000, config_name="tiny",
+    got = es.curve(a, b, top_n=30, n_boot=20, probe_cfg=cfg, min_tokens=10_000, config_name="tiny",
                           pair="s1-s2", show=False)
-    assert list(got.columns) == emergence.CURVE_COLUMNS and list(got["tokens"]) == [0, 12288, 16384]
+    assert list(got.columns) == es.CURVE_COLUMNS and list(got["tokens"]) == [0, 12288, 16384]
     # each point is the correlation of the two runs' probes at that snapshot, recomputed here by hand
     from twotower_lib.analysis.correlation import correlate, top_tokens
     from twotower_lib.preference import load_artifact
@@ -48,7 +49,7 @@ def test_curve_probes_every_common_snapshot_and_the_final_weights(tiny_pair, tin
     assert got["val_loss_a"].iloc[-1] < got["val_loss_a"].iloc[0] and got["val_loss_b"].iloc[-1] < got["val_loss_b"].iloc[0]
     # probes were written per snapshot and are reused: a second call recomputes nothing
     assert (a / "probes" / "tokens-000000012288" / "manifest.json").exists()
-    assert emergence.read_json(a / "probes" / "tokens-000000012288" / "manifest.json")["tokens_seen"] == 12288
+    assert read_json(a / "probes" / "tokens-000000012288" / "manifest.json")["tokens_seen"] == 12288
     import twotower_lib.probe as probe_module
 
     def no_probing(*args, **kwargs):
@@ -57,7 +58,7 @@ def test_curve_probes_every_common_snapshot_and_the_final_weights(tiny_pair, tin
     real = probe_module.train_heads
     probe_module.train_heads = no_probing
     try:
-        again = emergence.curve(a, b, top_n=30, n_boot=20, probe_cfg=cfg, min_tokens=10_000, show=False)
+        again = es.curve(a, b, top_n=30, n_boot=20, probe_cfg=cfg, min_tokens=10_000, show=False)
     finally:
         probe_module.train_heads = real
     pd.testing.assert_series_equal(again["r"], got["r"])
@@ -65,47 +66,47 @@ def test_curve_probes_every_common_snapshot_and_the_final_weights(tiny_pair, tin
 
 def test_a_study_with_three_seeds_writes_one_curve_per_pair(tiny_data, tmp_path):
     """Three seeds train side by side (one thread each) with the configuration's learning-rate schedule."""
-    study = emergence.StudyConfig("three", "gpt", "tiny", vocab_size=tiny_data.vocab_size, train_tokens=8192,
+    study = es.StudyConfig("three", "gpt", "tiny", vocab_size=tiny_data.vocab_size, train_tokens=8192,
                                   seeds=(1, 2, 3), micro_batch=8, seq_len=32, lr=2e-3, final_lr_fraction=0.5)
     cfg = ProbeConfig(train_blocks=32, max_epochs=2, eval_blocks=8, precision="fp32")
-    path = emergence.run_study(study, tmp_path / "runs", tmp_path / "results", top_n=30, n_boot=10, probe_cfg=cfg,
+    path = es.run_study(study, tmp_path / "runs", tmp_path / "results", top_n=30, n_boot=10, probe_cfg=cfg,
                                data_dir=tiny_data.path, show=False)
-    curves = emergence.load_curves(tmp_path / "results")
+    curves = ec.load_curves(tmp_path / "results")
     assert sorted(curves["pair"].unique()) == ["s1-s2", "s1-s3", "s2-s3"]
     assert (curves.groupby("pair")["tokens"].apply(list).map(tuple).nunique()) == 1  # same snapshots in every pair
-    spread = emergence.seed_spread(curves)
+    spread = ec.seed_spread(curves)
     assert (spread["pairs"] == 3).all()
     for _, row in spread.iterrows():
         rs = curves.loc[curves["tokens"] == row["tokens"], "r"]
         assert row["r"] == pytest.approx(rs.mean()) and row["r_min"] == rs.min() and row["r_max"] == rs.max()
-    assert emergence.first_crossing(curves).loc["three", "seed pairs"] == 3
-    assert "mean of 3 seed pairs" in emergence.describe(curves, emergence.first_crossing(curves))
-    manifest = emergence.read_json(path.with_suffix(".json"))
+    assert ec.first_crossing(curves).loc["three", "seed pairs"] == 3
+    assert "mean of 3 seed pairs" in ec.describe(curves, ec.first_crossing(curves))
+    manifest = read_json(path.with_suffix(".json"))
     assert manifest["pairs"] == ["s1-s2", "s1-s3", "s2-s3"] and len(manifest["runs"]) == 3
     for run in manifest["runs"]:
-        trained = emergence.read_json(f"{run}/manifest.json")
+        trained = read_json(f"{run}/manifest.json")
         assert trained["config"]["train"]["lr"] == 2e-3 and trained["config"]["train"]["final_lr_fraction"] == 0.5
         assert trained["torch_threads"] == 1
-    assert emergence.study_table(curves).loc["three", ["peak lr", "final lr / peak"]].tolist() == [2e-3, 0.5]
-    end = emergence.run_ends(curves).loc["three"]
+    assert ec.study_table(curves).loc["three", ["peak lr", "final lr / peak"]].tolist() == [2e-3, 0.5]
+    end = ec.run_ends(curves).loc["three"]
     last = curves[curves["tokens"] == curves["tokens"].max()]
     assert end["seed pairs"] == 3 and end["r"] == pytest.approx(last["r"].mean()) and end["peak lr"] == 2e-3
     assert end["val loss"] == pytest.approx(pd.concat([last["val_loss_a"], last["val_loss_b"]]).mean())
     with pytest.raises(UserError, match="no curve of configuration 'four'"):
-        emergence.run_ends(curves, ["four"])
+        ec.run_ends(curves, ["four"])
     # another schedule from the same start: its untrained-towers probes are copies, not recomputed
-    other = emergence.StudyConfig("other", "gpt", "tiny", vocab_size=tiny_data.vocab_size, train_tokens=8192,
+    other = es.StudyConfig("other", "gpt", "tiny", vocab_size=tiny_data.vocab_size, train_tokens=8192,
                                   seeds=(1, 2), micro_batch=8, seq_len=32)
-    emergence.run_study(other, tmp_path / "runs", tmp_path / "results", top_n=30, n_boot=10, probe_cfg=cfg,
+    es.run_study(other, tmp_path / "runs", tmp_path / "results", top_n=30, n_boot=10, probe_cfg=cfg,
                         data_dir=tiny_data.path, show=False)
     untrained = "probes/tokens-000000000000/manifest.json"
     for seed in (1, 2):
         copied, source = (tmp_path / "runs" / name / f"gpt-s{seed}" / untrained for name in ("other", "three"))
         assert copied.read_bytes() == source.read_bytes()
-    curves = emergence.load_curves(tmp_path / "results")
+    curves = ec.load_curves(tmp_path / "results")
     at0 = curves[(curves["tokens"] == 0) & (curves["pair"] == "s1-s2")].set_index("config")["r"]
     assert at0["other"] == at0["three"]
-    assert not emergence.reuse_untrained_probe(tmp_path / "runs" / "other" / "gpt-s1", tmp_path / "runs")  # has one
+    assert not es.reuse_untrained_probe(tmp_path / "runs" / "other" / "gpt-s1", tmp_path / "runs")  # has one
 
 
 def test_default_lr_is_the_deepspeed_configs():
@@ -115,41 +116,41 @@ def test_default_lr_is_the_deepspeed_configs():
     from twotower_lib.train import CONFIG_DIR
 
     cfg = json.loads((CONFIG_DIR / "deepspeed_cpu.json").read_text())
-    assert cfg["optimizer"]["params"]["lr"] == emergence.DEFAULT_LR
+    assert cfg["optimizer"]["params"]["lr"] == es.DEFAULT_LR
 
 
 def test_study_configurations_need_two_different_seeds():
     with pytest.raises(UserError, match="at least two different seeds"):
-        emergence.StudyConfig("x", "gpt", "tiny", seeds=(1,))
+        es.StudyConfig("x", "gpt", "tiny", seeds=(1,))
     with pytest.raises(UserError, match="at least two different seeds"):
-        emergence.StudyConfig("x", "gpt", "tiny", seeds=(1, 1))
+        es.StudyConfig("x", "gpt", "tiny", seeds=(1, 1))
 
 
 def test_runs_without_common_snapshots_are_refused(tiny_pair, tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(UserError, match="no weight snapshot in common"):
-        emergence.common_snapshots(tiny_pair[0], tmp_path / "empty")
+        es.common_snapshots(tiny_pair[0], tmp_path / "empty")
 
 
 def test_first_crossing_and_extrapolation():
     curves = pd.DataFrame({"config": ["a"] * 4 + ["b"] * 3,
                            "tokens": [0, 1000, 2000, 4000, 0, 1000, 2000],
                            "r": [0.0, 0.3, 0.62, 0.7, 0.1, 0.2, 0.3]})
-    crossing = emergence.first_crossing(curves, 0.6)
+    crossing = ec.first_crossing(curves, 0.6)
     assert crossing.loc["a", "tokens to r >= 0.6"] == 2000 and np.isnan(crossing.loc["b", "tokens to r >= 0.6"])
     assert crossing.loc["b", "best r"] == 0.3
     # b rises 0.1 per doubling from 0.2 at 1000 tokens: 0.6 is four doublings later
-    assert emergence.extrapolate(curves[curves["config"] == "b"], 0.6) == pytest.approx(16000, rel=1e-6)
+    assert ec.extrapolate(curves[curves["config"] == "b"], 0.6) == pytest.approx(16000, rel=1e-6)
     # signs that flip with Eq. 3's ordering do not hide a rising strength of agreement
     flipping = pd.DataFrame({"tokens": [1000, 2000, 4000], "r": [0.2, -0.3, 0.4]})
-    assert emergence.extrapolate(flipping, 0.6) == pytest.approx(16000, rel=1e-6)
+    assert ec.extrapolate(flipping, 0.6) == pytest.approx(16000, rel=1e-6)
     flat = pd.DataFrame({"tokens": [1000, 2000], "r": [0.3, 0.3]})
-    assert np.isnan(emergence.extrapolate(flat, 0.6))
-    text = emergence.describe(curves, crossing, 0.6)
+    assert np.isnan(ec.extrapolate(flat, 0.6))
+    text = ec.describe(curves, crossing, 0.6)
     assert "1 of 2 configurations reached" in text and "16,000 tokens" in text
     # no trend from one trained point, and the text says why
     more = pd.concat([curves, pd.DataFrame({"config": ["c", "c"], "tokens": [0, 1000], "r": [0.0, 0.4]})])
-    text = emergence.describe(more, emergence.first_crossing(more, 0.6), 0.6)
+    text = ec.describe(more, ec.first_crossing(more, 0.6), 0.6)
     assert "**c**" in text and "probed at the end of training only" in text.split("**c**")[1]
 
 
@@ -163,10 +164,10 @@ def test_cli_refuses_unknown_configurations():
 def test_study_presets_exist_and_differ_in_width_depth_vocabulary():
     from twotower_lib.models.config import preset
 
-    sizes = {n: preset(c.preset, c.model_type) for n, c in emergence.STUDY.items()}
+    sizes = {n: preset(c.preset, c.model_type) for n, c in es.STUDY.items()}
     assert sizes["bert-cpu-wide-v8192"].hidden == 2 * sizes["bert-cpu-v8192"].hidden
     assert sizes["bert-cpu-deep-v8192"].n_layer == 2 * sizes["bert-cpu-v8192"].n_layer
-    assert emergence.STUDY["bert-cpu-v4096"].vocab_size == 4096
+    assert es.STUDY["bert-cpu-v4096"].vocab_size == 4096
 
 
 def test_budget_table_turns_the_trend_into_hours_and_budget_multiples(tmp_path):
@@ -175,7 +176,7 @@ def test_budget_table_turns_the_trend_into_hours_and_budget_multiples(tmp_path):
     # the slower run shared the machine: the table uses the fastest measured speed
     atomic_write_json(tmp_path / "b.json", {"config": {"train_tokens": 2000}, "train_minutes": [1.0, 0.5]})
     curves = pd.DataFrame({"config": ["b"] * 3, "pair": ["s1-s2"] * 3, "tokens": [0, 1000, 2000], "r": [0.1, 0.2, -0.3]})
-    table = emergence.budget_table(curves, 0.6, results_dir=tmp_path, budgets={"gpu": 32000})
+    table = ec.budget_table(curves, 0.6, results_dir=tmp_path, budgets={"gpu": 32000})
     row = table.loc["b"]
     assert row["last tokens"] == 2000 and row["last mean |r|"] == pytest.approx(0.3)
     assert row["trend: tokens to |r| = 0.6"] == pytest.approx(16000, rel=1e-6)  # |r| +0.1 per doubling
@@ -185,11 +186,11 @@ def test_budget_table_turns_the_trend_into_hours_and_budget_multiples(tmp_path):
 
 
 def test_profile_note_names_every_same_configuration_pair_and_its_budget():
-    from twotower_lib.profiles import get_profile
+    from twotower_lib.book.profiles import get_profile
 
-    note = emergence.profile_note(get_profile("cpu"))
+    note = ec.profile_note(get_profile("cpu"))
     assert "gpt (preset `cpu`) for 1,000,000 tokens" in note and "bert-large (preset `cpu`) for 2,000,000 tokens" in note
-    assert "no same-configuration pair" in emergence.profile_note(get_profile("cpu").with_overrides({"cases": "gpt:1"}))
+    assert "no same-configuration pair" in ec.profile_note(get_profile("cpu").with_overrides({"cases": "gpt:1"}))
 
 
 def test_a_single_pair_crossing_is_flagged_with_the_measured_seed_spread():
@@ -197,10 +198,10 @@ def test_a_single_pair_crossing_is_flagged_with_the_measured_seed_spread():
             for t, r in zip((0, 1000), rs)]
     rows += [("one", "s1-s2", 0, 0.0), ("one", "s1-s2", 1000, 0.65)]
     curves = pd.DataFrame(rows, columns=["config", "pair", "tokens", "r"])
-    crossing = emergence.first_crossing(curves, 0.6)
+    crossing = ec.first_crossing(curves, 0.6)
     assert crossing.loc["one", "seed pairs"] == 1 and crossing.loc["one", "tokens to r >= 0.6"] == 1000
     assert np.isnan(crossing.loc["many", "tokens to r >= 0.6"])  # its mean, 0.5, stays below 0.6 though one pair reached 0.7
-    text = emergence.describe(curves, crossing, 0.6)
+    text = ec.describe(curves, crossing, 0.6)
     assert "one after 1,000 tokens (one seed pair)" in text
     assert "SD 0.20 (many)" in text and "a hint, not a result" in text
 
@@ -211,10 +212,10 @@ def test_margin_relation_correlates_abs_r_with_the_smaller_tower_gap():
                            "r": [0.0, 0.2, 0.4, 0.6, 0.0, -0.5, 0.1, 0.3],
                            "margin_a": [0.5, 0.01, 0.02, 0.03, 0.5, 0.05, 0.01, 0.03],
                            "margin_b": [0.5, 0.9, 0.9, 0.9, 0.5, 0.2, 0.2, 0.2]})
-    points = emergence.gap_points(curves)
+    points = ec.gap_points(curves)
     assert len(points) == 6 and (points["tokens"] > 0).all()  # the untrained point is not a trained split
     assert points["smaller_gap"].tolist() == [0.01, 0.02, 0.03, 0.05, 0.01, 0.03]
-    rel = emergence.margin_relation(curves)
+    rel = ec.margin_relation(curves)
     assert rel.loc["gpt", "corr(|r|, smaller gap)"] == pytest.approx(1.0)
     assert rel.loc["bert", "corr(|r|, smaller gap)"] == pytest.approx(np.corrcoef([0.5, 0.1, 0.3], [0.05, 0.01, 0.03])[0, 1])
     assert rel.loc["bert", "points"] == 3
@@ -227,7 +228,7 @@ def test_size_table_compares_configurations_at_about_the_same_tokens_seen():
              (("s1-s2", ((0, 0.0, 0.0), (1_048_576, 0.2, -0.2), (2_000_000, 0.3, 0.3))),
               ("s1-s3", ((0, 0.0, 0.0), (1_048_576, 0.4, 0.4), (2_000_000, 0.1, -0.1)))) for t, r, rp in rs]
     curves = pd.DataFrame(rows, columns=["config", "model_type", "preset", "vocab_size", "pair", "tokens", "r", "r_physical"])
-    table = emergence.size_table(curves, ["small", "deep"])
+    table = ec.size_table(curves, ["small", "deep"])
     assert table.index.tolist() == ["small", "deep"]
     deep, small = table.loc["deep"], table.loc["small"]
     assert (deep["layers"], deep["width per tower"], small["layers"], small["width per tower"]) == (4, 128, 1, 96)
@@ -237,5 +238,5 @@ def test_size_table_compares_configurations_at_about_the_same_tokens_seen():
     assert small["seed pairs"] == 2 and small["tokens trained"] == 2_000_000
     assert small["|r_physical| at the last of these"] == pytest.approx(0.2)  # mean of |0.3| and |-0.1| at 2M
     with pytest.raises(UserError, match="no curve of configuration 'wide'"):
-        emergence.size_table(curves, ["wide"])
-    assert emergence.measured(curves, ["wide", "deep", "small"]) == ["deep", "small"]
+        ec.size_table(curves, ["wide"])
+    assert ec.measured(curves, ["wide", "deep", "small"]) == ["deep", "small"]

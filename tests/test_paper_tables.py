@@ -5,7 +5,7 @@ import re
 import pandas as pd
 import pytest
 
-from twotower_lib import paper_tables
+from twotower_lib.book import paper_tables
 
 
 def _pairs(rows):

@@ -17,10 +17,11 @@ import jupytext
 import nbformat
 import pytest
 
-from twotower_lib import pipeline, scorecard
+from twotower_lib import run_names
 from twotower_lib.analysis import pos
+from twotower_lib.book import analyses, pipeline, scorecard, sections, training
 from twotower_lib.errors import UserError
-from twotower_lib.profiles import OVERRIDABLE, PROFILES, get_profile
+from twotower_lib.book.profiles import OVERRIDABLE, PROFILES, get_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -116,7 +117,7 @@ def test_the_deepspeed_launcher_gets_every_training_setting(tmp_path):
 
     p = get_profile("tiny").with_overrides({"model_lr": "gpt=0.003", "model_final_lr": "gpt=0.5"})
     tcfg = p.train_config("gpt", 2, "/data", towers=1)
-    cmd = pipeline.deepspeed_command(4, tcfg, tmp_path / "run")
+    cmd = training.deepspeed_command(4, tcfg, tmp_path / "run")
     assert cmd[:5] == ["deepspeed", "--num_gpus=4", "--module", "twotower_lib", "train"]
     parser = argparse.ArgumentParser()
     train_module.add_arguments(parser)
@@ -127,7 +128,7 @@ def test_the_deepspeed_launcher_gets_every_training_setting(tmp_path):
     assert not args.resume
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "config.json").write_text("{}")
-    assert "--resume" in pipeline.deepspeed_command(4, tcfg, tmp_path / "run")
+    assert "--resume" in training.deepspeed_command(4, tcfg, tmp_path / "run")
 
 
 def test_a_run_is_trained_again_only_when_it_is_another_run():
@@ -136,16 +137,16 @@ def test_a_run_is_trained_again_only_when_it_is_another_run():
     p = get_profile("tiny")
     tcfg = p.train_config("gpt", 1, "/d")
     old = {"data": {"data_hash": "a" * 64}, "train": asdict(tcfg)}
-    assert pipeline.why_retrain(old, tcfg.max_steps, tcfg, "a" * 64) is None
-    assert pipeline.why_retrain(old, 1, p.with_overrides({"train_tokens": "20000"}).train_config("gpt", 1, "/d"),
+    assert training.why_retrain(old, tcfg.max_steps, tcfg, "a" * 64) is None
+    assert training.why_retrain(old, 1, p.with_overrides({"train_tokens": "20000"}).train_config("gpt", 1, "/d"),
                                 "a" * 64) is None                     # a longer budget resumes
-    assert "budget shrank" in pipeline.why_retrain(old, tcfg.max_steps, p.with_overrides(
+    assert "budget shrank" in training.why_retrain(old, tcfg.max_steps, p.with_overrides(
         {"train_tokens": "5000"}).train_config("gpt", 1, "/d"), "a" * 64)
-    assert "data changed (data hash aaaaaaaaaaaa -> bbbbbbbbbbbb)" in pipeline.why_retrain(old, 1, tcfg, "b" * 64)
+    assert "data changed (data hash aaaaaaaaaaaa -> bbbbbbbbbbbb)" in training.why_retrain(old, 1, tcfg, "b" * 64)
     held = p.with_overrides({"model_final_lr": "gpt=1"}).train_config("gpt", 1, "/d")
-    assert pipeline.why_retrain(old, 1, held, "a" * 64) == "because its setup changed: final_lr_fraction 0.0 -> 1.0"
+    assert training.why_retrain(old, 1, held, "a" * 64) == "because its setup changed: final_lr_fraction 0.0 -> 1.0"
     legacy = {"data": old["data"], "train": {k: v for k, v in old["train"].items() if k not in ("lr", "final_lr_fraction")}}
-    assert pipeline.why_retrain(legacy, 1, tcfg, "a" * 64) is None   # written before the schedule knobs existed
+    assert training.why_retrain(legacy, 1, tcfg, "a" * 64) is None   # written before the schedule knobs existed
 
 
 def test_a_run_trained_again_is_moved_aside_not_deleted(tmp_path):
@@ -153,10 +154,10 @@ def test_a_run_trained_again_is_moved_aside_not_deleted(tmp_path):
     run = root / "training" / "gpt-s1"
     run.mkdir(parents=True)
     (run / "model.safetensors").write_bytes(b"weights")
-    first = pipeline.set_aside(run, root)
+    first = training.set_aside(run, root)
     run.mkdir()
     (run / "model.safetensors").write_bytes(b"newer")
-    second = pipeline.set_aside(run, root)            # twice within a second: both kept
+    second = training.set_aside(run, root)            # twice within a second: both kept
     assert not run.exists() and first != second
     assert first.parent == root / "superseded" / "training" and first.name.startswith("gpt-s1-")
     assert (first / "model.safetensors").read_bytes() == b"weights"
@@ -188,9 +189,9 @@ def test_runs_root_follows_the_environment_else_the_project_whatever_the_working
     assert pipeline.make_pipeline("tiny").root == ROOT / "runs" / "tiny"
     with pytest.raises(UserError, match=r"Produce it with:  python -m twotower_lib run 00_data --profile tiny "
                                         rf"--runs-dir {re.escape(str(tmp_path / 'mine'))}$"):
-        pipeline.open_section("02_probing", {"profile": "tiny", "runs_dir": str(tmp_path / "mine")})
+        sections.open_section("02_probing", {"profile": "tiny", "runs_dir": str(tmp_path / "mine")})
     # the printed command names --runs-dir only where it is not the default, so it fixes what it names
-    assert pipeline.run_command("00_data", "tiny", runs_dir=ROOT / "runs") == "python -m twotower_lib run 00_data --profile tiny"
+    assert sections.run_command("00_data", "tiny", runs_dir=ROOT / "runs") == "python -m twotower_lib run 00_data --profile tiny"
 
 
 def test_the_pipeline_passes_every_parameter_so_a_saved_notebook_default_changes_nothing(monkeypatch, tmp_path):
@@ -206,7 +207,7 @@ def test_the_pipeline_passes_every_parameter_so_a_saved_notebook_default_changes
 
     monkeypatch.setattr(pm, "execute_notebook", fake)
     pipe = pipeline.make_pipeline("tiny", {"top_n": "40"}, tmp_path / "runs")
-    section = pipeline.find_section("02_probing")
+    section = sections.find_section("02_probing")
     with pytest.raises(RuntimeError, match="stop here"):
         pipe.execute(section)
     tiny = get_profile("tiny")
@@ -235,7 +236,7 @@ def test_section_notebooks_declare_exactly_their_parameters_and_stay_thin():
     for s in pipe.available():
         src = pipe.source(s)
         params = _parameters_cell(src)
-        assert list(params) == list(pipeline.COMMON_PARAMETERS + s.parameters), src.name
+        assert list(params) == list(sections.COMMON_PARAMETERS + s.parameters), src.name
         assert params["profile"] == "cpu" and all(params[k] is None for k in params if k != "profile")
         # papermill must read every line of the cell too (it skips a line it cannot parse, e.g. one
         # whose comment holds quotes, and then `papermill --help-notebook` hides that parameter)
@@ -282,11 +283,11 @@ def test_cli_rejects_bad_parameters_before_running_anything(tmp_path):
 # ---------------------------------------------------------------------- a generated pipeline
 
 TEST_SECTIONS = (
-    pipeline.Section("00_first", "First", "first", ("vocab_size",)),
-    pipeline.Section("01_second", "Second", "second", ("top_n",), ("00_first",)),
+    sections.Section("00_first", "First", "first", ("vocab_size",)),
+    sections.Section("01_second", "Second", "second", ("top_n",), ("00_first",)),
 )
-_SECTIONS_SRC = ("_S = (pipeline.Section('00_first', 'First', 'first', ('vocab_size',)), "
-                 "pipeline.Section('01_second', 'Second', 'second', ('top_n',), ('00_first',)))")
+_SECTIONS_SRC = ("_S = (sections.Section('00_first', 'First', 'first', ('vocab_size',)), "
+                 "sections.Section('01_second', 'Second', 'second', ('top_n',), ('00_first',)))")
 NOTEBOOK_FIRST = f"""\
 # %% tags=["parameters"]
 profile = "cpu"
@@ -294,9 +295,9 @@ runs_dir = None
 vocab_size = None
 
 # %%
-from twotower_lib import pipeline
+from twotower_lib.book import sections
 {_SECTIONS_SRC}
-ctx = pipeline.open_section("00_first", globals(), sections=_S)
+ctx = sections.open_section("00_first", globals(), sections=_S)
 (ctx.out / "value.txt").write_text(str(ctx.profile.vocab_size))
 ctx.finish()
 """
@@ -307,9 +308,9 @@ runs_dir = None
 top_n = None
 
 # %%
-from twotower_lib import pipeline
+from twotower_lib.book import sections
 {_SECTIONS_SRC}
-ctx = pipeline.open_section("01_second", globals(), sections=_S)
+ctx = sections.open_section("01_second", globals(), sections=_S)
 upstream = int((ctx.input_dir("00_first") / "value.txt").read_text())
 (ctx.out / "value.txt").write_text(str(upstream + ctx.profile.top_n))
 ctx.finish()
@@ -415,17 +416,17 @@ def test_missing_upstream_names_the_command(tmp_path):
     ns = {"profile": "tiny", "runs_dir": str(tmp_path / "empty"), "top_n": 5}
     with pytest.raises(UserError, match=r"needs the output of section 00_first \(First\) at .* "
                                         r"python -m twotower_lib run 00_first --profile tiny --runs-dir .*empty$"):
-        pipeline.open_section("01_second", ns, sections=TEST_SECTIONS)
+        sections.open_section("01_second", ns, sections=TEST_SECTIONS)
 
 
 def test_open_section_validates_notebook_parameters(tmp_path):
     ns = {"profile": "tiny", "runs_dir": str(tmp_path), "vocab_size": "300", "pd": pytest}  # modules are ignored
-    ctx = pipeline.open_section("00_first", ns, sections=TEST_SECTIONS)
+    ctx = sections.open_section("00_first", ns, sections=TEST_SECTIONS)
     assert ctx.profile.vocab_size == 300 and ctx.root == tmp_path / "tiny" and ctx.parameters == {"vocab_size": 300}
     with pytest.raises(UserError, match=r"unknown parameter\(s\) \['vocab'\] for section 00_first"):
-        pipeline.open_section("00_first", {**ns, "vocab": 3}, sections=TEST_SECTIONS)
+        sections.open_section("00_first", {**ns, "vocab": 3}, sections=TEST_SECTIONS)
     with pytest.raises(UserError, match=r"invalid value 'big' for parameter 'vocab_size'"):
-        pipeline.open_section("00_first", {**ns, "vocab_size": "big"}, sections=TEST_SECTIONS)
+        sections.open_section("00_first", {**ns, "vocab_size": "big"}, sections=TEST_SECTIONS)
 
 
 @pytest.mark.slow
@@ -459,21 +460,20 @@ def test_plan_follows_dependencies_and_refuses_unwritten_sections(toy):
 
 def test_scorecard_is_built_from_section_records(tmp_path):
     root = tmp_path / "tiny"
-    sections = pipeline.SECTIONS
-    card = scorecard.build(root, sections, available={"00_data", "03_correlations"})
+    card = scorecard.build(root, sections.SECTIONS, available={"00_data", "03_correlations"})
     rows = {r["id"]: r for r in card["rows"]}
     assert {r["verdict"] for r in card["rows"]} == {"not attempted"}
     assert "not written yet" in rows["fig4"]["note"] and "has not been run" in rows["table2.same-config"]["note"]
     assert rows["table2.same-config"]["paper"].startswith("Pearson r = 0.94")
 
-    ctx = pipeline.SectionContext(pipeline.find_section("03_correlations"), get_profile("tiny"), root)
+    ctx = sections.SectionContext(sections.find_section("03_correlations"), get_profile("tiny"), root)
     ctx.finish()
     scorecard.record(ctx, "table2.same-config", "r = 0.61 [0.55, 0.66]", "partly", "top 100 tokens")
     with pytest.raises(UserError, match="belongs to section 04_pos"):
         scorecard.record(ctx, "fig4", "x", "partly")
     with pytest.raises(UserError, match="not one of"):
         scorecard.record(ctx, "table2.elmo-gpt", "x", "maybe")
-    card = scorecard.write(root, sections, available={"03_correlations"})
+    card = scorecard.write(root, sections.SECTIONS, available={"03_correlations"})
     path = root / "scorecard.json"
     assert json.loads(path.read_text()) == card
     rows = {r["id"]: r for r in card["rows"]}
@@ -495,7 +495,7 @@ def test_correlation_items_are_judged_from_measured_pairs(tmp_path):
     import pandas as pd
 
     prof = get_profile("cpu").with_overrides({"cases": "gpt:1,bert-large:1,bert-large:2"})
-    ctx = pipeline.SectionContext(pipeline.find_section("03_correlations"), prof, tmp_path / "cpu")
+    ctx = sections.SectionContext(sections.find_section("03_correlations"), prof, tmp_path / "cpu")
     pairs = pd.DataFrame({"a": ["gpt-s1", "gpt-s1", "bert-large-s1"], "b": ["bert-large-s1", "bert-large-s2", "bert-large-s2"],
                           "n_tokens": 1000, "r": [0.6, 0.2, 0.7], "ci_low": [0.5, 0.1, 0.6], "ci_high": [0.7, 0.3, 0.8],
                           "p_value": 0.001})
@@ -534,7 +534,7 @@ def test_each_same_config_pair_is_judged_against_its_own_models_controls(tmp_pat
     prof = get_profile("cpu").with_overrides({"cases": "gpt:1,gpt:2,bert-large:1,bert-large:2"})
     assert prof.independent_runs() == [("gpt", s) for s in (1, 2, 3, 4)]  # cpu: GPT's pair only (the hour)
     assert prof.untrained_runs() == [("gpt", 1), ("gpt", 2)]
-    ctx = pipeline.SectionContext(pipeline.find_section("03_correlations"), prof, tmp_path / "cpu")
+    ctx = sections.SectionContext(sections.find_section("03_correlations"), prof, tmp_path / "cpu")
     same = [("gpt-s1", "gpt-s2"), ("bert-large-s1", "bert-large-s2")]
     pairs = pd.DataFrame({"a": ["gpt-s1", "bert-large-s1"], "b": ["gpt-s2", "bert-large-s2"], "n_tokens": 1000,
                           "r": [0.7, 0.3], "ci_low": [0.65, 0.25], "ci_high": [0.75, 0.35], "p_value": 0.001})
@@ -548,7 +548,7 @@ def test_each_same_config_pair_is_judged_against_its_own_models_controls(tmp_pat
     # GPT's pair is judged against GPT's controls only: its CI [0.65, 0.75] lies above them (0.2 at most)
     assert got["same-config.other"]["verdict"] == "partly" and "gpt-s1 vs gpt-s2" in got["same-config.other"]["ours"]
     assert got["controls"]["verdict"] == "partly" and "gpt-s1 vs gpt-s2: r = 0.70, CI [0.65, 0.75], above" in got["controls"]["ours"]
-    assert pipeline.model_of("bert-large-k1-s3") == pipeline.model_of("bert-large-s2") == "bert-large"
+    assert run_names.model_of("bert-large-k1-s3") == run_names.model_of("bert-large-s2") == "bert-large"
     # the scorecard's picture: every pair the paper reports, a second GPT seed at the paper's same-configuration r
     assert [(p["pair"], p["paper"]) for p in got["same-config.other"]["points"]] == [("gpt-s1 vs gpt-s2", 0.94)]
     assert got["table2.same-config"]["points"][0]["paper"] == 0.94
@@ -570,7 +570,7 @@ def test_run_names_have_one_parser_and_one_writer():
 def test_frequency_items_need_agreement_between_runs(tmp_path):
     import pandas as pd
 
-    ctx = pipeline.SectionContext(pipeline.find_section("06_frequency"), get_profile("tiny"), tmp_path / "tiny")
+    ctx = sections.SectionContext(sections.find_section("06_frequency"), get_profile("tiny"), tmp_path / "tiny")
 
     def t4(run_ci_low):
         return pd.DataFrame({"a": ["x", "x", "y"], "b": ["y", "frequency rank", "frequency rank"], "n_tokens": 50,
@@ -584,7 +584,7 @@ def test_frequency_items_need_agreement_between_runs(tmp_path):
 
 
 def test_every_overridable_field_is_read_by_some_section():
-    read = {p for s in pipeline.SECTIONS for p in s.parameters}
+    read = {p for s in sections.SECTIONS for p in s.parameters}
     assert read == set(OVERRIDABLE)
 
 
@@ -609,12 +609,12 @@ def test_pos_and_ica_profile_fields_are_validated():
 
 def test_ica_reference_must_be_one_of_the_cases(tmp_path):
     prof = get_profile("tiny").with_overrides({"cases": "gpt:1,gpt:2"})
-    ctx = pipeline.SectionContext(pipeline.find_section("05_ica"), prof, tmp_path / "tiny")
+    ctx = sections.SectionContext(sections.find_section("05_ica"), prof, tmp_path / "tiny")
     with pytest.raises(UserError, match=r"ica_reference 'bert-large:1' is not one of the cases \['gpt:1', 'gpt:2'\].*"
                                         r"-p ica_reference"):
-        pipeline.ica_reference(ctx)
+        analyses.ica_reference(ctx)
     ctx.profile = prof.with_overrides({"ica_reference": "gpt:2"})
-    assert pipeline.ica_reference(ctx) == "gpt-s2"
+    assert analyses.ica_reference(ctx) == "gpt-s2"
 
 
 def test_pos_backend_auto_falls_back_to_spacy_and_explicit_backends_are_checked():
@@ -641,13 +641,13 @@ def test_pos_backend_auto_falls_back_to_spacy_and_explicit_backends_are_checked(
 
 
 def test_sample_texts_is_seeded_and_top_tokens_skip_special_ids(tiny_data):
-    a = pipeline.sample_texts(tiny_data, "train", 5, seed=3)
-    assert a == pipeline.sample_texts(tiny_data, "train", 5, seed=3) and len(a) == 5
-    assert a != pipeline.sample_texts(tiny_data, "train", 5, seed=4)
+    a = analyses.sample_texts(tiny_data, "train", 5, seed=3)
+    assert a == analyses.sample_texts(tiny_data, "train", 5, seed=3) and len(a) == 5
+    assert a != analyses.sample_texts(tiny_data, "train", 5, seed=4)
     everything = list(tiny_data.texts("train"))
-    assert pipeline.sample_texts(tiny_data, "train", 10**6) == everything  # all, in corpus order
+    assert analyses.sample_texts(tiny_data, "train", 10**6) == everything  # all, in corpus order
     assert [everything.index(t) for t in a] == sorted(everything.index(t) for t in a)
-    top = pipeline.top_token_ids(tiny_data, 20)
+    top = analyses.top_token_ids(tiny_data, 20)
     counts = tiny_data.counts
     assert len(top) == 20 and not set(top.tolist()) & set(tiny_data.special_ids.values())
     assert (counts[top][:-1] >= counts[top][1:]).all() and counts[top][-1] >= max(
@@ -659,7 +659,7 @@ def test_pos_item_needs_every_claim_in_every_run(tmp_path):
 
     from twotower_lib.analysis.pos import PAPER_CLAIM
 
-    ctx = pipeline.SectionContext(pipeline.find_section("04_pos"), get_profile("tiny"), tmp_path / "tiny")
+    ctx = sections.SectionContext(sections.find_section("04_pos"), get_profile("tiny"), tmp_path / "tiny")
 
     def summary(failing: dict[str, list[str]], n: int = 10):
         return pd.DataFrame([{"run": run, "upos": tag, "n": n, "holds": tag not in failing.get(run, []),
@@ -680,7 +680,7 @@ def test_ica_items_follow_their_rules(tmp_path):
     import numpy as np
     import pandas as pd
 
-    ctx = pipeline.SectionContext(pipeline.find_section("05_ica"), get_profile("tiny"), tmp_path / "tiny")
+    ctx = sections.SectionContext(sections.find_section("05_ica"), get_profile("tiny"), tmp_path / "tiny")
     paper_like = {"share_one": 0.47, "share_none": 0.10, "mean_groups": 1.5, "n_words": 900}
     means = np.linspace(-1, 1, 20)
     agree = pd.DataFrame({"x": means, "y": means + 0.01 * np.sin(np.arange(20)), "z": means[::-1] * 0 + means})

@@ -40,7 +40,7 @@ def test_the_readme_block_lists_every_command_of_the_cli():
 @pytest.mark.slow
 def test_every_readme_command_runs_as_written(built_book, tiny_corpus_dir, tmp_path):
     from tests.textgen import write_corpus
-    from twotower_lib.profiles import get_profile
+    from twotower_lib.book.profiles import get_profile
 
     corpus = str(tiny_corpus_dir)
     shutil.copytree(built_book["pipe"].root, tmp_path / "runs" / "tiny")   # the tiny profile, already run

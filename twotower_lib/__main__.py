@@ -18,10 +18,10 @@ from twotower_lib.errors import UserError
 COMMANDS = {
     "train": ("twotower_lib.train", "train a two-tower (or single-tower) language model with DeepSpeed"),
     "probe": ("twotower_lib.probe", "train per-tower probing heads and write the preference-score table"),
-    "emergence": ("twotower_lib.emergence", "the emergence study: cross-seed r of preference scores against tokens seen"),
-    "run": ("twotower_lib.pipeline", "run the book's sections (papermill) at a profile"),
-    "book": ("twotower_lib.book", "build the jupyter-book from the executed sections"),
-    "publish": ("twotower_lib.publish", "commit a finished profile run's scorecard and summaries to results/profiles/"),
+    "emergence": ("twotower_lib.emergence.study", "the emergence study: cross-seed r of preference scores against tokens seen"),
+    "run": ("twotower_lib.book.pipeline", "run the book's sections (papermill) at a profile"),
+    "book": ("twotower_lib.book.build", "build the jupyter-book from the executed sections"),
+    "publish": ("twotower_lib.book.publish", "commit a finished profile run's scorecard and summaries to results/profiles/"),
 }
 DATA_COMMANDS = {
     "prepare": ("twotower_lib.data.prepare", "fetch/clean a corpus, train the tokenizer, write token blocks"),

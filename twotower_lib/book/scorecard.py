@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from twotower_lib import paper_tables
+from twotower_lib.book import paper_tables
 from twotower_lib.artifacts import atomic_write_json, read_json
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import model_of
@@ -128,7 +128,7 @@ def record_correlations(ctx, pairs, control, same_config: list[tuple[str, str]],
     shows that r too.
 
     `pairs`: pairwise correlations of the trained cases (columns a, b, n_tokens, r, ci_low, ci_high,
-    p_value); `control`: `pipeline.control_correlations` (columns control: untrained, independent,
+    p_value); `control`: `analyses.control_correlations` (columns control: untrained, independent,
     permutation; model: whose same-configuration pair it controls; r); case names are
     "<model>-s<seed>". A same-configuration pair is judged against its own model's controls; a pair
     of different models against the highest control of any model.

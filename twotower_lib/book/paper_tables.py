@@ -7,7 +7,7 @@ model (and run 2 of Bert-large) to the paper's row. A case the paper has no row 
 seed, the controls) gets our number and no paper number. Table 4 names one Bert-large without
 saying which run: both of ours are held against it.
 
-`compare` joins a long correlation frame (`pipeline.correlations`: a, b, r, ci_low, ci_high) with the
+`compare` joins a long correlation frame (`analyses.correlations`: a, b, r, ci_low, ci_high) with the
 paper; `matrix_html` lays it out as the paper's square table (ours, its interval, the paper's
 value in every cell) and `pairs_html` as one readable row per pair with the verdict.
 """
@@ -87,7 +87,7 @@ def compare(by_variant: Mapping[str, pd.DataFrame], table: str = "table2",
     variant's column as suffix, e.g. `r_score`), and, where `control` is given, the highest control
     the pair is held against (its own model's for a same-configuration pair, any model's otherwise)
     and the scorecard's verdict on the first variant (`scorecard.correlation_verdict`)."""
-    from twotower_lib.scorecard import correlation_verdict
+    from twotower_lib.book.scorecard import correlation_verdict
 
     variants = list(by_variant)
     out = None

@@ -22,13 +22,14 @@ from pathlib import Path
 
 import nbformat
 
-from twotower_lib import charts, scorecard
+from twotower_lib.book import charts, scorecard
 from twotower_lib.errors import MissingDependencyError, UserError
-from twotower_lib.pipeline import PROJECT_ROOT, Pipeline, make_pipeline
-from twotower_lib.profiles import DEFAULT_PROFILE, OVERRIDABLE, PROFILES, runs_root
+from twotower_lib.book.sections import PROJECT_ROOT
+from twotower_lib.book.pipeline import Pipeline, make_pipeline
+from twotower_lib.book.profiles import DEFAULT_PROFILE, OVERRIDABLE, PROFILES, runs_root
 
 PAGES_DIR = PROJECT_ROOT / "book"
-LIBRARY_PARENT = Path(__file__).resolve().parent.parent  # the directory that holds twotower_lib/
+LIBRARY_PARENT = Path(__file__).resolve().parents[2]  # the directory that holds twotower_lib/
 _PLACEHOLDER = re.compile(r"<!-- (PROFILES|PICTURE|SCORECARD|PUBLISHED|API): .*?-->", re.DOTALL)
 
 
@@ -44,7 +45,7 @@ def _sync(data: bytes, dest: Path) -> None:
 
 
 def profiles_markdown() -> str:
-    """A table of every profile's settings, generated from twotower_lib.profiles."""
+    """A table of every profile's settings, generated from twotower_lib.book.profiles."""
     keys = [k for k in OVERRIDABLE if k not in ("launcher", "controls", "data_seed", "doc_words", "valid_fraction")]
     rows = ["| profile | what it is for | " + " | ".join(f"`{k}`" for k in keys) + " |",
             "|---|---|" + "---|" * len(keys)]
@@ -58,7 +59,7 @@ def profiles_markdown() -> str:
 
 def api_markdown() -> str:
     """One autodoc section per module of twotower_lib (found from the files, without importing)."""
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]
     names = sorted(".".join(("twotower_lib", *p.relative_to(package).with_suffix("").parts)).removesuffix(".__init__")
                    for p in package.rglob("*.py") if p.name != "__main__.py")
     return "\n".join(f"## `{name}`\n\n```{{eval-rst}}\n.. automodule:: {name}\n```\n" for name in names)
@@ -75,7 +76,7 @@ def picture_markdown(card: dict) -> str:
 
 
 def fill_placeholders(text: str, card: dict) -> str:
-    from twotower_lib import publish
+    from twotower_lib.book import publish
 
     parts = {"PROFILES": profiles_markdown, "SCORECARD": lambda: scorecard.to_markdown(card), "API": api_markdown,
              "PICTURE": lambda: picture_markdown(card),
@@ -181,7 +182,7 @@ def build(pipe: Pipeline, build_root: Path = PROJECT_ROOT) -> Path:
     chapters = assemble(pipe, stage)
     cmd = [*jupyter_book_command(), "build", str(stage), "--path-output", str(build_root),
            "-W", "-n", "--keep-going"]
-    # The book's Sphinx extension is `twotower_lib.book`: make jupyter-book import this very copy of
+    # The book's Sphinx extension is `twotower_lib.book.build`: make jupyter-book import this very copy of
     # the library (the one that assembled the pages), installed or not.
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(LIBRARY_PARENT), env.get("PYTHONPATH", "")) if p)

@@ -20,13 +20,14 @@ from typing import Any
 
 import pandas as pd
 
-from twotower_lib import scorecard
+from twotower_lib.book import scorecard
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json
 from twotower_lib.errors import UserError
-from twotower_lib.pipeline import PROJECT_ROOT, Pipeline, find_section, make_pipeline, parse_overrides
+from twotower_lib.book.sections import PROJECT_ROOT, find_section
+from twotower_lib.book.pipeline import Pipeline, make_pipeline, parse_overrides
 from twotower_lib.run_names import model_of
 from twotower_lib.probe import PROBE_VERSION
-from twotower_lib.profiles import DEFAULT_PROFILE, PROFILES
+from twotower_lib.book.profiles import DEFAULT_PROFILE, PROFILES
 
 RESULTS_DIR = PROJECT_ROOT / "results" / "profiles"
 FORMAT_VERSION = 1

@@ -405,7 +405,7 @@ def runs_root() -> Path:
     kernel starts in `notebooks/`, and must find the same runs as the command line), else `./runs`."""
     if os.environ.get("TWOTOWER_RUNS"):
         return Path(os.environ["TWOTOWER_RUNS"]).expanduser().resolve()
-    checkout = Path(__file__).resolve().parent.parent
+    checkout = Path(__file__).resolve().parents[2]
     if (checkout / "pyproject.toml").exists() and (checkout / "notebooks").is_dir():
         return checkout / "runs"
     return Path("runs").resolve()

@@ -1,0 +1,158 @@
+"""What the analysis sections (03-06) compute from the probed cases: correlations with their
+intervals and controls in both score variants, the two ceilings, the POS tags of the
+vocabulary and the word ICA of the reference case. Each function reads a section's context and
+calls the plain-argument functions of `twotower_lib.analysis`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from twotower_lib.book.probing import VARIANTS, load_controls, probe_reliability, same_config_pairs
+from twotower_lib.book.sections import SectionContext, load_data
+from twotower_lib.errors import UserError
+from twotower_lib.run_names import case_name, model_of
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def correlations(ctx: SectionContext, scores: dict, score_col: str = "score") -> pd.DataFrame:
+    """Table 2 as a long table: every pair of `scores` over the profile's top_n most frequent tokens,
+    with a bootstrap 95% CI that resamples validation documents and a permutation p-value, for one
+    score variant (`score`: Eq. 4, log of mean p; `score_logmean`: the authors' mean of log p)."""
+    from twotower_lib.analysis.correlation import CorrelationConfig, pairwise_correlations
+
+    cfg = CorrelationConfig(n=ctx.profile.top_n, n_boot=ctx.profile.bootstrap, n_permutations=1000, progress=False,
+                            score_col=score_col)
+    return pairwise_correlations({k: r.table for k, r in scores.items()}, load_data(ctx).counts, cfg,
+                                 doc_stats={k: r.doc_stats for k, r in scores.items()}).assign(variant=score_col)
+
+
+def side_by_side(by_variant: dict[str, pd.DataFrame], keys: tuple[str, ...] = ("a", "b")) -> pd.DataFrame:
+    """Rows of the same pairs in both score variants, r and CI of each next to each other."""
+    import pandas as pd
+
+    parts = []
+    for col, frame in by_variant.items():
+        keep = [c for c in ("r", "ci_low", "ci_high") if c in frame.columns]
+        parts.append(frame.set_index(list(keys))[keep].rename(columns=lambda c: f"{c} ({VARIANTS[col]})"))
+    return pd.concat(parts, axis=1)
+
+
+def text_ceilings(ctx: SectionContext, scores: dict, score_col: str = "score") -> pd.DataFrame:
+    """Per same-configuration pair: each run's split-half reliability over the profile's top_n tokens and the
+    ceiling sqrt(rel_a * rel_b) that finite validation text puts on their r (`correlation.text_ceiling`)."""
+    from twotower_lib.analysis.correlation import text_ceiling
+
+    return text_ceiling({k: r.table for k, r in scores.items()}, {k: r.doc_stats for k, r in scores.items()},
+                        load_data(ctx).counts, same_config_pairs(ctx), ctx.profile.top_n,
+                        score_col=score_col).assign(variant=score_col)
+
+
+def ceilings(ctx: SectionContext, scores: dict, score_col: str = "score") -> pd.DataFrame:
+    """Per same-configuration pair, in one score variant: r, the validation-text ceiling
+    (`text_ceilings`) and the probe ceiling sqrt(rel_a * rel_b) from each run's probe-seed
+    reliability (`probe_reliability`)."""
+    import numpy as np
+
+    text = text_ceilings(ctx, scores, score_col).rename(columns={"ceiling": "text ceiling"})
+    pairs = same_config_pairs(ctx)
+    if not pairs:
+        return text
+    rel = probe_reliability(ctx, {n: scores[n] for n in dict.fromkeys(x for p in pairs for x in p)})
+    col = f"reliability ({VARIANTS[score_col]})"
+    text["probe reliability a"] = text["a"].map(rel[col])
+    text["probe reliability b"] = text["b"].map(rel[col])
+    text["probe ceiling"] = np.sqrt(text["probe reliability a"].clip(lower=0) * text["probe reliability b"].clip(lower=0))
+    return text[["variant", "a", "b", "n_tokens", "r", "text ceiling", "probe ceiling", "reliability_a", "reliability_b",
+                 "probe reliability a", "probe reliability b"]]
+
+
+def control_correlations(ctx: SectionContext, pairs: pd.DataFrame, score_col: str = "score") -> pd.DataFrame:
+    """Each control's correlation, computed like the trained same-configuration pair's, one row per control.
+
+    `pairs` are the trained cases' correlations: the label-permutation control is the 97.5%
+    quantile of r with the token labels of the same-configuration pair shuffled (its `perm_q975`).
+    """
+    import pandas as pd
+
+    rows = []
+    for control, model, arts in load_controls(ctx):
+        r = correlations(ctx, arts, score_col).iloc[0]
+        rows.append({"control": control, "model": model, **r.to_dict()})
+    if "permutation" in ctx.profile.controls:
+        same = same_config_pairs(ctx)
+        for row in pairs.itertuples():
+            if (row.a, row.b) in same and hasattr(row, "perm_q975"):
+                rows.append({"control": "permutation", "model": model_of(row.a), "a": row.a,
+                             "b": f"{row.b} (labels shuffled)",
+                             "n_tokens": row.n_tokens, "r": row.perm_q975, "variant": score_col,
+                             "note": "97.5% quantile of r over 1000 shuffles of the token labels"})
+    return pd.DataFrame(rows)
+
+
+def sample_texts(data, split: str, n: int, seed: int = 0) -> list[str]:
+    """A seeded sample of `n` documents of `split` (all if fewer), in corpus order, read in one pass."""
+    import numpy as np
+
+    total = len(data.documents(split))
+    if total == 0:
+        raise UserError(f"the prepared data at {data.path} has no {split!r} documents to sample")
+    keep = set(np.random.default_rng(seed).permutation(total)[:n].tolist())
+    return [t for i, t in enumerate(data.texts(split)) if i in keep]
+
+
+def vocabulary_pos(ctx: SectionContext, data, tagger) -> pd.DataFrame:
+    """Tag `pos_docs` training documents with `tagger` (from `analysis.pos.choose_tagger`) and give each token its
+    majority UPOS: the table of `analysis.pos.majority_tags`, also saved in the section's output."""
+    from twotower_lib.analysis.pos import vocabulary_pos as tag_vocabulary
+    from twotower_lib.artifacts import atomic_write_bytes
+
+    texts = sample_texts(data, "train", ctx.profile.pos_docs, seed=ctx.profile.data_seed)
+    table = tag_vocabulary(texts, data.tokenizer, tagger)
+    atomic_write_bytes(ctx.out / "vocabulary_pos.parquet", table.to_parquet(index=False))
+    return table
+
+
+def top_token_ids(data, n: int):
+    """Ids of the n most frequent tokens of the training split, special tokens left out (ties: lower id)."""
+    import numpy as np
+
+    from twotower_lib.preference import frequency_order
+
+    counts = np.asarray(data.counts).copy()
+    counts[list(data.special_ids.values())] = -1
+    return frequency_order(counts)[: min(n, int((counts > 0).sum()))]
+
+
+def ica_reference(ctx: SectionContext) -> str:
+    """The case name of the profile's `ica_reference`; UserError if it is not one of the cases."""
+    if ctx.profile.ica_reference not in ctx.profile.cases:
+        raise UserError(f"ica_reference {ctx.profile.ica_reference!r} is not one of the cases {list(ctx.profile.cases)}; "
+                        f"pick one with  -p ica_reference MODEL:SEED")
+    model, seed = ctx.profile.ica_reference.split(":")
+    return case_name(model, int(seed))
+
+
+def word_ica(ctx: SectionContext, data):
+    """Section 5.3's word vectors and their ICA, from the reference case's trained input embedding.
+
+    A seeded sample of `ica_tokens` token occurrences of the training split (whole blocks, special
+    tokens left out) picks the rows of the embedding, each occurrence one row; whitening PCA to
+    `ica_dim` and Amari ICA follow (`analysis.ica.fit_word_ica`). Returns (fitted WordICA, token
+    ids of the distinct sampled tokens, their components (words, d), their occurrences in the sample).
+    """
+    import numpy as np
+    import torch
+
+    from twotower_lib.analysis.ica import ICAConfig, PCAConfig, fit_word_ica, sample_occurrences
+    from twotower_lib.models import load_model
+
+    reference = ica_reference(ctx)
+    model, _ = load_model(ctx.input_dir("01_training") / reference)
+    with torch.no_grad():
+        embedding = model.tok_emb.weight.detach().to(torch.float64).numpy()     # (vocab, E)
+    ids = sample_occurrences(data.train, ctx.profile.ica_tokens, data.special_ids.values(), ctx.profile.data_seed)
+    fitted = fit_word_ica(embedding, ids, PCAConfig(d=ctx.profile.ica_dim), ICAConfig(max_iter=2000))
+    token_ids, counts = np.unique(ids, return_counts=True)
+    return fitted, token_ids, fitted.transform(embedding[token_ids]), counts

@@ -1,0 +1,243 @@
+"""The probing stage of the book (section 02): the probing heads of every case and control, the
+probe's own quality (shortfall, curves, probe-seed reliability), and the preference artifacts
+the analysis sections read (`load_scores`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from twotower_lib.artifacts import read_json
+from twotower_lib.book.sections import PROJECT_ROOT, SectionContext, load_data, run_command
+from twotower_lib.errors import UserError
+from twotower_lib.run_names import case_name, control_name, independent_pair_name
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+# The two score variants by their column in the preference table.
+VARIANTS = {"score": "log of mean p, Eq. 4", "score_logmean": "mean of log p, authors' code"}
+
+
+def probe_cases(ctx: SectionContext) -> pd.DataFrame:
+    """Probe every trained case into 02_probing's output; return one summary row per case.
+
+    Every case's probe also trains heads with a second seed (`ProbeConfig.replicate`), for the
+    probe-seed reliability. Probes run one at a time on every core, unlike training runs
+    (`threads_per_run`): two probes side by side on one thread each took 1.05x longer than one after
+    the other on the reference machine (their (N, V) logits compete for memory bandwidth)."""
+    import pandas as pd
+
+    from twotower_lib.preference import load_artifact
+    from twotower_lib.probe import probe_run
+
+    training = ctx.input_dir("01_training")
+    names = [case_name(model, seed) for model, seed in ctx.profile.case_list()]
+    for name in names:
+        if not (training / name / "model.safetensors").exists():
+            raise UserError(f"case {name} has no trained model in {training}; train it with:  "
+                            f"{run_command('01_training', ctx.profile.name, runs_dir=ctx.root.parent)}")
+    paths = [probe_run(**_probe_args(ctx, name, ctx.out / name, replicate=True)) for name in names]
+    rows = []
+    for name, path in zip(names, paths):
+        m = load_artifact(path).manifest
+        rows.append({"case": name, "primary tower": m["ordering"]["primary_tower"],
+                     "mean p (primary)": max(m["ordering"]["mean_p"]), "mean p (secondary)": min(m["ordering"]["mean_p"]),
+                     **{f"val loss, {k}": v for k, v in m["val_loss"].items()},
+                     "tokens scored": m["scored_tokens"], "head epochs": m["heads"]["epochs"],
+                     "minutes": round(m["seconds"]["total"] / 60, 2)})
+    return pd.DataFrame(rows).set_index("case")
+
+
+def _probe_args(ctx: SectionContext, run: str, out: Path, snapshot: int | None = None,
+                replicate: bool = False) -> dict[str, Any]:
+    return {"run_dir": str(ctx.input_dir("01_training") / run), "cfg": ctx.profile.probe_config(replicate),
+            "snapshot": snapshot, "data_dir": str(ctx.input_dir("00_data") / "prepared"), "out": str(out)}
+
+
+def probe_quality(ctx: SectionContext) -> pd.DataFrame:
+    """How well every probe of 02_probing did its job, one row per probe (cases and controls).
+
+    - *head − cooperative*: the better head's validation loss minus the cooperative model's. For a
+      single-tower run (the independent control's k = 1 models) the tower carries everything its
+      decoder used, so this gap is the **probe shortfall**: what the head fails to read (goal <= 0.05 nats).
+    - epochs and why head training stopped; the tower order by both rules (mean p, Eq. 3; mean log p).
+    """
+    import pandas as pd
+
+    from twotower_lib.preference import load_artifact
+
+    probing = ctx.out if ctx.section.name == "02_probing" else ctx.input_dir("02_probing")
+    found = [(case_name(m, s), "case", probing / case_name(m, s)) for m, s in ctx.profile.case_list()]
+    found += [(f"{case_name(m, s)} (untrained)", "untrained", probing / "untrained" / case_name(m, s))
+              for m, s in ctx.profile.untrained_runs()]
+    found += [(control_name(m, s), "independent (k = 1)", probing / "independent" / control_name(m, s))
+              for m, s in ctx.profile.independent_runs()]
+    rows = []
+    for name, role, path in found:
+        m = load_artifact(path).manifest
+        loss = m["val_loss"]
+        heads = [v for k, v in loss.items() if k.endswith("_head")]
+        o = m["ordering"]
+        rows.append({"probe": name, "role": role, "towers": m["towers"], "cooperative loss": loss["cooperative"],
+                     "best head loss": min(heads), "head − cooperative": min(heads) - loss["cooperative"],
+                     "shortfall": min(heads) - loss["cooperative"] if m["towers"] == 1 else float("nan"),
+                     "epochs": m["heads"]["epochs"], "stopped": m["heads"]["stopped"],
+                     "order margin (mean p)": o["margin"] if m["towers"] == 2 else float("nan"),
+                     "order rules agree": o.get("rules_agree", True),
+                     "minutes": round(m["seconds"]["total"] / 60, 2)})
+    return pd.DataFrame(rows).set_index("probe")
+
+
+def probe_curves(ctx: SectionContext) -> pd.DataFrame:
+    """Every case's head-training curve (long form: probe, epoch, head, split, loss) from the probe manifests."""
+    import pandas as pd
+
+    from twotower_lib.preference import load_artifact
+
+    probing = ctx.out if ctx.section.name == "02_probing" else ctx.input_dir("02_probing")
+    rows = []
+    for m_, s_ in ctx.profile.case_list():
+        name = case_name(m_, s_)
+        m = load_artifact(probing / name).manifest
+        k = m["towers"]
+        for point in m["heads"]["curve"]:
+            for split in ("train", "heldout"):
+                for i, loss in enumerate(point[f"{split}_loss"]):
+                    rows.append({"probe": name, "epoch": point["epoch"], "head": f"tower {i % k}" + (" (seed 2)" if i >= k else ""),
+                                 "split": split, "loss": loss})
+    return pd.DataFrame(rows)
+
+
+def probe_reliability(ctx: SectionContext, scores: dict) -> pd.DataFrame:
+    """Per case: the probe-seed reliability over the profile's top_n tokens in both score variants
+    (`correlation.same_run_agreement` against `probe.replicate_table`), and whether the replicate heads
+    named the same primary tower."""
+    import pandas as pd
+
+    from twotower_lib.analysis.correlation import SCORE_COLUMNS, same_run_agreement
+    from twotower_lib.probe import replicate_table
+
+    data = load_data(ctx)
+    rows = []
+    for name, art in scores.items():
+        rep = replicate_table(art.path, data)
+        rows.append({"case": name, **{f"reliability ({VARIANTS[c]})": same_run_agreement(
+            art.table, rep, data.counts, ctx.profile.top_n, c) for c in SCORE_COLUMNS},
+            "replicate names the same primary": art.manifest["replicate"]["ordering"][0] == art.manifest["ordering"]["primary_tower"]})
+    return pd.DataFrame(rows).set_index("case")
+
+
+def recipe_comparison(path: Path | None = None) -> dict[str, pd.DataFrame]:
+    """The committed comparison of probe recipes on the same frozen runs (`benchmarks/compare_probe_recipes.py`):
+    per run and recipe (`runs`), the runs' correlation per recipe (`pairs`) and each run's agreement
+    between recipes (`across_recipes`). Empty when it was not measured."""
+    import pandas as pd
+
+    path = path or PROJECT_ROOT / "results" / "probe" / "recipes.json"
+    if not path.exists():
+        return {}
+    found = read_json(path)
+    return {"runs": pd.DataFrame(found["runs"]).set_index(["run", "recipe"]),
+            "pairs": pd.DataFrame(found["pairs"]).set_index(["recipe", "a", "b"]),
+            "across_recipes": pd.DataFrame(found["across_recipes"]).set_index(["run", "a", "b"])}
+
+
+def compare_bert_events(ctx: SectionContext, case: str) -> pd.DataFrame:
+    """Probe `case` (a BERT run) a second time with the training corruption (80/10/10) at the probed
+    positions, and compare with its [MASK]-only probe: validation losses and the correlation of the
+    two score vectors over top_n tokens, in both variants."""
+    import pandas as pd
+
+    from twotower_lib.analysis.correlation import SCORE_COLUMNS, same_run_agreement
+    from twotower_lib.preference import load_artifact
+    from twotower_lib.probe import probe_run
+
+    args = _probe_args(ctx, case, ctx.out / "comparisons" / f"{case}-corrupt")
+    args["cfg"] = ctx.profile.probe_config(bert_events="corrupt")
+    other = load_artifact(probe_run(**args, show=False))
+    main = load_artifact(ctx.out / case)
+    counts = load_data(ctx).counts
+    rows = []
+    for label, art in (("[MASK] at every probed position (Eq. 1)", main), ("80/10/10 as in training", other)):
+        rows.append({"events": label, **{f"val loss, {k}": v for k, v in art.manifest["val_loss"].items()},
+                     "primary tower": art.manifest["ordering"]["primary_tower"]})
+    out = pd.DataFrame(rows).set_index("events")
+    for c in SCORE_COLUMNS:
+        out[f"r between the two ({VARIANTS[c]})"] = same_run_agreement(main.table, other.table, counts,
+                                                                         ctx.profile.top_n, c)
+    return out
+
+
+def probe_controls(ctx: SectionContext) -> pd.DataFrame:
+    """Probe the controls into 02_probing's output; one summary row per probed run.
+
+    Only the pairs of `control_models` get these two (`Profile.controlled_pairs`):
+    - untrained: both runs of each such pair at their snapshot at 0 tokens
+      (`untrained/<case>`): heads trained on randomly initialised, frozen towers.
+    - independent: per model of such a pair, its four single-tower runs
+      (`independent/<run>`), then runs 1+2 and 3+4 scored as pairs (`independent/<model>-pair-1`,
+      `-pair-2`) by the same rule as two towers (`probe.pair_runs`).
+    """
+    import pandas as pd
+
+    from tqdm import tqdm
+
+    from twotower_lib.preference import load_artifact
+    from twotower_lib.probe import pair_runs, probe_run
+
+    jobs = [_probe_args(ctx, case_name(m, s), ctx.out / "untrained" / case_name(m, s), snapshot=0)
+             for m, s in ctx.profile.untrained_runs()]
+    runs = ctx.profile.independent_runs()
+    jobs += [_probe_args(ctx, control_name(m, s), ctx.out / "independent" / control_name(m, s)) for m, s in runs]
+    paths = [probe_run(**job, show=False) for job in tqdm(jobs, desc="probing controls", unit="probe")]
+    rows = []
+    for path in paths:
+        m = load_artifact(path).manifest
+        rows.append({"run": path.relative_to(ctx.out).as_posix(), "control": path.parent.name,
+                     **{f"val loss, {k}": v for k, v in m["val_loss"].items()}})
+    probes = paths[len(paths) - len(runs):]
+    for i in range(0, len(probes), 2):  # seeds 1+2 and 3+4 of each model
+        model = runs[i][0]
+        out = pair_runs(probes[i], probes[i + 1], ctx.out / "independent" / independent_pair_name(model, i // 2 % 2 + 1),
+                        show=False)
+        m = load_artifact(out).manifest
+        rows.append({"run": out.relative_to(ctx.out).as_posix(), "control": "independent",
+                     "primary": control_name(*runs[i + m['ordering']['primary_tower']])})
+    return pd.DataFrame(rows).set_index("run") if rows else pd.DataFrame()
+
+
+def load_controls(ctx: SectionContext) -> list[tuple[str, str, dict]]:
+    """The control artifacts 02_probing wrote, as (control, model, {label: artifact}) with two
+    artifacts each, to be correlated with one another: the untrained runs of each same-configuration
+    pair, and each model's two independent pairs."""
+    from twotower_lib.preference import load_artifact
+
+    probing = ctx.input_dir("02_probing")
+    out = []
+    if "untrained" in ctx.profile.controls:
+        for pair in ctx.profile.controlled_pairs():
+            names = [case_name(*run) for run in pair]
+            out.append(("untrained", pair[0][0],
+                        {f"{name} (untrained)": load_artifact(probing / "untrained" / name) for name in names}))
+    for model in dict.fromkeys(m for m, _ in ctx.profile.independent_runs()):
+        names = [independent_pair_name(model, i) for i in (1, 2)]
+        out.append(("independent", model,
+                    {f"independent {n}": load_artifact(probing / "independent" / n) for n in names}))
+    return out
+
+
+def load_scores(ctx: SectionContext) -> dict:
+    """The preference artifact of every case, by case name (for the analysis sections)."""
+    from twotower_lib.preference import check_same_vocabulary, load_artifact
+
+    probing = ctx.out if ctx.section.name == "02_probing" else ctx.input_dir("02_probing")
+    results = {case_name(m, s): load_artifact(probing / case_name(m, s)) for m, s in ctx.profile.case_list()}
+    check_same_vocabulary(list(results.values()))
+    return results
+
+
+def same_config_pairs(ctx: SectionContext) -> list[tuple[str, str]]:
+    """Pairs of cases that differ only in the seed (the paper's Bert-large run 1 and run 2)."""
+    return [(case_name(*a), case_name(*b)) for a, b in ctx.profile.same_config_pairs()]

@@ -1,0 +1,174 @@
+"""The book's sections and what a running section notebook knows.
+
+`SECTIONS` lists the sections in book order: each is a jupytext notebook `notebooks/<name>.py` with
+the profile fields it reads and the sections whose outputs it needs. Inside a notebook,
+`open_section(name, globals())` validates the parameters cell (an unknown name or a bad value
+fails at the top), resolves the profile and returns the `SectionContext`: where the section's
+outputs go and where its inputs are (a missing input names the command that produces it).
+"""
+
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from twotower_lib.artifacts import atomic_write_json, read_json
+from twotower_lib.book.profiles import DEFAULT_PROFILE, Profile, get_profile, profile_dir, runs_root
+from twotower_lib.errors import UserError
+
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the checkout: twotower_lib/book/sections.py
+
+
+NOTEBOOKS_DIR = PROJECT_ROOT / "notebooks"
+
+
+# Parameters every section notebook has besides the profile fields it reads.
+COMMON_PARAMETERS = ("profile", "runs_dir")
+
+
+@dataclass(frozen=True)
+class Section:
+    """One chapter of the book: a notebook, the profile fields it reads, the sections it reads from."""
+
+    name: str                          # notebook stem; the number gives the order
+    title: str
+    output: str                        # its output directory under runs/<profile>/
+    parameters: tuple[str, ...]        # profile fields it reads (overridable with -p)
+    upstream: tuple[str, ...] = ()     # every section whose output it reads (re-runs when one changes)
+    committed: tuple[str, ...] = ()    # committed result folders it reads, relative to the project (re-runs when they change)
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section("00_data", "Data", "data", ("corpus", "vocab_size", "seq_len", "data_seed", "doc_words", "valid_fraction")),
+    Section("01_training", "Cooperative training", "training",
+            ("cases", "train_tokens", "model_tokens", "model_lr", "model_final_lr", "precision", "micro_batch", "launcher", "num_gpus",
+             "controls", "control_models", "threads_per_run"),
+            ("00_data",)),
+    Section("02_probing", "Probing and preference scores", "probing",
+            ("cases", "probe_tokens", "probe_head", "probe_features", "bert_events", "controls", "control_models", "top_n"),
+            ("00_data", "01_training"), committed=("results/probe",)),
+    Section("03_correlations", "Correlation of preference scores", "correlations",
+            ("cases", "top_n", "bootstrap", "controls", "control_models"), ("00_data", "01_training", "02_probing")),
+    Section("04_pos", "Part-of-speech preference", "pos", ("cases", "top_n", "pos_docs", "pos_backend"),
+            ("00_data", "02_probing")),
+    Section("05_ica", "ICA word groups", "ica", ("cases", "ica_reference", "ica_tokens", "ica_dim"),
+            ("00_data", "01_training", "02_probing")),
+    Section("06_frequency", "Preference and word frequency", "frequency", ("cases", "top_n", "bootstrap"), ("00_data", "02_probing")),
+    Section("07_emergence", "When the preference emerges", "emergence", (), ("03_correlations",),
+            committed=("results/emergence", "results/profiles")),
+)
+
+
+def find_section(name: str, sections: tuple[Section, ...] = SECTIONS) -> Section:
+    for s in sections:
+        if s.name == name or s.name.split("_", 1)[1] == name:
+            return s
+    raise UserError(f"unknown section {name!r}; the sections are: {', '.join(s.name for s in sections)}")
+
+
+def run_command(section: str, profile: str, overrides: dict[str, Any] | None = None,
+                runs_dir: str | Path | None = None) -> str:
+    """The shell command that runs `section` (and whatever it needs) at `profile`, into `runs_dir`
+    (named only where it is not the default, so the command fixes what it is printed for)."""
+    ps = "".join(f" -p {k} {as_text(v)}" for k, v in (overrides or {}).items())
+    where = f" --runs-dir {runs_dir}" if runs_dir and Path(runs_dir).resolve() != runs_root() else ""
+    return f"python -m twotower_lib run {section} --profile {profile}{ps}{where}"
+
+
+def as_text(v: Any) -> str:
+    return ",".join(map(str, v)) if isinstance(v, (tuple, list)) else str(v)
+
+
+@dataclass
+class SectionContext:
+    """What a running notebook knows: its section, the resolved profile, where outputs go."""
+
+    section: Section
+    profile: Profile
+    root: Path                                   # runs/<profile>/
+    overrides: dict[str, Any] = field(default_factory=dict)
+    sections: tuple[Section, ...] = SECTIONS
+
+    @property
+    def out(self) -> Path:
+        """This section's output directory (created on first use)."""
+        d = self.root / self.section.output
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The resolved values of the profile fields this section reads."""
+        values = self.profile.values()
+        return {k: values[k] for k in self.section.parameters}
+
+    def parameter_table(self):
+        """The resolved parameters as a one-column table, headed by the profile (each section shows it)."""
+        import pandas as pd
+
+        return pd.DataFrame({"value": {k: str(v) for k, v in self.parameters.items()}}).rename_axis(
+            f"profile {self.profile.name}")
+
+    def input_dir(self, upstream: str) -> Path:
+        """The output directory of an upstream section; UserError naming the command if it is missing."""
+        if upstream not in self.section.upstream:
+            raise UserError(f"section {self.section.name} does not declare {upstream} as an input "
+                            f"(its inputs: {list(self.section.upstream) or 'none'})")
+        up = find_section(upstream, self.sections)
+        d = self.root / up.output
+        if not (d / "section.json").exists():
+            ups = {k: v for k, v in self.overrides.items() if k in up.parameters}
+            raise UserError(f"section {self.section.name} needs the output of section {up.name} ({up.title}) "
+                            f"at {d}, which has not been produced at profile {self.profile.name!r}. "
+                            f"Produce it with:  {run_command(up.name, self.profile.name, ups, self.root.parent)}")
+        return d
+
+    def finish(self, **summary: Any) -> Path:
+        """Mark the section's output complete; downstream sections look for this file."""
+        return atomic_write_json(self.out / "section.json", {
+            "section": self.section.name, "profile": self.profile.name,
+            "parameters": self.parameters, "summary": summary})
+
+
+def _notebook_variables(namespace: dict[str, Any]) -> dict[str, Any]:
+    """The plain-data variables a notebook defined so far (its parameters), without IPython's own."""
+    hidden: set[str] = set()
+    ip = namespace.get("get_ipython")
+    if callable(ip) and ip() is not None:
+        hidden = set(ip().user_ns_hidden)
+    return {k: v for k, v in namespace.items()
+            if not k.startswith("_") and k not in hidden and not isinstance(v, types.ModuleType) and not callable(v)}
+
+
+def open_section(name: str, namespace: dict[str, Any], sections: tuple[Section, ...] = SECTIONS) -> SectionContext:
+    """Validate a notebook's parameters and return its context. Call right after the parameters cell."""
+    section = find_section(name, sections)
+    params = _notebook_variables(namespace)
+    allowed = COMMON_PARAMETERS + section.parameters
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise UserError(f"unknown parameter(s) {unknown} for section {section.name}; its parameters are: "
+                        f"{', '.join(allowed)}. Check the spelling of `-p NAME VALUE`.")
+    profile = get_profile(params.get("profile") or DEFAULT_PROFILE)
+    overrides = {k: v for k, v in params.items() if k in section.parameters and v is not None}
+    profile = profile.with_overrides(overrides, where=f"parameter of notebook {section.name}")
+    ctx = SectionContext(section, profile, profile_dir(profile.name, params.get("runs_dir")),
+                         {k: getattr(profile, k) for k in overrides}, sections)
+    for up in section.upstream:
+        ctx.input_dir(up)
+    return ctx
+
+
+def section_summary(ctx: SectionContext, upstream: str) -> dict[str, Any]:
+    """The summary an upstream section recorded when it finished (its `ctx.finish(...)` keywords)."""
+    return read_json(ctx.input_dir(upstream) / "section.json").get("summary", {})
+
+
+def load_data(ctx: SectionContext):
+    """The prepared data of 00_data, for any section that declares it as input."""
+    from twotower_lib.data import load_prepared
+
+    return load_prepared(ctx.input_dir("00_data") / "prepared")

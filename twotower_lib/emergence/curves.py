@@ -1,0 +1,276 @@
+"""The emergence study's committed curves, read and summarised for the book (section 07):
+the spread over seed pairs, each run's end, the first crossing of a threshold, the relation to
+the tower gap, the budget tables, and the paragraph that describes them. Nothing here trains or
+probes; `study` produced the curves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from twotower_lib.artifacts import read_json
+from twotower_lib.emergence.study import CURVE_COLUMNS, DEFAULT_LR, RESULTS_DIR
+from twotower_lib.errors import UserError
+from twotower_lib.run_names import seed_pair_name
+
+
+def load_curves(results_dir: str | Path = RESULTS_DIR, names: list[str] | None = None) -> pd.DataFrame:
+    """Every committed curve (or `names`), one row per (configuration, pair of seeds, tokens), with its
+    study config."""
+    results_dir = Path(results_dir)
+    frames = []
+    for path in sorted(results_dir.glob("*.parquet")):
+        if names is not None and path.stem not in names:
+            continue
+        meta = read_json(path.with_suffix(".json"))
+        table = pd.read_parquet(path)
+        if "pair" not in table:  # written before configurations could have more than two seeds
+            table.insert(1, "pair", seed_pair_name(*meta["config"]["seeds"][:2]))
+        table = table.reindex(columns=CURVE_COLUMNS)  # columns added since (the ceiling) are NaN in older curves
+        frames.append(table.assign(model_type=meta["config"]["model_type"], preset=meta["config"]["preset"],
+                                   vocab_size=meta["config"]["vocab_size"], top_n=meta["top_n"],
+                                   # written before the schedule could be set: the DeepSpeed config's 1e-3, decay to 0
+                                   lr=meta["config"].get("lr") or DEFAULT_LR,
+                                   final_lr_fraction=meta["config"].get("final_lr_fraction", 0.0)))
+    if not frames:
+        raise UserError(f"no emergence curves in {results_dir}; produce them with  python -m twotower_lib emergence --all")
+    return pd.concat(frames, ignore_index=True)
+
+
+def seed_spread(curves: pd.DataFrame) -> pd.DataFrame:
+    """Per (configuration, tokens): how many seed pairs, their mean r, its spread (SD, min, max) and the
+    mean order-free strength |r_physical| (see `curve`). One pair: SD is NaN, min = max = its r."""
+    if "pair" not in curves:
+        curves = curves.assign(pair="")
+    cols = {"pairs": ("pair", "nunique"), "r": ("r", "mean"), "r_sd": ("r", "std"), "r_min": ("r", "min"),
+            "r_max": ("r", "max")}
+    if "r_physical" in curves:
+        curves = curves.assign(abs_r_physical=curves["r_physical"].abs())
+        cols["mean |r_physical|"] = ("abs_r_physical", "mean")
+    return curves.groupby(["config", "tokens"], sort=False).agg(**cols).reset_index()
+
+
+def measured(curves: pd.DataFrame, names: list[str]) -> list[str]:
+    """Those of `names` that have a curve, in order: a book table names the configurations it compares,
+    and shows what a results directory holds of them."""
+    have = set(curves["config"])
+    return [n for n in names if n in have]
+
+
+def _per_config(curves: pd.DataFrame, configs: list[str] | None) -> list[tuple[str, pd.DataFrame]]:
+    """(name, its rows) for each of `configs` in that order (None: every configuration); a clear error
+    for a name with no curve."""
+    out = []
+    for config in configs or list(dict.fromkeys(curves["config"])):
+        g = curves[curves["config"] == config]
+        if g.empty:
+            raise UserError(f"no curve of configuration {config!r}; have {sorted(curves['config'].unique())}")
+        out.append((config, g))
+    return out
+
+
+def run_ends(curves: pd.DataFrame, configs: list[str] | None = None) -> pd.DataFrame:
+    """Per configuration (or `configs`, in that order): its schedule and what its runs reached at their end,
+    the mean over seed pairs of r (with SD and range), of the runs' validation loss and of the
+    validation-text ceiling (NaN for curves written before it was measured)."""
+    rows = []
+    for config, g in _per_config(curves, configs):
+        end = g[g["tokens"] == g["tokens"].max()]
+        loss = pd.concat([end["val_loss_a"], end["val_loss_b"]])
+        rows.append({"config": config, "peak lr": g["lr"].iloc[0], "final lr / peak": g["final_lr_fraction"].iloc[0],
+                     "tokens": int(end["tokens"].iloc[0]), "seed pairs": end["pair"].nunique(),
+                     "r": end["r"].mean(), "r_sd": end["r"].std(), "r_min": end["r"].min(), "r_max": end["r"].max(),
+                     "val loss": loss.mean(),
+                     "ceiling": end["ceiling"].mean()})
+    return pd.DataFrame(rows).set_index("config")
+
+
+def gap_points(curves: pd.DataFrame) -> pd.DataFrame:
+    """Every trained point of every pair with |r| and the smaller of the two runs' tower gaps
+    (`margin_a`, `margin_b`: Eq. 3's relative gap in mean p between primary and secondary tower)."""
+    g = curves[(curves["tokens"] > 0)].dropna(subset=["margin_a", "margin_b", "r"])
+    return g.assign(smaller_gap=g[["margin_a", "margin_b"]].min(axis=1), abs_r=g["r"].abs())[
+        ["config", "pair", "tokens", "model_type", "r", "abs_r", "smaller_gap"]].reset_index(drop=True)
+
+
+def margin_relation(curves: pd.DataFrame) -> pd.DataFrame:
+    """Per model type: the correlation of |r| with the smaller tower gap over `gap_points`.
+
+    Why: a run whose towers are nearly equally good has barely split the vocabulary between them,
+    and it cannot agree with another run on a split it has not made. Points of one configuration
+    share runs, so they are not independent: read the correlation as a description, not a test."""
+    g = gap_points(curves)
+    rows = []
+    for model_type, m in g.groupby("model_type"):
+        rows.append({"model type": model_type, "points": len(m), "configurations": m["config"].nunique(),
+                     "corr(|r|, smaller gap)": m["abs_r"].corr(m["smaller_gap"]) if len(m) > 2 else np.nan,
+                     "smaller gap, median": m["smaller_gap"].median()})
+    return pd.DataFrame(rows).set_index("model type")
+
+
+def first_crossing(curves: pd.DataFrame, threshold: float = 0.6) -> pd.DataFrame:
+    """Per configuration: the fewest tokens at which r (the mean over its seed pairs) reached `threshold`
+    (NaN if never), and the best r."""
+    rows = []
+    for name, g in seed_spread(curves).sort_values("tokens", kind="stable").groupby("config", sort=False):
+        hit = g[g["r"] >= threshold]
+        best = g.loc[g["r"].idxmax()]
+        rows.append({"config": name, "seed pairs": int(g["pairs"].max()),
+                     f"tokens to r >= {threshold}": hit["tokens"].iloc[0] if len(hit) else np.nan,
+                     "best r": best["r"], "at tokens": best["tokens"], "last tokens": g["tokens"].iloc[-1],
+                     "last r": g["r"].iloc[-1]})
+    return pd.DataFrame(rows).set_index("config")
+
+
+def study_table(curves: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration: what was varied and how far it was trained."""
+    g = curves.groupby("config")
+    return pd.DataFrame({"model type": g["model_type"].first(), "size preset": g["preset"].first(),
+                         "vocabulary": g["vocab_size"].first(), "peak lr": g["lr"].first(),
+                         "final lr / peak": g["final_lr_fraction"].first(), "top N": g["top_n"].first(),
+                         "seed pairs": g["pair"].nunique(), "snapshots": g["tokens"].nunique(),
+                         "tokens trained": g["tokens"].max()})
+
+
+def _tokens_label(tokens: int) -> str:
+    return f"{tokens / 1e6:g}M" if tokens >= 1_000_000 else f"{tokens / 1e3:g}k"
+
+
+def size_table(curves: pd.DataFrame, configs: list[str] | None = None,
+               at: tuple[int, ...] = (1_000_000, 2_000_000, 4_000_000), tolerance: float = 0.1) -> pd.DataFrame:
+    """Per configuration (or `configs`, in that order): its size and vocabulary, and the mean r over its seed
+    pairs at the snapshot nearest each budget in `at` (NaN where none lies within `tolerance`, relative).
+
+    Why: the curves' snapshots fall at powers of two and runs end at their budget, so configurations
+    are compared at (about) the same tokens seen. The order-free strength mean |r_physical| at the
+    last budget reached is given too, since Eq. 3 can flip r's sign (see `curve`). A point inside a
+    longer run was taken before its learning rate decayed ("tokens trained" says which)."""
+    from twotower_lib.models.config import preset
+
+    spread = seed_spread(curves)
+    rows = []
+    for config, g in _per_config(curves, configs):
+        size = preset(g["preset"].iloc[0], g["model_type"].iloc[0])
+        s = spread[spread["config"] == config]
+        row = {"config": config, "model type": g["model_type"].iloc[0], "layers": size.n_layer,
+               "width per tower": size.hidden, "vocabulary": int(g["vocab_size"].iloc[0]),
+               "seed pairs": int(g["pair"].nunique()), "tokens trained": int(g["tokens"].max())}
+        last = None
+        for target in at:
+            near = s[(s["tokens"] - target).abs() <= tolerance * target]
+            hit = near.loc[(near["tokens"] - target).abs().idxmin()] if len(near) else None
+            row[f"r at {_tokens_label(target)}"] = hit["r"] if hit is not None else np.nan
+            last = hit if hit is not None else last
+        row["|r_physical| at the last of these"] = last["mean |r_physical|"] if last is not None else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("config")
+
+
+def extrapolate(g: pd.DataFrame, threshold: float, last: int = 3) -> float:
+    """Tokens at which a straight line through the last `last` points of |r| against log(tokens)
+    reaches `threshold` (NaN if the trend is flat or falling): what the trend predicts, no more.
+
+    |r|, not r: the sign can flip between snapshots when Eq. 3 names the other tower primary (see
+    `r_physical`), and a line through flipping signs predicts nothing. Several seed pairs: their mean |r|."""
+    g = g[g["tokens"] > 0].assign(abs_r=lambda d: d["r"].abs()).groupby("tokens")["abs_r"].mean()
+    g = g.sort_index().tail(last)
+    if len(g) < 2:
+        return float("nan")
+    slope, intercept = np.polyfit(np.log(g.index.to_numpy(float)), g.to_numpy(float), 1)
+    if slope <= 1e-3:
+        return float("nan")
+    return float(np.exp((threshold - intercept) / slope))
+
+
+def training_speed(results_dir: str | Path = RESULTS_DIR) -> pd.Series:
+    """Per configuration: the fastest measured training speed of its runs, tokens/s (from the curve
+    manifests; the fastest, because runs that shared the machine with other work ran slower)."""
+    speeds = {}
+    for path in sorted(Path(results_dir).glob("*.json")):
+        meta = read_json(path)
+        minutes = [m for m in meta.get("train_minutes", []) if m > 0]
+        if minutes:
+            speeds[path.stem] = meta["config"]["train_tokens"] / (60 * min(minutes))
+    return pd.Series(speeds, name="train tokens/s", dtype=float)
+
+
+def budget_table(curves: pd.DataFrame, threshold: float = 0.6, results_dir: str | Path = RESULTS_DIR,
+                 budgets: dict[str, int] | None = None) -> pd.DataFrame:
+    """What reaching `threshold` would take, per configuration: the tokens the |r| trend predicts (NaN when
+    it does not rise), the hours one run of that length trains on this machine at the measured speed,
+    and how many times each of `budgets` (name -> tokens per model, e.g. the gpu profile) covers it.
+    A straight line in log(tokens) is a guess, not a law: the default-size curve rose and then fell."""
+    speed = training_speed(results_dir)
+    spread = seed_spread(curves)
+    rows = []
+    for config, g in curves.groupby("config", sort=False):
+        last = spread[spread["config"] == config].sort_values("tokens").iloc[-1]
+        need = extrapolate(g, threshold)
+        row = {"config": config, "last tokens": int(last["tokens"]),
+               "last mean |r|": float(g.loc[g["tokens"] == last["tokens"], "r"].abs().mean()),
+               f"trend: tokens to |r| = {threshold}": need,
+               "train tokens/s here": speed.get(config, np.nan)}
+        row["CPU hours per run"] = need / row["train tokens/s here"] / 3600
+        for name, tokens in (budgets or {}).items():
+            row[f"{name} budget / needed"] = tokens / need
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("config")
+
+
+def describe(curves: pd.DataFrame, crossing: pd.DataFrame, threshold: float = 0.6) -> str:
+    """A few sentences of what the curves show, written from the numbers (for the book)."""
+    reached = crossing[crossing[f"tokens to r >= {threshold}"].notna()]
+    spread = seed_spread(curves)
+    lines = []
+    if len(reached):
+        items = [f"{c} after {int(t):,} tokens" + (" (one seed pair)" if crossing.loc[c, "seed pairs"] == 1 else
+                                                   f" (mean of {int(crossing.loc[c, 'seed pairs'])} seed pairs)")
+                 for c, t in reached[f"tokens to r >= {threshold}"].sort_values().items()]
+        lines.append(f"{len(reached)} of {len(crossing)} configurations reached r ≥ {threshold}: " + "; ".join(items) + ".")
+    else:
+        lines.append(f"No configuration reached r ≥ {threshold} within its budget.")
+    # how far one pair's r can be from its configuration's mean: the seed-to-seed SD where it was measured
+    sd = spread[spread["pairs"] > 2].dropna(subset=["r_sd"])
+    sd = sd[sd["tokens"] > 0].groupby("config")["r_sd"].last()
+    if len(sd) and (crossing["seed pairs"] == 1).any():
+        lines.append("A configuration with one seed pair gives one draw: where several seeds were trained, the r of "
+                     "single pairs at the last point scattered around their mean with SD "
+                     + ", ".join(f"{v:.2f} ({c})" for c, v in sd.items())
+                     + f", so a single pair's crossing of {threshold} is a hint, not a result.")
+    for config, row in crossing.iterrows():
+        g = curves[curves["config"] == config]
+        s = spread[spread["config"] == config]
+        untrained = s.loc[s["tokens"] == 0, "r"]
+        several = s["pairs"].max() > 1
+        text = (f"**{config}**: r = {row['last r']:.2f} at its last point ({int(row['last tokens']):,} tokens"
+                + (f", mean of {int(s['pairs'].max())} seed pairs, which range from {s['r_min'].iloc[-1]:+.2f} to "
+                   f"{s['r_max'].iloc[-1]:+.2f}" if several else "") + ")"
+                + (f", {untrained.iloc[0]:+.2f} untrained" if len(untrained) else ""))
+        low = g.loc[g["r"].idxmin()]
+        if low["r"] < -0.2:  # a strong shared pattern with the towers' roles swapped (see the margins)
+            text += (f"; at {int(low['tokens']):,} tokens r = {low['r']:+.2f}" + (f" (pair {low['pair']})" if several else "")
+                     + ": the two runs agree on how the vocabulary is split between their towers, but the tower Eq. 3 "
+                     "calls primary in one run matches the secondary tower of the other")
+        if np.isnan(row[f"tokens to r >= {threshold}"]):
+            t = extrapolate(g, threshold)
+            if np.isfinite(t):
+                text += f"; the trend of |r| over its last points predicts {threshold} near {t:,.0f} tokens"
+            elif g.loc[g["tokens"] > 0, "tokens"].nunique() < 2:
+                text += "; it was probed at the end of training only, so there is no trend to extrapolate"
+            else:
+                text += "; |r| does not rise over its last points, so there is no trend to extrapolate"
+        lines.append(text + ".")
+    return "\n\n".join(lines)
+
+
+def profile_note(profile) -> str:
+    """One sentence on what a profile trains for its same-configuration pairs (model, preset, tokens),
+    to read next to the study's curves."""
+    models = list(dict.fromkeys(a[0] for a, _ in profile.same_config_pairs()))
+    if not models:
+        return f"This book's profile, `{profile.name}`, has no same-configuration pair."
+    items = [f"{m} (preset `{profile.models[m].preset}`) for {profile.tokens_for(m):,} tokens" for m in models]
+    return (f"This book's profile, `{profile.name}`, trains its same-configuration pair{'s' * (len(items) > 1)} "
+            + " and ".join(items) + "; section 03 gives what they reach.")
