@@ -41,6 +41,7 @@ profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib
 runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
 cases = None             # None: the profile's cases, "model:seed" comma-separated
 probe_tokens = None      # None: the profile's budget of training tokens for the probing heads
+probe_max_epochs = None  # None: the profile's cap on the heads' epochs (they stop once converged)
 probe_head = None        # None: the profile's; tied (Eq. 2: the frozen input embedding decodes) or mlp (the authors' code)
 probe_features = None    # None: the profile's; joint_ln (slice of the joint LayerNorm) or raw tower states
 bert_events = None       # None: the profile's; mask ([MASK] at every probed position) or corrupt (80/10/10)

@@ -79,6 +79,16 @@ paper_tables.HTML(paper_tables.pairs_html(table2, {c: f"ours, {v}" for c, v in p
 # Every number behind the two tables (permutation p-values, bootstrap bias, the number of tokens)
 pd.concat(pairs_by.values(), ignore_index=True).round(4)
 
+# %% [markdown]
+# Every r here is signed by Eq. 3: in each run, the tower with the higher mean probability is
+# called primary. Where the two towers' mean probabilities are close, that choice rests on a small
+# margin, and the authors' rule (the higher mean log-probability) can name the other tower; the
+# same preferences then show with the opposite sign in every pair that run is in. The scorecard
+# judges the signed r, as the paper defines it; read a strongly negative r against this table.
+
+# %%
+probing.tower_order(scores).round(4)
+
 # %%
 charts.correlation_heatmap(correlation_matrix(pairs), title=f"Pearson r over the top {ctx.profile.top_n} tokens (Eq. 4)")
 

@@ -90,6 +90,24 @@ def probe_quality(ctx: SectionContext) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("probe")
 
 
+def tower_order(scores: dict) -> pd.DataFrame:
+    """Per case (`load_scores`): which tower Eq. 3 calls primary (the higher mean probability), the
+    relative margin between the two towers' mean probabilities, the tower the authors' rule (the
+    higher mean log-probability) would pick, and whether the two agree. The sign of every r in
+    Table 2 rests on this choice."""
+    import pandas as pd
+
+    rows = []
+    for name, art in scores.items():
+        o = art.manifest["ordering"]
+        p, logp = o["mean_p"], o["mean_logp"]
+        rows.append({"case": name, "primary tower (mean p, Eq. 3)": o["primary_tower"],
+                     "relative margin": abs(p[0] - p[1]) / max(p),
+                     "primary tower (mean log p)": int(logp[1] > logp[0]),
+                     "rules agree": o.get("rules_agree", True)})
+    return pd.DataFrame(rows).set_index("case")
+
+
 def probe_curves(ctx: SectionContext) -> pd.DataFrame:
     """Every case's head-training curve (long form: probe, epoch, head, split, loss) from the probe manifests."""
     import pandas as pd

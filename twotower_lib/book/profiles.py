@@ -69,6 +69,7 @@ class Profile:
                                          # cores allow (twotower_lib.workers); 0 = one at a time on every core
     # -- probing (02_probing)
     probe_tokens: int = 2_000_000        # predicted positions the probing heads train on (per epoch)
+    probe_max_epochs: int = 30           # cap on the heads' epochs (they stop earlier once converged)
     probe_head: str = "tied"             # "tied" (Eq. 2: decoder = the frozen input embedding) or "mlp" (the authors' code)
     probe_features: str = "joint_ln"     # what the heads read: "joint_ln" (the authors') or "raw" tower states
     bert_events: str = "mask"            # BERT positions probed: "mask" (Eq. 1) or "corrupt" (80/10/10, the old scoring)
@@ -98,7 +99,7 @@ class Profile:
 
         if not isinstance(self.valid_fraction, float) or not 0.0 < self.valid_fraction < 1.0:
             raise bad("valid_fraction", "must be a number strictly between 0 and 1")
-        for name in ("vocab_size", "seq_len", "doc_words", "train_tokens", "micro_batch", "probe_tokens", "top_n",
+        for name in ("vocab_size", "seq_len", "doc_words", "train_tokens", "micro_batch", "probe_tokens", "probe_max_epochs", "top_n",
                      "pos_docs", "ica_tokens", "ica_dim"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -241,7 +242,7 @@ class Profile:
         epoch until their held-out loss stops improving; `replicate` adds heads with a second seed."""
         from twotower_lib.probe import ProbeConfig
 
-        settings = {"train_positions": self.probe_tokens, "head": self.probe_head, "features": self.probe_features,
+        settings = {"train_positions": self.probe_tokens, "max_epochs": self.probe_max_epochs, "head": self.probe_head, "features": self.probe_features,
                     "bert_events": self.bert_events, "replicate": replicate}
         return ProbeConfig(**{**settings, **changes}).validate()
 
@@ -341,9 +342,10 @@ _PAPER_MODELS = {
 }
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (
-    Profile("tiny", "seconds per section: tests and smoke runs; no result is meaningful at this size",
+    Profile("tiny", "tests and a first run: every section in minutes on 2 cores (the heads stop after 3 epochs, "
+                    "unconverged); no result is meaningful at this size",
             corpus="registry:brown", vocab_size=300, seq_len=32, doc_words=300, valid_fraction=0.2, cases=("gpt:1", "gpt:2", "bert-large:1"),
-            train_tokens=10_000, precision="fp32", micro_batch=8, threads_per_run=1, probe_tokens=5_000, top_n=50,
+            train_tokens=10_000, precision="fp32", micro_batch=8, threads_per_run=1, probe_tokens=5_000, probe_max_epochs=3, top_n=50,
             bootstrap=50, pos_docs=10, ica_tokens=20_000, ica_dim=16, models=_TINY_MODELS),
     # fp32: the emergence study's curves were all measured in fp32, and whether bf16 autocast pays
     # off depends on the CPU (benchmarks/bench_train.py): on one 2-core AVX-512-BF16 machine
