@@ -232,6 +232,8 @@ def test_a_finished_run_is_published_and_shown(built_book, tmp_path):
     assert pub["section_seconds"] == pytest.approx(sum(s["seconds"] for s in pub["sections"].values()), abs=0.2)
     assert pub["overrides"] == {"corpus": pipe.overrides["corpus"]} and pub["provenance"]["packages"]
     assert {r["run"] for r in pub["training"]} >= {"gpt-s1", "gpt-s2", "gpt-k1-s1"}
+    assert {r["probe"] for r in pub["probes"]} >= {"gpt-s1", "untrained/gpt-s2", "independent/gpt-k1-s4"}
+    assert all(r["minutes"] > 0 and r["epochs"] >= 1 for r in pub["probes"])
     table = publish.same_config_table(published)
     assert list(table["pair"]) == ["gpt-s1 vs gpt-s2"] and table["verdict"].isin(scorecard.VERDICTS).all()
     assert table["highest control"].notna().all()  # its own model's controls ran at the tiny profile
@@ -331,3 +333,25 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
     if ica != [0, -1]:
         assert ica[0] >= 3 and ica[0] == ica[1] and ica[2] >= 16, f"ICA charts (found, rendered, heatmap cells): {ica}"
     assert shot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_no_committed_result_holds_a_path_of_the_machine_that_made_it():
+    """results/ is committed and shown in the book: runs, data and commands are named relative to
+    $TWOTOWER_RUNS / $TWOTOWER_DATA, never by an absolute path of one machine."""
+    found = []
+
+    def walk(value, where):
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f"{where}.{k}")
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, f"{where}[{i}]")
+        elif isinstance(value, str) and re.search(r"(^|[\s=])(/|~/|[A-Z]:\\)[\w.]", value):
+            found.append(f"{where}: {value[:120]}")
+
+    files = sorted((ROOT / "results").rglob("*.json"))
+    assert files
+    for path in files:
+        walk(json.loads(path.read_text()), str(path.relative_to(ROOT)))
+    assert not found, found[:10]

@@ -83,8 +83,9 @@ def test_a_study_with_three_seeds_writes_one_curve_per_pair(tiny_data, tmp_path)
     assert "mean of 3 seed pairs" in ec.describe(curves, ec.first_crossing(curves))
     manifest = read_json(path.with_suffix(".json"))
     assert manifest["pairs"] == ["s1-s2", "s1-s3", "s2-s3"] and len(manifest["runs"]) == 3
+    assert manifest["runs"] == [f"three/gpt-s{i}" for i in (1, 2, 3)]  # relative to the runs directory
     for run in manifest["runs"]:
-        trained = read_json(f"{run}/manifest.json")
+        trained = read_json(tmp_path / "runs" / run / "manifest.json")
         assert trained["config"]["train"]["lr"] == 2e-3 and trained["config"]["train"]["final_lr_fraction"] == 0.5
         assert trained["torch_threads"] == 1
     assert ec.study_table(curves).loc["three", ["peak lr", "final lr / peak"]].tolist() == [2e-3, 0.5]

@@ -97,5 +97,5 @@ def test_a_section_opens_from_the_file_browser_as_a_notebook_and_runs_in_jupyter
     assert not errors, errors
     assert prompts and all(p.startswith("[") and p[1:-2].isdigit() for p in prompts), prompts
     assert tables >= 2, "Table 2 (the matrix and the pairs) is not in the page"
-    assert any("GPT (gpt-s1)" in row and "0.57" in row for row in pair_rows), pair_rows  # the paper's r beside ours
+    assert any("GPT vs Bert-large-run1" in row and "0.57" in row for row in pair_rows), pair_rows  # the paper's r beside ours
     assert (runs / "tiny" / "correlations" / "section.json").stat().st_mtime > t0  # it ran on the copied run

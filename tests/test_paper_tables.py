@@ -57,7 +57,7 @@ def test_the_matrix_has_the_papers_layout_with_both_numbers_in_a_cell():
     rows = re.findall(r"<tr>(.*?)</tr>", page)
     assert len(rows) == 1 + len(cases)  # header + one per case
     assert all(r.count("<td>") == len(cases) for r in rows[1:])
-    assert "GPT (gpt-s1)" in page and "Bert-large-run2 (bert-large-s2)" in page and "gpt-s2</th>" in page
+    assert "GPT<br><span class='tt-ci'>gpt-s1</span>" in page and "Bert-large-run2<br>" in page and "gpt-s2</th>" in page
     run1_run2 = re.search(r"<td><b>0\.90</b>.*?</td>", page).group(0)
     assert "[0.86, 0.93]" in run1_run2 and "paper 0.94" in run1_run2
     assert "<td>—</td>" in page  # gpt-s2 vs bert-large-s2 was not measured
@@ -71,7 +71,7 @@ def test_the_pairs_table_lists_paper_rows_first_with_both_variants():
     page = paper_tables.pairs_html(comp, {"score": "Eq. 4", "score_logmean": "mean of log p"})
     body = re.findall(r"<tr>(.*?)</tr>", page)
     assert "<th>paper</th>" in body[0] and "<th>Eq. 4</th>" in body[0] and "<th>verdict</th>" in body[0]
-    assert "Bert-large-run1 (bert-large-s1) vs Bert-large-run2 (bert-large-s2)" in body[1]
+    assert "Bert-large-run1 vs Bert-large-run2<br><span class='tt-ci'>bert-large-s1 vs bert-large-s2</span>" in body[1]
     assert "<td>0.94</td><td>0.90 [0.86, 0.93]</td><td>0.95 [0.86, 0.93]</td>" in body[1]
     assert body[-1].count("<td>—</td>") >= 1  # a pair the paper has no row for comes last, without a paper value
 

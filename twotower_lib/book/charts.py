@@ -147,10 +147,10 @@ def paper_vs_ours(points: pd.DataFrame, title: str = "Every correlation: the pap
     y: ours, a bar for our 95% interval), the diagonal where the two agree. `points`: columns item,
     pair, paper, ours, ci_low, ci_high (`scorecard.build`'s "points")."""
     df = points.assign(ci_low=points["ci_low"].fillna(points["ours"]), ci_high=points["ci_high"].fillna(points["ours"]))
-    scale = alt.Scale(domain=[-0.5, 1])
+    scale = alt.Scale(domain=[-1, 1])
     x = alt.X("paper:Q", title="the paper's r (or rho)", scale=scale)
     base = alt.Chart(df, title=title, width=WIDTH, height=WIDTH * 0.8)
-    diagonal = alt.Chart(pd.DataFrame({"paper": [-0.5, 1.0], "ours": [-0.5, 1.0]})).mark_line(
+    diagonal = alt.Chart(pd.DataFrame({"paper": [-1.0, 1.0], "ours": [-1.0, 1.0]})).mark_line(
         color="#999", strokeDash=[4, 4]).encode(x=x, y=alt.Y("ours:Q", scale=scale))
     zero = alt.Chart(pd.DataFrame({"ours": [0.0]})).mark_rule(color="#ccc").encode(y="ours:Q")
     color = alt.Color("item:N", title="paper item", legend=LEGEND_BELOW)

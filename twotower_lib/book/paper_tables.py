@@ -123,12 +123,20 @@ def _r_with_ci(r: float, lo: float, hi: float) -> str:
     return f"{r:.2f}" + ("" if lo is None or pd.isna(lo) else f" [{lo:.2f}, {hi:.2f}]")
 
 
-def _label(case: str, table: str) -> str:
+def _short(case: str, table: str) -> str:
+    """The paper's name of our case, or the case itself where the paper has none."""
+    return TABLES[table][1].get(case, case)
+
+
+def _label_html(case: str, table: str) -> str:
+    """A header cell: the paper's name over our run name (one short line each)."""
     names = TABLES[table][1]
-    return f"{names[case]} ({case})" if case in names and names[case] != case else case
+    if case in names and names[case] != case:
+        return f"{html.escape(names[case])}<br><span class='tt-ci'>{html.escape(case)}</span>"
+    return html.escape(case)
 
 
-_STYLE = ("<style>.tt-paper-table td,.tt-paper-table th{white-space:nowrap;padding:.25em .6em;"
+_STYLE = ("<style>.tt-paper-table td,.tt-paper-table th{white-space:nowrap;padding:.2em .4em;"
           "text-align:center}.tt-paper-table td.tt-pair,.tt-paper-table th.tt-row{text-align:left}"
           ".tt-paper-table .tt-paper{color:#666;font-size:85%}.tt-paper-table .tt-ci{color:#444;font-size:85%}</style>")
 
@@ -144,11 +152,11 @@ def matrix_html(comparison: pd.DataFrame, cases: list[str], variant: str = "scor
                                                            f"<br><span class='tt-ci'>[{lo:.2f}, {hi:.2f}]</span>"))
         paper = "" if pd.isna(row.paper) else f"<br><span class='tt-paper'>paper {row.paper:.2f}</span>"
         cells[frozenset((row.a, row.b))] = ours + paper
-    head = "".join(f"<th>{html.escape(_label(c, table))}</th>" for c in cases)
+    head = "".join(f"<th>{_label_html(c, table)}</th>" for c in cases)
     body = []
     for a in cases:
         tds = "".join("<td>1.0</td>" if a == b else f"<td>{cells.get(frozenset((a, b)), '—')}</td>" for b in cases)
-        body.append(f"<tr><th class='tt-row'>{html.escape(_label(a, table))}</th>{tds}</tr>")
+        body.append(f"<tr><th class='tt-row'>{_label_html(a, table)}</th>{tds}</tr>")
     cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
     return (f"{_STYLE}<table class='tt-paper-table'>{cap}<thead><tr><th></th>{head}</tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table>")
@@ -164,7 +172,8 @@ def pairs_html(comparison: pd.DataFrame, variants: Mapping[str, str], table: str
     order = comparison.assign(_paper=comparison["paper"].isna()).sort_values(["_paper", "same_config"],
                                                                               ascending=[True, False], kind="stable")
     for row in order.itertuples():
-        pair = f"{html.escape(_label(row.a, table))} vs {html.escape(_label(row.b, table))}"
+        pair = (f"{html.escape(_short(row.a, table))} vs {html.escape(_short(row.b, table))}"
+                f"<br><span class='tt-ci'>{html.escape(row.a)} vs {html.escape(row.b)}</span>")
         paper = "—" if pd.isna(row.paper) else f"{row.paper:.2f}"
         ours = [_r_with_ci(*(getattr(row, f"{c}_{col}") for c in ("r", "ci_low", "ci_high"))) for col in variants]
         tail = []

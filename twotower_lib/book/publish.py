@@ -25,7 +25,7 @@ from twotower_lib.artifacts import atomic_write_json, provenance, read_json
 from twotower_lib.errors import UserError
 from twotower_lib.book.sections import PROJECT_ROOT, find_section
 from twotower_lib.book.pipeline import Pipeline, make_pipeline, parse_overrides
-from twotower_lib.run_names import model_of
+from twotower_lib.run_names import case_name, control_name, model_of
 from twotower_lib.probe import PROBE_VERSION
 from twotower_lib.book.profiles import DEFAULT_PROFILE, PROFILES
 
@@ -52,7 +52,7 @@ def collect(pipe: Pipeline) -> dict[str, Any]:
             "probe": {"version": PROBE_VERSION, "config": asdict(pipe.profile.probe_config())},
             "overrides": {k: list(v) if isinstance(v, tuple) else v for k, v in pipe.overrides.items()},
             "section_seconds": round(sum(s["seconds"] for s in sections.values()), 1),
-            "training": training_runs(pipe), "scorecard": card, "sections": sections,
+            "training": training_runs(pipe), "probes": probe_runs(pipe), "scorecard": card, "sections": sections,
             "provenance": provenance()}
 
 
@@ -65,6 +65,29 @@ def training_runs(pipe: Pipeline) -> list[dict[str, Any]]:
         rows.append({"run": manifest.parent.name, "tokens_seen": m["tokens_seen"], "steps": m["steps"],
                      "minutes": round(m["wall_time_s"] / 60, 2), "threads": m.get("torch_threads")})
     return rows
+
+
+def probe_runs(pipe: Pipeline) -> list[dict[str, Any]]:
+    """Per probe the section makes (cases, controls, the BERT events comparison): its own wall time and
+    epochs, whichever execution of the section made it (a cached probe keeps the minutes it took)."""
+    out = pipe.root / find_section("02_probing", pipe.sections).output
+    prof = pipe.profile
+    made = ([case_name(*c) for c in prof.case_list()] + [f"untrained/{case_name(*r)}" for r in prof.untrained_runs()]
+            + [f"independent/{control_name(*r)}" for r in prof.independent_runs()]
+            + [str(p.parent.relative_to(out)) for p in out.glob("comparisons/*-corrupt/manifest.json")])
+    rows = []
+    for manifest in (out / name / "manifest.json" for name in made):
+        if not manifest.exists():
+            continue
+        m = read_json(manifest)
+        rows.append({"probe": str(manifest.parent.relative_to(out)), "minutes": round(m["seconds"]["total"] / 60, 2),
+                     "epochs": m.get("heads", {}).get("epochs"), "code_version": m["provenance"]["code_version"]})
+    return rows
+
+
+def run_minutes(pub: dict[str, Any], kind: str) -> float:
+    """A published run's training or probing time: each run's own wall minutes, summed."""
+    return sum(r["minutes"] for r in pub.get(kind, []))
 
 
 def publish(pipe: Pipeline, results_dir: Path = RESULTS_DIR) -> Path:
@@ -115,18 +138,14 @@ def probe_note(pub: dict[str, Any]) -> str:
             f"held-out loss stopped improving by {c['tol']} nats{cooldown}, BERT probed with {c['bert_events']} events.")
 
 
-def training_minutes(pub: dict[str, Any]) -> float:
-    """A published run's training time: each run's own wall minutes, summed (runs side by side overlap)."""
-    return sum(r["minutes"] for r in pub["training"])
-
-
 def overview(published: dict[str, dict[str, Any]]) -> pd.DataFrame:
     """One row per published profile: when, from which code, how long its sections ran, its verdicts."""
     return pd.DataFrame([{"profile": name, "published": pub["provenance"]["created"][:10],
                           "code version": str(pub["provenance"]["code_version"])[:12],
                           "minutes (sections, last execution)": round(pub["section_seconds"] / 60, 1),
                           "training runs": len(pub["training"]),
-                          "run-minutes of training": round(training_minutes(pub), 1),
+                          "run-minutes of training": round(run_minutes(pub, "training"), 1),
+                          "probe-minutes": round(run_minutes(pub, "probes"), 1),
                           **pub["scorecard"]["counts"]} for name, pub in published.items()])
 
 
@@ -142,7 +161,8 @@ def markdown(published: dict[str, dict[str, Any]]) -> str:
                      f"({prov['platform']}, Python {prov['python']}); the last execution of each of its sections "
                      f"took {pub['section_seconds'] / 60:.0f} min in all (a section that resumed counts only its "
                      f"last part) and its {len(pub['training'])} training runs "
-                     f"took {training_minutes(pub):.0f} run-minutes"
+                     f"took {run_minutes(pub, 'training'):.0f} run-minutes"
+                     + (f", its {len(pub['probes'])} probes {run_minutes(pub, 'probes'):.0f}" if pub.get("probes") else "")
                      + (f", with `-p` {pub['overrides']}" if pub["overrides"] else "")
                      + f". {probe_note(pub)} Regenerate: `python -m twotower_lib run --profile {name}` then "
                      f"`python -m twotower_lib publish --profile {name}`.\n\n" + scorecard.to_markdown(pub["scorecard"]))

@@ -70,6 +70,11 @@ PAPER_ITEMS: tuple[PaperItem, ...] = (
               "ELMo-GPT 0.93, GPT-Bert-large 0.65, ELMo-Bert-large 0.56; with frequency rank 0.16-0.22", "06_frequency"),
 )
 _ITEMS = {i.id: i for i in PAPER_ITEMS}
+# How the scorecard's picture names the items its points come from.
+POINT_LABELS = {"table2.same-config": "Table 2: Bert-large, two seeds", "same-config.other": "two seeds of another model",
+                "table2.base-large": "Table 2: Bert-base vs Bert-large", "table2.cross-type": "Table 2: Bert-large vs ELMo, GPT",
+                "table2.elmo-gpt": "Table 2: ELMo vs GPT", "table2.bert-base-others": "Table 2: Bert-base vs ELMo, GPT",
+                "table4": "Table 4 (Spearman)"}
 
 
 # ---------------------------------------------------------------------- recording (in sections)
@@ -329,7 +334,7 @@ def build(root: Path, sections, available: set[str]) -> dict[str, Any]:
             if item.id in entries:
                 e = entries[item.id]
                 row.update(ours=e["ours"], verdict=e["verdict"], note=e.get("note", ""))
-                picture += e.get("points", [])
+                picture += [{**pt, "item": POINT_LABELS.get(pt["item"], pt["item"])} for pt in e.get("points", [])]
             else:
                 row["note"] = f"section {section.name} ran but did not measure this item"
         rows.append(row)

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from twotower_lib.artifacts import atomic_write_bytes, atomic_write_json, provenance, read_json
+from twotower_lib.data.config import data_home
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import seed_pair_name
 
@@ -285,16 +286,28 @@ def run_study(cfg: StudyConfig, runs_dir: str | Path, results_dir: str | Path = 
     results_dir.mkdir(parents=True, exist_ok=True)
     path = results_dir / f"{cfg.name}.parquet"
     atomic_write_bytes(path, table.to_parquet(index=False))
-    atomic_write_json(results_dir / f"{cfg.name}.json", {
+    data_name = portable_path(data_dir, data_home(), "$TWOTOWER_DATA")
+    atomic_write_json(results_dir / f"{cfg.name}.json", {  # committed: no path of this machine in it
         "config": asdict(cfg), "top_n": top_n, "n_boot": n_boot, "probe_config": asdict(probe_cfg),
-        "data": {"path": str(data_dir), "data_hash": data.data_hash, "corpus": data_cfg.corpus},
-        "runs": [str(r) for r in runs.values()], "pairs": [seed_pair_name(a, b) for a, b in cfg.pairs()],
+        "data": {"path": data_name, "data_hash": data.data_hash, "corpus": data_cfg.corpus},
+        "runs": [portable_path(r, runs_dir, "") for r in runs.values()], "pairs": [seed_pair_name(a, b) for a, b in cfg.pairs()],
         "train_minutes": [round(read_json(r / "manifest.json")["wall_time_s"] / 60, 2) for r in runs.values()],
         "seconds_this_call": round(time.time() - t0, 1),
         "command": f"python -m twotower_lib emergence {cfg.name} --top-n {top_n} --bootstrap {n_boot} --min-tokens "
-                   f"{min_tokens}" + (f" --data {data_dir}" if data_dir else ""),
+                   f"{min_tokens}" + (f" --data {data_name}" if data_dir else ""),
         "provenance": provenance()})
     return path
+
+
+def portable_path(path: str | Path, root: str | Path, label: str) -> str:
+    """`path` as a committed file writes it: relative to `root` and prefixed by `label` (e.g.
+    "$TWOTOWER_DATA/prepared/x"; "" keeps it relative), or only its name if it lies elsewhere."""
+    path, root = Path(path).resolve(), Path(root).resolve()
+    try:
+        rel = path.relative_to(root).as_posix()
+    except ValueError:
+        return path.name
+    return f"{label}/{rel}" if label else rel
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
