@@ -281,3 +281,13 @@ def test_a_port_taken_between_picking_and_binding_is_replaced(monkeypatch):
     with pytest.raises(torch.distributed.DistNetworkError):
         train_mod.init_distributed()
     assert len(ports) == 1
+
+
+def test_one_recipe_turns_a_token_budget_into_steps():
+    cfg = TrainConfig.for_tokens("gpt", "tiny", 3, tokens=10_000, micro_batch=8, seq_len=32, lr=2e-3)
+    assert cfg.max_steps == 40 and cfg.grad_accum == 1 and cfg.seed == 3 and cfg.lr == 2e-3  # ceil(10000 / 256)
+    assert cfg.eval_every_steps == 10 and cfg.max_steps * cfg.micro_batch * 32 >= 10_000
+    assert TrainConfig.for_tokens("gpt", "tiny", 1, 1, 8, 32).max_steps == 1
+    assert TrainConfig.for_tokens("gpt", "tiny", 1, 10_000, 8, 32, eval_every_steps=7).eval_every_steps == 7
+    with pytest.raises(UserError, match="--model"):
+        TrainConfig.for_tokens("lstm", "tiny", 1, 10_000, 8, 32)

@@ -230,12 +230,10 @@ class Profile:
 
         choice = self._choice(model)
         steps = max(1, -(-self.tokens_for(model) // (self.micro_batch * self.seq_len)))
-        return TrainConfig(model=choice.model_type, preset=choice.preset, seed=seed, towers=towers,
-                           max_steps=steps, micro_batch=self.micro_batch, grad_accum=1, lr=self.lr_for(model),
-                           final_lr_fraction=self.final_lr_for(model),
-                           eval_every_steps=10 * max(1, steps // 100),  # ~10 points on the loss curve (logged every 10)
-                           precision=self.precision,
-                           data=str(data_dir)).validate()
+        return TrainConfig.for_tokens(choice.model_type, choice.preset, seed, self.tokens_for(model), self.micro_batch,
+                                      self.seq_len, eval_every_steps=10 * max(1, steps // 100),  # a multiple of the log interval
+                                      towers=towers, lr=self.lr_for(model), final_lr_fraction=self.final_lr_for(model),
+                                      precision=self.precision, data=str(data_dir))
 
     def probe_config(self, replicate: bool = False, **changes: Any):
         """The `ProbeConfig`: the heads of every family train on `probe_tokens` predicted positions per

@@ -69,9 +69,6 @@ class StudyConfig:
             raise UserError(f"study configuration {self.name!r}: seeds {self.seeds} must be at least two different "
                             "seeds, each listed once")
 
-    def steps(self) -> int:
-        return max(1, -(-self.train_tokens // (self.micro_batch * self.seq_len)))
-
     def pairs(self) -> list[tuple[int, int]]:
         """Every pair of seeds: 2 seeds give one curve, 4 give six (not independent: each run is in three)."""
         return list(itertools.combinations(self.seeds, 2))
@@ -266,10 +263,9 @@ def run_study(cfg: StudyConfig, runs_dir: str | Path, results_dir: str | Path = 
     runs, jobs = {}, []
     for seed in cfg.seeds:
         out = pair_dir / f"{cfg.model_type}-s{seed}"
-        tcfg = TrainConfig(model=cfg.model_type, preset=cfg.preset, seed=seed, max_steps=cfg.steps(),
-                           micro_batch=cfg.micro_batch, grad_accum=1, precision="fp32", lr=cfg.lr,
-                           final_lr_fraction=cfg.final_lr_fraction,
-                           eval_every_steps=max(10, cfg.steps() // 10), data=str(data_dir)).validate()
+        tcfg = TrainConfig.for_tokens(cfg.model_type, cfg.preset, seed, cfg.train_tokens, cfg.micro_batch, cfg.seq_len,
+                                      precision="fp32", lr=cfg.lr, final_lr_fraction=cfg.final_lr_fraction,
+                                      data=str(data_dir))
         done = (out / "manifest.json").exists() and read_json(out / "manifest.json")["steps"] >= tcfg.max_steps
         if not done:
             jobs.append({"tcfg": tcfg, "data_path": str(data_dir), "out": str(out)})
