@@ -23,10 +23,10 @@ from pathlib import Path
 import nbformat
 
 from twotower_lib.book import charts, scorecard
-from twotower_lib.errors import MissingDependencyError, UserError
-from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.book.pipeline import Pipeline, make_pipeline
 from twotower_lib.book.profiles import DEFAULT_PROFILE, OVERRIDABLE, PROFILES, runs_root
+from twotower_lib.book.sections import PROJECT_ROOT
+from twotower_lib.errors import MissingDependencyError, UserError
 
 PAGES_DIR = PROJECT_ROOT / "book"
 LIBRARY_PARENT = Path(__file__).resolve().parents[2]  # the directory that holds twotower_lib/

@@ -20,14 +20,14 @@ from typing import Any
 
 import pandas as pd
 
-from twotower_lib.book import scorecard
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json
-from twotower_lib.errors import UserError
-from twotower_lib.book.sections import PROJECT_ROOT, find_section
+from twotower_lib.book import scorecard
 from twotower_lib.book.pipeline import Pipeline, make_pipeline, parse_overrides
-from twotower_lib.run_names import case_name, control_name, model_of
-from twotower_lib.probe import PROBE_VERSION
 from twotower_lib.book.profiles import DEFAULT_PROFILE, PROFILES
+from twotower_lib.book.sections import PROJECT_ROOT, find_section
+from twotower_lib.errors import UserError
+from twotower_lib.probe import PROBE_VERSION
+from twotower_lib.run_names import case_name, control_name, model_of
 
 RESULTS_DIR = PROJECT_ROOT / "results" / "profiles"
 FORMAT_VERSION = 1
@@ -162,7 +162,7 @@ def markdown(published: dict[str, dict[str, Any]]) -> str:
                      f"took {pub['section_seconds'] / 60:.0f} min in all (a section that resumed counts only its "
                      f"last part) and its {len(pub['training'])} training runs "
                      f"took {run_minutes(pub, 'training'):.0f} run-minutes"
-                     + (f", its {len(pub['probes'])} probes {run_minutes(pub, 'probes'):.0f}" if pub.get("probes") else "")
+                     + (f", its {len(pub['probes'])} probes {run_minutes(pub, 'probes'):.0f} probe-minutes" if pub.get("probes") else "")
                      + (f", with `-p` {pub['overrides']}" if pub["overrides"] else "")
                      + f". {probe_note(pub)} Regenerate: `python -m twotower_lib run --profile {name}` then "
                      f"`python -m twotower_lib publish --profile {name}`.\n\n" + scorecard.to_markdown(pub["scorecard"]))

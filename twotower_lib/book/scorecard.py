@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from twotower_lib.book import paper_tables
 from twotower_lib.artifacts import atomic_write_json, read_json
+from twotower_lib.book import paper_tables
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import model_of
 
