@@ -80,7 +80,7 @@ def probe_runs(pipe: Pipeline) -> list[dict[str, Any]]:
         if not manifest.exists():
             continue
         m = read_json(manifest)
-        rows.append({"probe": str(manifest.parent.relative_to(out)), "minutes": round(m["seconds"]["total"] / 60, 2),
+        rows.append({"probe": str(manifest.parent.relative_to(out)), "minutes": round(m["seconds"]["total"] / 60, 3),
                      "epochs": m.get("heads", {}).get("epochs"), "code_version": m["provenance"]["code_version"]})
     return rows
 
