@@ -75,9 +75,10 @@ charts.score_distributions(
 # %% [markdown]
 # ## Does the paper's claim hold?
 #
-# Per case and tag: how many tokens, the median and mean score, the share above zero, the
-# paper's claim and whether it holds here ("primary": median above zero; "secondary": below;
-# "spread": between 25% and 75% of the tokens above zero).
+# Per tag, the paper's claim and, per case, whether it holds here (✓ or ✗) with the number that
+# decided it: the median score for "primary" (above zero) and "secondary" (below zero), the share
+# of the tag's tokens above zero for "spread" (between 25% and 75%). The collapsed cell below
+# holds every tag's numbers.
 
 # %%
 summary = pos.pos_summary(fig4)

@@ -93,11 +93,11 @@ def test_the_pos_claims_table_puts_the_paper_beside_each_run():
                          + ["VERB", "VERB", "PROPN"], "score": [0.2, 0.4, 0.1, 0.3, -0.1, 1.0, -0.2, -0.1, -0.3],
                          "token_id": range(9)})
     table = pos.claims_table(pos.pos_summary(fig4))
-    assert list(table.index) == list(pos.PAPER_TAGS) and list(table.columns) == ["the paper (Fig. 4)", "a", "b"]
-    assert table.loc["VERB", "the paper (Fig. 4)"].startswith("primary tower")
-    assert table.loc["VERB", "a"] == "holds: median +0.300 > 0 (n = 2)"
-    assert table.loc["VERB", "b"].startswith("fails: median -0.150 <= 0")
-    assert table.loc["PROPN", "a"].startswith("fails") and table.loc["PROPN", "b"].startswith("holds")
+    assert list(table.index) == list(pos.PAPER_TAGS) and list(table.columns) == ["the paper (Fig. 4)", "tokens", "a", "b"]
+    assert table.loc["VERB", "the paper (Fig. 4)"].startswith("primary") and table.loc["VERB", "tokens"] == 2
+    assert table.loc["VERB", "a"] == "✓ +0.30" and table.loc["VERB", "b"] == "✗ -0.15"
+    assert table.loc["PROPN", "a"] == "✗ +0.20" and table.loc["PROPN", "b"] == "✓ -0.30"
+    assert table.loc["NOUN", "a"] == "✗ 0%" and table.loc["ADJ", "tokens"] == 0
     assert table.loc["ADJ", "a"] == "no token"
 
 

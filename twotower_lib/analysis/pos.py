@@ -258,17 +258,20 @@ def pos_summary(fig4: pd.DataFrame, spread: tuple[float, float] = (0.25, 0.75)) 
     return pd.DataFrame(rows)
 
 
-_CLAIM_TEXT = {"primary": "primary tower (median s > 0)", "secondary": "secondary tower (median s < 0)",
-               "spread": "spread (25-75% of tokens above 0)"}
+_CLAIM_TEXT = {"primary": "primary (median s > 0)", "secondary": "secondary (median s < 0)",
+               "spread": "spread (25-75% of s > 0)"}
 
 
 def claims_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """Fig. 4 as a reader checks it: a row per paper tag (the paper's order), the paper's claim,
-    then per run whether it holds here and the number that decided it (from `pos_summary`)."""
+    """Fig. 4 as a reader checks it: a row per paper tag (the paper's order), the paper's claim, how
+    many tokens carry the tag, then per run ✓ or ✗ and the number that decided it (the median
+    score for a primary/secondary claim, the share of tokens above zero for a spread one), from
+    `pos_summary`."""
     rows = summary[summary["upos"].isin(PAPER_TAGS)]
-    cells = rows.assign(cell=[("holds: " if h else "fails: ") + v + f" (n = {n})"
-                              for h, v, n in zip(rows["holds"], rows["verdict"], rows["n"])])
-    table = cells.pivot(index="upos", columns="run", values="cell").reindex(list(PAPER_TAGS)).fillna("no token")
+    decided = [f"{'✓' if h else '✗'} {m:+.2f}" if PAPER_CLAIM[t] != "spread" else f"{'✓' if h else '✗'} {share:.0%}"
+               for t, h, m, share in zip(rows["upos"], rows["holds"], rows["median"], rows["share_positive"])]
+    table = rows.assign(cell=decided).pivot(index="upos", columns="run", values="cell").reindex(list(PAPER_TAGS))
+    table = table.fillna("no token")
+    table.insert(0, "tokens", rows.groupby("upos")["n"].max().reindex(list(PAPER_TAGS)).fillna(0).astype(int))
     table.insert(0, "the paper (Fig. 4)", [_CLAIM_TEXT[PAPER_CLAIM[t]] for t in table.index])
-    return table[["the paper (Fig. 4)", *dict.fromkeys(summary["run"])]].rename_axis(index="tag", columns=None)
-
+    return table[["the paper (Fig. 4)", "tokens", *dict.fromkeys(summary["run"])]].rename_axis(index="tag", columns=None)
