@@ -37,6 +37,7 @@ control_models = None    # None: the profile's; models whose pair gets the untra
 
 # %% tags=["hide-cell"]
 import pandas as pd
+from IPython.display import HTML
 
 from twotower_lib.book import analyses, charts, paper_tables, probing, scorecard, sections
 from twotower_lib.analysis.correlation import correlation_matrix, fig3_data
@@ -63,7 +64,7 @@ pairs = pairs_by["score"]
 control_by = {col: analyses.control_correlations(ctx, pairs_by[col], col) for col in probing.VARIANTS}
 control = control_by["score"]
 table2 = paper_tables.compare(pairs_by, "table2", probing.same_config_pairs(ctx), control)
-paper_tables.HTML(paper_tables.matrix_html(
+HTML(paper_tables.matrix_html(
     table2, list(scores), caption=f"Table 2, ours (Eq. 4) [95% CI] and the paper's, top {ctx.profile.top_n} tokens"))
 
 # %% [markdown]
@@ -73,7 +74,7 @@ paper_tables.HTML(paper_tables.matrix_html(
 # model) is judged against the paper's same-configuration r, 0.94.
 
 # %%
-paper_tables.HTML(paper_tables.pairs_html(table2, {c: f"ours, {v}" for c, v in probing.VARIANTS.items()}))
+HTML(paper_tables.pairs_html(table2, {c: f"ours, {v}" for c, v in probing.VARIANTS.items()}))
 
 # %% tags=["hide-output"]
 # Every number behind the two tables (permutation p-values, bootstrap bias, the number of tokens)

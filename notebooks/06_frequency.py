@@ -32,6 +32,8 @@ top_n = None             # None: the profile's N, the most frequent tokens compa
 bootstrap = None         # None: the profile's number of bootstrap resamples
 
 # %% tags=["hide-cell"]
+from IPython.display import HTML
+
 from twotower_lib.book import charts, paper_tables, probing, scorecard, sections
 from twotower_lib.analysis.correlation import CorrelationConfig, correlation_matrix
 from twotower_lib.analysis.frequency import fig8_data, partial_correlations, table4
@@ -61,7 +63,7 @@ charts.score_vs_rank(fig8.rename(columns={"run": "case", "count": "frequency"}))
 config = CorrelationConfig(n=ctx.profile.top_n, method="spearman", n_boot=ctx.profile.bootstrap,
                            n_permutations=1000, progress=False)
 t4 = table4(tables, counts, config, doc_stats={k: r.doc_stats for k, r in scores.items()})
-paper_tables.HTML(paper_tables.matrix_html(paper_tables.compare({"score": t4}, "table4"), [*tables, paper_tables.FREQUENCY],
+HTML(paper_tables.matrix_html(paper_tables.compare({"score": t4}, "table4"), [*tables, paper_tables.FREQUENCY],
                                            table="table4", caption="Table 4, ours [95% CI] and the paper's"))
 
 # %% tags=["hide-output"]

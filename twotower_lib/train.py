@@ -82,13 +82,18 @@ class TrainConfig:
     deepspeed_config: str | None = None  # None: configs/deepspeed_{cpu,gpu}.json
     data: str | None = None
 
+    @staticmethod
+    def steps_for(tokens: int, micro_batch: int, seq_len: int) -> int:
+        """Optimizer steps that see `tokens` tokens on one process: tokens / (micro_batch x seq_len), rounded up."""
+        return max(1, -(-tokens // (micro_batch * seq_len)))
+
     @classmethod
     def for_tokens(cls, model: str, preset: str, seed: int, tokens: int, micro_batch: int, seq_len: int,
                    eval_every_steps: int | None = None, **settings) -> "TrainConfig":
-        """The one recipe from a token budget to a run (the profiles and the emergence study): steps =
-        tokens / (micro_batch x seq_len), rounded up, with one gradient-accumulation step, so the
-        run sees `tokens` tokens on one process; evaluated about ten times unless `eval_every_steps`."""
-        steps = max(1, -(-tokens // (micro_batch * seq_len)))
+        """The one recipe from a token budget to a run (the profiles and the emergence study):
+        `steps_for` steps with one gradient-accumulation step; evaluated about ten times unless
+        `eval_every_steps`."""
+        steps = cls.steps_for(tokens, micro_batch, seq_len)
         return cls(model=model, preset=preset, seed=seed, max_steps=steps, micro_batch=micro_batch, grad_accum=1,
                    eval_every_steps=eval_every_steps or max(10, steps // 10), **settings).validate()
 

@@ -100,6 +100,7 @@ def compare(by_variant: Mapping[str, pd.DataFrame], table: str = "table2",
     out.insert(3, "paper", [paper_value(a, b, table) for a, b in zip(out["a"], out["b"])])
     if control is None:
         return out
+
     def highest(a: str, same_pair: bool) -> float | None:
         if not len(control):
             return None
@@ -185,13 +186,6 @@ def pairs_html(comparison: pd.DataFrame, variants: Mapping[str, str], table: str
                     + "</tr>")
     head = "".join(f"<th>{html.escape(h)}</th>" for h in heads)
     return f"{_STYLE}<table class='tt-paper-table'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-
-
-class HTML(str):
-    """A string that Jupyter (and so the book) shows as HTML."""
-
-    def _repr_html_(self) -> str:
-        return str(self)
 
 
 def points(pairs: pd.DataFrame, item: str, table: str = "table2", fallback: float | None = None) -> list[dict]:

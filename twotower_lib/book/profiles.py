@@ -229,7 +229,7 @@ class Profile:
         from twotower_lib.train import TrainConfig
 
         choice = self._choice(model)
-        steps = max(1, -(-self.tokens_for(model) // (self.micro_batch * self.seq_len)))
+        steps = TrainConfig.steps_for(self.tokens_for(model), self.micro_batch, self.seq_len)
         return TrainConfig.for_tokens(choice.model_type, choice.preset, seed, self.tokens_for(model), self.micro_batch,
                                       self.seq_len, eval_every_steps=10 * max(1, steps // 100),  # a multiple of the log interval
                                       towers=towers, lr=self.lr_for(model), final_lr_fraction=self.final_lr_for(model),

@@ -181,8 +181,9 @@ def record_correlations(ctx, pairs, control, same_config: list[tuple[str, str]],
     # the paper's same-configuration pair is Bert-large; other models' pairs are an item of their own
     paper_model = "bert-large" if (same["a"].map(model_of) == "bert-large").any() else None
     is_paper = same["a"].map(model_of) == paper_model if paper_model else same["a"].map(bool)
-    fig3_verdict = put("table2.same-config", same[is_paper], 0.94, "same-configuration (two seeds)", own_controls=True)
-    put("same-config.other", same[~is_paper], 0.94, "same-configuration pair of another model type", own_controls=True)
+    same_r = paper_tables.SAME_CONFIG_R
+    fig3_verdict = put("table2.same-config", same[is_paper], same_r, "same-configuration (two seeds)", own_controls=True)
+    put("same-config.other", same[~is_paper], same_r, "same-configuration pair of another model type", own_controls=True)
     put("table2.base-large", rows("bert-base", "bert-large"), 0.72, "bert-base / bert-large")
     put("table2.cross-type", pd.concat([rows("bert-large", "elmo"), rows("bert-large", "gpt")]), 0.60,
         "bert-large / elmo or gpt")
