@@ -107,3 +107,13 @@ def test_workers_stop_when_the_process_that_started_them_is_killed(tmp_path):
     while any(_running(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(_running(p) for p in pids), "a worker went on running after its parent was killed"
+
+
+@pytest.mark.skipif(not (os.uname().sysname == "Linux" and os.confstr("CS_GNU_LIBC_VERSION")),
+                    reason="the allocator setting is for glibc")
+def test_the_allocator_keeps_freed_memory_unless_told_not_to(monkeypatch):
+    from twotower_lib.workers import keep_freed_memory
+
+    assert keep_freed_memory() is True
+    monkeypatch.setenv("TWOTOWER_MALLOC", "default")
+    assert keep_freed_memory() is False

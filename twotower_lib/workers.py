@@ -1,4 +1,5 @@
-"""Several training runs at once on one CPU, each on a fixed number of threads.
+"""Running on a CPU: several training runs at once, each on a fixed number of threads, and an
+allocator setting that keeps freed memory for reuse (`keep_freed_memory`).
 
 Why: the CPU-sized towers are small, so their matrix products do not keep two cores busy. On the
 2-core reference machine the default profile's ten training runs took 43.8 min of one-thread
@@ -18,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import sys
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from typing import Any, Callable, Iterator
 
@@ -36,6 +38,32 @@ def available_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # macOS, Windows
         return os.cpu_count() or 1
+
+
+# glibc's mallopt parameters (malloc.h) and the values `keep_freed_memory` sets.
+_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
+_KEEP = {_M_MMAP_THRESHOLD: 512 << 20, _M_TRIM_THRESHOLD: 1 << 30, _M_TOP_PAD: 256 << 20}
+
+
+def keep_freed_memory() -> bool:
+    """Let glibc's allocator keep freed memory for reuse instead of returning it to the OS.
+
+    Why: by default every block over 32 MiB (a probe head's (1024, 8192) fp32 logits, a tower's
+    activations) is a fresh mmap, so each step pays page faults to touch new memory. Measured on
+    the reference CPU with this setting: a probe head's training step 1.4x faster (one thread),
+    training 1.10x (BERT), 1.22x (GPT) and 1.15x (ELMo) more tokens/s, results identical. The cost:
+    the process keeps up to 1 GiB of freed memory. Set at import; off with `TWOTOWER_MALLOC=default`,
+    and a no-op where the C library is not glibc. Returns whether the setting was applied.
+    """
+    if os.environ.get("TWOTOWER_MALLOC", "") == "default" or not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):  # musl and others: no mallopt
+        return False
+    return all(mallopt(param, value) == 1 for param, value in _KEEP.items())
 
 
 def worker_count(threads_per_run: int, jobs: int, cpus: int | None = None) -> int:
