@@ -36,8 +36,10 @@ controls = None          # None: the profile's controls (untrained, independent,
 control_models = None    # None: the profile's; models whose pair gets the untrained and independent controls
 
 # %% tags=["hide-cell"]
+import itertools
+
 import pandas as pd
-from IPython.display import HTML
+from IPython.display import HTML, Markdown
 
 from twotower_lib.book import analyses, charts, paper_tables, probing, scorecard, sections
 from twotower_lib.analysis.correlation import correlation_matrix, fig3_data
@@ -145,6 +147,41 @@ analyses.side_by_side(control_by, ("control", "model", "a", "b")).round(3) if le
 ceiling = pd.concat([analyses.ceilings(ctx, scores, col) for col in probing.VARIANTS], ignore_index=True)
 ceiling.round(3)
 
+# %% [markdown]
+# ## Does s read the register?
+#
+# The corpus mixes sources of different registers (here 19th-century fiction, Wikipedia and 1960s
+# American prose; the paper's BookCorpus fiction and Wikipedia), and on a second corpus of a
+# single register the same-configuration GPT pair did not correlate (issue 20). One explanation
+# fits both: the towers split the *registers*, and a token's s follows which source it belongs
+# to — a different claim from the paper's division of linguistic labour. Three tests, none in the
+# paper, from what the pipeline already has (`twotower_lib.analysis.register`):
+#
+# - **Per-source tower gap**: each run's primary minus secondary mean log-probability on each
+#   source's validation text (nats per position). A register split shows as a gap that changes sign.
+# - **Register fit**: per token, how much more frequent it is in each source than in the others
+#   (smoothed log ratio of relative frequencies in the training text); the R² of s on these
+#   ratios over the top tokens, and each source's r.
+# - **Partial r**: each pair's r once the register fit is removed from both scores. What survives is
+#   agreement beyond register.
+#
+# These are associations over tokens, not a causal test; training on each source alone (issue 20)
+# is the direct one.
+
+# %%
+register = analyses.register_tests(ctx, scores, list(itertools.combinations(scores, 2)))
+Markdown(analyses.describe_register(register, probing.same_config_pairs(ctx)))
+
+# %%
+register["gaps"].round(3)
+
+# %%
+register["fit"].round(3)
+
+# %%
+register["pairs"].pivot_table(index=["a", "b"], columns="variant", values=["r", "partial r"], sort=False).round(3) \
+    if len(register["pairs"]) else register["pairs"]
+
 # %%
 scorecard.record_correlations(ctx, pairs, control, probing.same_config_pairs(ctx), pairs_by["score_logmean"])
 same = pairs[[(a, b) in probing.same_config_pairs(ctx) for a, b in zip(pairs["a"], pairs["b"])]]
@@ -153,4 +190,5 @@ ctx.finish(pairs=len(pairs), top_n=ctx.profile.top_n,
            same_config_logmean=pairs_by["score_logmean"].merge(same[["a", "b"]])[["a", "b", "r", "ci_low", "ci_high"]]
            .to_dict("records"),
            controls=control[["control", "model", "r"]].to_dict("records") if len(control) else [],
-           ceilings=ceiling.to_dict("records"));
+           ceilings=ceiling.to_dict("records"),
+           register_fit=register["fit"].to_dict("records"), register_pairs=register["pairs"].to_dict("records"));

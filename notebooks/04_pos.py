@@ -23,7 +23,9 @@
 # This section tags `pos_docs` training documents (the backend is `pos_backend`: "auto" uses
 # Stanza, the paper's tagger, where its English model is installed, and spaCy's `en_core_web_sm`
 # otherwise), maps the tagger's words onto WordPiece tokens by character overlap, and checks each
-# of the seven claims on the `top_n` most frequent tokens of every case.
+# of the seven claims on the `top_n` most frequent tokens of every case. WordPiece continuation
+# pieces ("##s", "##ed") are parts of words, not words: they form their own category, `SUBWORD`,
+# and stay out of Fig. 4.
 
 # %% tags=["parameters"]
 profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.book.profiles)
@@ -67,7 +69,7 @@ tags["upos"].value_counts().rename("tokens").to_frame().T
 # %%
 scores = probing.load_scores(ctx)
 top = analyses.top_token_ids(data, ctx.profile.top_n)
-fig4 = pos.fig4_data({k: r.table for k, r in scores.items()}, tags, token_ids=top)
+fig4 = pos.fig4_data({k: r.table for k, r in scores.items()}, tags, tags=(*pos.UPOS, pos.SUBWORD), token_ids=top)
 charts.score_distributions(
     fig4.rename(columns={"run": "case", "upos": "group"}).assign(frequency=data.counts[fig4["token_id"]]),
     list(pos.PAPER_TAGS), title=f"Preference score by POS tag (top {ctx.profile.top_n} tokens)")
@@ -75,10 +77,14 @@ charts.score_distributions(
 # %% [markdown]
 # ## Does the paper's claim hold?
 #
-# Per tag, the paper's claim and, per case, whether it holds here (✓ or ✗) with the number that
-# decided it: the median score for "primary" (above zero) and "secondary" (below zero), the share
-# of the tag's tokens above zero for "spread" (between 25% and 75%). The collapsed cell below
-# holds every tag's numbers.
+# Fig. 4's claim is about where the tags sit relative to each other. But each run's scores carry
+# an offset: the primary tower is better overall, so in one run most tokens can sit above zero and
+# in another most below it. Each claim is therefore checked twice, and the scorecard judges the
+# first: against the run's own median score over its tagged words (the threshold shown after
+# "vs"), and against zero, the paper's literal reading. Per tag and case: ✓ or ✗ with the number
+# that decided it — the tag's median score for "primary" (above the threshold) and "secondary"
+# (below it), the share of the tag's tokens above the threshold for "spread" (25% to 75%). The
+# collapsed cell below holds every tag's numbers.
 
 # %%
 summary = pos.pos_summary(fig4)
@@ -90,4 +96,5 @@ summary.round(3)
 
 # %%
 scorecard.record_pos(ctx, summary, backend)
-ctx.finish(backend=backend, tagged_tokens=len(tags), claims_held=int(summary["holds"].fillna(False).astype(bool).sum()));
+ctx.finish(backend=backend, tagged_tokens=len(tags), claims_held=int(summary.query("against == 'median'")["holds"].fillna(False).astype(bool).sum()),
+           claims_held_against_zero=int(summary.query("against == 'zero'")["holds"].fillna(False).astype(bool).sum()));

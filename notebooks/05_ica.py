@@ -15,7 +15,7 @@
 # # ICA word groups
 #
 # Section 5.3 of the paper looks for preference at the level of meaning. It takes the word
-# vectors of a corpus sample, reduces them with PCA to $d = 128$ dimensions and unmixes them
+# vectors of a corpus sample, reduces them with PCA to $d = 128$ of their 1,024 dimensions and unmixes them
 # with independent component analysis (Amari's natural-gradient rule, Eq. 6–7). After ICA the
 # representation is sparse (Fig. 5), most words fall in one or two "groups" (a word belongs to
 # component $j$'s group when $|y_j| > 2.5$; Fig. 6), the groups look meaningful (numbers, names,
@@ -37,9 +37,11 @@ runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, el
 cases = None             # None: the profile's cases, "model:seed" comma-separated
 ica_reference = None     # None: the profile's reference case ("model:seed") for the word vectors
 ica_tokens = None        # None: the profile's number of token occurrences in the corpus sample
-ica_dim = None           # None: the profile's d (paper: 128)
+ica_dim = None           # None: the profile's d; 0: the paper's share of the embedding width (128 of 1024)
+top_n = None             # None: the profile's N: Fig. 6's shares over the N most frequent words (and over all)
 
 # %% tags=["hide-cell"]
+import numpy as np
 import pandas as pd
 
 from twotower_lib.book import analyses, charts, probing, scorecard, sections
@@ -53,17 +55,34 @@ ctx.parameter_table()
 # %% [markdown]
 # ## PCA whitening and ICA
 #
-# Did the ICA converge (largest entry of $I - E[g(y)y^\top]$ below the tolerance)?
+# How many directions to keep? The paper kept $d = 128$ of a 1,024-wide embedding: an eighth.
+# Here the embedding is narrower, so by default $d$ keeps the same share of the width
+# (`ica_dim = 0`); a fixed $d = 128$ would keep half of a 256-wide embedding. The chart shows why
+# the choice matters: whitening scales every kept direction to unit variance, so a direction
+# holding a tiny share of the variance weighs as much in the ICA as the first; and ICA can only
+# separate directions that are not Gaussian (excess kurtosis 0).
 
 # %%
 data = sections.load_data(ctx)
-fitted, token_ids, components, sample_counts = analyses.word_ica(ctx, data)
+fitted, token_ids, components, sample_counts, spectrum = analyses.word_ica(ctx, data)
+d = components.shape[1]
 tokens = data.tokenizer.convert_ids_to_tokens(list(range(data.vocab_size)))
+charts.pca_spectrum(spectrum, d, title=f"{reference}: the principal directions of its word vectors (dashed: d = {d})")
+
+# %% [markdown]
+# Did the ICA converge by the library's criterion (largest entry of $I - E[g(y)y^\top]$ below the
+# tolerance)? Steps start preconditioned (Newton) and go on with the paper's plain rule where
+# those stop paying.
+
+# %%
 pd.DataFrame({"value": {
     "reference case": reference, "token occurrences in the sample": int(sample_counts.sum()),
     "distinct tokens (words)": len(token_ids), "embedding width": fitted.whitening.mean.shape[0],
-    "d": ctx.profile.ica_dim, "variance kept by PCA": f"{fitted.whitening.explained:.1%}",
-    "ICA converged": fitted.ica.converged, "ICA steps": fitted.ica.n_iter,
+    "d": d, "variance kept by PCA": f"{fitted.whitening.explained:.1%}",
+    "excess kurtosis of the kept directions (median)": f"{spectrum['excess kurtosis'].head(d).median():.2f}",
+    "excess kurtosis of the rest (median)": f"{spectrum['excess kurtosis'].iloc[d:].median():.2f}"
+    if len(spectrum) > d else "none left",
+    "ICA converged": fitted.ica.converged, "ICA steps (of them Newton)": f"{fitted.ica.n_iter} ({fitted.ica.newton_steps})",
     "final max |I - E[g(y) y^T]|": f"{fitted.ica.gradient:.1e}"}})
 
 # %% [markdown]
@@ -81,12 +100,18 @@ charts.component_heatmap(fig5, title=f"{reference}: the {fig5['word_index'].nuni
 # %% [markdown]
 # ## Fig. 6: how many groups a word belongs to
 #
-# Over every distinct token of the corpus sample.
+# The paper does not say which words it counted. The components were fitted with frequency
+# weights, so a rare token is an outlier on many of them; counted over every distinct token of
+# the sample, rare tokens dominate. So the shares are computed both ways: over the `top_n` most
+# frequent words (what the scorecard judges) and over every distinct token of the sample.
 
 # %%
-hist, groups_per_word = fig6_data(components)
-pd.DataFrame({"ours": [f"{groups_per_word['share_one']:.0%}", f"{groups_per_word['share_none']:.0%}",
-                       f"{groups_per_word['mean_groups']:.2f}"],
+top = np.isin(token_ids, analyses.top_token_ids(data, ctx.profile.top_n))
+fig6 = {f"top {int(top.sum())} words": fig6_data(components[top]), f"all {len(token_ids)} tokens": fig6_data(components)}
+hist = pd.concat([h.assign(words=name) for name, (h, _) in fig6.items()], ignore_index=True)
+groups_per_word = next(iter(fig6.values()))[1]
+pd.DataFrame({**{name: [f"{g['share_one']:.0%}", f"{g['share_none']:.0%}", f"{g['mean_groups']:.2f}"]
+                 for name, (_, g) in fig6.items()},
               "paper": ["about 45%", "about 13%", "1.45"]},
              index=["words in exactly one group", "words in no group", "groups per word (mean)"])
 
@@ -128,5 +153,7 @@ charts.group_word_lists(examples, title=f"Word groups most and least preferred b
 
 # %%
 scorecard.record_ica(ctx, groups_per_word, within_1, int(members["component"].nunique()),
-                     t3[runs] if len(runs) > 1 else None, fitted.ica.converged)
-ctx.finish(reference=reference, converged=fitted.ica.converged, groups=len(t3), **groups_per_word);
+                     t3[runs] if len(runs) > 1 else None, fitted.ica.converged,
+                     words=f"the {ctx.profile.top_n} most frequent", fig6_all=fig6[f"all {len(token_ids)} tokens"][1])
+ctx.finish(reference=reference, d=d, converged=fitted.ica.converged, ica_steps=fitted.ica.n_iter, groups=len(t3),
+           **groups_per_word, fig6_all_tokens=fig6[f"all {len(token_ids)} tokens"][1]);

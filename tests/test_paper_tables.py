@@ -92,12 +92,17 @@ def test_the_pos_claims_table_puts_the_paper_beside_each_run():
                          + ["VERB", "VERB", "PROPN"], "score": [0.2, 0.4, 0.1, 0.3, -0.1, 1.0, -0.2, -0.1, -0.3],
                          "token_id": range(9)})
     table = pos.claims_table(pos.pos_summary(fig4))
-    assert list(table.index) == list(pos.PAPER_TAGS) and list(table.columns) == ["the paper (Fig. 4)", "tokens", "a", "b"]
-    assert table.loc["VERB", "the paper (Fig. 4)"].startswith("primary") and table.loc["VERB", "tokens"] == 2
-    assert table.loc["VERB", "a"] == "✓ +0.30" and table.loc["VERB", "b"] == "✗ -0.15"
-    assert table.loc["PROPN", "a"] == "✗ +0.20" and table.loc["PROPN", "b"] == "✓ -0.30"
-    assert table.loc["NOUN", "a"] == "✗ 0%" and table.loc["ADJ", "tokens"] == 0
-    assert table.loc["ADJ", "a"] == "no token"
+    assert list(table.columns) == ["the paper (Fig. 4)", "tokens", "a", "b"]
+    assert list(table.index.get_level_values(0)) == [t for t in pos.PAPER_TAGS for _ in range(2)]
+    verb_rel, verb_zero = ("VERB", "median s > the run's median"), ("VERB", "median s > 0")
+    assert table.loc[verb_rel, "the paper (Fig. 4)"] == "primary" and table.loc[verb_rel, "tokens"] == 2
+    # run a's median over its tagged tokens is +0.25: VERB's +0.30 sits above it; b's is -0.20
+    assert table.loc[verb_rel, "a"] == "✓ +0.30 vs +0.25" and table.loc[verb_zero, "a"] == "✓ +0.30 vs +0.00"
+    assert table.loc[verb_rel, "b"] == "✓ -0.15 vs -0.20" and table.loc[verb_zero, "b"] == "✗ -0.15 vs +0.00"
+    assert table.loc[("PROPN", "median s < the run's median"), "a"] == "✓ +0.20 vs +0.25"
+    assert table.loc[("PROPN", "median s < 0"), "a"] == "✗ +0.20 vs +0.00"
+    assert table.loc[("NOUN", "25-75% of s > 0"), "a"] == "✗ 0% above +0.00"
+    assert table.loc[("ADJ", "25-75% of s > 0"), "tokens"] == 0 and table.loc[("ADJ", "25-75% of s > 0"), "a"] == "no token"
 
 
 def test_table1_has_the_papers_rows_with_its_values_beside_ours():

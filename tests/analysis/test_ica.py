@@ -4,9 +4,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from twotower_lib.analysis import ica
 from twotower_lib.analysis.ica import (ICAConfig, PCAConfig, amari_index, fig5_data, fig6_data, fit_ica,
                                        fit_whitening, fit_word_ica, g, group_members, group_names,
-                                       neg_log_density, table3, table3_agreement)
+                                       neg_log_density, paper_dim, pca_spectrum, table3, table3_agreement)
 from twotower_lib.errors import UserError
 
 QUIET = ICAConfig(progress=False)
@@ -75,6 +76,28 @@ def test_ica_recovers_planted_sources_and_drivers_agree():
     np.testing.assert_allclose(newton.unmixing, paper.unmixing, atol=5e-3)
     np.testing.assert_allclose(bold.unmixing, paper.unmixing, atol=5e-3)
     assert np.all(np.diff(newton.loss) <= 1e-6 * np.abs(newton.loss[1:]))   # never uphill (beyond rounding)
+
+
+def test_stalled_newton_steps_hand_over_to_the_plain_rule(monkeypatch):
+    x, _ = mixture()
+    p = fit_whitening(x, PCAConfig(d=4)).transform(x)
+    plain = fit_ica(p, ICAConfig(newton=False, tol=1e-4, progress=False))
+    monkeypatch.setattr(ica, "_newton_direction", lambda grad, hessian: np.zeros_like(grad))  # Newton goes nowhere
+    handed = fit_ica(p, ICAConfig(tol=1e-4, progress=False))
+    assert handed.converged and handed.newton_steps == ica.STALL_STEPS
+    np.testing.assert_allclose(handed.unmixing, plain.unmixing, atol=5e-3)
+
+
+def test_pca_spectrum_tells_gaussian_from_heavy_tailed_directions():
+    rng = np.random.default_rng(0)
+    x = np.column_stack([3 * rng.laplace(size=20000), rng.standard_normal(20000), np.zeros(20000)])
+    spectrum = pca_spectrum(x)
+    assert len(spectrum) == 2                                   # the constant direction spans nothing
+    assert spectrum["cumulative share"].iloc[-1] == pytest.approx(1.0)
+    assert spectrum["share"].iloc[0] == pytest.approx(18 / 19, abs=0.01)        # Laplace(b=3): variance 18
+    assert spectrum["excess kurtosis"].iloc[0] == pytest.approx(3.0, abs=0.3)   # Laplace: 3
+    assert abs(spectrum["excess kurtosis"].iloc[1]) < 0.2                      # Gaussian: 0
+    assert paper_dim(1024) == 128 and paper_dim(256) == 32 and paper_dim(8) == 2
 
 
 def test_weights_equal_repeated_rows():

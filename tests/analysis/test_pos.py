@@ -10,7 +10,7 @@ from tests.conftest import skip_or_fail_in_ci
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from twotower_lib.analysis.pos import (UPOS, align, fig4_data, load_tagger, majority_tags, pos_summary,
+from twotower_lib.analysis.pos import (SUBWORD, UPOS, align, fig4_data, load_tagger, majority_tags, pos_summary,
                                        tag_counts, vocabulary_pos)
 from twotower_lib.errors import MissingDependencyError, UserError
 
@@ -120,13 +120,32 @@ def test_fig4_and_summary_state_the_claim():
     pos, tables = pos_and_tables()
     fig4 = fig4_data(tables, pos)
     assert set(fig4["upos"]) == {"VERB", "ADP", "ADV", "AUX", "PROPN", "NOUN", "ADJ"}   # DET not shown
-    summary = pos_summary(fig4).set_index("upos")
-    assert summary["holds"].all()
-    assert summary.loc["VERB", "median"] == pytest.approx(np.median(1 + 0.1 * np.arange(10)))
-    assert summary.loc["NOUN", "share_positive"] == 0.5 and summary.loc["PROPN", "mean"] < 0
-    flipped = pos_summary(fig4_data(pos_and_tables(flip=True)[1], pos)).set_index("upos")
+    summary = pos_summary(fig4)
+    zero = summary[summary["against"] == "zero"].set_index("upos")
+    assert zero["holds"].all() and (zero["threshold"] == 0).all()
+    assert zero.loc["VERB", "median"] == pytest.approx(np.median(1 + 0.1 * np.arange(10)))
+    assert zero.loc["NOUN", "share_above"] == 0.5 and zero.loc["PROPN", "mean"] < 0
+    flipped = pos_summary(fig4_data(pos_and_tables(flip=True)[1], pos))
+    flipped = flipped[flipped["against"] == "zero"].set_index("upos")
     assert not flipped.loc[["VERB", "ADP", "ADV", "AUX", "PROPN"], "holds"].any()
     assert flipped.loc[["NOUN", "ADJ"], "holds"].all()              # symmetric around zero either way
+
+
+def test_relative_check_removes_a_runs_offset_and_subword_pieces_are_not_words():
+    pos, tables = pos_and_tables()
+    shifted = {"r": tables["r"].assign(score=tables["r"]["score"] + 5.0)}   # the primary tower better everywhere
+    summary = pos_summary(fig4_data(shifted, pos, tags=UPOS))
+    zero = summary[summary["against"] == "zero"].set_index("upos")
+    relative = summary[summary["against"] == "median"].set_index("upos")
+    assert not zero.loc["PROPN", "holds"] and not zero.loc[["NOUN", "ADJ"], "holds"].any()   # all above zero
+    assert relative.loc[["VERB", "ADP", "ADV", "AUX", "PROPN"], "holds"].all()              # the order is kept
+    center = np.median(shifted["r"]["score"])
+    assert (relative["threshold"] == center).all() and "median" in relative.loc["VERB", "verdict"]
+    # a continuation piece gets its own category, whatever word it was tagged with
+    counts = pd.DataFrame({u: [0, 0] for u in UPOS}, index=pd.Index([0, 1], name="token_id")).assign(
+        token=["##ing", "run"])
+    counts.loc[:, "VERB"] = [5, 5]
+    assert majority_tags(counts)["upos"].tolist() == [SUBWORD, "VERB"]
 
 
 def test_fig4_rejects_mismatched_vocabulary():

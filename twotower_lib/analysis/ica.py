@@ -53,6 +53,9 @@ from twotower_lib.errors import UserError
 from twotower_lib.preference import frequency_order
 
 SQRT2 = math.sqrt(2.0)
+# Newton steps give way to the plain rule when the last STALL_STEPS steps lowered the loss by less
+# than STALL_GAIN of its size (on real word vectors they stalled 0.06 nats above the optimum).
+STALL_STEPS, STALL_GAIN = 20, 1e-5
 
 
 # ---------------------------------------------------------------------- PCA whitening (Eq. 5)
@@ -86,21 +89,14 @@ def fit_whitening(x: np.ndarray, config: PCAConfig = PCAConfig(), weights: np.nd
     """
     x = _as_matrix(x, "word vectors")
     w = _check_weights(weights, len(x))
-    total, dim = w.sum(), x.shape[1]
+    dim = x.shape[1]
     if config.d < 1 or config.d > dim:
         raise UserError(f"PCA dimension d = {config.d} must be between 1 and the vector width {dim}; "
                         f"pass a smaller d (the paper uses 128 for wide embeddings)")
     if (w > 0).sum() <= config.d:
         raise UserError(f"PCA to d = {config.d} needs more than {config.d} distinct vectors, got {(w > 0).sum()}; "
                         f"use a larger corpus sample")
-    mean = (w @ x) / total if config.center else np.zeros(dim)
-    cov = np.zeros((dim, dim))
-    for start in range(0, len(x), 65536):                           # bounded memory for large samples
-        chunk = x[start:start + 65536].astype(np.float64) - mean
-        cov += (chunk * w[start:start + 65536, None]).T @ chunk
-    cov /= total
-    eigenvalues, vectors = np.linalg.eigh(cov)                      # ascending
-    eigenvalues, vectors = eigenvalues[::-1], vectors[:, ::-1]
+    mean, eigenvalues, vectors = _principal_axes(x, w, config.center)
     kept = eigenvalues[: config.d]
     if kept[-1] <= 1e-10 * max(kept[0], 1e-300):
         rank = int((eigenvalues > 1e-10 * max(eigenvalues[0], 1e-300)).sum())
@@ -111,6 +107,42 @@ def fit_whitening(x: np.ndarray, config: PCAConfig = PCAConfig(), weights: np.nd
     vectors = vectors * np.sign(vectors[np.abs(vectors).argmax(0), range(config.d)])
     return Whitening(mean=mean, components=vectors, eigenvalues=kept,
                      explained=float(kept.sum() / eigenvalues.clip(min=0).sum()))
+
+
+PAPER_DIM_SHARE = 128 / 1024  # the paper kept d = 128 of a 1,024-wide embedding (2 x 512)
+
+
+def paper_dim(width: int) -> int:
+    """d at the paper's share of the embedding width (1/8), at least 2."""
+    return max(2, round(width * PAPER_DIM_SHARE))
+
+
+def pca_spectrum(x: np.ndarray, weights: np.ndarray | None = None) -> pd.DataFrame:
+    """Every principal direction of the rows of x (n, D), weighted: its variance, share, cumulative
+    share and excess kurtosis (0 for a Gaussian). What a reader needs to choose d: ICA can only
+    separate non-Gaussian directions, and whitening gives a low-variance direction as much weight
+    as the first."""
+    x = _as_matrix(x, "word vectors")
+    w = _check_weights(weights, len(x))
+    mean, eigenvalues, vectors = _principal_axes(x, w, center=True)
+    keep = eigenvalues > 1e-10 * max(eigenvalues[0], 1e-300)       # directions the vectors span
+    p = (x - mean) @ vectors[:, keep]                                # (n, rank)
+    v = w / w.sum()
+    kurtosis = (v @ p ** 4) / (v @ p ** 2) ** 2 - 3
+    share = eigenvalues[keep] / eigenvalues.clip(min=0).sum()
+    return pd.DataFrame({"component": np.arange(1, keep.sum() + 1), "variance": eigenvalues[keep],
+                         "share": share, "cumulative share": np.cumsum(share), "excess kurtosis": kurtosis})
+
+
+def _principal_axes(x: np.ndarray, w: np.ndarray, center: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Weighted mean (D,), covariance eigenvalues (D,) and eigenvectors (D, D), largest first."""
+    mean = (w @ x) / w.sum() if center else np.zeros(x.shape[1])
+    cov = np.zeros((x.shape[1], x.shape[1]))
+    for start in range(0, len(x), 65536):                           # bounded memory for large samples
+        chunk = x[start:start + 65536].astype(np.float64) - mean
+        cov += (chunk * w[start:start + 65536, None]).T @ chunk
+    eigenvalues, vectors = np.linalg.eigh(cov / w.sum())            # ascending
+    return mean, eigenvalues[::-1], vectors[:, ::-1]
 
 
 # ---------------------------------------------------------------------- Amari ICA (Eq. 6-7)
@@ -147,6 +179,7 @@ class ICAResult:
     converged: bool
     gradient: float             # final max |I - E[g(y) y^T]|
     loss: list[float] = field(default_factory=list)   # negative log-likelihood per accepted step
+    newton_steps: int = 0       # steps taken with the Newton preconditioner before the plain rule took over
 
 
 def _statistics(w: np.ndarray, p: np.ndarray, v: np.ndarray, second_moment: np.ndarray, chunk: int,
@@ -226,12 +259,13 @@ def _fit_ica(p: np.ndarray, config: ICAConfig, weights: np.ndarray | None) -> IC
     v = (v / v.sum()).astype(np.float32)                            # (n,)
     pt = np.ascontiguousarray(p.T, dtype=np.float32)               # (d, n)
     second_moment = (pt * v) @ pt.T                                 # (d, d) E[p p^T]; I when whitened
-    stats = lambda w: _statistics(w.astype(np.float32), pt, v, second_moment, config.chunk, config.newton)  # noqa: E731
+    newton = config.newton
+    stats = lambda w: _statistics(w.astype(np.float32), pt, v, second_moment, config.chunk, newton)  # noqa: E731
     w = np.eye(p.shape[1])                                         # W_0 = I (the paper)
-    lr = 1.0 if config.newton else config.lr                        # a Newton step is already scaled
+    lr = 1.0 if newton else config.lr                               # a Newton step is already scaled
     loss, grad, hess = stats(w)
     losses = [loss]
-    converged, n_iter = False, 0
+    converged, n_iter, newton_steps = False, 0, 0
     bar = tqdm(total=config.max_iter, desc="ICA", disable=not config.progress, leave=False)
     while True:
         gmax = float(np.abs(grad).max())
@@ -241,7 +275,12 @@ def _fit_ica(p: np.ndarray, config: ICAConfig, weights: np.ndarray | None) -> IC
             break
         if n_iter == config.max_iter:
             break
-        direction = _newton_direction(grad, hess) if config.newton else grad
+        if newton and len(losses) > STALL_STEPS and losses[-STALL_STEPS - 1] - loss < STALL_GAIN * abs(loss):
+            # Newton steps stopped paying (heavy-tailed, frequency-weighted word vectors: the block-diagonal
+            # Hessian is a poor model there): go on with the plain rule from here, which still descends.
+            newton, lr = False, config.lr
+            loss, grad, hess = stats(w)
+        direction = _newton_direction(grad, hess) if newton else grad
         while True:
             w_new = w - lr * direction @ w
             new = stats(w_new)
@@ -255,14 +294,15 @@ def _fit_ica(p: np.ndarray, config: ICAConfig, weights: np.ndarray | None) -> IC
         losses.append(loss)
         n_iter += 1
         bar.update()
+        newton_steps += newton
         if config.adaptive:
-            lr = min(lr * 1.2, 1.0) if config.newton else lr * 1.1
+            lr = min(lr * 1.2, 1.0) if newton else lr * 1.1
     bar.close()
     if not converged:
         warnings.warn(f"ICA stopped after {n_iter} steps without converging (max |I - E[g(y)y^T]| = {gmax:.2e} "
                       f">= tol {config.tol:g}); raise max_iter or check for near-Gaussian directions", stacklevel=3)
     return ICAResult(unmixing=w, n_iter=n_iter, converged=converged,
-                     gradient=float(np.abs(grad).max()), loss=losses)
+                     gradient=float(np.abs(grad).max()), loss=losses, newton_steps=newton_steps)
 
 
 def amari_index(product: np.ndarray) -> float:

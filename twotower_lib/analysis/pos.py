@@ -14,9 +14,15 @@ Resolved ambiguities:
 - A Stanza multi-word token (e.g. "cannot" = can + not) has one character span; it takes the tag
   of its first word.
 - Majority tag ties go to the tag first in UPOS order (alphabetical). The counts are kept.
-- The claim "NOUN and ADJ spread out" is checked as: at least `spread[0]` and at most `spread[1]`
-  of the tag's scored tokens are above zero (default 25%-75%); "preferred by the primary tower"
-  as median > 0, "by the secondary" as median < 0.
+- WordPiece continuation pieces ("##s", "##ed", ...) are not words: they get their own category,
+  `SUBWORD`, instead of the tag of the word they came from, and so stay out of Fig. 4's tags.
+- Each claim is checked against two thresholds (`pos_summary`). First, the one the scorecard
+  judges: the run's own median score over its tagged tokens. Fig. 4's claim is about where the tags
+  sit relative to each other, and s carries a per-run offset (the primary tower is better overall,
+  so most tokens of a run can sit on one side of zero). Second, zero, the paper's literal reading.
+  "Preferred by the primary tower" is the tag's median above the threshold, "by the secondary"
+  below it; "NOUN and ADJ spread out" is `spread[0]`-`spread[1]` of the tag's tokens above it
+  (default 25%-75%).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from twotower_lib.errors import MissingDependencyError, UserError
 
 UPOS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT",
         "SCONJ", "SYM", "VERB", "X")
+SUBWORD = "SUBWORD"  # a WordPiece continuation piece ("##ing"): a part of a word, not a word
 PAPER_TAGS = ("PROPN", "NOUN", "ADJ", "AUX", "ADP", "ADV", "VERB")
 PAPER_CLAIM = {"VERB": "primary", "ADP": "primary", "ADV": "primary", "AUX": "primary",
                "PROPN": "secondary", "NOUN": "spread", "ADJ": "spread"}
@@ -166,7 +173,7 @@ def majority_tags(counts: pd.DataFrame) -> pd.DataFrame:
     """Each tagged token's most frequent UPOS (the paper's rule), keeping the counts.
 
     Columns: token_id, token, upos, n_tagged, share (of the majority tag), then one count per UPOS.
-    Tokens never tagged are left out.
+    Tokens never tagged are left out. A continuation piece ("##ing") is `SUBWORD` whatever its counts.
     """
     c = counts[list(UPOS)].to_numpy()
     n = c.sum(axis=1)
@@ -177,6 +184,7 @@ def majority_tags(counts: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame({"token_id": counts.index.to_numpy(), "token": counts["token"].to_numpy(),
                         "upos": np.asarray(UPOS, dtype=object)[best], "n_tagged": n,
                         "share": c[np.arange(len(c)), best] / np.maximum(n, 1)})
+    out.loc[out["token"].astype(str).str.startswith("##"), "upos"] = SUBWORD
     return pd.concat([out, counts[list(UPOS)].reset_index(drop=True)], axis=1)[tagged].reset_index(drop=True)
 
 
@@ -206,9 +214,9 @@ def fig4_data(tables: Mapping[str, pd.DataFrame], pos_table: pd.DataFrame, tags:
     the top-N most frequent). Columns: run, token_id, token, upos, score.
     """
     tabs = check_tables(tables, score_col)
-    unknown = set(tags) - set(UPOS)
+    unknown = set(tags) - set(UPOS) - {SUBWORD}
     if unknown:
-        raise UserError(f"unknown UPOS tag(s) {sorted(unknown)}; the tags are {UPOS}")
+        raise UserError(f"unknown UPOS tag(s) {sorted(unknown)}; the tags are {UPOS} and {SUBWORD!r}")
     pos = pos_table.set_index("token_id")
     vocab = next(iter(tabs.values()))
     shared = pos.index.intersection(vocab.index)
@@ -231,47 +239,66 @@ def fig4_data(tables: Mapping[str, pd.DataFrame], pos_table: pd.DataFrame, tags:
     return out
 
 
-def pos_summary(fig4: pd.DataFrame, spread: tuple[float, float] = (0.25, 0.75)) -> pd.DataFrame:
-    """Per run and tag: n, median, mean, share above zero, the paper's claim and whether it holds.
+AGAINST = {"median": "the run's median s", "zero": "zero"}
 
-    Columns: run, upos, n, median, mean, share_positive, paper ("primary" | "secondary" | "spread"
-    | "" for tags the paper does not discuss), holds (bool, or None without a claim), verdict (text).
+
+def pos_summary(fig4: pd.DataFrame, spread: tuple[float, float] = (0.25, 0.75)) -> pd.DataFrame:
+    """Per run, threshold and tag: n, median, mean, share above the threshold, the paper's claim and
+    whether it holds, checked against the run's median score over its tagged tokens in `fig4`
+    (`against="median"`; `SUBWORD` pieces left out of that median: pass every tag to `fig4_data`)
+    and against zero (`against="zero"`). See the module docstring for why both.
+
+    Columns: run, against, threshold, upos, n, median, mean, share_above, paper ("primary" |
+    "secondary" | "spread" | "" for tags the paper does not discuss), holds (bool, or None without a
+    claim), verdict (the statistic, its value and the threshold, in words).
     """
     if fig4.empty:
         raise UserError("pos_summary got no rows; build them with fig4_data")
     rows = []
-    for (run, tag), s in fig4.groupby(["run", "upos"], sort=False):
-        v = s["score"].to_numpy()
-        med, share = float(np.median(v)), float((v > 0).mean())
-        claim = PAPER_CLAIM.get(tag, "")
-        if claim == "primary":
-            holds, verdict = med > 0, f"median {med:+.3f} {'>' if med > 0 else '<='} 0"
-        elif claim == "secondary":
-            holds, verdict = med < 0, f"median {med:+.3f} {'<' if med < 0 else '>='} 0"
-        elif claim == "spread":
-            holds = spread[0] <= share <= spread[1]
-            verdict = f"{share:.0%} above 0 ({'within' if holds else 'outside'} {spread[0]:.0%}-{spread[1]:.0%})"
-        else:
-            holds, verdict = None, "no claim in the paper"
-        rows.append({"run": run, "upos": tag, "n": len(v), "median": med, "mean": float(v.mean()),
-                     "share_positive": share, "paper": claim, "holds": holds, "verdict": verdict})
+    for run, of_run in fig4.groupby("run", sort=False):
+        words = of_run.loc[of_run["upos"] != SUBWORD, "score"]
+        center = float(np.median(words)) if len(words) else float(np.median(of_run["score"]))
+        for against, threshold in (("median", center), ("zero", 0.0)):
+            for tag, s in of_run.groupby("upos", sort=False):
+                v = s["score"].to_numpy()
+                med, share = float(np.median(v)), float((v > threshold).mean())
+                claim = PAPER_CLAIM.get(tag, "")
+                if claim in ("primary", "secondary"):
+                    holds = med > threshold if claim == "primary" else med < threshold
+                    verdict = f"median {med:+.3f} {'>' if med > threshold else '<='} {threshold:+.3f}"
+                elif claim == "spread":
+                    holds = spread[0] <= share <= spread[1]
+                    verdict = (f"{share:.0%} above {threshold:+.3f} "
+                               f"({'within' if holds else 'outside'} {spread[0]:.0%}-{spread[1]:.0%})")
+                else:
+                    holds, verdict = None, "no claim in the paper"
+                rows.append({"run": run, "against": against, "threshold": threshold, "upos": tag, "n": len(v),
+                             "median": med, "mean": float(v.mean()), "share_above": share, "paper": claim,
+                             "holds": holds, "verdict": verdict})
     return pd.DataFrame(rows)
 
 
-_CLAIM_TEXT = {"primary": "primary (median s > 0)", "secondary": "secondary (median s < 0)",
-               "spread": "spread (25-75% of s > 0)"}
+_CLAIM_TEXT = {"primary": "primary", "secondary": "secondary", "spread": "spread over both"}
+_CHECKED_AS = {"primary": "median s > {t}", "secondary": "median s < {t}", "spread": "25-75% of s > {t}"}
 
 
 def claims_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """Fig. 4 as a reader checks it: a row per paper tag (the paper's order), the paper's claim, how
-    many tokens carry the tag, then per run ✓ or ✗ and the number that decided it (the median
-    score for a primary/secondary claim, the share of tokens above zero for a spread one), from
-    `pos_summary`."""
+    """Fig. 4 as a reader checks it: per paper tag (the paper's order) two rows, the claim checked
+    against the run's median and against zero (the statistic and threshold in the index); the
+    paper's claim, how many tokens carry the tag, then per run ✓ or ✗ with the number that decided
+    it and that run's threshold (the tag's median score, or for a spread claim the share of its
+    tokens above the threshold), from `pos_summary`."""
     rows = summary[summary["upos"].isin(PAPER_TAGS)]
-    decided = [f"{'✓' if h else '✗'} {m:+.2f}" if PAPER_CLAIM[t] != "spread" else f"{'✓' if h else '✗'} {share:.0%}"
-               for t, h, m, share in zip(rows["upos"], rows["holds"], rows["median"], rows["share_positive"])]
-    table = rows.assign(cell=decided).pivot(index="upos", columns="run", values="cell").reindex(list(PAPER_TAGS))
-    table = table.fillna("no token")
-    table.insert(0, "tokens", rows.groupby("upos")["n"].max().reindex(list(PAPER_TAGS)).fillna(0).astype(int))
-    table.insert(0, "the paper (Fig. 4)", [_CLAIM_TEXT[PAPER_CLAIM[t]] for t in table.index])
-    return table[["the paper (Fig. 4)", "tokens", *dict.fromkeys(summary["run"])]].rename_axis(index="tag", columns=None)
+    decided = [f"{'✓' if h else '✗'} {m:+.2f} vs {t:+.2f}" if PAPER_CLAIM[tag] != "spread"
+               else f"{'✓' if h else '✗'} {share:.0%} above {t:+.2f}"
+               for tag, h, m, share, t in zip(rows["upos"], rows["holds"], rows["median"], rows["share_above"],
+                                              rows["threshold"])]
+    index = pd.MultiIndex.from_product([list(PAPER_TAGS), list(AGAINST)])
+    table = rows.assign(cell=decided).pivot(index=["upos", "against"], columns="run", values="cell") \
+        .reindex(index).fillna("no token")
+    table.insert(0, "tokens", rows.groupby("upos")["n"].max().reindex([t for t, _ in index]).fillna(0).astype(int).to_numpy())
+    table.insert(0, "the paper (Fig. 4)", [_CLAIM_TEXT[PAPER_CLAIM[t]] for t, _ in index])
+    table.index = pd.MultiIndex.from_tuples(
+        [(t, _CHECKED_AS[PAPER_CLAIM[t]].format(t="the run's median" if a == "median" else "0")) for t, a in index],
+        names=["tag", "checked as"])
+    return table[["the paper (Fig. 4)", "tokens", *dict.fromkeys(summary["run"])]].rename_axis(columns=None)

@@ -91,6 +91,69 @@ def control_correlations(ctx: SectionContext, pairs: pd.DataFrame, score_col: st
     return pd.DataFrame(rows)
 
 
+def register_tests(ctx: SectionContext, scores: dict, pairs: list[tuple[str, str]]) -> dict[str, pd.DataFrame]:
+    """Does s follow the register (`analysis.register`)? Three tables over the profile's top_n tokens:
+    `gaps` (primary minus secondary log-probability per source, for every case and control run),
+    `fit` (per case and score variant: the R² of s on the sources' log frequency ratios, and each
+    source's r), `pairs` (r and partial r once the register fit is removed, per pair and variant).
+    Empty tables where the corpus has a single source."""
+    import pandas as pd
+
+    from twotower_lib.analysis.register import (partial_r, register_fit, source_log_ratios, source_token_counts,
+                                                tower_gap_by_source)
+
+    data = load_data(ctx)
+    valid_sources = data.sources("valid")
+    counts = source_token_counts(data)
+    if counts.shape[1] < 2:
+        return {"gaps": pd.DataFrame(), "fit": pd.DataFrame(), "pairs": pd.DataFrame()}
+    runs = dict(scores)
+    for _, _, arts in load_controls(ctx):
+        runs.update(arts)
+    gaps = pd.DataFrame({name: tower_gap_by_source(art.doc_stats, valid_sources)["gap"] for name, art in runs.items()}).T
+    gaps.columns = [f"gap {c}" for c in gaps.columns]
+    ids = top_token_ids(data, ctx.profile.top_n)
+    ratios = source_log_ratios(counts).to_numpy()[ids]                          # (n, S)
+    fit, rows = [], []
+    for col, variant in VARIANTS.items():
+        s = {name: art.table.set_index("token_id")[col].to_numpy()[ids] for name, art in scores.items()}
+        for name, values in s.items():
+            f = register_fit(values, ratios)
+            fit.append({"case": name, "variant": variant, "n_tokens": f["n_tokens"], "R2": f["R2"],
+                        **{f"r with {src}": f[f"r {j}"] for j, src in enumerate(counts.columns)}})
+        for a, b in pairs:
+            r, r_partial = partial_r(s[a], s[b], ratios)
+            rows.append({"a": a, "b": b, "variant": variant, "r": r, "partial r": r_partial})
+    return {"gaps": gaps, "fit": pd.DataFrame(fit), "pairs": pd.DataFrame(rows)}
+
+
+def describe_register(tests: dict[str, pd.DataFrame], same: list[tuple[str, str]], strong: float = 0.2) -> str:
+    """The register tests in words, every number from `tests` (Eq. 4's score): whether any trained
+    case's towers win on different sources, the R² range, each same-configuration pair's r and
+    partial r, and how the different-configuration pairs with |r| >= `strong` change."""
+    gaps, fit, pairs = tests["gaps"], tests["fit"], tests["pairs"]
+    if gaps.empty:
+        return "The corpus has a single source, so there is no register to test."
+    eq4 = fit[fit["variant"] == VARIANTS["score"]].set_index("case")["R2"]
+    split = [name for name in eq4.index if (gaps.loc[name] > 0).any() and (gaps.loc[name] < 0).any()]
+    lines = [("In no trained case is one tower better on one source and the other tower better on another: the "
+              "gaps differ in size between sources, not in sign." if not split else
+              f"In {', '.join(split)} one tower is better on some sources and the other on the rest."),
+             f"The sources' log frequency ratios explain R² = {eq4.min():.2f} to {eq4.max():.2f} of the variance "
+             f"of s (highest: {eq4.idxmax()}; lowest: {eq4.idxmin()})."]
+    cross = []
+    for a, b, r, partial in pairs[pairs["variant"] == VARIANTS["score"]][["a", "b", "r", "partial r"]].itertuples(index=False):
+        if (a, b) in same:
+            lines.append(f"Same configuration, {a} vs {b}: r = {r:.2f}, {partial:.2f} with register removed.")
+        elif abs(r) >= strong:
+            cross.append((abs(r), abs(partial)))
+    if cross:
+        lines.append(f"The {len(cross)} different-configuration pairs with |r| >= {strong}: mean |r| "
+                     f"{sum(c[0] for c in cross) / len(cross):.2f}, {sum(c[1] for c in cross) / len(cross):.2f} "
+                     "with register removed.")
+    return " ".join(lines)
+
+
 def sample_texts(data, split: str, n: int, seed: int = 0) -> list[str]:
     """A seeded sample of `n` documents of `split` (all if fewer), in corpus order, read in one pass."""
     import numpy as np
@@ -138,14 +201,15 @@ def word_ica(ctx: SectionContext, data):
     """Section 5.3's word vectors and their ICA, from the reference case's trained input embedding.
 
     A seeded sample of `ica_tokens` token occurrences of the training split (whole blocks, special
-    tokens left out) picks the rows of the embedding, each occurrence one row; whitening PCA to
-    `ica_dim` and Amari ICA follow (`analysis.ica.fit_word_ica`). Returns (fitted WordICA, token
-    ids of the distinct sampled tokens, their components (words, d), their occurrences in the sample).
+    tokens left out) picks the rows of the embedding, each occurrence one row; whitening PCA to d =
+    `ica_dim` (0: the paper's share of the width, `analysis.ica.paper_dim`) and Amari ICA follow
+    (`analysis.ica.fit_word_ica`). Returns (fitted WordICA, token ids of the distinct sampled tokens,
+    their components (words, d), their occurrences in the sample, the PCA spectrum of every direction).
     """
     import numpy as np
     import torch
 
-    from twotower_lib.analysis.ica import ICAConfig, PCAConfig, fit_word_ica, sample_occurrences
+    from twotower_lib.analysis.ica import ICAConfig, PCAConfig, fit_word_ica, paper_dim, pca_spectrum, sample_occurrences
     from twotower_lib.models import load_model
 
     reference = ica_reference(ctx)
@@ -153,6 +217,8 @@ def word_ica(ctx: SectionContext, data):
     with torch.no_grad():
         embedding = model.tok_emb.weight.detach().to(torch.float64).numpy()     # (vocab, E)
     ids = sample_occurrences(data.train, ctx.profile.ica_tokens, data.special_ids.values(), ctx.profile.data_seed)
-    fitted = fit_word_ica(embedding, ids, PCAConfig(d=ctx.profile.ica_dim), ICAConfig(max_iter=2000))
+    d = ctx.profile.ica_dim or paper_dim(embedding.shape[1])
+    fitted = fit_word_ica(embedding, ids, PCAConfig(d=d), ICAConfig(max_iter=5000))
     token_ids, counts = np.unique(ids, return_counts=True)
-    return fitted, token_ids, fitted.transform(embedding[token_ids]), counts
+    spectrum = pca_spectrum(embedding[token_ids], counts)
+    return fitted, token_ids, fitted.transform(embedding[token_ids]), counts, spectrum

@@ -287,12 +287,29 @@ def component_heatmap(fig5: pd.DataFrame, title: str = "Word vectors after ICA")
 
 
 def group_histogram(hist: pd.DataFrame, title: str = "Number of word groups per word") -> alt.Chart:
-    """Fig. 6: share of words in k groups. `hist`: columns n_groups, n_words, share."""
+    """Fig. 6: share of words in k groups. `hist`: columns n_groups, n_words, share, and optionally
+    `words` (which set of words was counted), shown as bars side by side."""
+    extra = {"color": alt.Color("words:N", legend=LEGEND_BELOW), "xOffset": "words:N"} if "words" in hist else {}
     return alt.Chart(hist, title=title, width=WIDTH, height=260).mark_bar().encode(
         x=alt.X("n_groups:O", title="groups the word belongs to", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("share:Q", title="share of words", axis=alt.Axis(format="%")),
-        tooltip=["n_groups:O", alt.Tooltip("n_words:Q", format=","), alt.Tooltip("share:Q", format=".1%")],
+        tooltip=[*(["words:N"] if extra else []), "n_groups:O", alt.Tooltip("n_words:Q", format=","),
+                 alt.Tooltip("share:Q", format=".1%")],
+        **extra,
     )
+
+
+def pca_spectrum(spectrum: pd.DataFrame, d: int, title: str = "Principal directions of the word vectors") -> alt.Chart:
+    """Each principal direction's share of the variance (log scale) and excess kurtosis (0: Gaussian),
+    with a dashed rule at the d kept. `spectrum`: `analysis.ica.pca_spectrum`."""
+    base = alt.Chart(spectrum, width=WIDTH, height=160).encode(
+        x=alt.X("component:Q", title="principal direction (largest variance first)"),
+        tooltip=["component:Q", alt.Tooltip("share:Q", format=".2%"), alt.Tooltip("cumulative share:Q", format=".1%"),
+                 alt.Tooltip("excess kurtosis:Q", format=".2f")])
+    rule = alt.Chart(pd.DataFrame({"d": [d]})).mark_rule(strokeDash=[4, 4]).encode(x="d:Q")
+    share = base.mark_line().encode(y=alt.Y("share:Q", scale=alt.Scale(type="log"), title="share of variance"))
+    kurtosis = base.mark_line(color="darkorange").encode(y=alt.Y("excess kurtosis:Q", title="excess kurtosis"))
+    return alt.vconcat(share + rule, kurtosis + rule, title=title)
 
 
 def group_word_lists(members: pd.DataFrame, title: str = "Example word groups") -> alt.Chart:

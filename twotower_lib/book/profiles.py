@@ -83,7 +83,7 @@ class Profile:
     pos_backend: str = "auto"            # one of POS_BACKENDS
     ica_reference: str = "bert-large:1"  # the case ("model:seed") whose input embedding gives the word vectors
     ica_tokens: int = 1_000_000          # token occurrences in the corpus sample of the ICA (05_ica)
-    ica_dim: int = 128                   # d of Eq. 5
+    ica_dim: int = 0                     # d of Eq. 5; 0: the paper's share of the embedding width (128 of 1024)
     # -- structure (not overridable with -p: change the profile instead)
     models: dict[str, ModelChoice] = field(default_factory=dict, compare=False)
 
@@ -100,11 +100,11 @@ class Profile:
         if not isinstance(self.valid_fraction, float) or not 0.0 < self.valid_fraction < 1.0:
             raise bad("valid_fraction", "must be a number strictly between 0 and 1")
         for name in ("vocab_size", "seq_len", "doc_words", "train_tokens", "micro_batch", "probe_tokens", "probe_max_epochs", "top_n",
-                     "pos_docs", "ica_tokens", "ica_dim"):
+                     "pos_docs", "ica_tokens"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise bad(name, "must be a positive integer")
-        for name in ("data_seed", "num_gpus", "bootstrap", "threads_per_run"):
+        for name in ("data_seed", "num_gpus", "bootstrap", "threads_per_run", "ica_dim"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise bad(name, "must be a non-negative integer")
@@ -344,7 +344,7 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
                     "unconverged); no result is meaningful at this size",
             corpus="registry:brown", vocab_size=300, seq_len=32, doc_words=300, valid_fraction=0.2, cases=("gpt:1", "gpt:2", "bert-large:1"),
             train_tokens=10_000, precision="fp32", micro_batch=8, threads_per_run=1, probe_tokens=5_000, probe_max_epochs=3, top_n=50,
-            bootstrap=50, pos_docs=10, ica_tokens=20_000, ica_dim=16, models=_TINY_MODELS),
+            bootstrap=50, pos_docs=10, ica_tokens=20_000, models=_TINY_MODELS),
     # fp32: the emergence study's curves were all measured in fp32, and whether bf16 autocast pays
     # off depends on the CPU (benchmarks/bench_train.py): on one 2-core AVX-512-BF16 machine
     # without AMX bf16 matmuls ran at half the fp32 rate, on another (2026-11-23) GPT training ran

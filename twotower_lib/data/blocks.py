@@ -134,6 +134,14 @@ class PreparedData:
         """Document ids of `split`; position i is document index i in `<split>_docs.npy`."""
         return [d["id"] for d in read_documents(self.path / DOCUMENTS) if d["split"] == split]
 
+    def sources(self, split: str) -> np.ndarray:
+        """The source (register) of each document of `split`, by document index: the first part of
+        its id ("books/austen-emma#0003" -> "books"; a hub dataset's "hf/NAME/..." -> NAME)."""
+        def source(doc_id: str) -> str:
+            parts = doc_id.split("/")
+            return parts[1] if parts[0] == "hf" and len(parts) > 2 else parts[0]
+        return np.array([source(d) for d in self.documents(split)])
+
     def texts(self, split: str, limit: int | None = None) -> Iterator[str]:
         """Cleaned, cased text of the documents of `split` (what the POS tagger reads), in index order."""
         n = 0
