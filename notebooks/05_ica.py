@@ -154,6 +154,6 @@ charts.group_word_lists(examples, title=f"Word groups most and least preferred b
 # %%
 scorecard.record_ica(ctx, groups_per_word, within_1, int(members["component"].nunique()),
                      t3[runs] if len(runs) > 1 else None, fitted.ica.converged,
-                     words=f"the {ctx.profile.top_n} most frequent", fig6_all=fig6[f"all {len(token_ids)} tokens"][1])
+                     words=f"the {ctx.profile.top_n} most frequent", fig6_all=fig6[f"all {len(token_ids)} tokens"][1], d=d)
 ctx.finish(reference=reference, d=d, converged=fitted.ica.converged, ica_steps=fitted.ica.n_iter, groups=len(t3),
            **groups_per_word, fig6_all_tokens=fig6[f"all {len(token_ids)} tokens"][1]);

@@ -36,7 +36,7 @@ from IPython.display import HTML
 
 from twotower_lib.book import charts, paper_tables, probing, scorecard, sections
 from twotower_lib.analysis.correlation import CorrelationConfig, correlation_matrix
-from twotower_lib.analysis.frequency import fig8_data, partial_correlations, table4
+from twotower_lib.analysis.frequency import fig8_data, partial_correlations, table4, table4_grid
 
 ctx = sections.open_section("06_frequency", globals())
 charts.enable()
@@ -74,6 +74,16 @@ t4.round(4)
 charts.correlation_heatmap(correlation_matrix(t4), title=f"Spearman rho over the top {ctx.profile.top_n} tokens")
 
 # %% [markdown]
+# The same Spearman rho without intervals, in both score variants (the paper's Eq. 4 and the
+# authors' code) and at two N: the profile's and the paper's 5000 (or every scored token, if
+# fewer). The agreement between runs, and with frequency, can change with N: the rarer tokens
+# added at larger N are scored from fewer occurrences.
+
+# %%
+grid = table4_grid(tables, counts, [ctx.profile.top_n, 5000]).rename(columns=probing.VARIANTS, level="variant")
+grid.round(3)
+
+# %% [markdown]
 # ## Beyond the paper: agreement with frequency partialled out
 #
 # Pearson r of each pair of cases before (`r`) and after (`r_partial`) removing the linear effect
@@ -86,4 +96,5 @@ partial_correlations(tables, counts, CorrelationConfig(n=ctx.profile.top_n, n_bo
 
 # %%
 scorecard.record_frequency(ctx, t4)
-ctx.finish(top_n=ctx.profile.top_n);
+ctx.finish(top_n=ctx.profile.top_n, frequency_rho={f"{v}, {n}": grid.xs("frequency rank", level="b")[(v, n)].to_dict()
+                                                  for v, n in grid.columns});

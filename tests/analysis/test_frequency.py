@@ -6,7 +6,7 @@ from scipy import stats
 
 from tests.analysis import synthetic_runs
 from twotower_lib.analysis.correlation import CorrelationConfig, correlation_matrix, top_tokens
-from twotower_lib.analysis.frequency import FREQUENCY, fig8_data, partial_correlations, table4
+from twotower_lib.analysis.frequency import FREQUENCY, fig8_data, partial_correlations, table4, table4_grid
 from twotower_lib.preference import frequency_rank
 from twotower_lib.errors import UserError
 
@@ -47,6 +47,17 @@ def test_table4_matches_scipy_spearman(runs):
     assert row["ci_low"] < truth < row["ci_high"]
     m = correlation_matrix(out)
     assert list(m.index) == ["run1", "run2", FREQUENCY]
+
+
+def test_table4_grid_gives_each_variant_and_n_its_own_column(runs):
+    tables, _, counts = runs
+    grid = table4_grid(tables, counts, [50, 120, 120])              # a repeated N counts once
+    assert list(grid.columns) == [(c, f"N = {n}") for c in ("score", "score_logmean") for n in (50, 120)]
+    for col in ("score", "score_logmean"):
+        for n in (50, 120):
+            ids = top_tokens({"run1": tables["run1"]}, counts, n)
+            want = stats.spearmanr(tables["run1"].set_index("token_id").loc[ids, col], frequency_rank(counts)[ids])
+            assert grid.loc[("run1", FREQUENCY), (col, f"N = {n}")] == pytest.approx(want.statistic, abs=1e-12)
 
 
 def test_partial_correlation_controls_log_frequency(runs):

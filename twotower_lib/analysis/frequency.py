@@ -16,7 +16,7 @@ Resolved ambiguities:
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -60,6 +60,20 @@ def table4(tables: Mapping[str, pd.DataFrame], train_counts: np.ndarray,
         config = replace(config, method="spearman")
     return pairwise_correlations(tables, train_counts, config, doc_stats,
                                  extra={FREQUENCY: frequency_rank(train_counts).astype(float)})
+
+
+def table4_grid(tables: Mapping[str, pd.DataFrame], train_counts: np.ndarray, ns: Sequence[int],
+                score_cols: Sequence[str] = ("score", "score_logmean")) -> pd.DataFrame:
+    """Table 4's rho (no intervals) for every N in `ns` and every score variant: one row per pair
+    (frequency rank included), one column per (variant, N). The paper's N is 5000; a profile's own
+    N can be smaller, and the answer can change with it."""
+    cols = {}
+    for col in score_cols:
+        for n in dict.fromkeys(ns):
+            t = table4(tables, train_counts, CorrelationConfig(n=n, method="spearman", score_col=col, n_boot=0,
+                                                               n_permutations=0, progress=False))
+            cols[(col, f"N = {int(t['n_tokens'].max())}")] = t.set_index(["a", "b"])["r"]
+    return pd.DataFrame(cols).rename_axis(columns=["variant", "tokens"])
 
 
 def partial_correlations(tables: Mapping[str, pd.DataFrame], train_counts: np.ndarray,

@@ -281,7 +281,7 @@ def record_pos(ctx, summary: pd.DataFrame, backend: str, min_tokens: int = 3) ->
 
 def record_ica(ctx, fig6_summary: dict, fig5_within_1: float, n_groups: int, table3_runs: pd.DataFrame | None,
                converged: bool, words: str = "the distinct tokens of the corpus sample",
-               fig6_all: dict | None = None) -> None:
+               fig6_all: dict | None = None, d: int | None = None) -> None:
     """Record Figs. 5-7 and Table 3 from 05_ica's results.
 
     fig5_within_1: share of the Fig. 5 values in [-1, 1] (paper: about 80%; a Gaussian gives 68%,
@@ -297,16 +297,17 @@ def record_ica(ctx, fig6_summary: dict, fig5_within_1: float, n_groups: int, tab
     from scipy.stats import spearmanr
 
     conv = "" if converged else "; the ICA did not converge"
+    where = f" (d = {d}: the number of groups a word can join grows with d)" if d else ""
     gauss = 0.683
     v5 = ("reproduced" if abs(fig5_within_1 - 0.80) <= 0.05 else "partly" if fig5_within_1 > gauss else "not")
     record(ctx, "fig5", f"{fig5_within_1:.0%} of the values within [-1, 1]", v5,
-           f"components scaled to unit variance; a Gaussian would give {gauss:.0%}{conv}")
+           (f"d = {d}; " if d else "") + f"components scaled to unit variance; a Gaussian would give {gauss:.0%}{conv}")
     near = [abs(fig6_summary["share_one"] - 0.45) <= 0.10, abs(fig6_summary["share_none"] - 0.13) <= 0.10,
             abs(fig6_summary["mean_groups"] - 1.45) <= 0.3]
     record(ctx, "fig6", f"{fig6_summary['share_one']:.0%} in exactly one group, {fig6_summary['share_none']:.0%} in none, "
            f"{fig6_summary['mean_groups']:.2f} groups per word",
            "reproduced" if all(near) else "partly" if any(near) else "not",
-           f"over {fig6_summary['n_words']} words ({words}), |y| > 2.5"
+           f"over {fig6_summary['n_words']} words ({words}), |y| > 2.5{where}"
            + (f"; over all {fig6_all['n_words']} sampled tokens: {fig6_all['share_one']:.0%} in one, "
               f"{fig6_all['share_none']:.0%} in none, {fig6_all['mean_groups']:.2f} per word" if fig6_all else "") + conv)
     record(ctx, "fig7", f"{n_groups} non-empty groups; their members are listed in section 05_ica", "not attempted",
