@@ -63,7 +63,8 @@ ctx.parameter_table()
 scores = probing.load_scores(ctx)
 pairs_by = {col: analyses.correlations(ctx, scores, col) for col in probing.VARIANTS}
 pairs = pairs_by["score"]
-control_by = {col: analyses.control_correlations(ctx, pairs_by[col], col) for col in probing.VARIANTS}
+quality_by = {col: analyses.quality_correlations(ctx, scores, col) for col in probing.VARIANTS}
+control_by = {col: analyses.control_correlations(ctx, pairs_by[col], col, quality_by[col]) for col in probing.VARIANTS}
 control = control_by["score"]
 table2 = paper_tables.compare(pairs_by, "table2", probing.same_config_pairs(ctx), control)
 HTML(paper_tables.matrix_html(
@@ -77,6 +78,18 @@ HTML(paper_tables.matrix_html(
 
 # %%
 HTML(paper_tables.pairs_html(table2, {c: f"ours, {v}" for c, v in probing.VARIANTS.items()}))
+
+# %% [markdown]
+# The same pairs over words only: WordPiece continuation pieces ("##s", "##ed") and tokens of
+# punctuation alone left out, the `top_n` most frequent of the rest (no intervals). The paper's
+# own Table 3 has a suffix group scoring +0.65 in Bert-large and −1.78 in GPT: such pieces alone
+# can set the sign of a cross-type r.
+
+# %%
+words_by = {col: analyses.word_correlations(ctx, scores, col) for col in probing.VARIANTS}
+pd.concat([analyses.side_by_side(pairs_by, ("a", "b"))[[f"r ({v})" for v in probing.VARIANTS.values()]],
+           analyses.side_by_side(words_by, ("a", "b")).rename(columns=lambda c: c.replace("r (", "r, words only ("))],
+          axis=1).round(3)
 
 # %% tags=["hide-output"]
 # Every number behind the two tables (permutation p-values, bootstrap bias, the number of tokens)
@@ -121,11 +134,21 @@ charts.score_lines(fig3.rename(columns={"run": "case"}).assign(frequency=fig3["t
 # - **permutation**: the 97.5% quantile of r between the same-configuration runs after shuffling
 #   the token labels of one of them (the permutation p-value in Table 2 comes from the same shuffles).
 #
+# - **quality gap** (where the profile runs it): if s were only "which tokens gain most as a model
+#   gets better", two runs would correlate whenever their towers differ in quality, with no division
+#   of labour. A single-tower run scored against its own snapshot half way through training, by the
+#   same rule, gives that better-vs-worse profile q; each case's r with q is in the table after
+#   this one, and the control's r for a same-configuration pair is r(a, q) · r(b, q), what a shared
+#   quality profile alone would give.
+#
 # The trained same-configuration correlation counts as reproduced only where its 95% interval
 # lies above every control's r (the scorecard applies this rule, to Eq. 4's score).
 
 # %%
 analyses.side_by_side(control_by, ("control", "model", "a", "b")).round(3) if len(control) else control
+
+# %%
+analyses.side_by_side(quality_by, ("quality of", "a")).round(3) if len(quality_by["score"]) else "no quality-gap control at this profile"
 
 # %% [markdown]
 # ## Two ceilings: the validation text and the probe
@@ -191,4 +214,7 @@ ctx.finish(pairs=len(pairs), top_n=ctx.profile.top_n,
            .to_dict("records"),
            controls=control[["control", "model", "r"]].to_dict("records") if len(control) else [],
            ceilings=ceiling.to_dict("records"),
+           words_only=words_by["score"][["a", "b", "r"]].to_dict("records"),
+           quality=quality_by["score"][["quality of", "a", "r", "ci_low", "ci_high"]].to_dict("records")
+           if len(quality_by["score"]) else [],
            register_fit=register["fit"].to_dict("records"), register_pairs=register["pairs"].to_dict("records"));

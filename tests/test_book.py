@@ -27,6 +27,7 @@ import yaml
 
 from twotower_lib.book import build, charts, pipeline
 from twotower_lib.errors import UserError
+from twotower_lib.run_names import case_name
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -208,8 +209,13 @@ def test_end_to_end_tiny_pipeline_and_strict_book_build(built_book):
     measured = {r["id"]: r for r in card["rows"]}
     for item in ("fig4", "fig5", "fig6", "fig7", "table3", "controls"):  # the sections recorded their items
         assert measured[item]["ours"] and "not written" not in measured[item]["note"], measured[item]
-    # all three controls ran at the tiny profile: four single-tower runs, probed and paired
-    assert all(f"{c} r = " in measured["controls"]["ours"] for c in ("untrained", "independent", "permutation"))
+    # all four controls ran at the tiny profile: four single-tower runs, probed and paired; run 1 also
+    # against its own half-way snapshot, and the r a shared quality profile alone would give
+    assert all(f"{c} r = " in measured["controls"]["ours"] for c in ("untrained", "independent", "permutation",
+                                                                      "quality gap"))
+    quality = json.loads((pipe.root / "correlations" / "section.json").read_text())["summary"]["quality"]
+    assert sorted(q["a"] for q in quality) == sorted(case_name(m, s) for m, s in pipe.profile.case_list()) and all(
+        -1 <= q["r"] <= 1 for q in quality)
     training = pipe.root / "training"
     assert sorted(p.name for p in training.glob("*-k1-s*")) == [f"gpt-k1-s{i}" for i in (1, 2, 3, 4)]
     assert all((pipe.root / "probing" / "independent" / f"gpt-pair-{i}" / "manifest.json").exists() for i in (1, 2))

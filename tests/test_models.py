@@ -101,6 +101,26 @@ def test_elmo_position_never_sees_its_own_token(i):
 
 
 @pytest.mark.parametrize("i", [0, 13, 31])
+def test_elmo_as_released_sees_only_the_left_context(i):
+    model = tiny("elmo", n_layer=2, elmo_backward_zeroed=True)
+    change = _state_change(model, random_ids(), i)
+    assert (change[:i + 1] == 0).all()        # as released: no position sees token i or what follows it
+    assert (change[i + 1:] > 0).all()
+    states = model.tower_states(random_ids())  # (B, T, k, H): the backward half is exactly 0
+    assert (states[..., model.cfg.hidden // 2:] == 0).all()
+    bidirectional = tiny("elmo", n_layer=2)
+    assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in bidirectional.parameters())
+
+
+def test_elmo_as_released_is_an_elmo_option_saved_only_when_set():
+    with pytest.raises(UserError, match="elmo_backward_zeroed.*ELMo option"):
+        preset("tiny", "gpt", elmo_backward_zeroed=True)
+    assert "elmo_backward_zeroed" not in preset("tiny", "elmo").to_dict()   # runs saved before it keep their identity
+    released = preset("tiny", "elmo", elmo_backward_zeroed=True)
+    assert ModelConfig.from_dict(released.to_dict()) == released
+
+
+@pytest.mark.parametrize("i", [0, 13, 31])
 def test_gpt_is_causal(i):
     model = tiny("gpt")
     change = _state_change(model, random_ids(), i)

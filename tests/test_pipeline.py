@@ -74,6 +74,10 @@ def test_per_model_budgets_and_the_independent_control_runs():
     assert p.independent_runs() == [("gpt", s) for s in (1, 2, 3, 4)]
     assert p.train_config("gpt", 3, "/d", towers=1).towers == 1
     assert p.with_overrides({"controls": "untrained,permutation"}).independent_runs() == []
+    assert p.quality_runs() == [("gpt", 1)]                       # run 1 against its own half-way snapshot
+    assert p.with_overrides({"controls": "untrained,independent"}).quality_runs() == []
+    with pytest.raises(UserError, match="'quality' without 'independent'"):
+        p.with_overrides({"controls": "untrained,quality"})
     assert p.with_overrides({"cases": "gpt:1,bert-large:1"}).independent_runs() == []  # no same-config pair
     both = p.with_overrides({"cases": "gpt:1,gpt:2,bert-large:1,bert-large:2"})
     assert both.independent_runs() == [(m, s) for m in ("gpt", "bert-large") for s in (1, 2, 3, 4)]

@@ -61,6 +61,10 @@ def test_run_directory(tiny_data, tmp_path, model):
     assert val[-1] == pytest.approx(evaluate(model_final, tiny_data, t, 8, False), rel=1e-5)
     snaps = [tokens for tokens, _ in list_snapshots(out)]
     assert snaps[0] == 0 and snaps[-1] == summary["tokens_seen"] and snaps == sorted(snaps) and len(snaps) >= 3
+    assert 12 * 8 * tiny_data.seq_len in snaps                       # half way, for the quality-gap control
+    from twotower_lib.book.probing import half_way_snapshot
+
+    assert half_way_snapshot(out) == 12 * 8 * tiny_data.seq_len
     assert manifest["param_sha256_by_rank"] == [params_sha256(model_final)]
     by_name, _ = load_model(out, snapshot=list_snapshots(out)[-1][1].stem)  # the last snapshot is the final model
     assert params_sha256(by_name) == params_sha256(model_final)
@@ -291,3 +295,12 @@ def test_one_recipe_turns_a_token_budget_into_steps():
     assert TrainConfig.for_tokens("gpt", "tiny", 1, 10_000, 8, 32, eval_every_steps=7).eval_every_steps == 7
     with pytest.raises(UserError, match="--model"):
         TrainConfig.for_tokens("lstm", "tiny", 1, 10_000, 8, 32)
+
+
+def test_as_released_builds_the_released_elmo_and_names_what_is_not_built(tiny_data, tmp_path):
+    summary = train(tcfg("elmo", max_steps=2, as_released=True), tiny_data, tmp_path / "elmo", show_progress=False)
+    assert summary["config"]["model"]["elmo_backward_zeroed"] is True
+    model, cfg = load_model(tmp_path / "elmo")
+    assert cfg.elmo_backward_zeroed and model.towers[0].backward_zeroed
+    with pytest.raises(UserError, match="as-released variant is built for \\['elmo'\\] so far, not 'gpt'"):
+        train(tcfg("gpt", max_steps=2, as_released=True), tiny_data, tmp_path / "gpt", show_progress=False)

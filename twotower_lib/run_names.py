@@ -42,6 +42,12 @@ def independent_pair_name(model: str, pair: int) -> str:
     return f"{model}-pair-{pair}"
 
 
+def quality_name(model: str) -> str:
+    """Directory and label of the quality-gap control of a model: its single-tower run 1, final
+    weights against an earlier snapshot, e.g. "gpt-quality"."""
+    return f"{model}-quality"
+
+
 def seed_pair_name(seed_a: int, seed_b: int) -> str:
     """A seed pair of the emergence study, e.g. "s1-s2"."""
     return f"s{seed_a}-s{seed_b}"

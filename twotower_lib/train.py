@@ -81,6 +81,8 @@ class TrainConfig:
     snapshot_every_tokens: int | None = None  # None: at 2^16, 2^17, ... tokens
     deepspeed_config: str | None = None  # None: configs/deepspeed_{cpu,gpu}.json
     data: str | None = None
+    as_released: bool = False           # the model as the authors' code builds it where it differs from the paper
+                                        # (`RELEASED_OPTIONS`); False: as the paper's text describes it
 
     @staticmethod
     def steps_for(tokens: int, micro_batch: int, seq_len: int) -> int:
@@ -356,6 +358,19 @@ def load_checkpoint(path: Path, engine) -> dict[str, Any]:
     return read_json(path / "state.json")
 
 
+# Where the authors' released code builds a model other than the paper's text describes (issue: the paper
+# against its code): the model options that give the released model, per family.
+RELEASED_OPTIONS: dict[str, dict[str, Any]] = {"elmo": {"elmo_backward_zeroed": True}}
+
+
+def released_options(model: str) -> dict[str, Any]:
+    """The ModelConfig options of the released code's `model`; UserError where not built yet."""
+    if model not in RELEASED_OPTIONS:
+        raise UserError(f"the as-released variant is built for {sorted(RELEASED_OPTIONS)} so far, not {model!r}; "
+                        "train without --as-released")
+    return RELEASED_OPTIONS[model]
+
+
 def next_snapshot(tokens: int, every: int | None) -> int:
     """Smallest snapshot threshold strictly above `tokens`."""
     if every:
@@ -391,7 +406,7 @@ def train(tcfg: TrainConfig, data, out: str | os.PathLike, resume: bool = False,
     init_distributed()
     rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
     cfg = preset(tcfg.preset, tcfg.model, towers=tcfg.towers, vocab_size=data.vocab_size,
-                 seq_len=data.seq_len)
+                 seq_len=data.seq_len, **(released_options(tcfg.model) if tcfg.as_released else {}))
     ds = deepspeed_config(tcfg)
     micro, accum = int(ds["train_micro_batch_size_per_gpu"]), int(ds["gradient_accumulation_steps"])
     tokens_per_step = micro * accum * world * cfg.seq_len
@@ -436,6 +451,8 @@ def train(tcfg: TrainConfig, data, out: str | os.PathLike, resume: bool = False,
 
     order = BlockOrder(len(data.train), tcfg.seed)
     next_snap = next_snapshot(state["tokens"], tcfg.snapshot_every_tokens)
+    # also half way through a step-bounded run: the worse model of the quality-gap control
+    half_way = tcfg.max_steps // 2 * tokens_per_step if tcfg.max_steps and tcfg.max_steps >= 2 else None
     t_start, elapsed0 = time.monotonic(), state["elapsed_s"]
     last_ckpt_time = t_start
     interval = {"t": t_start, "tokens": state["tokens"]}  # for tokens/s; the loss sums live in `state`
@@ -499,7 +516,7 @@ def train(tcfg: TrainConfig, data, out: str | os.PathLike, resume: bool = False,
                             left=f"{left / 60:.1f}m")
             interval = {"t": time.monotonic(), "tokens": state["tokens"]}
             state.update(interval_loss=0.0, interval_steps=0)
-        if rank == 0 and state["tokens"] >= next_snap:
+        if rank == 0 and (state["tokens"] >= next_snap or state["tokens"] == half_way):
             save_weights(engine.module, out / "snapshots" / f"{snapshot_name(state['tokens'])}.safetensors")
             next_snap = next_snapshot(state["tokens"], tcfg.snapshot_every_tokens)
         by_steps = tcfg.checkpoint_every_steps and state["step"] % tcfg.checkpoint_every_steps == 0
@@ -621,6 +638,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint-every-steps", type=int, default=None)
     p.add_argument("--snapshot-every-tokens", type=int, default=None,
                    help="weight snapshot interval (default: at 2^16, 2^17, ... tokens)")
+    p.add_argument("--as-released", action="store_true",
+                   help="build the model as the authors' released code does where it differs from the paper "
+                        "(ELMo: backward outputs zeroed)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -642,7 +662,7 @@ def main(args: argparse.Namespace) -> int:
         final_lr_fraction=args.final_lr_fraction, precision=args.precision,
         eval_every_steps=args.eval_every_steps, checkpoint_every_s=parse_duration(args.checkpoint_every),
         checkpoint_every_steps=args.checkpoint_every_steps, snapshot_every_tokens=args.snapshot_every_tokens,
-        deepspeed_config=args.deepspeed_config, data=str(args.data))
+        deepspeed_config=args.deepspeed_config, data=str(args.data), as_released=args.as_released)
     summary = train(tcfg, load_prepared(args.data), args.out, resume=args.resume)
     if int(os.environ.get("RANK", "0")) == 0:
         print(f"trained {summary['steps']} steps ({summary['tokens_seen']} tokens) in "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from twotower_lib.book.probing import VARIANTS, load_controls, probe_reliability, same_config_pairs
+from twotower_lib.book.probing import VARIANTS, load_controls, load_quality, probe_reliability, same_config_pairs
 from twotower_lib.book.sections import SectionContext, load_data
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import case_name, model_of
@@ -68,11 +68,48 @@ def ceilings(ctx: SectionContext, scores: dict, score_col: str = "score") -> pd.
                  "probe reliability a", "probe reliability b"]]
 
 
-def control_correlations(ctx: SectionContext, pairs: pd.DataFrame, score_col: str = "score") -> pd.DataFrame:
+def word_correlations(ctx: SectionContext, scores: dict, score_col: str = "score") -> pd.DataFrame:
+    """Table 2's r (no intervals) over words only: WordPiece continuation pieces ("##s") and tokens of
+    punctuation alone left out, then the profile's top_n most frequent of the rest. The paper's own
+    Table 3 has a suffix group scoring +0.65 in Bert-large and -1.78 in GPT: such pieces alone can
+    set the sign of a cross-type r."""
+    import numpy as np
+
+    from twotower_lib.analysis.correlation import CorrelationConfig, pairwise_correlations
+
+    def words_only(table: pd.DataFrame) -> pd.DataFrame:
+        tok = table["token"].astype(str)
+        piece = tok.str.startswith("##") | ~tok.map(lambda t: any(ch.isalnum() for ch in t))
+        return table.assign(**{score_col: table[score_col].where(~piece, np.nan)})
+
+    cfg = CorrelationConfig(n=ctx.profile.top_n, n_boot=0, n_permutations=0, progress=False, score_col=score_col)
+    return pairwise_correlations({k: words_only(r.table) for k, r in scores.items()}, load_data(ctx).counts,
+                                 cfg).assign(variant=score_col)
+
+
+def quality_correlations(ctx: SectionContext, scores: dict, score_col: str = "score") -> pd.DataFrame:
+    """The quality-gap control: each case's r with each model's better-vs-worse profile (a single-tower
+    run's final weights against its half-way snapshot, scored by the same rule), with its CI. A high
+    r says the case's s is largely "which tokens gain most as a model improves", whatever the towers do."""
+    import pandas as pd
+
+    rows = []
+    for model, quality in load_quality(ctx).items():
+        label = f"{model} quality gap"
+        for case, art in scores.items():
+            r = correlations(ctx, {case: art, label: quality}, score_col).iloc[0]
+            rows.append({"quality of": model, **r.to_dict()})
+    return pd.DataFrame(rows)
+
+
+def control_correlations(ctx: SectionContext, pairs: pd.DataFrame, score_col: str = "score",
+                         quality: pd.DataFrame | None = None) -> pd.DataFrame:
     """Each control's correlation, computed like the trained same-configuration pair's, one row per control.
 
     `pairs` are the trained cases' correlations: the label-permutation control is the 97.5%
     quantile of r with the token labels of the same-configuration pair shuffled (its `perm_q975`).
+    `quality` (`quality_correlations`, same variant) adds, per same-configuration pair of a model with
+    a quality-gap control, the r that a shared quality profile alone would give: r(a, q) x r(b, q).
     """
     import pandas as pd
 
@@ -80,6 +117,13 @@ def control_correlations(ctx: SectionContext, pairs: pd.DataFrame, score_col: st
     for control, model, arts in load_controls(ctx):
         r = correlations(ctx, arts, score_col).iloc[0]
         rows.append({"control": control, "model": model, **r.to_dict()})
+    for a, b in same_config_pairs(ctx) if quality is not None and len(quality) else []:
+        by_case = quality[quality["quality of"] == model_of(a)].set_index("a")["r"]
+        if a in by_case and b in by_case:
+            rows.append({"control": "quality gap", "model": model_of(a), "a": a, "b": b, "variant": score_col,
+                         "n_tokens": int(quality["n_tokens"].min()), "r": by_case[a] * by_case[b],
+                         "note": f"the r a shared quality profile alone would give: r(a, quality) x r(b, quality) "
+                                 f"= {by_case[a]:.2f} x {by_case[b]:.2f}"})
     if "permutation" in ctx.profile.controls:
         same = same_config_pairs(ctx)
         for row in pairs.itertuples():

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from twotower_lib.artifacts import read_json
 from twotower_lib.book.sections import PROJECT_ROOT, SectionContext, load_data, run_command
 from twotower_lib.errors import UserError
-from twotower_lib.run_names import case_name, control_name, independent_pair_name
+from twotower_lib.run_names import case_name, control_name, independent_pair_name, quality_name
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,6 +48,19 @@ def probe_cases(ctx: SectionContext) -> pd.DataFrame:
                      "tokens scored": m["scored_tokens"], "head epochs": m["heads"]["epochs"],
                      "minutes": round(m["seconds"]["total"] / 60, 2)})
     return pd.DataFrame(rows).set_index("case")
+
+
+def half_way_snapshot(run_dir: Path) -> int:
+    """Tokens of a run's last weight snapshot at or before half of its training tokens: the worse model
+    of the quality-gap control."""
+    from twotower_lib.models import list_snapshots
+
+    total = read_json(run_dir / "manifest.json")["tokens_seen"]
+    early = [t for t, _ in list_snapshots(run_dir) if 0 < t <= total // 2]
+    if not early:
+        raise UserError(f"{run_dir} has no weight snapshot between 0 and half of its {total:,} training tokens; "
+                        "the quality-gap control needs one (train with snapshots, the default)")
+    return early[-1]
 
 
 def _probe_args(ctx: SectionContext, run: str, out: Path, snapshot: int | None = None,
@@ -197,6 +210,9 @@ def probe_controls(ctx: SectionContext) -> pd.DataFrame:
     - independent: per model of such a pair, its four single-tower runs
       (`independent/<run>`), then runs 1+2 and 3+4 scored as pairs (`independent/<model>-pair-1`,
       `-pair-2`) by the same rule as two towers (`probe.pair_runs`).
+    - quality: the model's single-tower run 1 at its snapshot half way through training, scored
+      as a pair with its final weights (`quality/<model>-quality`): which tokens gain most when a
+      model gets better, with no second tower to divide any work with.
     """
     import pandas as pd
 
@@ -216,6 +232,16 @@ def probe_controls(ctx: SectionContext) -> pd.DataFrame:
         rows.append({"run": path.relative_to(ctx.out).as_posix(), "control": path.parent.name,
                      **{f"val loss, {k}": v for k, v in m["val_loss"].items()}})
     probes = paths[len(paths) - len(runs):]
+    for model, seed in ctx.profile.quality_runs():
+        final = ctx.out / "independent" / control_name(model, seed)
+        early = half_way_snapshot(ctx.input_dir("01_training") / control_name(model, seed))
+        path = probe_run(**_probe_args(ctx, control_name(model, seed), ctx.out / "quality" / f"{control_name(model, seed)}-{early}",
+                                       snapshot=early), show=False)
+        out = pair_runs(final, path, ctx.out / "quality" / quality_name(model), show=False)
+        rows.append({"run": out.relative_to(ctx.out).as_posix(), "control": "quality",
+                     "primary": "final weights" if load_artifact(out).manifest["ordering"]["primary_tower"] == 0
+                     else f"the snapshot at {early:,} tokens",
+                     **{f"val loss, {k}": v for k, v in load_artifact(path).manifest["val_loss"].items()}})
     for i in range(0, len(probes), 2):  # seeds 1+2 and 3+4 of each model
         model = runs[i][0]
         out = pair_runs(probes[i], probes[i + 1], ctx.out / "independent" / independent_pair_name(model, i // 2 % 2 + 1),
@@ -244,6 +270,14 @@ def load_controls(ctx: SectionContext) -> list[tuple[str, str, dict]]:
         out.append(("independent", model,
                     {f"independent {n}": load_artifact(probing / "independent" / n) for n in names}))
     return out
+
+
+def load_quality(ctx: SectionContext) -> dict:
+    """The quality-gap control artifact of each controlled model (02_probing's `quality/`), by model."""
+    from twotower_lib.preference import load_artifact
+
+    return {model: load_artifact(ctx.input_dir("02_probing") / "quality" / quality_name(model))
+            for model, _ in ctx.profile.quality_runs()}
 
 
 def load_scores(ctx: SectionContext) -> dict:

@@ -27,7 +27,7 @@ from twotower_lib.run_names import parse_spec
 DEFAULT_PROFILE = "cpu"
 PRECISIONS = ("fp32", "bf16", "fp16")
 LAUNCHERS = ("python", "deepspeed")
-CONTROLS = ("untrained", "independent", "permutation")
+CONTROLS = ("untrained", "independent", "permutation", "quality")
 POS_BACKENDS = ("auto", "stanza", "spacy")  # auto: stanza where its English model is installed, else spaCy
 
 
@@ -119,6 +119,9 @@ class Profile:
         unknown = sorted(set(self.controls) - set(CONTROLS))
         if unknown:
             raise bad("controls", f"has unknown control(s) {unknown}; choose among {CONTROLS}")
+        if "quality" in self.controls and "independent" not in self.controls:
+            raise bad("controls", "names 'quality' without 'independent': the quality-gap control scores an "
+                                  "independent single-tower run against its own earlier snapshot")
         from twotower_lib.probe import BERT_EVENTS, FEATURES, HEAD_KINDS
 
         if self.probe_head not in HEAD_KINDS:
@@ -211,6 +214,13 @@ class Profile:
             return []
         models = dict.fromkeys(a[0] for a, _ in self.controlled_pairs())
         return [(model, seed) for model in models for seed in (1, 2, 3, 4)]
+
+    def quality_runs(self) -> list[tuple[str, int]]:
+        """The quality-gap control: per model of a controlled pair, its first independent single-tower
+        run, scored against its own snapshot at half its training tokens (a worse model of the same run)."""
+        if "quality" not in self.controls:
+            return []
+        return [run for run in self.independent_runs() if run[1] == 1]
 
     def model_config(self, model: str, **overrides: Any):
         """The `ModelConfig` of model `model` (e.g. "bert-large") at this profile's sizes."""

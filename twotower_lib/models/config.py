@@ -15,6 +15,9 @@ from twotower_lib.errors import UserError
 MODEL_TYPES = ("elmo", "gpt", "bert")
 
 
+_LATER_OPTIONS = {"elmo_backward_zeroed": False}  # option -> its default
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     model_type: str           # "elmo" | "gpt" | "bert"
@@ -30,6 +33,8 @@ class ModelConfig:
     layer_norm_eps: float = 1e-12
     fuse_towers: bool = False  # run the k transformer towers in one vmapped call (same weights layout)
     deepspeed_kernel: bool = False  # BERT on CUDA: DeepSpeed's fused transformer kernel, as in the paper
+    elmo_backward_zeroed: bool = False  # ELMo as released: every backward output is 0, so both directions read
+                                        # only the left context (see elmo.py); the paper's text: False
 
     @property
     def embed_dim(self) -> int:
@@ -38,7 +43,9 @@ class ModelConfig:
         return self.towers * self.hidden
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields, without options added later that are at their default: a run saved before an
+        option existed keeps its identity (and resumes)."""
+        return {k: v for k, v in asdict(self).items() if not (k in _LATER_OPTIONS and v == _LATER_OPTIONS[k])}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ModelConfig":
@@ -65,6 +72,8 @@ class ModelConfig:
             raise bad("dropout", "must be in [0, 1)")
         if self.deepspeed_kernel and self.model_type != "bert":
             raise bad("deepspeed_kernel", f"is only available for BERT towers, not {self.model_type!r}")
+        if self.elmo_backward_zeroed and self.model_type != "elmo":
+            raise bad("elmo_backward_zeroed", f"is an ELMo option, not one of {self.model_type!r}")
         if self.model_type == "elmo":
             if self.hidden % 2:
                 raise bad("hidden", "must be even for ELMo: each tower emits forward and backward halves")

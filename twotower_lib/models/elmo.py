@@ -4,6 +4,14 @@ Cloze objective: the state at position i must never see token i. The forward LST
 input shifted right by one (position i sees tokens < i), the backward LSTM reads it shifted left
 by one and reversed (position i sees tokens > i). Each direction is projected to H/2 and the two
 halves are concatenated, so a tower emits width H like the transformer towers do.
+
+`elmo_backward_zeroed` builds the ELMo of the authors' released code (hezq06/twotower_lm at e8b468e,
+`ttlm/model.py`, `flip_seq`). There the backward outputs are "flipped" with
+`torch.einsum("bwl,ww->bwl", t, flip(eye(W)))`; a repeated index in one operand takes that matrix's
+diagonal, and the diagonal of an anti-identity is zero for an even window W (128 there): every
+backward output is multiplied by 0. Each tower is then a left-to-right LSTM language model with
+a zero half. Here the backward half is zero as there (its LSTM keeps its parameters, as there, but
+is not run: its output would be multiplied by 0 and its gradient is 0).
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from twotower_lib.models.config import ModelConfig
 class ELMoTower(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
+        self.backward_zeroed = cfg.elmo_backward_zeroed
         lstm = dict(input_size=cfg.hidden, hidden_size=cfg.intermediate, num_layers=cfg.n_layer,
                     batch_first=True, dropout=cfg.dropout if cfg.n_layer > 1 else 0.0)
         self.forward_lstm = nn.LSTM(**lstm)
@@ -27,6 +36,10 @@ class ELMoTower(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, H) -> (B, T, H)
         start = x.new_zeros(x[:, :1].shape)  # (B, 1, H): "nothing seen yet"
         x_fwd = torch.cat([start, x[:, :-1]], dim=1)           # position i holds token i-1
+        if self.backward_zeroed:                               # as released: the backward half is 0
+            h_fwd, _ = self.forward_lstm(x_fwd)
+            out = self.forward_proj(h_fwd)                     # (B, T, H/2)
+            return torch.cat([out, torch.zeros_like(out)], dim=-1)
         x_bwd = torch.cat([x[:, 1:], start], dim=1).flip(1)    # reversed; position i holds token i+1
         h_fwd, _ = self.forward_lstm(x_fwd)                    # (B, T, L)
         h_bwd, _ = self.backward_lstm(x_bwd)                   # (B, T, L), reversed order
