@@ -75,6 +75,9 @@ def test_per_model_budgets_and_the_independent_control_runs():
     assert p.train_config("gpt", 3, "/d", towers=1).towers == 1
     assert p.with_overrides({"controls": "untrained,permutation"}).independent_runs() == []
     assert p.quality_runs() == [("gpt", 1)]                       # run 1 against its own half-way snapshot
+    # the ELMo of the authors' released code is a model of its own, trained as released
+    assert p.train_config("elmo-released", 1, "/d").as_released and not p.train_config("elmo", 1, "/d").as_released
+    assert get_profile("cpu").tokens_for("elmo-released") == get_profile("cpu").tokens_for("elmo")
     assert p.with_overrides({"controls": "untrained,independent"}).quality_runs() == []
     with pytest.raises(UserError, match="'quality' without 'independent'"):
         p.with_overrides({"controls": "untrained,quality"})

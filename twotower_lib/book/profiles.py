@@ -37,6 +37,7 @@ class ModelChoice:
 
     model_type: str                      # "elmo" | "gpt" | "bert"
     preset: str                          # a name in models.config.PRESETS
+    as_released: bool = False            # built as the authors' released code builds it (`train.RELEASED_OPTIONS`)
 
 
 @dataclass(frozen=True)
@@ -243,7 +244,7 @@ class Profile:
         return TrainConfig.for_tokens(choice.model_type, choice.preset, seed, self.tokens_for(model), self.micro_batch,
                                       self.seq_len, eval_every_steps=10 * max(1, steps // 100),  # a multiple of the log interval
                                       towers=towers, lr=self.lr_for(model), final_lr_fraction=self.final_lr_for(model),
-                                      precision=self.precision, data=str(data_dir))
+                                      precision=self.precision, data=str(data_dir), as_released=choice.as_released)
 
     def probe_config(self, replicate: bool = False, **changes: Any):
         """The `ProbeConfig`: the heads of every family train on `probe_tokens` predicted positions per
@@ -335,15 +336,19 @@ def coerce(key: str, raw: Any, where: str = "-p") -> Any:
 
 # ---------------------------------------------------------------------- the profiles
 
+# "elmo-released": the ELMo of the authors' released code (backward outputs zeroed; models/elmo.py),
+# a model a profile's `cases` can name beside the paper's ELMo ("elmo-released:1").
 _TINY_MODELS = {m: ModelChoice(t, "tiny") for m, t in
-                (("elmo", "elmo"), ("gpt", "gpt"), ("bert-base", "bert"), ("bert-large", "bert"))}
+                (("elmo", "elmo"), ("gpt", "gpt"), ("bert-base", "bert"), ("bert-large", "bert"))} | {
+    "elmo-released": ModelChoice("elmo", "tiny", as_released=True)}
 # CPU sizes: Bert-base is smaller than Bert-large, as in Table 1 (with one size for both, the
 # same seed would train two identical models and their correlation would be a trivial 1.0).
 _CPU_MODELS = {m: ModelChoice(t, p) for m, t, p in
                (("elmo", "elmo", "cpu"), ("gpt", "gpt", "cpu"), ("bert-base", "bert", "cpu-small"),
-                ("bert-large", "bert", "cpu"))}
+                ("bert-large", "bert", "cpu"))} | {"elmo-released": ModelChoice("elmo", "cpu", as_released=True)}
 _PAPER_MODELS = {
     "elmo": ModelChoice("elmo", "paper-elmo"),
+    "elmo-released": ModelChoice("elmo", "paper-elmo", as_released=True),
     "gpt": ModelChoice("gpt", "paper-gpt"),
     "bert-base": ModelChoice("bert", "paper-bert-base"),
     "bert-large": ModelChoice("bert", "paper-bert-large"),
@@ -374,7 +379,7 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
                    "(about 2.5 h with the converged probe and its second head seed; 1 h with the earlier probe)",
             cases=("elmo:1", "gpt:1", "gpt:2", "bert-base:1", "bert-large:1", "bert-large:2"),
             control_models=("gpt",), precision="fp32", threads_per_run=1, train_tokens=2_000_000,
-            model_tokens=("elmo=500000", "gpt=1000000"), probe_tokens=200_000, models=_CPU_MODELS),
+            model_tokens=("elmo=500000", "elmo-released=500000", "gpt=1000000"), probe_tokens=200_000, models=_CPU_MODELS),
     # Longer budgets on the same CPU (a few hours), with the independent control for both pairs.
     # GPT at 2M tokens, not more: in the emergence study the GPT pair trained for 4M agreed most
     # at 2M (r = 0.63) and less at its end (0.56), and the four-seed 1M trend predicts 0.6 near
@@ -392,7 +397,7 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
                         "(where seed pairs reach r >= 0.6), ELMo 4M, every control",
             cases=("elmo:1", "gpt:1", "gpt:2", "bert-base:1", "bert-base:2", "bert-large:1", "bert-large:2"),
             precision="fp32", threads_per_run=1, train_tokens=12_000_000,
-            model_tokens=("elmo=4000000", "gpt=2000000", "bert-base=16000000"),
+            model_tokens=("elmo=4000000", "elmo-released=4000000", "gpt=2000000", "bert-base=16000000"),
             probe_tokens=200_000, models=_CPU_MODELS),
     Profile("gpu", "one GPU, a few hours: paper vocabulary, CPU-sized models trained much longer",
             vocab_size=30522, precision="bf16", micro_batch=128, train_tokens=400_000_000,
