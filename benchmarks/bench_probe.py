@@ -8,6 +8,8 @@ schedule) and with the profile's current recipe (joint-LayerNorm features, [MASK
 positions, held-out stopping), and prints per recipe: minutes, head epochs, the best head's
 validation loss minus the cooperative model's (the *probe shortfall* for a single-tower run, whose
 tower carries everything its decoder used), and the ratios new / old. Probes go to a scratch folder.
+Its output, committed as `results/probe/bench_probe.log` (with the command and commit on top), is
+shown in section 02.
 """
 
 from __future__ import annotations

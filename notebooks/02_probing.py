@@ -174,6 +174,15 @@ recipes.get("pairs")
 recipes.get("across_recipes")
 
 # %% [markdown]
+# The earlier and the current probe timed side by side, on the same runs in one process
+# (`benchmarks/bench_probe.py`, committed in `results/probe/bench_probe.log`): minutes, epochs, and
+# the best head's validation loss minus the cooperative model's — the probe shortfall for the
+# single-tower run. The current probe trains to convergence, so it takes more epochs.
+
+# %%
+print(probing.probe_benchmark())
+
+# %% [markdown]
 # ## BERT: [MASK] at the probed position, or the training corruption
 #
 # One BERT case probed both ways: the heads' and the cooperative model's validation loss (the

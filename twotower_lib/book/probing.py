@@ -175,6 +175,13 @@ def recipe_comparison(path: Path | None = None) -> dict[str, pd.DataFrame]:
             "across_recipes": pd.DataFrame(found["across_recipes"]).set_index(["run", "a", "b"])}
 
 
+def probe_benchmark(path: Path | None = None) -> str:
+    """The committed output of `benchmarks/bench_probe.py` (the earlier and the current probe timed
+    side by side on the same runs), or how to produce it."""
+    path = path or PROJECT_ROOT / "results" / "probe" / "bench_probe.log"
+    return path.read_text() if path.exists() else "not measured yet: python benchmarks/bench_probe.py > results/probe/bench_probe.log"
+
+
 def compare_bert_events(ctx: SectionContext, case: str) -> pd.DataFrame:
     """Probe `case` (a BERT run) a second time with the training corruption (80/10/10) at the probed
     positions, and compare with its [MASK]-only probe: validation losses and the correlation of the
