@@ -58,6 +58,9 @@ def test_table4_grid_gives_each_variant_and_n_its_own_column(runs):
             ids = top_tokens({"run1": tables["run1"]}, counts, n)
             want = stats.spearmanr(tables["run1"].set_index("token_id").loc[ids, col], frequency_rank(counts)[ids])
             assert grid.loc[("run1", FREQUENCY), (col, f"N = {n}")] == pytest.approx(want.statistic, abs=1e-12)
+    every = len(tables["run1"].dropna(subset=["score"]).query("token_id in @scored", local_dict={
+        "scored": np.flatnonzero(counts > 0)}))
+    assert [n for _, n in table4_grid(tables, counts, [10**6]).columns] == [f"N = {every}"] * 2   # capped
 
 
 def test_partial_correlation_controls_log_frequency(runs):

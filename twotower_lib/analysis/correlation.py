@@ -126,13 +126,18 @@ def top_tokens(tables: Mapping[str, pd.DataFrame], train_counts: np.ndarray, n: 
     return scored_top_tokens(tabs, check_counts(train_counts, next(iter(tabs.values())).index), n, score_col)
 
 
-def scored_top_tokens(tabs: dict[str, pd.DataFrame], counts: np.ndarray, n: int, score_col: str) -> np.ndarray:
-    """`top_tokens` on checked input: `tabs` from `check_tables`, `counts` from `check_counts`."""
+def scored_tokens(tabs: dict[str, pd.DataFrame], counts: np.ndarray, score_col: str) -> np.ndarray:
+    """Ids of the tokens seen in training with a finite score in every run (checked input, as below)."""
     ids = next(iter(tabs.values())).index.to_numpy()
     ok = counts[ids] > 0
     for t in tabs.values():
         ok &= np.isfinite(t[score_col].to_numpy(dtype=float))
-    cand = ids[ok]
+    return ids[ok]
+
+
+def scored_top_tokens(tabs: dict[str, pd.DataFrame], counts: np.ndarray, n: int, score_col: str) -> np.ndarray:
+    """`top_tokens` on checked input: `tabs` from `check_tables`, `counts` from `check_counts`."""
+    cand = scored_tokens(tabs, counts, score_col)
     if len(cand) < n:
         raise UserError(f"only {len(cand)} tokens are scored in all of {list(tabs)} and seen in training, "
                         f"fewer than N = {n}; lower N (e.g. the profile's top_n) or probe on more text")

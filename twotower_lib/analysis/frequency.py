@@ -21,8 +21,8 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from twotower_lib.analysis.correlation import (CorrelationConfig, check_counts, check_tables, scored_top_tokens,
-                                               pairwise_correlations)
+from twotower_lib.analysis.correlation import (CorrelationConfig, check_counts, check_tables, pairwise_correlations,
+                                               scored_tokens, scored_top_tokens)
 from twotower_lib.errors import UserError
 from twotower_lib.preference import frequency_rank
 
@@ -64,12 +64,14 @@ def table4(tables: Mapping[str, pd.DataFrame], train_counts: np.ndarray,
 
 def table4_grid(tables: Mapping[str, pd.DataFrame], train_counts: np.ndarray, ns: Sequence[int],
                 score_cols: Sequence[str] = ("score", "score_logmean")) -> pd.DataFrame:
-    """Table 4's rho (no intervals) for every N in `ns` and every score variant: one row per pair
-    (frequency rank included), one column per (variant, N). The paper's N is 5000; a profile's own
-    N can be smaller, and the answer can change with it."""
+    """Table 4's rho (no intervals) for every N in `ns` (capped at the tokens scored in every run)
+    and every score variant: one row per pair (frequency rank included), one column per (variant,
+    N). The paper's N is 5000; a profile's own N can be smaller, and the answer can change with it."""
     cols = {}
     for col in score_cols:
-        for n in dict.fromkeys(ns):
+        tabs = check_tables(tables, col)
+        available = len(scored_tokens(tabs, check_counts(train_counts, next(iter(tabs.values())).index), col))
+        for n in dict.fromkeys(min(n, available) for n in ns):
             t = table4(tables, train_counts, CorrelationConfig(n=n, method="spearman", score_col=col, n_boot=0,
                                                                n_permutations=0, progress=False))
             cols[(col, f"N = {int(t['n_tokens'].max())}")] = t.set_index(["a", "b"])["r"]

@@ -359,7 +359,7 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
                     "unconverged); no result is meaningful at this size",
             corpus="registry:brown", vocab_size=300, seq_len=32, doc_words=300, valid_fraction=0.2, cases=("gpt:1", "gpt:2", "bert-large:1"),
             train_tokens=10_000, precision="fp32", micro_batch=8, threads_per_run=1, probe_tokens=5_000, probe_max_epochs=3, top_n=50,
-            bootstrap=50, pos_docs=10, ica_tokens=20_000, models=_TINY_MODELS),
+            bootstrap=50, pos_docs=10, ica_tokens=20_000, ica_dim=16, models=_TINY_MODELS),
     # fp32: the emergence study's curves were all measured in fp32, and whether bf16 autocast pays
     # off depends on the CPU (benchmarks/bench_train.py): on one 2-core AVX-512-BF16 machine
     # without AMX bf16 matmuls ran at half the fp32 rate, on another (2026-11-23) GPT training ran
