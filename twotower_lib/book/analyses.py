@@ -1,7 +1,8 @@
 """What the analysis sections (03-06) compute from the probed cases: correlations with their
-intervals and controls in both score variants, the two ceilings, the POS tags of the
-vocabulary and the word ICA of the reference case. Each function reads a section's context and
-calls the plain-argument functions of `twotower_lib.analysis`."""
+intervals and controls (the quality gap among them) in both score variants, over all tokens and
+over words only, the register tests, the two ceilings, the POS tags of the vocabulary and the word
+ICA of the reference case. Each function reads a section's context and calls the plain-argument
+functions of `twotower_lib.analysis`."""
 
 from __future__ import annotations
 
@@ -89,7 +90,8 @@ def word_correlations(ctx: SectionContext, scores: dict, score_col: str = "score
 
 def quality_correlations(ctx: SectionContext, scores: dict, score_col: str = "score") -> pd.DataFrame:
     """The quality-gap control: each case's r with each model's better-vs-worse profile (a single-tower
-    run's final weights against its half-way snapshot, scored by the same rule), with its CI. A high
+    run's final weights against its last snapshot at or before half its training, scored by the same
+    rule), with its CI. A high
     r says the case's s is largely "which tokens gain most as a model improves", whatever the towers do."""
     import pandas as pd
 

@@ -217,8 +217,8 @@ def probe_controls(ctx: SectionContext) -> pd.DataFrame:
     - independent: per model of such a pair, its four single-tower runs
       (`independent/<run>`), then runs 1+2 and 3+4 scored as pairs (`independent/<model>-pair-1`,
       `-pair-2`) by the same rule as two towers (`probe.pair_runs`).
-    - quality: the model's single-tower run 1 at its snapshot half way through training, scored
-      as a pair with its final weights (`quality/<model>-quality`): which tokens gain most when a
+    - quality: the model's single-tower run 1 at its last snapshot at or before half its training
+      (`half_way_snapshot`), scored as a pair with its final weights (`quality/<model>-quality`): which tokens gain most when a
       model gets better, with no second tower to divide any work with.
     """
     import pandas as pd
