@@ -169,6 +169,11 @@ def tag_counts(texts: list[str], tokenizer, tagger: Tagger, batch_size: int = 32
         .assign(token=tokens)
 
 
+def is_continuation(tokens: pd.Series) -> pd.Series:
+    """Whether each token is a WordPiece continuation piece ("##ing"): part of a word, not a word."""
+    return tokens.astype(str).str.startswith("##")
+
+
 def majority_tags(counts: pd.DataFrame) -> pd.DataFrame:
     """Each tagged token's most frequent UPOS (the paper's rule), keeping the counts.
 
@@ -184,7 +189,7 @@ def majority_tags(counts: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame({"token_id": counts.index.to_numpy(), "token": counts["token"].to_numpy(),
                         "upos": np.asarray(UPOS, dtype=object)[best], "n_tagged": n,
                         "share": c[np.arange(len(c)), best] / np.maximum(n, 1)})
-    out.loc[out["token"].astype(str).str.startswith("##"), "upos"] = SUBWORD
+    out.loc[is_continuation(out["token"]), "upos"] = SUBWORD
     return pd.concat([out, counts[list(UPOS)].reset_index(drop=True)], axis=1)[tagged].reset_index(drop=True)
 
 
@@ -239,7 +244,7 @@ def fig4_data(tables: Mapping[str, pd.DataFrame], pos_table: pd.DataFrame, tags:
     return out
 
 
-AGAINST = {"median": "the run's median s", "zero": "zero"}
+AGAINST = ("median", "zero")  # the thresholds each claim is checked against (`pos_summary`)
 
 
 def pos_summary(fig4: pd.DataFrame, spread: tuple[float, float] = (0.25, 0.75)) -> pd.DataFrame:
@@ -258,7 +263,7 @@ def pos_summary(fig4: pd.DataFrame, spread: tuple[float, float] = (0.25, 0.75)) 
     for run, of_run in fig4.groupby("run", sort=False):
         words = of_run.loc[of_run["upos"] != SUBWORD, "score"]
         center = float(np.median(words)) if len(words) else float(np.median(of_run["score"]))
-        for against, threshold in (("median", center), ("zero", 0.0)):
+        for against, threshold in zip(AGAINST, (center, 0.0)):
             for tag, s in of_run.groupby("upos", sort=False):
                 v = s["score"].to_numpy()
                 med, share = float(np.median(v)), float((v > threshold).mean())
@@ -293,7 +298,7 @@ def claims_table(summary: pd.DataFrame) -> pd.DataFrame:
                else f"{'✓' if h else '✗'} {share:.0%} above {t:+.2f}"
                for tag, h, m, share, t in zip(rows["upos"], rows["holds"], rows["median"], rows["share_above"],
                                               rows["threshold"])]
-    index = pd.MultiIndex.from_product([list(PAPER_TAGS), list(AGAINST)])
+    index = pd.MultiIndex.from_product([PAPER_TAGS, AGAINST])
     table = rows.assign(cell=decided).pivot(index=["upos", "against"], columns="run", values="cell") \
         .reindex(index).fillna("no token")
     table.insert(0, "tokens", rows.groupby("upos")["n"].max().reindex([t for t, _ in index]).fillna(0).astype(int).to_numpy())

@@ -77,10 +77,10 @@ def word_correlations(ctx: SectionContext, scores: dict, score_col: str = "score
     import numpy as np
 
     from twotower_lib.analysis.correlation import CorrelationConfig, pairwise_correlations
+    from twotower_lib.analysis.pos import is_continuation
 
     def words_only(table: pd.DataFrame) -> pd.DataFrame:
-        tok = table["token"].astype(str)
-        piece = tok.str.startswith("##") | ~tok.map(lambda t: any(ch.isalnum() for ch in t))
+        piece = is_continuation(table["token"]) | ~table["token"].astype(str).map(lambda t: any(c.isalnum() for c in t))
         return table.assign(**{score_col: table[score_col].where(~piece, np.nan)})
 
     cfg = CorrelationConfig(n=ctx.profile.top_n, n_boot=0, n_permutations=0, progress=False, score_col=score_col)
