@@ -1,17 +1,21 @@
 """Probes of the same frozen runs with different recipes: the earlier probe, the untied head (the
 authors' code) trained to a held-out plateau on raw tower states or on each tower's slice of the
 joint LayerNorm, the tied head (Eq. 2 read literally) to a plateau, both heads with a cool-down after
-the plateau, and the profile's default.
+the plateau, the profile's default, and the recipe of the authors' released code
+(`ProbeConfig.as_released`).
 
-    python benchmarks/compare_probe_recipes.py [--profile cpu] [--runs gpt-s1,gpt-s2] [--reuse]
+    python benchmarks/compare_probe_recipes.py [--profile cpu] [--runs gpt-s1,gpt-s2,gpt-k1-s1] [--reuse]
+                                               [--probe "as released"]
 
 For each run and recipe: minutes, head epochs, the best head's validation loss minus the
 cooperative model's, and the probe-seed reliability over the profile's top_n tokens in both score
 variants; for each recipe, the correlation between the runs (a same-configuration pair) and, per
 run, how well the recipes agree. Probes go to runs/<profile>/probing/comparisons/ (the default's to
 the profile's own probing directory); an up-to-date probe is reused, and with `--reuse` nothing is
-probed: the probes already in the recipes' directories are read (each row names the probe version
-that made it; a recipe missing on a run is left out there). Writes
+probed but the recipes named by `--probe`: the probes already in the recipes' directories are read
+(each row names the probe version that made it; a recipe missing on a run is left out there). A
+single-tower run (gpt-k1-s1) gives each recipe's shortfall (its head's loss minus the cooperative
+model's: what the probe fails to read out) and takes no part in the pairs. Writes
 results/probe/recipes.json (with provenance), which section 02 shows.
 """
 
@@ -35,10 +39,11 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default="cpu")
-    ap.add_argument("--runs", default="gpt-s1,gpt-s2")
+    ap.add_argument("--runs", default="gpt-s1,gpt-s2,gpt-k1-s1")
     ap.add_argument("--reuse", action="store_true", help="probe nothing: use the probes already in the recipes' "
                                                          "directories, whatever probe version made them (a recipe "
                                                          "missing on a run is left out there)")
+    ap.add_argument("--probe", default="", help="with --reuse: recipes to probe all the same (comma-separated names)")
     args = ap.parse_args()
     profile = get_profile(args.profile)
     root = profile_dir(profile.name)
@@ -50,12 +55,17 @@ def main() -> None:
                "untied, plateau": (profile.probe_config(True, head="mlp", **plateau), "{run}-joint_ln"),
                "tied, plateau": (profile.probe_config(True, head="tied", **plateau), "{run}-tied"),
                "untied, cool-down": (profile.probe_config(True, head="mlp", lr=1e-3), "{run}-wsd"),
-               "tied, cool-down (default)": (profile.probe_config(True), None)}
+               "tied, cool-down (default)": (profile.probe_config(True), None),
+               "as released": (ProbeConfig.as_released(train_positions=profile.probe_tokens, replicate=True),
+                               "released-{run}")}
+    unknown = {r for r in args.probe.split(",") if r} - set(recipes)
+    if unknown:
+        raise SystemExit(f"--probe names unknown recipe(s) {sorted(unknown)}; choose among {sorted(recipes)}")
     tables, rows, pairs = {}, [], []
     for recipe, (cfg, name) in recipes.items():
         for run in runs:
             out = root / "probing" / (run if name is None else f"comparisons/{name.format(run=run)}")
-            if args.reuse:
+            if args.reuse and recipe not in args.probe.split(","):
                 if not (out / "preference.parquet").exists():
                     print(f"{recipe} on {run}: no probe in {out}, left out")
                     continue
@@ -64,12 +74,15 @@ def main() -> None:
                 art = load_artifact(probe_run(root / "training" / run, cfg, data_dir=data.path, out=out, show=False))
             m = art.manifest
             heads = [v for k, v in m["val_loss"].items() if k.endswith("_head")]
-            rep = replicate_table(art.path, data)
-            tables[recipe, run] = art.table
-            rows.append({"run": run, "recipe": recipe, "probe_version": m["identity"]["version"], "minutes": round(m["seconds"]["total"] / 60, 2),
-                         "epochs": m["heads"]["epochs"], "head_minus_cooperative": round(min(heads) - m["val_loss"]["cooperative"], 4),
-                         **{f"reliability_{c}": round(same_run_agreement(art.table, rep, data.counts, profile.top_n, c), 4)
-                            for c in SCORE_COLUMNS}})
+            row = {"run": run, "recipe": recipe, "probe_version": m["identity"]["version"], "towers": m["towers"],
+                   "minutes": round(m["seconds"]["total"] / 60, 2), "epochs": m["heads"]["epochs"],
+                   "head_minus_cooperative": round(min(heads) - m["val_loss"]["cooperative"], 4)}
+            if m["towers"] == 2:                       # a single tower has no preference score to agree on
+                rep = replicate_table(art.path, data)
+                tables[recipe, run] = art.table
+                row |= {f"reliability_{c}": round(same_run_agreement(art.table, rep, data.counts, profile.top_n, c), 4)
+                        for c in SCORE_COLUMNS}
+            rows.append(row)
             print(rows[-1], flush=True)
         for a, b in combinations(runs, 2):
             if (recipe, a) not in tables or (recipe, b) not in tables:
@@ -86,7 +99,8 @@ def main() -> None:
                                "runs": rows, "pairs": pairs, "across_recipes": across,
                                "data_hash": data.data_hash, "provenance": provenance(),
                                "command": f"python benchmarks/compare_probe_recipes.py --profile {profile.name} "
-                                          f"--runs {args.runs}" + (" --reuse" if args.reuse else "")})
+                                          f"--runs {args.runs}" + (" --reuse" if args.reuse else "")
+                                          + (f" --probe '{args.probe}'" if args.probe else "")})
     print(f"wrote {RESULT}")
 
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from twotower_lib.errors import UserError
+from tests import released_reference
 from twotower_lib.models import MODEL_TYPES, ModelConfig, TwoTowerLM, build_model, make_batch, preset
 
 SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
@@ -101,14 +102,15 @@ def test_elmo_position_never_sees_its_own_token(i):
 
 
 @pytest.mark.parametrize("i", [0, 13, 31])
-def test_elmo_as_released_sees_only_the_left_context(i):
-    model = tiny("elmo", n_layer=2, elmo_backward_zeroed=True)
+@pytest.mark.parametrize("layout", ["paper", "released"])
+def test_elmo_as_released_sees_only_the_left_context(i, layout):
+    model = tiny("elmo", n_layer=2, elmo_backward_zeroed=True, layout=layout)
     change = _state_change(model, random_ids(), i)
     assert (change[:i + 1] == 0).all()        # as released: no position sees token i or what follows it
     assert (change[i + 1:] > 0).all()
     states = model.tower_states(random_ids())  # (B, T, k, H): the backward half is exactly 0
     assert (states[..., model.cfg.hidden // 2:] == 0).all()
-    bidirectional = tiny("elmo", n_layer=2)
+    bidirectional = tiny("elmo", n_layer=2, layout=layout)
     assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in bidirectional.parameters())
 
 
@@ -243,3 +245,55 @@ def test_config_round_trip():
     assert ModelConfig.from_dict(cfg.to_dict()) == cfg
     with pytest.raises(UserError, match="unknown field"):
         ModelConfig.from_dict({**cfg.to_dict(), "colour": "red"})
+
+
+# The released code's modules (tests/released_reference.py) against the `released-*` presets
+# built as released (train.RELEASED_OPTIONS), at the released vocabulary of 30,528.
+def _built_as_released(name: str, model_type: str) -> int:
+    from twotower_lib.train import released_options
+
+    cfg = preset(name, model_type, vocab_size=released_reference.OUTPUT_SIZE, **released_options(model_type))
+    with torch.device("meta"):
+        return sum(p.numel() for p in build_model(cfg).parameters())
+
+
+def test_released_elmo_has_the_released_parameter_count():
+    assert _built_as_released("released-elmo", "elmo") == released_reference.elmo(256, 4096, 2)
+
+
+def test_released_gpt_has_the_released_parameter_count_less_its_unused_matrix():
+    total, used = released_reference.gpt(384, 12, 12, window=128)
+    assert _built_as_released("released-gpt", "gpt") == used
+    assert total - used == 30528 * 384    # model2's lm_head: the V x H matrix no forward pass reads
+
+
+@pytest.mark.parametrize("name,H,inter,layers", [("released-bert-base", 384, 1536, 12),
+                                                 ("released-bert-large", 512, 2048, 24)])
+def test_released_bert_has_the_released_parameter_count(name, H, inter, layers):
+    assert _built_as_released(name, "bert") == released_reference.bert(H, inter, layers)
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_released_layout_trains_and_keeps_each_family_visibility(model_type):
+    model = tiny(model_type, layout="released")
+    ids = random_ids()
+    inputs, labels = make_batch(model_type, ids, torch.Generator().manual_seed(1), SPECIAL, V)
+    assert model.tower_states(inputs).shape == (3, 32, 2, model.cfg.hidden)
+    loss, _ = model(inputs, labels)
+    loss.backward()
+    assert all(p.grad is not None for n, p in model.named_parameters() if "backward" not in n), "a part takes no gradient"
+    change = _state_change(model, ids, 13)
+    if model_type == "gpt":
+        assert (change[:13] == 0).all() and (change[13:] > 0).all()
+    elif model_type == "elmo":
+        assert change[13] == 0 and (change[:13] > 0).all() and (change[14:] > 0).all()
+    else:
+        assert (change > 0).all()
+    assert ModelConfig.from_dict(model.cfg.to_dict()) == model.cfg and "layout" not in tiny(model_type).cfg.to_dict()
+
+
+def test_released_gpt_towers_read_the_shared_embedding_directly():
+    model = tiny("gpt", layout="released")
+    assert model.tower_in is None and model.emb_ln is None and model.cfg.embed_dim == model.cfg.hidden
+    with pytest.raises(UserError, match="`layout`"):
+        preset("tiny", "gpt", layout="as-written")

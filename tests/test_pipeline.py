@@ -78,6 +78,10 @@ def test_per_model_budgets_and_the_independent_control_runs():
     # the ELMo of the authors' released code is a model of its own, trained as released
     assert p.train_config("elmo-released", 1, "/d").as_released and not p.train_config("elmo", 1, "/d").as_released
     assert get_profile("cpu").tokens_for("elmo-released") == get_profile("cpu").tokens_for("elmo")
+    assert get_profile("cpu").tokens_for("gpt-released") == get_profile("cpu").tokens_for("gpt") == 1_000_000
+    paper = get_profile("paper").models                           # the paper profile names the released shapes
+    assert paper["gpt-released"].preset == "released-gpt" and paper["gpt-released"].as_released
+    assert {m for m in paper if m.endswith("-released")} == {m + "-released" for m in ("elmo", "gpt", "bert-base", "bert-large")}
     assert p.with_overrides({"controls": "untrained,independent"}).quality_runs() == []
     with pytest.raises(UserError, match="'quality' without 'independent'"):
         p.with_overrides({"controls": "untrained,quality"})

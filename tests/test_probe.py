@@ -210,6 +210,12 @@ def test_probe_command_options_make_the_config_they_name():
     assert (parse("--head", "mlp").head, parse("--head", "mlp").peak_lr) == ("mlp", 1e-3)
     assert parse("--legacy", "--head", "tied", "--lr", "0.01").peak_lr == 0.01
     assert parse("--replicate", "--seed", "3").replicate and parse("--seed", "3").seed == 3
+    released = parse("--as-released")   # the authors' recipe: untied heads, 80/10/10, 1/3 warm-up, linear decay
+    assert (released.head, released.features, released.bert_events, released.schedule, released.peak_lr,
+            round(released.warmup_fraction, 3), released.holdout_fraction) == ("mlp", "joint_ln", "corrupt", "linear",
+                                                                               1e-3, 0.333, 0.0)
+    with pytest.raises(SystemExit):
+        parse("--legacy", "--as-released")
 
 
 def test_probe_config_validation():
@@ -226,6 +232,7 @@ def test_probe_config_validation():
     with pytest.raises(UserError, match="holdout_fraction"):  # the held-out loss decides when to stop
         ProbeConfig(holdout_fraction=0.0).validate()
     ProbeConfig.legacy().validate()  # the earlier recipe needs no held-out split
+    ProbeConfig.as_released().validate()
 
 
 # ---------------------------------------------------------------- real (tiny) trained runs

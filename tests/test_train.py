@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 
 from twotower_lib.errors import UserError
 from twotower_lib.models import TwoTowerLM, list_snapshots, load_model
-from twotower_lib.train import (TrainConfig, TrainingDiverged, _free_port as free_port, deepspeed_config, evaluate,
+from twotower_lib.train import (TrainConfig, TrainingDiverged, released_options, _free_port as free_port, deepspeed_config, evaluate,
                                 lr_at, params_sha256, parse_duration, train)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -297,10 +297,14 @@ def test_one_recipe_turns_a_token_budget_into_steps():
         TrainConfig.for_tokens("lstm", "tiny", 1, 10_000, 8, 32)
 
 
-def test_as_released_builds_the_released_elmo_and_names_what_is_not_built(tiny_data, tmp_path):
+def test_as_released_builds_the_released_models_and_loads_them_back(tiny_data, tmp_path):
     summary = train(tcfg("elmo", max_steps=2, as_released=True), tiny_data, tmp_path / "elmo", show_progress=False)
     assert summary["config"]["model"]["elmo_backward_zeroed"] is True
     model, cfg = load_model(tmp_path / "elmo")
-    assert cfg.elmo_backward_zeroed and model.towers[0].backward_zeroed
-    with pytest.raises(UserError, match="as-released variant is built for \\['elmo'\\] so far, not 'gpt'"):
-        train(tcfg("gpt", max_steps=2, as_released=True), tiny_data, tmp_path / "gpt", show_progress=False)
+    assert cfg.elmo_backward_zeroed and model.towers[0].backward_zeroed and model.emb_ln_backward is not None
+    for family in ("gpt", "bert"):
+        train(tcfg(family, max_steps=2, as_released=True), tiny_data, tmp_path / family, show_progress=False)
+        _, cfg = load_model(tmp_path / family)
+        assert cfg.layout == "released"
+    with pytest.raises(UserError, match="no as-released variant of model type 'lstm'"):
+        released_options("lstm")

@@ -30,6 +30,8 @@ A number is only as good as what measured it, so the probe is built to be checke
 
 `ProbeConfig.legacy()` is the earlier recipe (raw features, 80/10/10 events, three epochs on a
 linear schedule, no held-out stop), kept for comparison (`benchmarks/bench_probe.py`, section 02).
+`ProbeConfig.as_released()` is the recipe of the authors' released code, as far as it carries over
+(`benchmarks/compare_probe_recipes.py` measures it beside the others).
 
 Objective per model type is the model's own (`make_batch`): next token for GPT, cloze for ELMo,
 masked tokens for BERT. Special tokens ([SEP] between documents, ...) are never scored.
@@ -104,6 +106,19 @@ class ProbeConfig:
         """The earlier probe: raw features, BERT scored with the 80/10/10 corruption, 3 epochs, no held-out stop."""
         return replace(cls(head="mlp", features="raw", bert_events="corrupt", schedule="linear", max_epochs=3,
                            holdout_fraction=0.0, lr=1e-3), **changes)
+
+    @classmethod
+    def as_released(cls, **changes) -> "ProbeConfig":
+        """The released code's probing phase (hezq06/twotower_lm, `phase2_t1` / `phase3_t2`): untied
+        heads (Linear + GELU + LayerNorm + Linear to V) on each tower's slice of the frozen joint
+        LayerNorm, BERT positions drawn with the training corruption (80/10/10), rate 1e-3 with a
+        linear warm-up over the first third (1,000 of 3,000 steps) and linear decay, no held-out stop.
+        Their 3,000 steps of 3,840 sequences are far beyond a CPU probe; 15 epochs are 3,000 steps of
+        1,024 positions at the `cpu` profile's 200k. Not carried over: their towers stayed in train
+        mode (dropout on while heads train: the CPU models have no dropout) and BERT drew fresh masks
+        every epoch (here the masks of the cached features are drawn once)."""
+        return replace(cls(head="mlp", features="joint_ln", bert_events="corrupt", schedule="linear", max_epochs=15,
+                           holdout_fraction=0.0, lr=1e-3, warmup_fraction=1 / 3), **changes)
 
     @property
     def peak_lr(self) -> float:
@@ -645,15 +660,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lr", type=float, default=None, help=f"peak rate of the heads (default: {HEAD_LR} by head)")
     p.add_argument("--eval-blocks", type=int, default=None)
     p.add_argument("--replicate", action="store_true", help="also train heads with a second seed (probe-seed reliability)")
-    p.add_argument("--legacy", action="store_true", help="the earlier probe recipe (raw, 80/10/10, 3 epochs), for comparison")
+    recipe = p.add_mutually_exclusive_group()
+    recipe.add_argument("--legacy", action="store_true", help="the earlier probe recipe (raw, 80/10/10, 3 epochs), for comparison")
+    recipe.add_argument("--as-released", action="store_true", help="the authors' released probe recipe (untied heads, "
+                                                                   "80/10/10, linear schedule; ProbeConfig.as_released)")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--force", action="store_true", help="recompute even if up to date")
 
 
 def config_from_args(args: argparse.Namespace) -> ProbeConfig:
-    """The `probe` command's config: the default recipe or `--legacy`, with the options given."""
-    base = ProbeConfig.legacy() if args.legacy else ProbeConfig(features=args.features, bert_events=args.bert_events,
-                                                                 max_epochs=args.max_epochs)
+    """The `probe` command's config: the default recipe, `--legacy` or `--as-released`, with the options given."""
+    if args.legacy or args.as_released:
+        base = ProbeConfig.legacy() if args.legacy else ProbeConfig.as_released()
+    else:
+        base = ProbeConfig(features=args.features, bert_events=args.bert_events, max_epochs=args.max_epochs)
     return replace(base, head=args.head or base.head, train_blocks=args.train_blocks, eval_blocks=args.eval_blocks,
                    seed=args.seed, replicate=args.replicate, lr=args.lr if args.lr is not None else base.lr).validate()
 

@@ -296,12 +296,13 @@ def _fraction(value: str) -> bool:
 
 
 def _entry(items: tuple[str, ...], model: str) -> str | None:
-    """The value of `model` in "model=value" items (None if absent)."""
+    """The value of `model` in "model=value" items (None if absent); a released twin ("gpt-released")
+    without an entry of its own takes its model's, so the two are trained and compared alike."""
     for item in items:
         name, _, value = item.partition("=")
         if name == model:
             return value
-    return None
+    return _entry(items, model.removesuffix(RELEASED_SUFFIX)) if model.endswith(RELEASED_SUFFIX) else None
 
 
 # Overridable fields in declaration order, with their annotated types ("int", "str", "tuple[str, ...]").
@@ -336,23 +337,33 @@ def coerce(key: str, raw: Any, where: str = "-p") -> Any:
 
 # ---------------------------------------------------------------------- the profiles
 
-# "elmo-released": the ELMo of the authors' released code (backward outputs zeroed; models/elmo.py),
-# a model a profile's `cases` can name beside the paper's ELMo ("elmo-released:1").
-_TINY_MODELS = {m: ModelChoice(t, "tiny") for m, t in
-                (("elmo", "elmo"), ("gpt", "gpt"), ("bert-base", "bert"), ("bert-large", "bert"))} | {
-    "elmo-released": ModelChoice("elmo", "tiny", as_released=True)}
+RELEASED_SUFFIX = "-released"
+
+
+def _with_released(models: dict[str, ModelChoice], shapes: dict[str, str] | None = None) -> dict[str, ModelChoice]:
+    """Each model beside its twin "<model>-released", built as the authors' released code builds it
+    (`train.RELEASED_OPTIONS`: the released ELMo with its backward outputs zeroed, GPT towers on a shared
+    H-wide embedding, pre-LN BERT), at the preset `shapes` names (default: the model's own), so that
+    `cases` can name "elmo-released:1" beside "elmo:1"."""
+    return models | {m + RELEASED_SUFFIX: ModelChoice(c.model_type, (shapes or {}).get(m, c.preset), as_released=True)
+                     for m, c in models.items()}
+
+
+_TINY_MODELS = _with_released({m: ModelChoice(t, "tiny") for m, t in
+                               (("elmo", "elmo"), ("gpt", "gpt"), ("bert-base", "bert"), ("bert-large", "bert"))})
 # CPU sizes: Bert-base is smaller than Bert-large, as in Table 1 (with one size for both, the
 # same seed would train two identical models and their correlation would be a trivial 1.0).
-_CPU_MODELS = {m: ModelChoice(t, p) for m, t, p in
-               (("elmo", "elmo", "cpu"), ("gpt", "gpt", "cpu"), ("bert-base", "bert", "cpu-small"),
-                ("bert-large", "bert", "cpu"))} | {"elmo-released": ModelChoice("elmo", "cpu", as_released=True)}
-_PAPER_MODELS = {
+# The released twins keep these sizes: the comparison is of the layouts, at equal tower width.
+_CPU_MODELS = _with_released({m: ModelChoice(t, p) for m, t, p in
+                              (("elmo", "elmo", "cpu"), ("gpt", "gpt", "cpu"), ("bert-base", "bert", "cpu-small"),
+                               ("bert-large", "bert", "cpu"))})
+# At paper scale the released twins take the released code's own sizes (models.config.RELEASED_PRESETS).
+_PAPER_MODELS = _with_released({
     "elmo": ModelChoice("elmo", "paper-elmo"),
-    "elmo-released": ModelChoice("elmo", "paper-elmo", as_released=True),
     "gpt": ModelChoice("gpt", "paper-gpt"),
     "bert-base": ModelChoice("bert", "paper-bert-base"),
     "bert-large": ModelChoice("bert", "paper-bert-large"),
-}
+}, shapes={m: f"released-{m}" for m in ("elmo", "gpt", "bert-base", "bert-large")})
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (
     Profile("tiny", "tests and a first run: every section in minutes on 2 cores (the heads stop after 3 epochs, "

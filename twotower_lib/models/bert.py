@@ -3,12 +3,15 @@
 Bidirectional attention over the (partly masked) input; the masking itself is done by
 `make_batch`. The paper used DeepSpeed's CUDA transformer kernel (pre-LN): set
 `deepspeed_kernel=True` in the model config on a CUDA machine to use it (`DeepSpeedKernelTower`).
-Elsewhere we use the Hugging Face layers (post-LN, as in the original BERT).
+Elsewhere we use the Hugging Face layers (post-LN, as in the original BERT). `layout="released"` gives
+the released code's towers: that kernel's pre-LN layer (`PreLNBertLayer` off CUDA) with no final
+LayerNorm.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from transformers import BertConfig
 from transformers.models.bert.modeling_bert import BertLayer
@@ -25,9 +28,36 @@ def hf_config(cfg: ModelConfig) -> BertConfig:
                       attn_implementation="sdpa")
 
 
+class PreLNBertLayer(nn.Module):
+    """DeepSpeed's pre-LN transformer layer in plain torch, with the kernel's parameters (qkv, output,
+    two LayerNorms, two feed-forward maps): x + attention(LN(x)), then x + FFN(LN(x))."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        H, eps = cfg.hidden, cfg.layer_norm_eps
+        self.n_head, self.attn_dropout = cfg.n_head, cfg.dropout
+        self.attn_ln = nn.LayerNorm(H, eps=eps)              # attn_nw, attn_nb
+        self.qkv = nn.Linear(H, 3 * H)                       # attn_qkvw, attn_qkvb
+        self.attn_out = nn.Linear(H, H)                      # attn_ow, attn_ob
+        self.ffn_ln = nn.LayerNorm(H, eps=eps)               # norm_w, norm_b
+        self.ffn_in = nn.Linear(H, cfg.intermediate)         # inter_w, inter_b
+        self.ffn_out = nn.Linear(cfg.intermediate, H)        # output_w, output_b
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, H) -> (B, T, H)
+        B, T, H = x.shape
+        q, k, v = self.qkv(self.attn_ln(x)).view(B, T, 3, self.n_head, H // self.n_head).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_dropout if self.training else 0.0)  # (B, nh, T, hd)
+        x = x + self.drop(self.attn_out(a.transpose(1, 2).reshape(B, T, H)))
+        return x + self.drop(self.ffn_out(F.gelu(self.ffn_in(self.ffn_ln(x)))))
+
+
 class BertTower(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
+        if cfg.layout == "released":
+            self.layers = nn.ModuleList(PreLNBertLayer(cfg) for _ in range(cfg.n_layer))
+            return
         config = hf_config(cfg)
         self.layers = nn.ModuleList(BertLayer(config, layer_idx=i) for i in range(cfg.n_layer))
 
@@ -57,7 +87,8 @@ class DeepSpeedKernelTower(nn.Module):
                                         initializer_range=0.02, layer_norm_eps=cfg.layer_norm_eps,
                                         pre_layer_norm=True, fp16=False)
         self.layers = nn.ModuleList(DeepSpeedTransformerLayer(ds) for _ in range(cfg.n_layer))
-        self.ln_f = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)  # pre-LN stacks end with a LayerNorm
+        # pre-LN stacks usually end with a LayerNorm; the released code's towers do not
+        self.ln_f = nn.Identity() if cfg.layout == "released" else nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, H) -> (B, T, H)
         B, T, _ = x.shape

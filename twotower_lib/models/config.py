@@ -13,9 +13,16 @@ from typing import Any
 from twotower_lib.errors import UserError
 
 MODEL_TYPES = ("elmo", "gpt", "bert")
+# "paper": the architecture as the paper's text describes it (Eq. 1, Fig. 1). "released": the module
+# layout of the authors' released code (hezq06/twotower_lm at e8b468e, ttlm/model.py), per family:
+#   elmo  the embedding is H wide (not k*H); each tower reads H/2 (emb1/emb2), its forward and backward
+#         LSTMs read that width, and each direction has its own embedding LayerNorm
+#   gpt   the towers share one H-wide token and position embedding and read it directly: no embedding
+#         LayerNorm, no per-tower projection (two GPT2LMHeadModels with tied wte/wpe)
+#   bert  pre-LN layers (the DeepSpeed kernel's `pre_layer_norm=True`) with no final LayerNorm
+LAYOUTS = ("paper", "released")
 
-
-_LATER_OPTIONS = {"elmo_backward_zeroed": False}  # option -> its default
+_LATER_OPTIONS = {"elmo_backward_zeroed": False, "layout": "paper"}  # option -> its default
 
 
 @dataclass(frozen=True)
@@ -35,12 +42,21 @@ class ModelConfig:
     deepspeed_kernel: bool = False  # BERT on CUDA: DeepSpeed's fused transformer kernel, as in the paper
     elmo_backward_zeroed: bool = False  # ELMo as released: every backward output is 0, so both directions read
                                         # only the left context (see elmo.py); the paper's text: False
+    layout: str = "paper"     # "paper" | "released": the module layout of the text or of the authors' code (LAYOUTS)
 
     @property
     def embed_dim(self) -> int:
-        """Width of the shared embedding: k * H, as in the authors' code, so the tied decoder
-        reads the concatenated features at full width."""
+        """Width of the shared embedding: k * H, so the tied decoder reads the concatenated features
+        at full width (the authors' BERT); their ELMo and GPT embed at the tower width H."""
+        if self.layout == "released" and self.model_type in ("elmo", "gpt"):
+            return self.hidden
         return self.towers * self.hidden
+
+    @property
+    def tower_input(self) -> int:
+        """Width each tower reads: H, except the released ELMo's H/2 (one projection shared by its
+        forward and backward LSTMs)."""
+        return self.hidden // 2 if self.layout == "released" and self.model_type == "elmo" else self.hidden
 
     def to_dict(self) -> dict[str, Any]:
         """The fields, without options added later that are at their default: a run saved before an
@@ -72,6 +88,9 @@ class ModelConfig:
             raise bad("dropout", "must be in [0, 1)")
         if self.deepspeed_kernel and self.model_type != "bert":
             raise bad("deepspeed_kernel", f"is only available for BERT towers, not {self.model_type!r}")
+        if self.layout not in LAYOUTS:
+            raise bad("layout", f"is not one of {LAYOUTS}: 'paper' builds the text's architecture, 'released' "
+                                "the authors' code's")
         if self.elmo_backward_zeroed and self.model_type != "elmo":
             raise bad("elmo_backward_zeroed", f"is an ELMo option, not one of {self.model_type!r}")
         if self.model_type == "elmo":
@@ -98,6 +117,18 @@ PAPER_PRESETS: dict[str, ModelConfig] = {
     "paper-bert-large": ModelConfig("bert", n_layer=24, hidden=512, intermediate=2048, n_head=16),
 }
 
+# The shapes of the authors' released code (`get_model_config` of each class, ttlm/model.py at e8b468e)
+# in its layout. GPT "base_2tower": two 384-wide towers (Table 1's 768 / 3072 are the two together?),
+# a 128-position table (the window); BERT base: intermediate 1536, not Table 1's 1024; ELMo
+# "large_2tower": model_size 256 per direction, LSTM state 4096.
+RELEASED_PRESETS: dict[str, ModelConfig] = {
+    "released-elmo": ModelConfig("elmo", n_layer=2, hidden=512, intermediate=4096, layout="released"),
+    "released-gpt": ModelConfig("gpt", n_layer=12, hidden=384, intermediate=1536, n_head=12, max_position=128,
+                                layout="released"),
+    "released-bert-base": ModelConfig("bert", n_layer=12, hidden=384, intermediate=1536, n_head=12, layout="released"),
+    "released-bert-large": ModelConfig("bert", n_layer=24, hidden=512, intermediate=2048, n_head=16, layout="released"),
+}
+
 # CPU presets depend on the family only through which fields it reads.
 # `tiny`: unit tests, seconds. `cpu`: the default CPU reproduction.
 CPU_PRESETS: dict[str, dict[str, Any]] = {
@@ -114,15 +145,15 @@ CPU_PRESETS: dict[str, dict[str, Any]] = {
 }
 CPU_ELMO_INTERMEDIATE = {"tiny": 32, "cpu": 256, "cpu-small": 192, "cpu-wide": 512, "cpu-deep": 256}  # LSTM state size
 
-PRESETS = tuple(CPU_PRESETS) + tuple(PAPER_PRESETS)
+PRESETS = tuple(CPU_PRESETS) + tuple(PAPER_PRESETS) + tuple(RELEASED_PRESETS)
 
 
 def preset(name: str, model_type: str, **overrides: Any) -> ModelConfig:
     """The named preset for `model_type`, with `overrides` (e.g. towers, vocab_size, seq_len) applied."""
     if model_type not in MODEL_TYPES:
         raise UserError(f"unknown model type {model_type!r}; choose one of {MODEL_TYPES}")
-    if name in PAPER_PRESETS:
-        cfg = PAPER_PRESETS[name]
+    if name in PAPER_PRESETS or name in RELEASED_PRESETS:
+        cfg = PAPER_PRESETS.get(name) or RELEASED_PRESETS[name]
         if cfg.model_type != model_type:
             raise UserError(f"preset {name!r} is a {cfg.model_type} configuration but --model is {model_type!r}; "
                             f"use --model {cfg.model_type} or a preset among {PRESETS}")

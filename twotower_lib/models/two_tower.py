@@ -5,6 +5,10 @@
            -> concatenate -> LayerNorm -> Linear+GELU -> LayerNorm
            -> decoder tied to the embedding + output bias -> logits over the vocabulary
 
+`layout="released"` builds the authors' code's variant of each family (models/config.py, LAYOUTS):
+ELMo embeds at H, maps to H/2 per tower and normalises the forward and backward inputs apart; GPT
+towers read the shared H-wide embedding directly; BERT towers are pre-LN.
+
 Towers start identical in configuration and differ only by their random initialisation;
 whatever division of labour appears between them is learned. `tower_states` exposes each
 tower's output separately: the features the probing heads are trained on.
@@ -33,13 +37,18 @@ class TwoTowerLM(nn.Module):
         cfg.validate()
         self.cfg = cfg
         E, H, k = cfg.embed_dim, cfg.hidden, cfg.towers
+        released = cfg.layout == "released"
         self.tok_emb = nn.Embedding(cfg.vocab_size, E)
         # ELMo's recurrence carries position; GPT and BERT need a learned position table.
         self.pos_emb = nn.Embedding(cfg.max_position, E) if cfg.model_type != "elmo" else None
-        self.emb_ln = nn.LayerNorm(E, eps=cfg.layer_norm_eps)
+        # The released GPT reads the raw embedding sum (GPT2Model's own wte + wpe): no LayerNorm, no projection.
+        shared_input = released and cfg.model_type == "gpt"
+        self.emb_ln = None if shared_input else nn.LayerNorm(E, eps=cfg.layer_norm_eps)
+        # The released ELMo normalises its backward input with a LayerNorm of its own (layer_norm_embb).
+        self.emb_ln_backward = nn.LayerNorm(E, eps=cfg.layer_norm_eps) if released and cfg.model_type == "elmo" else None
         self.drop = nn.Dropout(cfg.dropout)
-        # The k per-tower maps E -> H stored as one Linear(E, k*H): rows [j*H:(j+1)*H] belong to tower j.
-        self.tower_in = nn.Linear(E, k * H)
+        # The k per-tower maps E -> tower_input stored as one Linear: rows [j*W:(j+1)*W] belong to tower j.
+        self.tower_in = None if shared_input else nn.Linear(E, k * cfg.tower_input)
         tower_class = DeepSpeedKernelTower if cfg.deepspeed_kernel else TOWER_CLASSES[cfg.model_type]
         self.towers = nn.ModuleList(tower_class(cfg) for _ in range(k))
         self.head_ln1 = nn.LayerNorm(k * H, eps=cfg.layer_norm_eps)
@@ -68,8 +77,14 @@ class TwoTowerLM(nn.Module):
         x = self.tok_emb(input_ids)                                          # (B, T, E)
         if self.pos_emb is not None:
             x = x + self.pos_emb(torch.arange(T, device=input_ids.device))
-        x = self.drop(self.emb_ln(x))
-        x = self.tower_in(x).view(B, T, self.cfg.towers, self.cfg.hidden)   # (B, T, k, H)
+        k, W = self.cfg.towers, self.cfg.tower_input
+        if self.tower_in is None:                                           # released GPT: one input for all
+            x = self.drop(x).unsqueeze(2).expand(B, T, k, W)                # (B, T, k, H)
+        elif self.emb_ln_backward is None:
+            x = self.tower_in(self.drop(self.emb_ln(x))).view(B, T, k, W)   # (B, T, k, H)
+        else:                                                               # released ELMo: forward | backward input
+            x = torch.cat([self.tower_in(self.drop(ln(x))).view(B, T, k, W)
+                           for ln in (self.emb_ln, self.emb_ln_backward)], dim=-1)   # (B, T, k, 2 * H/2)
         if self.cfg.fuse_towers and self.cfg.towers > 1 and self.cfg.model_type != "elmo":
             return self._fused_towers(x)
         return torch.stack([tower(x[:, :, j]) for j, tower in enumerate(self.towers)], dim=2)
