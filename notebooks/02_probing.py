@@ -149,15 +149,19 @@ reliability = probing.probe_reliability(ctx, probing.load_scores(ctx))
 reliability.round(3)
 
 # %% [markdown]
-# ## Three probes of the same two runs
+# ## Probe recipes on the same runs
 #
 # What the probe changes is measured directly on the default profile's GPT pair (committed in
 # `results/probe/recipes.json`; `python benchmarks/compare_probe_recipes.py` regenerates it):
 # the earlier recipe (three fixed epochs on raw tower states), the converged probe on raw
 # states or on the joint LayerNorm's slice (the default: what the cooperative decoder and the
 # authors' heads read), the converged probe with a head whose decoder is the frozen input
-# embedding (`head="tied"`, Eq. 2 read literally), and the default: the tied head with the
-# cool-down after the plateau (a higher peak rate, 3e-3, since it trains 30x fewer weights). Per run and recipe: the time, the epochs, the best head against the
+# embedding (`head="tied"`, Eq. 2 read literally), the default: the tied head with the
+# cool-down after the plateau (a higher peak rate, 3e-3, since it trains 30x fewer weights), and
+# the recipe of the authors' released code (`ProbeConfig.as_released`: untied heads, a linear
+# schedule with a third of it warm-up, no held-out stop). The single-tower run `gpt-k1-s1` gives
+# each recipe's shortfall (`head_minus_cooperative` where `towers` is 1: what the heads fail to
+# read out of a tower the decoder reads completely). Per run and recipe: the time, the epochs, the best head against the
 # cooperative model, and the probe-seed reliability; then, per recipe, the correlation between
 # the two runs (the same-configuration r of section 03), and how far the recipes agree with each
 # other on one run. The minutes are as measured, on one or two threads and partly beside other

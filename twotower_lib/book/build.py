@@ -30,7 +30,7 @@ from twotower_lib.errors import MissingDependencyError, UserError
 
 PAGES_DIR = PROJECT_ROOT / "book"
 LIBRARY_PARENT = Path(__file__).resolve().parents[2]  # the directory that holds twotower_lib/
-_PLACEHOLDER = re.compile(r"<!-- (PROFILES|PICTURE|SCORECARD|PUBLISHED|API): .*?-->", re.DOTALL)
+_PLACEHOLDER = re.compile(r"<!-- (PROFILES|PICTURE|SCORECARD|PUBLISHED|API|RELEASED): .*?-->", re.DOTALL)
 
 
 def _sync(data: bytes, dest: Path) -> None:
@@ -76,11 +76,12 @@ def picture_markdown(card: dict) -> str:
 
 
 def fill_placeholders(text: str, card: dict) -> str:
-    from twotower_lib.book import publish
+    from twotower_lib.book import publish, released
 
     parts = {"PROFILES": profiles_markdown, "SCORECARD": lambda: scorecard.to_markdown(card), "API": api_markdown,
              "PICTURE": lambda: picture_markdown(card),
-             "PUBLISHED": lambda: publish.markdown(publish.load_published(exclude=card["profile"]))}
+             "PUBLISHED": lambda: publish.markdown(publish.load_published(exclude=card["profile"])),
+             "RELEASED": lambda: released.to_markdown(released.load("cpu"), released.load_recipes())}
     return _PLACEHOLDER.sub(lambda m: parts[m.group(1)](), text)
 
 

@@ -154,6 +154,11 @@ def record_correlations(ctx, pairs, control, same_config: list[tuple[str, str]],
         return correlation_verdict((row["ci_low"], row["ci_high"]), paper_r, max(values.values()) if values else None)
 
     def put(item_id: str, selected, paper_r: float, what: str, own_controls: bool = False) -> str:
+        if "elmo" in what:  # the paper's text and its released code build different ELMos
+            what_note = ("; ELMo judged: bidirectional, as the paper's text says (the released code's ELMo has no "
+                         "backward direction: page 'The paper, its code, and this companion')")
+        else:
+            what_note = ""
         if selected.empty:
             record(ctx, item_id, "", "not attempted", f"this profile's cases include no {what} pair")
             return "not attempted"
@@ -167,7 +172,7 @@ def record_correlations(ctx, pairs, control, same_config: list[tuple[str, str]],
             note = note_of(control_values())
         verdict = max(verdicts, key=VERDICTS.index)  # every pair must pass: the weakest decides
         record(ctx, item_id, text, verdict, f"top {int(selected['n_tokens'].iloc[0])} tokens, 95% CI resampling "
-               f"validation documents; verdict judged on Eq. 4's score (log of mean p); {note}",
+               f"validation documents; verdict judged on Eq. 4's score (log of mean p); {note}{what_note}",
                points=paper_tables.points(selected, item_id, fallback=paper_tables.SAME_CONFIG_R if own_controls else None))
         return verdict
 

@@ -1,0 +1,53 @@
+"""The page "The paper, its code, and this companion": every difference links a pinned line, and the
+measured effects are computed from the measurement's rows, never typed."""
+
+from __future__ import annotations
+
+import re
+
+from twotower_lib.book import released
+
+
+def _found(rows, order):
+    return {"pairs": [{"a": a, "b": b, "variant": v, "r": r, "ci_low": r - 0.05, "ci_high": r + 0.05}
+                      for a, b, v, r in rows],
+            "ordering": [{"case": c, "rules agree": ok} for c, ok in order]}
+
+
+def test_every_difference_links_a_line_at_a_pinned_commit():
+    table = released.to_markdown(None)
+    assert table.count("\n| ") == len(released.DIFFERENCES)
+    links = re.findall(r"\((https://github.com/[^)]+)\)", table)
+    assert len(links) == sum(len(d.where) for d in released.DIFFERENCES)
+    assert all(re.search(r"/blob/[0-9a-f]{40}/.+#L\d+$", link) for link in links)
+    assert "Not measured yet" in table
+
+
+def test_effects_are_computed_from_the_pairs_and_the_orderings():
+    rows = [("elmo-s1", "elmo-s2", "score", 0.30), ("elmo-s1", "elmo-s2", "score_logmean", 0.35),
+            ("elmo-released-s1", "elmo-released-s2", "score", 0.60),
+            ("elmo-released-s1", "elmo-released-s2", "score_logmean", 0.62),
+            ("elmo-s1", "gpt-s1", "score", 0.10), ("elmo-s2", "gpt-s1", "score", 0.20),
+            ("gpt-s1", "elmo-released-s1", "score", 0.50), ("elmo-released-s2", "gpt-s1", "score", 0.70)]
+    order = [("elmo-s1", True), ("elmo-s2", True), ("elmo-released-s1", False), ("elmo-released-s2", True),
+             ("gpt-s1", True)]
+    found = _found(rows, order)
+    effects = released.effects(found)
+    assert "bidirectional ELMo pair r = +0.30 [+0.25, +0.35] (mean log p +0.35" in effects["elmo"]
+    assert "as released ELMo pair r = +0.60" in effects["elmo"]
+    assert "ELMo-gpt: mean r +0.15 bidirectional (2 pairs) vs +0.60 as released (2 pairs)" in effects["elmo"]
+    assert effects["order"].startswith("the two tower-order rules disagree on 1 of 5 runs (elmo-released-s1")
+    assert "gpt" not in effects            # no GPT pair in either layout: nothing claimed
+    table = released.to_markdown(found)
+    assert "+0.60 as released" in table and "Not measured yet" not in table
+
+
+def test_probe_recipes_give_the_shortfall_and_the_reliability():
+    recipes = {"runs": [
+        {"run": "gpt-k1-s1", "recipe": "as released", "towers": 1, "head_minus_cooperative": 0.2},
+        {"run": "gpt-s1", "recipe": "as released", "towers": 2, "head_minus_cooperative": 0.1, "reliability_score": 0.5},
+        {"run": "gpt-s2", "recipe": "as released", "towers": 2, "head_minus_cooperative": 0.1, "reliability_score": 0.7},
+        {"run": "gpt-s1", "recipe": "tied, cool-down (default)", "head_minus_cooperative": 0.0, "reliability_score": 0.8}]}
+    text = released.effects(_found([], []), recipes)["probe"]
+    assert "tied, cool-down (default): shortfall not measured, probe-seed reliability 0.80-0.80" in text
+    assert "as released: shortfall +0.200 nats, probe-seed reliability 0.50-0.70" in text

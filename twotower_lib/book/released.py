@@ -1,0 +1,271 @@
+"""The paper's text against the authors' released code: the book page "The paper, its code, and this
+companion".
+
+`DIFFERENCES` lists every place where the released code (hezq06/twotower_lm, and the ICA of
+hezq06/ncautil) does something other than the paper says: what each side does, a link to the line at
+a pinned commit, what this library does by default (the text, wherever the two disagree), and the
+option that gives the other side. `measure` probes nothing: it reads the probes of a pipeline run
+whose cases name both sides ("elmo:1,elmo-released:1,...") and computes what each difference changes
+(every pair's r in both score variants with its bootstrap interval, and both tower-order rules for
+every run); the result is committed as results/released/<profile>.json with its provenance, and
+`to_markdown` renders the page's table from it, so no number on the page is typed by hand.
+
+    python -m twotower_lib run 02_probing --profile cpu --runs-dir DIR -p cases elmo:1,elmo:2,elmo-released:1,...
+    python -m twotower_lib.book.released --profile cpu --runs-dir DIR -p cases ...
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+from statistics import mean
+
+from twotower_lib.artifacts import atomic_write_json, provenance, read_json
+from twotower_lib.book.sections import PROJECT_ROOT
+from twotower_lib.errors import UserError
+
+CODE = ("hezq06/twotower_lm", "e8b468e1a224e5848389f79a1070f5c0dc9bbb33")
+ICA_CODE = ("hezq06/ncautil", "8c5be0c3ce0c4f2592da3553378e92d9532f5111")
+RESULTS = PROJECT_ROOT / "results" / "released"
+VARIANT_NAMES = {"score": "Eq. 4", "score_logmean": "mean log p"}
+
+
+def code_link(path: str, line: int, repo: tuple[str, str] = CODE) -> str:
+    """A Markdown link to one line of the released code at its pinned commit."""
+    name, commit = repo
+    return f"[{path.rsplit('/', 1)[-1]} L{line}](https://github.com/{name}/blob/{commit}/{path}#L{line})"
+
+
+@dataclass(frozen=True)
+class Difference:
+    topic: str
+    paper: str                                  # what the paper's text says (or leaves unsaid)
+    released: str                               # what the released code does
+    where: tuple[tuple[str, int, tuple[str, str]], ...]   # (path, line, repo) of the code that does it
+    here: str                                   # this library's default
+    option: str                                 # how to get the released side here
+    effect: str = ""                            # which measured effect (`effects`) answers it; "" = not measured
+
+
+DIFFERENCES: tuple[Difference, ...] = (
+    Difference("ELMo backward direction",
+               "a forward and a backward LSTM per tower, the input shifted by one each way",
+               "the backward outputs are 'flipped' with einsum('bwl,ww->bwl', t, flip(eye(W))): a repeated index "
+               "takes the anti-identity's diagonal, all zeros at W = 128, so every backward output is 0 and both "
+               "towers are left-to-right LSTM language models",
+               (("ttlm/model.py", 591, CODE),),
+               "bidirectional, as the text says", "`elmo_backward_zeroed`; model `elmo-released`, `train --as-released`",
+               "elmo"),
+    Difference("ELMo module shapes",
+               "Table 1: 2 layers, hidden size 4096",
+               "an embedding 2 x 256 wide, one 512 -> 256 map per tower shared by both directions, a LayerNorm per "
+               "direction; LSTM state 4096",
+               (("ttlm/model.py", 510, CODE), ("ttlm/model.py", 512, CODE)),
+               "a k x H embedding, H per tower, one LayerNorm", "`layout='released'` (part of `elmo-released`)",
+               "elmo"),
+    Difference("GPT towers",
+               "Table 1: 12 layers, hidden 768, intermediate 3072",
+               "two Hugging Face GPT2LMHeadModels of width 384 (inner 1536) sharing one 384-wide token and position "
+               "embedding, no embedding LayerNorm, no per-tower projection (768 / 3072 may be the two towers together)",
+               (("ttlm/model.py", 746, CODE), ("ttlm/model.py", 749, CODE)),
+               "768 / 3072 per tower on a k x H embedding with a per-tower projection",
+               "`layout='released'`, presets `released-gpt`; model `gpt-released`", "gpt"),
+    Difference("BERT layers",
+               "DeepSpeed's Bing-BERT transformer kernel",
+               "the kernel with pre_layer_norm=True and no final LayerNorm per tower; Bert-base intermediate 1536 "
+               "(Table 1: 1024)",
+               (("ttlm/model.py", 132, CODE), ("ttlm/model.py", 270, CODE)),
+               "Hugging Face post-LN layers (the kernel on CUDA with `deepspeed_kernel`, plus a final LayerNorm)",
+               "`layout='released'` (pre-LN, no final LayerNorm); models `bert-base-released`, `bert-large-released`"),
+    Difference("Probe recipe",
+               "a probing head per tower on the frozen model (Eq. 2)",
+               "untied heads on each tower's slice of the joint LayerNorm, trained with the model in train mode "
+               "(dropout on), fresh masks every epoch, 3,000 steps at rate 1e-3 with 1,000 warm-up steps and "
+               "linear decay",
+               (("ttlm/dslearn.py", 273, CODE), ("workspace/TwoTowerLM.py", 60, CODE)),
+               "tied heads (Eq. 2), trained to a held-out plateau and a cool-down, BERT at [MASK]",
+               "`ProbeConfig.as_released()`, `probe --as-released`", "probe"),
+    Difference("Preference score and tower order",
+               "Eq. 4: the log of the mean probability; Eq. 3 orders the towers by mean probability",
+               "the mean of the log-probabilities, 0 for tokens never seen; no ordering rule in the code",
+               (("ttlm/model.py", 491, CODE), ("ttlm/model.py", 494, CODE)),
+               "Eq. 4 and Eq. 3; the mean of log p shown beside it, and the order by mean log p flagged where it differs",
+               "the `score_logmean` column of every preference table", "order"),
+    Difference("Data format",
+               "BookCorpus and Wikipedia",
+               "[CLS] A [SEP] B [SEP] blocks with padding, the bert-base-uncased vocabulary; GPT and ELMo losses "
+               "also count [PAD], [CLS] and [SEP]",
+               (("ttlm/datautil.py", 209, CODE), ("ttlm/datautil.py", 336, CODE)),
+               "a WordPiece vocabulary learned on the corpus, documents joined by [SEP], no padding; "
+               "special tokens never scored", "none"),
+    Difference("ICA",
+               "PCA then Amari's ICA (Eq. 5-6)",
+               "PCA whitens the uncentred data; the Amari update rescales W every step so that |W|_F = |I|_F",
+               (("ncamath.py", 81, ICA_CODE), ("ncamath.py", 271, ICA_CODE)),
+               "centred whitening, the natural-gradient update with no rescaling",
+               "`PCAConfig(center=False)`; the rescaling: none"),
+)
+
+
+# ---------------------------------------------------------------------- measuring
+
+
+def measure(root: Path, profile, n_boot: int | None = None) -> dict:
+    """Every pair of the profile's cases (both score variants, bootstrap CI over validation documents)
+    and both tower-order rules of every case, from the probes in `root/probing/` (a pipeline run of
+    `profile` through 02_probing)."""
+    from twotower_lib.analysis.correlation import SCORE_COLUMNS, CorrelationConfig, pairwise_correlations
+    from twotower_lib.data import load_prepared
+    from twotower_lib.preference import load_artifact
+    from twotower_lib.run_names import case_name
+
+    names = [case_name(m, s) for m, s in profile.case_list()]
+    missing = [n for n in names if not (root / "probing" / n / "preference.parquet").exists()]
+    if missing:
+        raise UserError(f"no probe of {missing} in {root / 'probing'}; run  python -m twotower_lib run 02_probing "
+                        f"--profile {profile.name} --runs-dir {root.parent} -p cases {','.join(profile.cases)}  first")
+    arts = {n: load_artifact(root / "probing" / n) for n in names}
+    data = load_prepared(root / "data" / "prepared")
+    pairs = []
+    for col in SCORE_COLUMNS:
+        cfg = CorrelationConfig(n=profile.top_n, n_boot=profile.bootstrap if n_boot is None else n_boot,
+                                progress=False, score_col=col)
+        found = pairwise_correlations({n: a.table for n, a in arts.items()}, data.counts, cfg,
+                                      doc_stats={n: a.doc_stats for n, a in arts.items()})
+        pairs += [{**row, "variant": col} for row in found.round(4).to_dict("records")]
+    order = []
+    for n, a in arts.items():
+        o = a.manifest["ordering"]
+        p, logp = o["mean_p"], o["mean_logp"]
+        order.append({"case": n, "primary (mean p)": o["primary_tower"], "primary (mean log p)": int(logp[1] > logp[0]),
+                      "relative margin": round(abs(p[0] - p[1]) / max(p), 4), "rules agree": bool(o.get("rules_agree", True))})
+    return {"profile": profile.name, "cases": list(profile.cases), "top_n": profile.top_n, "pairs": pairs,
+            "ordering": order, "data_hash": data.data_hash,
+            "probe_version": next(iter(arts.values())).manifest["identity"]["version"],
+            "models": {n: read_json(root / "training" / n / "config.json")["model"] for n in names},
+            "provenance": provenance()}
+
+
+def pair_r(found: dict, a: str, b: str, variant: str = "score") -> dict | None:
+    """The row of pair (a, b) in either order, or None."""
+    for row in found["pairs"]:
+        if row["variant"] == variant and {row["a"], row["b"]} == {a, b}:
+            return row
+    return None
+
+
+def _fmt(row: dict | None) -> str:
+    if row is None:
+        return "not measured"
+    ci = f" [{row['ci_low']:+.2f}, {row['ci_high']:+.2f}]" if "ci_low" in row else ""
+    return f"{row['r']:+.2f}{ci}"
+
+
+def _family(found: dict, prefix: str) -> list[str]:
+    """Cases of one model ("gpt" gives gpt-s1, gpt-s2; not gpt-released-s1)."""
+    return [c for c in (r["case"] for r in found["ordering"]) if c.rsplit("-s", 1)[0] == prefix]
+
+
+def cross_mean(found: dict, left: list[str], right: list[str], variant: str = "score") -> tuple[float, int] | None:
+    """Mean r over every pair of one case of `left` with one of `right`, and the number of pairs."""
+    rs = [row["r"] for a in left for b in right if (row := pair_r(found, a, b, variant))]
+    return (mean(rs), len(rs)) if rs else None
+
+
+def effects(found: dict, recipes: dict | None = None) -> dict[str, str]:
+    """What each measured difference changes, one sentence per `Difference.effect` key."""
+    out = {}
+    elmo, released = _family(found, "elmo"), _family(found, "elmo-released")
+    if elmo or released:
+        parts = []
+        for label, runs in (("bidirectional", elmo), ("as released", released)):
+            if len(runs) >= 2:
+                parts.append(f"{label} ELMo pair r = {_fmt(pair_r(found, runs[0], runs[1]))} "
+                             f"(mean log p {_fmt(pair_r(found, runs[0], runs[1], 'score_logmean'))})")
+        for other in ("gpt", "bert-base", "bert-large"):
+            cells = []
+            for label, runs in (("bidirectional", elmo), ("as released", released)):
+                m = cross_mean(found, runs, _family(found, other))
+                if m:
+                    cells.append(f"{m[0]:+.2f} {label} ({m[1]} pairs)")
+            if cells:
+                parts.append(f"ELMo-{other}: mean r " + " vs ".join(cells))
+        out["elmo"] = "; ".join(parts)
+    gpt, gpt_released = _family(found, "gpt"), _family(found, "gpt-released")
+    if len(gpt) >= 2 or len(gpt_released) >= 2:
+        out["gpt"] = "; ".join(f"{label} GPT pair r = {_fmt(pair_r(found, runs[0], runs[1]))} "
+                               f"(mean log p {_fmt(pair_r(found, runs[0], runs[1], 'score_logmean'))})"
+                               for label, runs in (("as here", gpt), ("as released", gpt_released)) if len(runs) >= 2)
+    disagree = [r["case"] for r in found["ordering"] if not r["rules agree"]]
+    out["order"] = (f"the two tower-order rules disagree on {len(disagree)} of {len(found['ordering'])} runs"
+                    + (f" ({', '.join(disagree)}: every r these enter flips sign with the rule)" if disagree else ""))
+    if recipes:
+        rows = {(r["run"], r["recipe"]): r for r in recipes["runs"]}
+        cells = []
+        for recipe in ("tied, cool-down (default)", "as released"):
+            single = [r for (run, rec), r in rows.items() if rec == recipe and r.get("towers") == 1]
+            rel = [r["reliability_score"] for (run, rec), r in rows.items() if rec == recipe and "reliability_score" in r
+                   and r["reliability_score"] == r["reliability_score"]]
+            if single or rel:
+                text = f"{recipe}: "
+                text += f"shortfall {single[0]['head_minus_cooperative']:+.3f} nats" if single else "shortfall not measured"
+                text += f", probe-seed reliability {min(rel):.2f}-{max(rel):.2f}" if rel else ""
+                cells.append(text)
+        if cells:
+            out["probe"] = "; ".join(cells)
+    return out
+
+
+def load(profile: str = "cpu", path: Path | None = None) -> dict | None:
+    """The committed measurement of `profile`, or None when it was not measured."""
+    path = path or RESULTS / f"{profile}.json"
+    return read_json(path) if path.exists() else None
+
+
+def load_recipes() -> dict | None:
+    """The committed probe-recipe comparison (`benchmarks/compare_probe_recipes.py`), or None."""
+    path = PROJECT_ROOT / "results" / "probe" / "recipes.json"
+    return read_json(path) if path.exists() else None
+
+
+def to_markdown(found: dict | None, recipes: dict | None = None) -> str:
+    """The page's table: one row per difference, the measured effect where there is one."""
+    measured = effects(found, recipes) if found else {}
+    head = ("| Difference | The paper | The released code | Where | This library (default) | The released side here "
+            "| Measured here |\n|---|---|---|---|---|---|---|\n")
+    rows = []
+    for d in DIFFERENCES:
+        where = ", ".join(code_link(path, line, repo) for path, line, repo in d.where)
+        effect = measured.get(d.effect, "not measured") if d.effect else "not measured"
+        rows.append(f"| {d.topic} | {d.paper} | {d.released} | {where} | {d.here} | {d.option} | {effect} |")
+    note = ("" if found else "\n*Not measured yet at this profile: "
+            "`python -m twotower_lib.book.released --profile cpu` writes results/released/cpu.json.*\n")
+    return head + "\n".join(rows) + "\n" + note
+
+
+def main(argv: list[str] | None = None) -> int:
+    from twotower_lib.book.profiles import get_profile
+
+    ap = argparse.ArgumentParser(description="measure the paper-vs-released-code differences from a pipeline run's probes")
+    ap.add_argument("--profile", default="cpu")
+    ap.add_argument("--runs-dir", type=Path, required=True, help="where <profile>/ of that pipeline run lives")
+    ap.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
+                    help="the overrides that pipeline run used (e.g. -p cases elmo:1,elmo-released:1)")
+    ap.add_argument("--out", type=Path, default=None, help="default: results/released/<profile>.json")
+    args = ap.parse_args(argv)
+    profile = get_profile(args.profile).with_overrides(dict(args.parameter))
+    found = measure(args.runs_dir / profile.name, profile)
+    found["command"] = ("python -m twotower_lib.book.released --profile " + profile.name + " --runs-dir DIR "
+                        + " ".join(f"-p {k} {v}" for k, v in args.parameter))
+    out = args.out or RESULTS / f"{profile.name}.json"
+    atomic_write_json(out, found)
+    print(f"wrote {out}")
+    for key, text in effects(found, load_recipes()).items():
+        print(f"{key}: {text}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
