@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from itertools import combinations
 from pathlib import Path
 from statistics import mean
 
