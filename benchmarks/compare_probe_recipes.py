@@ -65,6 +65,8 @@ def main() -> None:
     for recipe, (cfg, name) in recipes.items():
         for run in runs:
             out = root / "probing" / (run if name is None else f"comparisons/{name.format(run=run)}")
+            if name is None and not out.exists() and (root / "probing" / "independent" / run).exists():
+                out = root / "probing" / "independent" / run    # a single-tower run: the profile's own control probe
             if args.reuse and recipe not in args.probe.split(","):
                 if not (out / "preference.parquet").exists():
                     print(f"{recipe} on {run}: no probe in {out}, left out")

@@ -51,3 +51,19 @@ def test_probe_recipes_give_the_shortfall_and_the_reliability():
     text = released.effects(_found([], []), recipes)["probe"]
     assert "tied, cool-down (default): shortfall not measured, probe-seed reliability 0.80-0.80" in text
     assert "as released: shortfall +0.200 nats, probe-seed reliability 0.50-0.70" in text
+
+
+def test_the_introduction_states_the_measured_elmo_finding():
+    from twotower_lib.book import build
+    from twotower_lib.book.sections import PROJECT_ROOT
+
+    found = {**_found([("elmo-s1", "elmo-s2", "score", 0.3), ("elmo-released-s1", "elmo-released-s2", "score", 0.6)],
+                      [("elmo-s1", True), ("elmo-s2", True), ("elmo-released-s1", True), ("elmo-released-s2", True)]),
+             "profile": "cpu", "top_n": 1000}
+    sentence = released.elmo_sentence(found)
+    assert sentence.startswith("Measured at the `cpu` profile (top 1000 tokens") and "+0.60" in sentence
+    assert released.elmo_sentence(None) == ""
+    intro = (PROJECT_ROOT / "book" / "intro.md").read_text()
+    assert "<!-- RELEASED_ELMO:" in intro
+    filled = build.fill_placeholders(intro, {"profile": "tiny"})
+    assert "RELEASED_ELMO" not in filled and "einsum" in filled

@@ -30,7 +30,7 @@ from twotower_lib.errors import MissingDependencyError, UserError
 
 PAGES_DIR = PROJECT_ROOT / "book"
 LIBRARY_PARENT = Path(__file__).resolve().parents[2]  # the directory that holds twotower_lib/
-_PLACEHOLDER = re.compile(r"<!-- (PROFILES|PICTURE|SCORECARD|PUBLISHED|API|RELEASED): .*?-->", re.DOTALL)
+_PLACEHOLDER = re.compile(r"<!-- (PROFILES|PICTURE|SCORECARD|PUBLISHED|API|RELEASED|RELEASED_ELMO): .*?-->", re.DOTALL)
 
 
 def _sync(data: bytes, dest: Path) -> None:
@@ -81,7 +81,8 @@ def fill_placeholders(text: str, card: dict) -> str:
     parts = {"PROFILES": profiles_markdown, "SCORECARD": lambda: scorecard.to_markdown(card), "API": api_markdown,
              "PICTURE": lambda: picture_markdown(card),
              "PUBLISHED": lambda: publish.markdown(publish.load_published(exclude=card["profile"])),
-             "RELEASED": lambda: released.to_markdown(released.load("cpu"), released.load_recipes())}
+             "RELEASED": lambda: released.to_markdown(released.load("cpu"), released.load_recipes()),
+             "RELEASED_ELMO": lambda: released.elmo_sentence(released.load("cpu"))}
     return _PLACEHOLDER.sub(lambda m: parts[m.group(1)](), text)
 
 

@@ -217,6 +217,15 @@ def effects(found: dict, recipes: dict | None = None) -> dict[str, str]:
     return out
 
 
+def elmo_sentence(found: dict | None) -> str:
+    """The introduction's measured ELMo sentence (empty when not measured)."""
+    text = effects(found).get("elmo") if found else None
+    if not text:
+        return ""
+    return (f"Measured at the `{found['profile']}` profile (top {found['top_n']} tokens, 95% intervals resampling "
+            f"validation documents; the seed spread is the two pairs' difference): {text}.\n")
+
+
 def load(profile: str = "cpu", path: Path | None = None) -> dict | None:
     """The committed measurement of `profile`, or None when it was not measured."""
     path = path or RESULTS / f"{profile}.json"
