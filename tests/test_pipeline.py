@@ -52,7 +52,7 @@ def test_profiles_map_budgets_to_library_configs():
     assert (tcfg.model, tcfg.preset, tcfg.seed, tcfg.towers) == ("bert", "tiny", 2, 2)
     assert tcfg.max_steps * tcfg.micro_batch * tiny.seq_len >= tiny.train_tokens > (tcfg.max_steps - 1) * tcfg.micro_batch * tiny.seq_len
     assert tcfg.eval_every_steps % tcfg.log_every_steps == 0  # validation loss is logged only on log steps
-    from twotower_lib.probe import train_block_count
+    from twotower_lib.probe_training import train_block_count
 
     pcfg = tiny.probe_config()
     assert pcfg.train_positions == tiny.probe_tokens and not pcfg.replicate

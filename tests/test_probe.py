@@ -16,7 +16,8 @@ from twotower_lib.errors import UserError
 from twotower_lib.models import ModelConfig
 from twotower_lib.preference import (TowerSums, check_same_vocabulary, document_stats, frequency_rank,
                                      load_artifact, order_towers, preference_table, save_artifact)
-from twotower_lib.probe import ProbeConfig, score_validation, train_heads, write_preference
+from twotower_lib.probe import ProbeConfig, write_preference
+from twotower_lib.probe_training import score_validation, train_heads
 
 
 # ---------------------------------------------------------------- Eq. 3 and Eq. 4 by hand
@@ -357,7 +358,7 @@ def _mask_id(data):
 def test_bert_probe_events_have_mask_at_every_probed_position(tiny_data):
     """Eq. 1: BERT's state at a predicted position is computed with [MASK] there. The earlier
     scoring reused the training corruption, whose unchanged 10% show the answer to the towers."""
-    from twotower_lib.probe import probe_batch
+    from twotower_lib.probe_training import probe_batch
 
     ids = torch.from_numpy(np.asarray(tiny_data.train[:64], dtype=np.int64))
     args = ("bert", ids, torch.Generator().manual_seed(0), tiny_data.special_ids, tiny_data.vocab_size)
@@ -381,7 +382,7 @@ def test_heads_stop_on_the_heldout_plateau_and_keep_their_best_state(tiny_data):
     lrs = [c["lr"] for c in record["curve"]]
     assert lrs[-1] < 0.1 * lrs[0]  # after the plateau the rate fell to its last step's 1/steps of the peak
     # the heads returned are the best held-out state, not the last epoch's
-    from twotower_lib.probe import _heldout_losses, extract_features
+    from twotower_lib.probe_training import _heldout_losses, extract_features
 
     rng = np.random.default_rng(cfg.seed)
     n_train = 150
@@ -396,7 +397,7 @@ def test_heads_stop_on_the_heldout_plateau_and_keep_their_best_state(tiny_data):
 
 def test_joint_layernorm_features_are_the_cooperative_heads_input(tiny_data):
     from twotower_lib.models import build_model, preset
-    from twotower_lib.probe import head_features
+    from twotower_lib.probe_training import head_features
 
     torch.manual_seed(0)
     model = build_model(preset("tiny", "gpt", vocab_size=tiny_data.vocab_size, seq_len=tiny_data.seq_len)).eval()

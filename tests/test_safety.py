@@ -126,7 +126,7 @@ def test_different_seeds_give_different_initial_weights(tiny_data, tmp_path):
 
 
 def test_a_gpt_target_at_a_document_boundary_belongs_to_the_next_document():
-    from twotower_lib.probe import _target_docs
+    from twotower_lib.probe_training import _target_docs
 
     docs = torch.tensor([[3, 3, 3, 4, 4]])
     # position 2 predicts token 3, which is the first token of document 4

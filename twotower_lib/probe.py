@@ -40,8 +40,6 @@ masked tokens for BERT. Special tokens ([SEP] between documents, ...) are never 
 from __future__ import annotations
 
 import argparse
-import copy
-import math
 import os
 import time
 from dataclasses import asdict, dataclass, replace
@@ -50,20 +48,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from torch import nn
-from tqdm import tqdm
 
 if TYPE_CHECKING:
     import pandas as pd
 
 from twotower_lib.artifacts import provenance, read_json, sha256_file
 from twotower_lib.errors import UserError
-from twotower_lib.models import load_model, make_batch, snapshot_tokens, weights_path
-from twotower_lib.models.heads import HEAD_KINDS, ProbeHead, token_logprob
+from twotower_lib.models import load_model, snapshot_tokens, weights_path
+from twotower_lib.models.heads import HEAD_KINDS
 from twotower_lib.preference import (TowerSums, document_stats, load_artifact, order_towers,
                                      preference_table, save_artifact)
+from twotower_lib.probe_training import score_validation, train_heads
 
-IGNORE = -100
 # Part of every probe's identity: a probe written by an older version is recomputed, not reused.
 # 2: per-model head seeds (see probe_run). 3: held-out stopping, feature and event options, replicate.
 # 4: tied head by default, cool-down after the plateau, bf16 tower passes where faster.
@@ -72,8 +68,6 @@ FEATURES = ("joint_ln", "raw")
 BERT_EVENTS = ("mask", "corrupt")
 SCHEDULES = ("plateau", "linear")
 HEAD_LR = {"tied": 3e-3, "mlp": 1e-3}  # peak rates: the tied head trains ~70k weights, the untied ~2M (V = 8192)
-REPLICATE_SEED = 7_919  # offset of the replicate heads' seed from the main heads'
-COOP_EVERY = 4          # the cooperative model's validation loss is measured on every 4th batch of blocks
 
 
 @dataclass(frozen=True)
@@ -152,297 +146,6 @@ class ProbeConfig:
         if self.precision not in ("auto", "fp32", "bf16"):
             raise bad("precision", "must be 'auto', 'fp32' or 'bf16'")
         return self
-
-
-def _device(model) -> torch.device:
-    return next(iter(model.parameters()), torch.empty(0)).device
-
-
-def _autocast(cfg: ProbeConfig, device: torch.device):
-    """The frozen towers' forward pass: bf16 autocast on GPUs (fp16 where bf16 is missing) and on CPUs
-    where bf16 matmuls are faster (`bf16_matmul_pays_off`); fp32 otherwise. On the reference CPU the
-    towers ran 1.8x faster in bf16, and the cooperative model's log-probability moved by 0.0014 nats
-    per position (per-token means: 0.0004 sd, against a probe's score spread of ~0.2); the features
-    are cached in bf16 anyway."""
-    if device.type == "cuda":
-        dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        return torch.autocast("cuda", dtype=dtype, enabled=cfg.precision != "fp32")
-    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=_head_dtype(cfg, device) == torch.bfloat16)
-
-
-_BF16_PAYS_OFF: bool | None = None
-
-
-def bf16_matmul_pays_off() -> bool:
-    """Whether a head-sized bf16 matmul (fp32 accumulation) beats fp32 on this CPU, measured once.
-
-    Why measured: on CPUs with native bf16 (AVX-512 BF16, AMX) it ran about 2x faster than fp32 on the
-    reference machine; on others bf16 is emulated and runs at half the fp32 rate.
-    """
-    global _BF16_PAYS_OFF
-    if _BF16_PAYS_OFF is None:
-        x, w = torch.randn(1024, 128), torch.randn(4096, 128)
-        timing = {}
-        for dtype in (torch.float32, torch.bfloat16):
-            a, b = x.to(dtype), w.to(dtype)
-            a @ b.t()
-            t0 = time.perf_counter()
-            for _ in range(5):
-                a @ b.t()
-            timing[dtype] = time.perf_counter() - t0
-        _BF16_PAYS_OFF = timing[torch.bfloat16] < 0.8 * timing[torch.float32]
-    return _BF16_PAYS_OFF
-
-
-def _head_dtype(cfg: ProbeConfig, device: torch.device) -> torch.dtype:
-    """The dtype of the head-training matmuls: bf16 where asked or (auto) where it is faster (this CPU,
-    measured; GPUs with bf16); softmax and loss stay fp32. Held-out losses and scores are fp32 (`ProbeHead.logprob`)."""
-    if cfg.precision == "bf16" or (cfg.precision == "auto" and (torch.cuda.is_bf16_supported() if device.type == "cuda"
-                                                               else bf16_matmul_pays_off())):
-        return torch.bfloat16
-    return torch.float32
-
-
-def _labels_without_specials(labels: torch.Tensor, special_ids: dict[str, int]) -> torch.Tensor:
-    specials = torch.tensor(sorted(special_ids.values()), dtype=labels.dtype)
-    return labels.masked_fill(torch.isin(labels, specials), IGNORE)
-
-
-def _target_docs(model_type: str, docs: torch.Tensor) -> torch.Tensor:
-    """Document of the token each position predicts (GPT predicts the next position's token)."""
-    if model_type != "gpt":
-        return docs
-    out = docs.clone()
-    out[:, :-1] = docs[:, 1:]
-    return out
-
-
-def probe_batch(model_type: str, ids: torch.Tensor, generator: torch.Generator, special_ids: dict[str, int],
-                vocab_size: int, cfg: ProbeConfig, chosen: torch.Tensor | None = None):
-    """(inputs, labels) of the events the probe trains on and scores: the model's objective, with
-    BERT's chosen positions all [MASK] unless `bert_events="corrupt"`; special tokens never labels."""
-    inputs, y = make_batch(model_type, ids, generator, special_ids, vocab_size, chosen=chosen,
-                           mask_only=cfg.bert_events == "mask")
-    return inputs, _labels_without_specials(y, special_ids)
-
-
-def head_features(model, states: torch.Tensor, kind: str) -> torch.Tensor:
-    """What the heads read from the tower states (..., k, H): the states themselves (`raw`), or each
-    tower's slice of the frozen joint LayerNorm over their concatenation (`joint_ln`)."""
-    if kind == "raw":
-        return states
-    return model.head_ln1(states.flatten(-2)).view_as(states)
-
-
-@torch.no_grad()
-def extract_features(model, blocks: np.ndarray, special_ids: dict[str, int], vocab_size: int,
-                     generator: torch.Generator, cfg: ProbeConfig, desc: str = "tower features",
-                     show: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """Run the frozen towers over `blocks` once: features of predicted positions (N, k, H) in bf16, labels (N,)."""
-    feats, labels = [], []
-    model_type, device = model.cfg.model_type, _device(model)
-    for start in tqdm(range(0, len(blocks), cfg.forward_batch), desc=desc, unit="batch", disable=not show,
-                      leave=False):
-        ids = torch.from_numpy(np.asarray(blocks[start:start + cfg.forward_batch], dtype=np.int64))
-        inputs, y = probe_batch(model_type, ids, generator, special_ids, vocab_size, cfg)
-        with _autocast(cfg, device):
-            states = head_features(model, model.tower_states(inputs.to(device)), cfg.features).cpu()  # (B, T, k, H)
-        keep = y != IGNORE
-        feats.append(states[keep].to(torch.bfloat16))                       # (n, k, H), kept in host memory
-        labels.append(y[keep])
-    return torch.cat(feats), torch.cat(labels)
-
-
-def _lr_lambda(total_steps: int, warmup_fraction: float):
-    warmup = max(1, int(total_steps * warmup_fraction))
-
-    def f(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
-    return f
-
-
-def train_block_count(cfg: ProbeConfig, model_type: str, seq_len: int) -> int:
-    """Training blocks the heads read: `train_blocks`, or enough blocks for `train_positions`
-    predicted positions (BERT predicts only its masked ~15%, so it needs ~7x the blocks: equal
-    positions give every family's heads the same number of examples and optimiser steps)."""
-    if cfg.train_positions is None:
-        return cfg.train_blocks
-    per_block = seq_len * (0.15 if model_type == "bert" else 1.0)
-    return max(1, math.ceil(cfg.train_positions / per_block))
-
-
-@torch.no_grad()
-def _heldout_losses(heads: nn.ModuleList, feats: torch.Tensor, labels: torch.Tensor, k: int,
-                    device: torch.device, chunk: int = 8192) -> list[float]:
-    """Mean cross-entropy of every head (head i reads tower i % k) on held-out features."""
-    total = torch.zeros(len(heads), dtype=torch.float64)
-    for b in range(0, len(labels), chunk):
-        f, y = feats[b:b + chunk].to(device).float(), labels[b:b + chunk].to(device)
-        for i, head in enumerate(heads):
-            total[i] -= head.logprob(f[:, i % k], y).double().sum().cpu()
-    return (total / max(1, len(labels))).tolist()
-
-
-def train_heads(model, data, cfg: ProbeConfig, show: bool = True,
-                head_seed: int | None = None) -> tuple[list[nn.ModuleList], dict]:
-    """Train one head per tower (and, with `cfg.replicate`, a second set with another seed) on the
-    frozen features of the training blocks; return the head sets and the training record.
-
-    `head_seed` (default `cfg.seed`) seeds the heads' initialisation, the masks of BERT's training
-    blocks and the order of the positions; the replicate set uses `head_seed + REPLICATE_SEED` for
-    its initialisation and order and shares the features. `probe_run` derives the seed from the
-    weights, so two models never share head initialisations (see there why that matters).
-
-    The record: `curve` (per epoch: step, rate, mean training loss and held-out loss per head),
-    `epochs`, `stopped` ("converged" or "max_epochs") and the number of training and held-out positions.
-    """
-    cfg.validate()
-    head_seed = cfg.seed if head_seed is None else head_seed
-    k, H, V = model.cfg.towers, model.cfg.hidden, model.cfg.vocab_size
-    emb = model.tok_emb.weight.detach() if cfg.head == "tied" else None
-    device = _device(model)
-    seeds = [head_seed] + ([head_seed + REPLICATE_SEED] if cfg.replicate else [])
-    heads = nn.ModuleList()
-    for s in seeds:  # set s: heads[s*k : (s+1)*k], head i reads tower i % k
-        torch.manual_seed(s)
-        heads.extend(ProbeHead(H, V, cfg.head, emb, model.cfg.layer_norm_eps) for _ in range(k))
-    heads = heads.to(device)
-
-    n_train = min(train_block_count(cfg, model.cfg.model_type, data.seq_len), len(data.train))
-    n_held = math.ceil(n_train * cfg.holdout_fraction)
-    if n_train + n_held > len(data.train):
-        n_train = max(1, len(data.train) - n_held)
-    rng = np.random.default_rng(cfg.seed)
-    chosen = rng.choice(len(data.train), size=min(len(data.train), n_train + n_held), replace=False)
-    gen = torch.Generator().manual_seed(head_seed)
-    feats, labels = extract_features(model, data.train[np.sort(chosen[:n_train])], data.special_ids, V, gen, cfg,
-                                     "caching tower features", show)
-    if n_held:
-        held_feats, held_labels = extract_features(model, data.train[np.sort(chosen[n_train:])], data.special_ids,
-                                                   V, gen, cfg, "held-out features", show)
-    if len(labels) == 0:
-        raise UserError("the probe's training blocks hold no position to predict; use more training blocks")
-
-    steps_per_epoch = max(1, math.ceil(len(labels) / cfg.batch_size))
-    opt = torch.optim.AdamW(heads.parameters(), lr=cfg.peak_lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay)
-    if cfg.schedule == "linear":
-        rate = _lr_lambda(steps_per_epoch * cfg.max_epochs, cfg.warmup_fraction)
-    else:
-        warmup = max(1, int(steps_per_epoch * cfg.warmup_fraction))
-        rate = lambda step: min(1.0, (step + 1) / warmup)  # noqa: E731  (then constant; drops on plateaus)
-    scale, drops_left = 1.0, cfg.lr_drops
-    cooldown: tuple[int, int] | None = None  # (first step, steps) once the rate is falling to 0
-
-    def lr_at(step: int) -> float:
-        lr = cfg.peak_lr * scale * rate(step)
-        return lr if cooldown is None else lr * max(0.0, 1 - (step - cooldown[0]) / cooldown[1])
-    dtype = _head_dtype(cfg, device)
-    orders = [torch.Generator().manual_seed(s) for s in seeds]
-    best = [math.inf] * len(heads)
-    best_state = [None] * len(heads)
-    curve: list[dict] = []
-    stopped = "max_epochs"
-    bar = tqdm(total=cfg.max_epochs, desc=f"training {len(heads)} probe head(s)", unit="epoch", disable=not show)
-    step = 0
-    for epoch in range(cfg.max_epochs):
-        perms = [torch.randperm(len(labels), generator=g) for g in orders]     # each head set its own order
-        train_sum = torch.zeros(len(heads), dtype=torch.float64)
-        for b in range(0, len(labels), cfg.batch_size):
-            for group in opt.param_groups:
-                group["lr"] = lr_at(step)
-            losses = []
-            for s, perm in enumerate(perms):
-                idx = perm[b:b + cfg.batch_size]
-                f, y = feats[idx].to(device).float(), labels[idx].to(device)   # (n, k, H), (n,)
-                with _autocast(cfg, device):
-                    losses += [heads[s * k + j].loss(f[:, j], y, dtype) for j in range(k)]
-            opt.zero_grad(set_to_none=True)
-            sum(losses).backward()  # heads share no parameters: this trains each on its own loss
-            opt.step()
-            step += 1
-            train_sum += torch.tensor([l.item() for l in losses], dtype=torch.float64) * len(idx)
-        train_loss = (train_sum / len(labels)).tolist()
-        held = _heldout_losses(heads, held_feats, held_labels, k, device) if n_held else train_loss
-        gain = max(b_ - h for b_, h in zip(best, held))                         # the best improvement of any head
-        for i, h in enumerate(held):
-            if h < best[i]:
-                best[i], best_state[i] = h, copy.deepcopy(heads[i].state_dict())
-        curve.append({"epoch": epoch + 1, "step": step, "lr": lr_at(step - 1),
-                      "train_loss": [round(x, 5) for x in train_loss], "heldout_loss": [round(x, 5) for x in held]})
-        bar.set_postfix(heldout=" ".join(f"{x:.3f}" for x in held), gain=f"{gain:.4f}")
-        bar.update(1)
-        if cfg.schedule != "plateau":
-            continue
-        if cooldown is not None and step >= sum(cooldown):    # the rate has reached 0
-            stopped = "converged"
-            break
-        if cooldown is None and gain < cfg.tol:                # a plateau
-            if drops_left:
-                drops_left, scale = drops_left - 1, scale * cfg.lr_drop
-            elif cfg.cooldown_epochs:
-                cooldown = (step, steps_per_epoch * cfg.cooldown_epochs)
-            else:
-                stopped = "converged"
-                break
-    bar.close()
-    if cfg.schedule == "plateau":
-        for head, state in zip(heads, best_state):
-            head.load_state_dict(state)
-    record = {"curve": curve, "epochs": len(curve), "stopped": stopped if cfg.schedule == "plateau" else "fixed epochs",
-              "train_positions": int(len(labels)), "heldout_positions": int(len(held_labels)) if n_held else 0,
-              "head_seeds": seeds, "matmul_dtype": str(dtype).removeprefix("torch.")}
-    sets = [nn.ModuleList(heads[s * k:(s + 1) * k]).eval() for s in range(len(seeds))]
-    return sets, record
-
-
-@torch.no_grad()
-def score_validation(model, head_sets: list[nn.ModuleList], data, cfg: ProbeConfig,
-                     show: bool = True) -> tuple[list[TowerSums], np.ndarray]:
-    """Each head set's probability of the true token at every scored validation position.
-
-    Returns one `TowerSums` per head set and the cooperative model's log-probability at the same
-    positions, computed on every `COOP_EVERY`-th batch of blocks (NaN elsewhere): its loss is a mean,
-    and the (n, V) decoder is as costly as a head. BERT masks the validation set in `bert_eval_passes` disjoint passes, so each token
-    is predicted once, with [MASK] at its position (unless `bert_events="corrupt"`).
-    """
-    model_type, V, device = model.cfg.model_type, model.cfg.vocab_size, _device(model)
-    n = len(data.valid) if cfg.eval_blocks is None else min(cfg.eval_blocks, len(data.valid))
-    gen = torch.Generator().manual_seed(cfg.seed + 1)
-    toks, docs, coop = [], [], []
-    lps: list[list[np.ndarray]] = [[] for _ in head_sets]
-    for batch_no, start in enumerate(tqdm(range(0, n, cfg.forward_batch), desc="scoring validation", unit="batch",
-                                          disable=not show)):
-        ids = torch.from_numpy(np.asarray(data.valid[start:min(n, start + cfg.forward_batch)], dtype=np.int64))
-        doc = _target_docs(model_type, torch.from_numpy(np.asarray(data.valid_doc_ids[start:start + len(ids)], dtype=np.int64)))
-        if model_type == "bert":
-            pass_of = torch.randint(cfg.bert_eval_passes, ids.shape, generator=gen)
-            batches = [probe_batch(model_type, ids, gen, data.special_ids, V, cfg, chosen=pass_of == p)
-                       for p in range(cfg.bert_eval_passes)]
-        else:
-            batches = [probe_batch(model_type, ids, gen, data.special_ids, V, cfg)]
-        for inputs, y in batches:
-            inputs, y = inputs.to(device), y.to(device)
-            keep = y != IGNORE
-            with _autocast(cfg, device):
-                states = model.tower_states(inputs)[keep].float()           # (n, k, H): one tower pass
-                feats = head_features(model, states, cfg.features)
-            target = y[keep]
-            for heads, out in zip(head_sets, lps):
-                out.append(torch.stack([heads[j].logprob(feats[:, j], target)
-                                        for j in range(len(heads))], dim=1).double().cpu().numpy())  # (n, k)
-            if batch_no % COOP_EVERY == 0:  # the cooperative model's loss needs a mean, not every position
-                with _autocast(cfg, device):
-                    coop_logits = model.decode(states)                      # (n, V), the cooperative model
-                coop.append(token_logprob(coop_logits.float(), target).cpu().numpy())
-            else:
-                coop.append(np.full(len(target), np.nan, dtype=np.float32))
-            toks.append(target.cpu().numpy())
-            docs.append(doc[keep.cpu()].numpy())
-    tok, doc_ids = np.concatenate(toks), np.concatenate(docs)
-    sums = [TowerSums(tok, doc_ids, np.exp(lp), lp) for lp in map(np.concatenate, lps)]
-    return sums, np.concatenate(coop)
 
 
 def probe_dir(run_dir: Path, snapshot: str | int | None) -> Path:

@@ -80,7 +80,7 @@ class LinearCrossEntropy(torch.autograd.Function):
     `workers.keep_freed_memory`. Every target must be a real class (no ignore index). Computed in
     fp32 under autocast too; with `dtype` bf16 the matmuls take bf16 inputs (fp32 accumulation)
     while the softmax and the loss stay fp32: on CPUs with native bf16 that is about 2x faster
-    (`probe.bf16_matmul_pays_off`).
+    (`probe_training.bf16_matmul_pays_off`).
     """
 
     @staticmethod
