@@ -25,6 +25,10 @@
 # (validation documents resampled), a permutation p-value (token labels shuffled), and three
 # controls: the same pairs before training, independently trained single-tower pairs, and
 # shuffled token labels.
+#
+# The ELMo here is the bidirectional one the paper's text describes. The authors' released code
+# builds a different one (its backward outputs are always zero): the page "The paper, its code,
+# and this companion" measures that ELMo beside this one, and every pair of both.
 
 # %% tags=["parameters"]
 profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.book.profiles)
