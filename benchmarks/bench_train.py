@@ -26,7 +26,7 @@ import torch  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from twotower_lib.models import MODEL_TYPES, ModelConfig, build_model, make_batch, preset  # noqa: E402
-from twotower_lib.train import init_distributed  # noqa: E402
+from twotower_lib.deepspeed_setup import init_distributed  # noqa: E402
 
 SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
 

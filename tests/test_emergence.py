@@ -114,7 +114,7 @@ def test_default_lr_is_the_deepspeed_configs():
     """Curves written without a learning rate are labelled with the CPU DeepSpeed config's peak."""
     import json
 
-    from twotower_lib.train import CONFIG_DIR
+    from twotower_lib.deepspeed_setup import CONFIG_DIR
 
     cfg = json.loads((CONFIG_DIR / "deepspeed_cpu.json").read_text())
     assert cfg["optimizer"]["params"]["lr"] == es.DEFAULT_LR

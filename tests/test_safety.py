@@ -81,16 +81,16 @@ def test_train_refuses_an_out_directory_with_a_foreign_file(tiny_data, tmp_path)
 
 
 def test_resume_drops_a_torn_last_log_line(tmp_path, capsys):
-    from twotower_lib.train import _truncate_log
+    from twotower_lib.checkpoints import truncate_log
 
     log = tmp_path / "log.jsonl"
     log.write_text('{"step": 10, "loss": 5.0}\n{"step": 20, "loss": 4.0}\n{"step": 30, "lo')
-    _truncate_log(log, 20)
+    truncate_log(log, 20)
     assert [json.loads(ln)["step"] for ln in log.read_text().splitlines()] == [10, 20]
     assert "dropped a torn last line" in capsys.readouterr().out
     log.write_text('{"step": 10}\n{"ste\n{"step": 20}\n')
     with pytest.raises(UserError, match="line 2 is not valid JSON"):
-        _truncate_log(log, 20)
+        truncate_log(log, 20)
 
 
 # ---------------------------------------------------------------- mutations that must fail a test

@@ -14,8 +14,9 @@ from safetensors.torch import load_file
 
 from twotower_lib.errors import UserError
 from twotower_lib.models import TwoTowerLM, list_snapshots, load_model
-from twotower_lib.train import (TrainConfig, TrainingDiverged, released_options, _free_port as free_port, deepspeed_config, evaluate,
-                                lr_at, params_sha256, parse_duration, train)
+from twotower_lib.deepspeed_setup import _free_port as free_port, deepspeed_config
+from twotower_lib.train import (TrainConfig, TrainingDiverged, evaluate, lr_at, params_sha256, parse_duration,
+                                released_options, train)
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -25,14 +25,10 @@ Run directory:
 from __future__ import annotations
 
 import argparse
-import atexit
 import hashlib
-import json
 import math
 import os
 import re
-import shutil
-import socket
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -41,18 +37,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from safetensors.torch import load_file, save, save_file
-
-from twotower_lib.artifacts import (atomic_directory, atomic_write_bytes, atomic_write_json, atomic_write_text,
-                                    provenance, read_json)
+from twotower_lib.artifacts import atomic_write_json, provenance, read_json
+from twotower_lib.checkpoints import (append_log, cpu_state_dict, latest_checkpoint, load_checkpoint, save_checkpoint,
+                                      save_weights, truncate_log)
+from twotower_lib.deepspeed_setup import _any_rank, deepspeed_config, init_distributed, use_bf16_autocast
 from twotower_lib.errors import UserError
 from twotower_lib.models import (MODEL_TYPES, PRESETS, ModelConfig, TwoTowerLM, build_model, make_batch,
                                  preset, snapshot_name)
 
-CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # fp16: GPUs only (DeepSpeed loss scaling), as in the paper
 FIRST_SNAPSHOT_TOKENS = 1 << 16  # default snapshots double from here: early training is where things change
-KEEP_CHECKPOINTS = 2
 
 
 class TrainingDiverged(UserError):
@@ -133,125 +127,6 @@ def parse_duration(text: str) -> float:
     return sum(float(n) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[u] for n, u in parts)
 
 
-# ----------------------------------------------------------------------------- distributed setup
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def init_distributed() -> None:
-    """Start torch.distributed through DeepSpeed; without a launcher, become rank 0 of 1.
-
-    DeepSpeed otherwise tries MPI discovery (and fails without mpi4py) when RANK is not set.
-    """
-    import deepspeed
-
-    own_port = "RANK" not in os.environ
-    if own_port:
-        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
-                          MASTER_PORT=str(_free_port()))
-    if not torch.distributed.is_initialized():
-        for attempt in range(5):
-            try:
-                deepspeed.init_distributed(dist_backend="gloo" if not torch.cuda.is_available() else "nccl",
-                                           verbose=False)
-                break
-            except torch.distributed.DistNetworkError:
-                # the free port we picked was taken before the store bound it (another process on
-                # this machine): pick another; under a launcher the port is the launcher's, so re-raise
-                if not own_port or attempt == 4:
-                    raise
-                os.environ["MASTER_PORT"] = str(_free_port())
-        # Once per process, at exit: DeepSpeed caches its groups, so a destroyed process group cannot
-        # be re-created for a second run in the same process (tests, notebooks).
-        atexit.register(shutdown_distributed)
-
-
-def shutdown_distributed() -> None:
-    """Barrier then destroy: without it a fraction of gloo runs abort at interpreter exit."""
-    if torch.distributed.is_initialized():
-        torch.distributed.barrier()
-        torch.distributed.destroy_process_group()
-
-
-def _any_rank(flag: bool) -> bool:
-    """True if `flag` is true on any rank (so that all ranks stop or save together)."""
-    if not torch.distributed.is_initialized() or torch.distributed.get_world_size() == 1:
-        return flag
-    t = torch.tensor([1.0 if flag else 0.0])
-    torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
-    return bool(t.item() > 0)
-
-
-# ----------------------------------------------------------------------------- configuration
-
-def deepspeed_config(tcfg: TrainConfig) -> dict[str, Any]:
-    """The repository's DeepSpeed JSON (or the user's), with micro-batch/accumulation overrides.
-
-    Without --deepspeed-config the precision picks it: on a GPU deepspeed_gpu.json (bf16) for auto
-    and bf16, deepspeed_gpu_fp16.json (the paper's V100 fp16) for fp16, and the bf16 one with mixed
-    precision switched off for fp32; on a CPU deepspeed_cpu.json (fp32 weights; bf16 comes from autocast).
-    """
-    gpu = torch.cuda.is_available()
-    if tcfg.precision == "fp16" and not gpu:
-        raise UserError("--precision fp16 needs a GPU (DeepSpeed's fp16 with loss scaling); on a CPU use auto, "
-                        "fp32 or bf16")
-    default = ("deepspeed_gpu_fp16.json" if tcfg.precision == "fp16" else "deepspeed_gpu.json") if gpu \
-        else "deepspeed_cpu.json"
-    path = Path(tcfg.deepspeed_config) if tcfg.deepspeed_config else CONFIG_DIR / default
-    if not path.is_file():
-        raise UserError(f"DeepSpeed config {path} does not exist; pass --deepspeed-config FILE.json")
-    try:
-        ds = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise UserError(f"DeepSpeed config {path} is not valid JSON: {e}") from e
-    if tcfg.micro_batch is not None:
-        ds["train_micro_batch_size_per_gpu"] = tcfg.micro_batch
-    if tcfg.grad_accum is not None:
-        ds["gradient_accumulation_steps"] = tcfg.grad_accum
-    if tcfg.lr is not None:
-        ds.setdefault("optimizer", {}).setdefault("params", {})["lr"] = tcfg.lr
-    ds.pop("train_batch_size", None)  # derived: micro * accumulation * world size
-    if gpu and tcfg.precision == "fp32" and not tcfg.deepspeed_config:
-        ds.pop("bf16", None)
-    if ds.get("zero_optimization", {}).get("stage", 0) != 0:
-        raise UserError(f"{path}: checkpoints of this trainer hold the optimizer state of ZeRO stage 0 only; "
-                        "set zero_optimization.stage to 0")
-    opt = ds.get("optimizer", {})
-    if opt.get("type", "").lower() == "adam" and opt.get("params", {}).get("weight_decay", 0) and \
-            "adam_w_mode" not in opt.get("params", {}):
-        raise UserError(f"{path}: optimizer type 'Adam' with weight decay silently becomes AdamW in DeepSpeed; "
-                        "write 'AdamW', or set adam_w_mode explicitly")
-    ds["_source"] = str(path)
-    return ds
-
-
-def use_bf16_autocast(tcfg: TrainConfig) -> bool:
-    """Whether to train under CPU bf16 autocast; GPUs use the DeepSpeed config's fp16/bf16 instead.
-
-    `auto` is a fixed rule per machine (so a seed still fixes the result): bf16 for the transformer
-    families on CPUs with AMX tiles, whose bf16 matmuls are several times faster than fp32.
-    On AVX-512-BF16 CPUs without AMX, benchmarks/bench_train.py measured bf16 matmuls *slower*
-    than fp32 and no training speed-up, and nn.LSTM under autocast ran 3-10x slower, so those
-    CPUs and ELMo stay fp32.
-    """
-    if torch.cuda.is_available() or tcfg.precision == "fp32":
-        return False
-    if tcfg.precision == "bf16":
-        if not (torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()):
-            raise UserError("--precision bf16 asked for, but this CPU has no native bf16 support; use fp32 or auto")
-        return True
-    return cpu_bf16_pays_off() and tcfg.model != "elmo"
-
-
-def cpu_bf16_pays_off() -> bool:
-    """True on CPUs with native bf16 *and* AMX tiles: only there do bf16 matmuls beat fp32."""
-    native = torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
-    return bool(native and torch.cpu._is_amx_tile_supported())
-
-
 def lr_at(progress: float, peak: float, warmup: float, final: float = 0.0) -> float:
     """Linear warm-up over the first `warmup` fraction of the budget, then linear decay to `final` x peak."""
     progress = min(max(progress, 0.0), 1.0)
@@ -318,44 +193,6 @@ def evaluate(model: TwoTowerLM, data, tcfg: TrainConfig, batch_size: int, autoca
         total, count = total + float(loss) * k, count + k
     model.train(was_training)
     return total / max(count, 1)
-
-
-# ----------------------------------------------------------------------------- checkpoints
-
-def _state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    return {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
-
-
-def save_weights(model: torch.nn.Module, path: Path) -> None:
-    atomic_write_bytes(path, save(_state_dict(model)))
-
-
-def save_checkpoint(run_dir: Path, engine, state: dict[str, Any]) -> Path:
-    """Weights (safetensors) + optimizer state (tensors only) + counters, written atomically."""
-    final = run_dir / "checkpoints" / f"step-{state['step']:09d}"
-    with atomic_directory(final, lambda d: (d / "state.json").exists(), "a training checkpoint") as tmp:
-        save_file(_state_dict(engine.module), tmp / "model.safetensors")
-        torch.save(engine.optimizer.state_dict(), tmp / "optimizer.pt")
-        atomic_write_json(tmp / "state.json", state)
-    for old in sorted((run_dir / "checkpoints").glob("step-*"))[:-KEEP_CHECKPOINTS]:
-        shutil.rmtree(old, ignore_errors=True)
-    return final
-
-
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    done = [p for p in sorted((run_dir / "checkpoints").glob("step-*")) if (p / "state.json").is_file()]
-    return done[-1] if done else None
-
-
-def load_checkpoint(path: Path, engine) -> dict[str, Any]:
-    engine.module.load_state_dict(load_file(path / "model.safetensors"))
-    try:
-        opt_state = torch.load(path / "optimizer.pt", map_location="cpu", weights_only=True)
-    except Exception as e:  # an optimizer whose state holds non-tensor objects cannot be loaded safely
-        raise UserError(f"cannot load the optimizer state in {path} with weights_only=True ({e}); "
-                        "this checkpoint was written with a different optimizer setup") from e
-    engine.optimizer.load_state_dict(opt_state)
-    return read_json(path / "state.json")
 
 
 # Where the authors' released code builds a model other than the paper's text describes (the book's page
@@ -434,7 +271,7 @@ def train(tcfg: TrainConfig, data, out: str | os.PathLike, resume: bool = False,
         if state["identity"] != identity:
             raise UserError(f"--resume: {ckpt} belongs to a different run setup "
                             f"({state['identity']} vs now {identity}); use the same settings or a new --out")
-        _truncate_log(out / "log.jsonl", state["step"])
+        truncate_log(out / "log.jsonl", state["step"])
     elif resume and (out / "config.json").exists():
         raise UserError(f"--resume: {out} has no complete checkpoint; start it again without --resume "
                         "into a new --out")
@@ -487,7 +324,7 @@ def train(tcfg: TrainConfig, data, out: str | os.PathLike, resume: bool = False,
             if _any_rank(not math.isfinite(loss_value)):
                 last = latest_checkpoint(out)
                 if rank == 0:
-                    _append_log(out / "log.jsonl", {"event": "diverged", "step": step, "loss": loss_value})
+                    append_log(out / "log.jsonl", {"event": "diverged", "step": step, "loss": loss_value})
                 raise TrainingDiverged(
                     f"the loss became {loss_value} at step {step} ({state['tokens']} tokens) on rank {rank}; "
                     f"stopped without saving this state. Last good checkpoint: {last or 'none'}. Lower the "
@@ -512,7 +349,7 @@ def train(tcfg: TrainConfig, data, out: str | os.PathLike, resume: bool = False,
                       "tokens_per_s": round(tok_s, 1)}
             if state["step"] % tcfg.eval_every_steps == 0 or done:
                 record["val_loss"] = evaluate(engine.module, data, tcfg, micro, autocast)
-            _append_log(out / "log.jsonl", record)
+            append_log(out / "log.jsonl", record)
             left = max(0.0, 1.0 - progress()) * state["elapsed_s"] / max(progress(), 1e-9)
             bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{tok_s:.0f}",
                             left=f"{left / 60:.1f}m")
@@ -543,7 +380,7 @@ def train(tcfg: TrainConfig, data, out: str | os.PathLike, resume: bool = False,
 
 def params_sha256(model: torch.nn.Module) -> str:
     h = hashlib.sha256()
-    for name, tensor in sorted(_state_dict(model).items()):
+    for name, tensor in sorted(cpu_state_dict(model).items()):
         h.update(name.encode())
         h.update(tensor.float().numpy().tobytes())
     return h.hexdigest()
@@ -571,36 +408,6 @@ def ds_precision(ds: dict) -> str:
 def _more_to_do(state: dict, tcfg: TrainConfig) -> bool:
     return bool((tcfg.max_steps and state["step"] < tcfg.max_steps) or
                 (tcfg.budget_s and state["elapsed_s"] < tcfg.budget_s))
-
-
-def _append_log(path: Path, record: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record, sort_keys=True) + "\n")
-        f.flush()
-
-
-def _truncate_log(path: Path, step: int) -> None:
-    """Drop log lines written after the checkpoint we resume from: they will be written again.
-
-    A line torn by a kill (the log is appended line by line) cannot be parsed; it can only be the
-    last one, and it is dropped with a message instead of stopping the resume."""
-    if not path.exists():
-        return
-    keep = []
-    lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    for i, ln in enumerate(lines):
-        try:
-            rec = json.loads(ln)
-        except json.JSONDecodeError:
-            if i == len(lines) - 1:
-                print(f"{path}: dropped a torn last line (the run was killed while writing it): {ln[:60]!r}")
-                continue
-            raise UserError(f"{path} line {i + 1} is not valid JSON and is not the last line; the log was "
-                            "modified by something else. Restore or remove that line, then resume.") from None
-        if rec.get("step", 0) <= step and "event" not in rec:
-            keep.append(ln)
-    atomic_write_text(path, "".join(ln + "\n" for ln in keep))
 
 
 # ----------------------------------------------------------------------------- CLI

@@ -1,0 +1,141 @@
+"""DeepSpeed for the trainer, on one CPU or many GPUs: the process group (`init_distributed`, with or
+without a launcher), the DeepSpeed JSON config a run uses (`deepspeed_config`), and the CPU precision
+rule (`use_bf16_autocast`). The training loop itself is `twotower_lib.train`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import socket
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from twotower_lib.errors import UserError
+
+if TYPE_CHECKING:
+    from twotower_lib.train import TrainConfig
+
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+
+
+# ----------------------------------------------------------------------------- distributed setup
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init_distributed() -> None:
+    """Start torch.distributed through DeepSpeed; without a launcher, become rank 0 of 1.
+
+    DeepSpeed otherwise tries MPI discovery (and fails without mpi4py) when RANK is not set.
+    """
+    import deepspeed
+
+    own_port = "RANK" not in os.environ
+    if own_port:
+        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+                          MASTER_PORT=str(_free_port()))
+    if not torch.distributed.is_initialized():
+        for attempt in range(5):
+            try:
+                deepspeed.init_distributed(dist_backend="gloo" if not torch.cuda.is_available() else "nccl",
+                                           verbose=False)
+                break
+            except torch.distributed.DistNetworkError:
+                # the free port we picked was taken before the store bound it (another process on
+                # this machine): pick another; under a launcher the port is the launcher's, so re-raise
+                if not own_port or attempt == 4:
+                    raise
+                os.environ["MASTER_PORT"] = str(_free_port())
+        # Once per process, at exit: DeepSpeed caches its groups, so a destroyed process group cannot
+        # be re-created for a second run in the same process (tests, notebooks).
+        atexit.register(shutdown_distributed)
+
+
+def shutdown_distributed() -> None:
+    """Barrier then destroy: without it a fraction of gloo runs abort at interpreter exit."""
+    if torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+
+
+def _any_rank(flag: bool) -> bool:
+    """True if `flag` is true on any rank (so that all ranks stop or save together)."""
+    if not torch.distributed.is_initialized() or torch.distributed.get_world_size() == 1:
+        return flag
+    t = torch.tensor([1.0 if flag else 0.0])
+    torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+    return bool(t.item() > 0)
+
+
+# ----------------------------------------------------------------------------- configuration
+
+def deepspeed_config(tcfg: TrainConfig) -> dict[str, Any]:
+    """The repository's DeepSpeed JSON (or the user's), with micro-batch/accumulation overrides.
+
+    Without --deepspeed-config the precision picks it: on a GPU deepspeed_gpu.json (bf16) for auto
+    and bf16, deepspeed_gpu_fp16.json (the paper's V100 fp16) for fp16, and the bf16 one with mixed
+    precision switched off for fp32; on a CPU deepspeed_cpu.json (fp32 weights; bf16 comes from autocast).
+    """
+    gpu = torch.cuda.is_available()
+    if tcfg.precision == "fp16" and not gpu:
+        raise UserError("--precision fp16 needs a GPU (DeepSpeed's fp16 with loss scaling); on a CPU use auto, "
+                        "fp32 or bf16")
+    default = ("deepspeed_gpu_fp16.json" if tcfg.precision == "fp16" else "deepspeed_gpu.json") if gpu \
+        else "deepspeed_cpu.json"
+    path = Path(tcfg.deepspeed_config) if tcfg.deepspeed_config else CONFIG_DIR / default
+    if not path.is_file():
+        raise UserError(f"DeepSpeed config {path} does not exist; pass --deepspeed-config FILE.json")
+    try:
+        ds = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise UserError(f"DeepSpeed config {path} is not valid JSON: {e}") from e
+    if tcfg.micro_batch is not None:
+        ds["train_micro_batch_size_per_gpu"] = tcfg.micro_batch
+    if tcfg.grad_accum is not None:
+        ds["gradient_accumulation_steps"] = tcfg.grad_accum
+    if tcfg.lr is not None:
+        ds.setdefault("optimizer", {}).setdefault("params", {})["lr"] = tcfg.lr
+    ds.pop("train_batch_size", None)  # derived: micro * accumulation * world size
+    if gpu and tcfg.precision == "fp32" and not tcfg.deepspeed_config:
+        ds.pop("bf16", None)
+    if ds.get("zero_optimization", {}).get("stage", 0) != 0:
+        raise UserError(f"{path}: checkpoints of this trainer hold the optimizer state of ZeRO stage 0 only; "
+                        "set zero_optimization.stage to 0")
+    opt = ds.get("optimizer", {})
+    if opt.get("type", "").lower() == "adam" and opt.get("params", {}).get("weight_decay", 0) and \
+            "adam_w_mode" not in opt.get("params", {}):
+        raise UserError(f"{path}: optimizer type 'Adam' with weight decay silently becomes AdamW in DeepSpeed; "
+                        "write 'AdamW', or set adam_w_mode explicitly")
+    ds["_source"] = str(path)
+    return ds
+
+
+def use_bf16_autocast(tcfg: TrainConfig) -> bool:
+    """Whether to train under CPU bf16 autocast; GPUs use the DeepSpeed config's fp16/bf16 instead.
+
+    `auto` is a fixed rule per machine (so a seed still fixes the result): bf16 for the transformer
+    families on CPUs with AMX tiles, whose bf16 matmuls are several times faster than fp32.
+    On AVX-512-BF16 CPUs without AMX, benchmarks/bench_train.py measured bf16 matmuls *slower*
+    than fp32 and no training speed-up, and nn.LSTM under autocast ran 3-10x slower, so those
+    CPUs and ELMo stay fp32.
+    """
+    if torch.cuda.is_available() or tcfg.precision == "fp32":
+        return False
+    if tcfg.precision == "bf16":
+        if not (torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()):
+            raise UserError("--precision bf16 asked for, but this CPU has no native bf16 support; use fp32 or auto")
+        return True
+    return cpu_bf16_pays_off() and tcfg.model != "elmo"
+
+
+def cpu_bf16_pays_off() -> bool:
+    """True on CPUs with native bf16 *and* AMX tiles: only there do bf16 matmuls beat fp32."""
+    native = torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    return bool(native and torch.cpu._is_amx_tile_supported())
