@@ -35,7 +35,7 @@ def test_effects_are_computed_from_the_pairs_and_the_orderings():
     effects = released.effects(found)
     assert "bidirectional ELMo pair r = +0.30 [+0.25, +0.35] (mean log p +0.35" in effects["elmo"]
     assert "as released ELMo pair r = +0.60" in effects["elmo"]
-    assert "ELMo-gpt: mean r +0.15 bidirectional (2 pairs) vs +0.60 as released (2 pairs)" in effects["elmo"]
+    assert "ELMo-gpt: mean r +0.15 bidirectional (2 pairs, +0.10 to +0.20) vs +0.60 as released (2 pairs, +0.50 to +0.70)" in effects["elmo"]
     assert effects["order"].startswith("the two tower-order rules disagree on 1 of 5 runs (elmo-released-s1")
     assert "gpt" not in effects            # no GPT pair in either layout: nothing claimed
     table = released.to_markdown(found)

@@ -167,10 +167,11 @@ def _family(found: dict, prefix: str) -> list[str]:
     return [c for c in (r["case"] for r in found["ordering"]) if c.rsplit("-s", 1)[0] == prefix]
 
 
-def cross_mean(found: dict, left: list[str], right: list[str], variant: str = "score") -> tuple[float, int] | None:
-    """Mean r over every pair of one case of `left` with one of `right`, and the number of pairs."""
+def cross_mean(found: dict, left: list[str], right: list[str], variant: str = "score") -> tuple[float, int, float, float] | None:
+    """Mean r over every pair of one case of `left` with one of `right`, the number of pairs, and the
+    lowest and highest r among them (the spread over seeds)."""
     rs = [row["r"] for a in left for b in right if (row := pair_r(found, a, b, variant))]
-    return (mean(rs), len(rs)) if rs else None
+    return (mean(rs), len(rs), min(rs), max(rs)) if rs else None
 
 
 def effects(found: dict, recipes: dict | None = None) -> dict[str, str]:
@@ -188,7 +189,8 @@ def effects(found: dict, recipes: dict | None = None) -> dict[str, str]:
             for label, runs in (("bidirectional", elmo), ("as released", released)):
                 m = cross_mean(found, runs, _family(found, other))
                 if m:
-                    cells.append(f"{m[0]:+.2f} {label} ({m[1]} pairs)")
+                    spread = f", {m[2]:+.2f} to {m[3]:+.2f}" if m[1] > 1 else ""
+                    cells.append(f"{m[0]:+.2f} {label} ({m[1]} pairs{spread})")
             if cells:
                 parts.append(f"ELMo-{other}: mean r " + " vs ".join(cells))
         out["elmo"] = "; ".join(parts)
