@@ -67,3 +67,12 @@ def test_the_introduction_states_the_measured_elmo_finding():
     assert "<!-- RELEASED_ELMO:" in intro
     filled = build.fill_placeholders(intro, {"profile": "tiny"})
     assert "RELEASED_ELMO" not in filled and "einsum" in filled
+
+
+def test_each_layout_reports_its_models_quality_and_probe_ceiling():
+    found = _found([("gpt-s1", "gpt-s2", "score", 0.3), ("gpt-s1", "gpt-s2", "score_logmean", 0.3)],
+                   [("gpt-s1", True), ("gpt-s2", True)])
+    for row, loss in zip(found["ordering"], (5.87, 5.90)):
+        row |= {"validation loss": loss, "probe reliability (Eq. 4)": 0.8}
+    assert "as here GPT pair r = +0.30 [+0.25, +0.35] (mean log p +0.30 [+0.25, +0.35]) [validation loss 5.87, 5.90; " \
+           "probe-seed reliability 0.80, 0.80]" in released.effects(found)["gpt"]

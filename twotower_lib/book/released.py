@@ -115,9 +115,11 @@ def measure(root: Path, profile, n_boot: int | None = None) -> dict:
     """Every pair of the profile's cases (both score variants, bootstrap CI over validation documents)
     and both tower-order rules of every case, from the probes in `root/probing/` (a pipeline run of
     `profile` through 02_probing)."""
-    from twotower_lib.analysis.correlation import SCORE_COLUMNS, CorrelationConfig, pairwise_correlations
+    from twotower_lib.analysis.correlation import (SCORE_COLUMNS, CorrelationConfig, pairwise_correlations,
+                                                   same_run_agreement)
     from twotower_lib.data import load_prepared
     from twotower_lib.preference import load_artifact
+    from twotower_lib.probe import replicate_table
     from twotower_lib.run_names import case_name
 
     names = [case_name(m, s) for m, s in profile.case_list()]
@@ -135,11 +137,15 @@ def measure(root: Path, profile, n_boot: int | None = None) -> dict:
                                       doc_stats={n: a.doc_stats for n, a in arts.items()})
         pairs += [{**row, "variant": col} for row in found.round(4).to_dict("records")]
     order = []
-    for n, a in arts.items():
+    for n, a in arts.items():  # per case: both order rules, the model's quality and the probe's own ceiling
         o = a.manifest["ordering"]
         p, logp = o["mean_p"], o["mean_logp"]
+        rep = replicate_table(a.path, data)
         order.append({"case": n, "primary (mean p)": o["primary_tower"], "primary (mean log p)": int(logp[1] > logp[0]),
-                      "relative margin": round(abs(p[0] - p[1]) / max(p), 4), "rules agree": bool(o.get("rules_agree", True))})
+                      "relative margin": round(abs(p[0] - p[1]) / max(p), 4), "rules agree": bool(o.get("rules_agree", True)),
+                      "validation loss": round(a.manifest["val_loss"]["cooperative"], 4),
+                      **{f"probe reliability ({VARIANT_NAMES[c]})": round(same_run_agreement(
+                          a.table, rep, data.counts, profile.top_n, c), 4) for c in SCORE_COLUMNS}})
     return {"profile": profile.name, "cases": list(profile.cases), "top_n": profile.top_n, "pairs": pairs,
             "ordering": order, "data_hash": data.data_hash,
             "probe_version": next(iter(arts.values())).manifest["identity"]["version"],
@@ -184,7 +190,7 @@ def effects(found: dict, recipes: dict | None = None) -> dict[str, str]:
             if len(runs) >= 2:
                 parts.append(f"{label} ELMo pair r = {_fmt(pair_r(found, runs[0], runs[1]))} "
                              f"(mean log p {_fmt(pair_r(found, runs[0], runs[1], 'score_logmean'))})")
-        for other in ("gpt", "bert-base", "bert-large"):
+        for other in ("gpt", "gpt-released", "bert-base", "bert-large"):
             cells = []
             for label, runs in (("bidirectional", elmo), ("as released", released)):
                 m = cross_mean(found, runs, _family(found, other))
@@ -194,10 +200,21 @@ def effects(found: dict, recipes: dict | None = None) -> dict[str, str]:
             if cells:
                 parts.append(f"ELMo-{other}: mean r " + " vs ".join(cells))
         out["elmo"] = "; ".join(parts)
+    def quality(runs: list[str]) -> str:
+        rows = [r for r in found["ordering"] if r["case"] in runs and "validation loss" in r]
+        if not rows:
+            return ""
+        losses = ", ".join(f"{r['validation loss']:.2f}" for r in rows)
+        reliability = ", ".join(f"{r['probe reliability (Eq. 4)']:.2f}" for r in rows)
+        return f" [validation loss {losses}; probe-seed reliability {reliability}]"
+
+    if "elmo" in out:
+        out["elmo"] += "; " + "; ".join(f"{label}{quality(runs)}" for label, runs in
+                                         (("bidirectional", elmo), ("as released", released)) if quality(runs))
     gpt, gpt_released = _family(found, "gpt"), _family(found, "gpt-released")
     if len(gpt) >= 2 or len(gpt_released) >= 2:
         out["gpt"] = "; ".join(f"{label} GPT pair r = {_fmt(pair_r(found, runs[0], runs[1]))} "
-                               f"(mean log p {_fmt(pair_r(found, runs[0], runs[1], 'score_logmean'))})"
+                               f"(mean log p {_fmt(pair_r(found, runs[0], runs[1], 'score_logmean'))}){quality(runs)}"
                                for label, runs in (("as here", gpt), ("as released", gpt_released)) if len(runs) >= 2)
     disagree = [r["case"] for r in found["ordering"] if not r["rules agree"]]
     out["order"] = (f"the two tower-order rules disagree on {len(disagree)} of {len(found['ordering'])} runs"
