@@ -161,7 +161,9 @@ reliability.round(3)
 # the recipe of the authors' released code (`ProbeConfig.as_released`: untied heads, a linear
 # schedule with a third of it warm-up, no held-out stop). The single-tower run `gpt-k1-s1` gives
 # each recipe's shortfall (`head_minus_cooperative` where `towers` is 1: what the heads fail to
-# read out of a tower the decoder reads completely). Per run and recipe: the time, the epochs, the best head against the
+# read out of a tower the decoder reads completely; negative where the heads read out more than the
+# decoder did). The page "The paper, its code, and this companion" sets the released recipe beside
+# the other differences between the paper's text and its code. Per run and recipe: the time, the epochs, the best head against the
 # cooperative model, and the probe-seed reliability; then, per recipe, the correlation between
 # the two runs (the same-configuration r of section 03), and how far the recipes agree with each
 # other on one run. The minutes are as measured, on one or two threads and partly beside other
