@@ -230,6 +230,9 @@ def effects(found: dict, recipes: dict | None = None) -> dict[str, str]:
                 text = f"{recipe}: "
                 text += f"shortfall {single[0]['head_minus_cooperative']:+.3f} nats" if single else "shortfall not measured"
                 text += f", probe-seed reliability {min(rel):.2f}-{max(rel):.2f}" if rel else ""
+                pairs = [p for p in recipes.get("pairs", []) if p["recipe"] == recipe]
+                text += "".join(f", {p['a']} vs {p['b']} r = {p['r_score']:+.2f} (mean log p {p['r_score_logmean']:+.2f})"
+                                for p in pairs)
                 cells.append(text)
         if cells:
             out["probe"] = "; ".join(cells)
