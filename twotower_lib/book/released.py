@@ -63,7 +63,7 @@ DIFFERENCES: tuple[Difference, ...] = (
                "direction; LSTM state 4096",
                (("ttlm/model.py", 510, CODE), ("ttlm/model.py", 512, CODE)),
                "a k x H embedding, H per tower, one LayerNorm", "`layout='released'` (part of `elmo-released`)",
-               "elmo"),
+               "elmo-shapes"),
     Difference("GPT towers",
                "Table 1: 12 layers, hidden 768, intermediate 3072",
                "two Hugging Face GPT2LMHeadModels of width 384 (inner 1536) sharing one 384-wide token and position "
@@ -200,6 +200,8 @@ def effects(found: dict, recipes: dict | None = None) -> dict[str, str]:
             if cells:
                 parts.append(f"ELMo-{other}: mean r " + " vs ".join(cells))
         out["elmo"] = "; ".join(parts)
+        out["elmo-shapes"] = "measured together with the backward direction (the released ELMo has both): the row above"
+
     def quality(runs: list[str]) -> str:
         rows = [r for r in found["ordering"] if r["case"] in runs and "validation loss" in r]
         if not rows:
