@@ -265,7 +265,7 @@ def test_a_port_taken_between_picking_and_binding_is_replaced(monkeypatch):
     import deepspeed
     import torch
 
-    from twotower_lib import train as train_mod
+    from twotower_lib import deepspeed_setup as setup
 
     ports = []
 
@@ -278,13 +278,13 @@ def test_a_port_taken_between_picking_and_binding_is_replaced(monkeypatch):
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setattr(torch.distributed, "is_initialized", lambda: False)
     monkeypatch.setattr(deepspeed, "init_distributed", fake_init)
-    monkeypatch.setattr(train_mod.atexit, "register", lambda f: None)
-    train_mod.init_distributed()
+    monkeypatch.setattr(setup.atexit, "register", lambda f: None)
+    setup.init_distributed()
     assert len(ports) == 2
     monkeypatch.setenv("RANK", "0")                   # under a launcher the port is not ours to change
     ports.clear()
     with pytest.raises(torch.distributed.DistNetworkError):
-        train_mod.init_distributed()
+        setup.init_distributed()
     assert len(ports) == 1
 
 
