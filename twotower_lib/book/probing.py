@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+RECIPES = PROJECT_ROOT / "results" / "probe" / "recipes.json"  # the committed probe-recipe comparison
+
 # The two score variants by their column in the preference table.
 VARIANTS = {"score": "log of mean p, Eq. 4", "score_logmean": "mean of log p, authors' code"}
 
@@ -166,7 +168,7 @@ def recipe_comparison(path: Path | None = None) -> dict[str, pd.DataFrame]:
     between recipes (`across_recipes`). Empty when it was not measured."""
     import pandas as pd
 
-    path = path or PROJECT_ROOT / "results" / "probe" / "recipes.json"
+    path = path or RECIPES
     if not path.exists():
         return {}
     found = read_json(path)

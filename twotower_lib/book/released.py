@@ -24,6 +24,7 @@ from statistics import mean
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.errors import UserError
+from twotower_lib.run_names import case_name, model_of
 
 CODE = ("hezq06/twotower_lm", "e8b468e1a224e5848389f79a1070f5c0dc9bbb33")
 ICA_CODE = ("hezq06/ncautil", "8c5be0c3ce0c4f2592da3553378e92d9532f5111")
@@ -117,10 +118,10 @@ def measure(root: Path, profile, n_boot: int | None = None) -> dict:
     `profile` through 02_probing)."""
     from twotower_lib.analysis.correlation import (SCORE_COLUMNS, CorrelationConfig, pairwise_correlations,
                                                    same_run_agreement)
+    from twotower_lib.book.probing import tower_order
     from twotower_lib.data import load_prepared
     from twotower_lib.preference import load_artifact
     from twotower_lib.probe import replicate_table
-    from twotower_lib.run_names import case_name
 
     names = [case_name(m, s) for m, s in profile.case_list()]
     missing = [n for n in names if not (root / "probing" / n / "preference.parquet").exists()]
@@ -136,16 +137,13 @@ def measure(root: Path, profile, n_boot: int | None = None) -> dict:
         found = pairwise_correlations({n: a.table for n, a in arts.items()}, data.counts, cfg,
                                       doc_stats={n: a.doc_stats for n, a in arts.items()})
         pairs += [{**row, "variant": col} for row in found.round(4).to_dict("records")]
-    order = []
-    for n, a in arts.items():  # per case: both order rules, the model's quality and the probe's own ceiling
-        o = a.manifest["ordering"]
-        p, logp = o["mean_p"], o["mean_logp"]
+    order = tower_order(arts).round(4).reset_index().to_dict("records")   # both order rules per case
+    for row in order:  # beside them, the model's quality and the probe's own ceiling
+        a = arts[row["case"]]
         rep = replicate_table(a.path, data)
-        order.append({"case": n, "primary (mean p)": o["primary_tower"], "primary (mean log p)": int(logp[1] > logp[0]),
-                      "relative margin": round(abs(p[0] - p[1]) / max(p), 4), "rules agree": bool(o.get("rules_agree", True)),
-                      "validation loss": round(a.manifest["val_loss"]["cooperative"], 4),
-                      **{f"probe reliability ({VARIANT_NAMES[c]})": round(same_run_agreement(
-                          a.table, rep, data.counts, profile.top_n, c), 4) for c in SCORE_COLUMNS}})
+        row |= {"rules agree": bool(row["rules agree"]), "validation loss": round(a.manifest["val_loss"]["cooperative"], 4),
+                **{f"probe reliability ({VARIANT_NAMES[c]})": round(same_run_agreement(
+                    a.table, rep, data.counts, profile.top_n, c), 4) for c in SCORE_COLUMNS}}
     return {"profile": profile.name, "cases": list(profile.cases), "top_n": profile.top_n, "pairs": pairs,
             "ordering": order, "data_hash": data.data_hash,
             "probe_version": next(iter(arts.values())).manifest["identity"]["version"],
@@ -168,9 +166,9 @@ def _fmt(row: dict | None) -> str:
     return f"{row['r']:+.2f}{ci}"
 
 
-def _family(found: dict, prefix: str) -> list[str]:
+def _family(found: dict, model: str) -> list[str]:
     """Cases of one model ("gpt" gives gpt-s1, gpt-s2; not gpt-released-s1)."""
-    return [c for c in (r["case"] for r in found["ordering"]) if c.rsplit("-s", 1)[0] == prefix]
+    return [r["case"] for r in found["ordering"] if model_of(r["case"]) == model]
 
 
 def cross_mean(found: dict, left: list[str], right: list[str], variant: str = "score") -> tuple[float, int, float, float] | None:
@@ -247,7 +245,7 @@ def elmo_sentence(found: dict | None) -> str:
     if not text:
         return ""
     return (f"Measured at the `{found['profile']}` profile (top {found['top_n']} tokens, 95% intervals resampling "
-            f"validation documents; the seed spread is the two pairs' difference): {text}.\n")
+            f"validation documents; each range spans the seed pairs): {text}.\n")
 
 
 def load(profile: str = "cpu", path: Path | None = None) -> dict | None:
@@ -258,8 +256,9 @@ def load(profile: str = "cpu", path: Path | None = None) -> dict | None:
 
 def load_recipes() -> dict | None:
     """The committed probe-recipe comparison (`benchmarks/compare_probe_recipes.py`), or None."""
-    path = PROJECT_ROOT / "results" / "probe" / "recipes.json"
-    return read_json(path) if path.exists() else None
+    from twotower_lib.book.probing import RECIPES
+
+    return read_json(RECIPES) if RECIPES.exists() else None
 
 
 def to_markdown(found: dict | None, recipes: dict | None = None) -> str:
