@@ -30,7 +30,8 @@ RESULT = Path(__file__).resolve().parent.parent / "results" / "probe" / "recipes
 
 
 def main() -> None:
-    from twotower_lib.analysis.correlation import SCORE_COLUMNS, same_run_agreement
+    from twotower_lib.analysis.correlation import SCORE_COLUMNS
+    from twotower_lib.analysis.uncertainty import same_run_agreement
     from twotower_lib.artifacts import atomic_write_json, provenance
     from twotower_lib.data import load_prepared
     from twotower_lib.preference import load_artifact

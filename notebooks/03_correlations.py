@@ -46,7 +46,7 @@ import pandas as pd
 from IPython.display import HTML, Markdown
 
 from twotower_lib.book import analyses, charts, paper_tables, probing, scorecard, sections
-from twotower_lib.analysis.correlation import correlation_matrix, fig3_data
+from twotower_lib.analysis.table2 import correlation_matrix, fig3_data
 
 ctx = sections.open_section("03_correlations", globals())
 charts.enable()

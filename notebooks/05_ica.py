@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from twotower_lib.book import analyses, charts, probing, scorecard, sections
-from twotower_lib.analysis.ica import fig5_data, fig6_data, group_members, table3, table3_agreement
+from twotower_lib.analysis.word_groups import fig5_data, fig6_data, group_members, table3, table3_agreement
 
 ctx = sections.open_section("05_ica", globals())
 reference = analyses.ica_reference(ctx)  # the case name; stops here if it is not one of the cases

@@ -35,7 +35,7 @@ bootstrap = None         # None: the profile's number of bootstrap resamples
 from IPython.display import HTML
 
 from twotower_lib.book import charts, paper_tables, probing, scorecard, sections
-from twotower_lib.analysis.correlation import CorrelationConfig, correlation_matrix
+from twotower_lib.analysis.table2 import CorrelationConfig, correlation_matrix
 from twotower_lib.analysis.frequency import fig8_data, partial_correlations, table4, table4_grid
 
 ctx = sections.open_section("06_frequency", globals())

@@ -8,10 +8,9 @@ import pytest
 from scipy import stats
 
 from tests.analysis import synthetic_runs
-from twotower_lib.analysis.correlation import (CorrelationConfig, bootstrap, correlate, correlation_matrix,
-                                               fig3_data, pairwise_correlations, permutation_null, permutation_pvalue,
-                                               score_matrix, scores_from_doc_stats, split_half_reliability,
-                                               text_ceiling, top_tokens)
+from twotower_lib.analysis.correlation import correlate, permutation_null, permutation_pvalue, score_matrix, top_tokens
+from twotower_lib.analysis.table2 import CorrelationConfig, correlation_matrix, fig3_data, pairwise_correlations
+from twotower_lib.analysis.uncertainty import bootstrap, scores_from_doc_stats, split_half_reliability, text_ceiling
 from twotower_lib.errors import UserError
 
 FAST = dict(progress=False)
@@ -301,7 +300,7 @@ def test_pairwise_correlations_match_a_computation_by_hand(method, score_col, wi
 
 
 def test_basic_interval_reflects_the_replicates_and_stays_within_minus_one_and_one():
-    from twotower_lib.analysis.correlation import basic_interval
+    from twotower_lib.analysis.uncertainty import basic_interval
 
     reps = np.column_stack([np.linspace(0.1, 0.5, 101), np.linspace(-0.2, 0.9, 101), np.linspace(-0.95, -0.5, 101)])
     estimate = np.array([0.3, 0.95, -0.9])
@@ -316,7 +315,7 @@ def test_basic_interval_reflects_the_replicates_and_stays_within_minus_one_and_o
 def test_split_half_reliability_matches_a_computation_by_hand():
     """The split-half reliability redone by hand: random halves of the documents (as many splits as
     asked), each half's scores, Pearson r over tokens scored in both, mean, Spearman-Brown."""
-    from twotower_lib.analysis.correlation import split_half_reliability
+    from twotower_lib.analysis.uncertainty import split_half_reliability
 
     tables, doc_stats, counts = synthetic_runs(occurrence_noise=2.0, docs=11, seed=2)
     ids = top_tokens(tables, counts, 120)
@@ -358,7 +357,7 @@ def test_permutation_null_with_a_control_shuffles_the_residuals(method):
 
 
 def test_same_run_agreement_is_r_over_the_top_tokens_of_the_chosen_column():
-    from twotower_lib.analysis.correlation import same_run_agreement
+    from twotower_lib.analysis.uncertainty import same_run_agreement
 
     tables, _, counts = synthetic_runs(n_runs=2, occurrence_noise=1.0, seed=6)
     a, b = tables["run1"], tables["run2"]

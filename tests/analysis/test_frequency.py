@@ -5,7 +5,8 @@ import pytest
 from scipy import stats
 
 from tests.analysis import synthetic_runs
-from twotower_lib.analysis.correlation import CorrelationConfig, correlation_matrix, top_tokens
+from twotower_lib.analysis.correlation import top_tokens
+from twotower_lib.analysis.table2 import CorrelationConfig, correlation_matrix
 from twotower_lib.analysis.frequency import FREQUENCY, fig8_data, partial_correlations, table4, table4_grid
 from twotower_lib.preference import frequency_rank
 from twotower_lib.errors import UserError

@@ -5,9 +5,10 @@ import pandas as pd
 import pytest
 
 from twotower_lib.analysis import ica
-from twotower_lib.analysis.ica import (ICAConfig, PCAConfig, amari_index, fig5_data, fig6_data, fit_ica,
-                                       fit_whitening, fit_word_ica, g, group_members, group_names,
-                                       neg_log_density, paper_dim, pca_spectrum, table3, table3_agreement)
+from twotower_lib.analysis.ica import (ICAConfig, PCAConfig, amari_index, fit_ica, fit_whitening, g, neg_log_density,
+                                       paper_dim, pca_spectrum)
+from twotower_lib.analysis.word_groups import (fig5_data, fig6_data, fit_word_ica, group_members, group_names,
+                                               table3, table3_agreement)
 from twotower_lib.errors import UserError
 
 QUIET = ICAConfig(progress=False)
@@ -200,7 +201,7 @@ def test_ica_divergence_is_an_error():
 
 
 def test_sample_occurrences_takes_whole_seeded_blocks_without_specials():
-    from twotower_lib.analysis.ica import sample_occurrences
+    from twotower_lib.analysis.word_groups import sample_occurrences
 
     blocks = np.arange(40).reshape(10, 4)                        # 10 blocks of 4 tokens
     ids = sample_occurrences(blocks, n_tokens=7, special_ids=[0, 5], seed=3)

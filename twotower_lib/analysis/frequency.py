@@ -21,8 +21,8 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from twotower_lib.analysis.correlation import (CorrelationConfig, check_counts, check_tables, pairwise_correlations,
-                                               scored_tokens, scored_top_tokens)
+from twotower_lib.analysis.correlation import check_counts, check_tables, scored_tokens, scored_top_tokens
+from twotower_lib.analysis.table2 import CorrelationConfig, pairwise_correlations
 from twotower_lib.errors import UserError
 from twotower_lib.preference import frequency_rank
 
@@ -54,7 +54,7 @@ def table4(tables: Mapping[str, pd.DataFrame], train_counts: np.ndarray,
     """Table 4 (long form): Spearman correlation among runs and of each run with frequency rank.
 
     The frequency rank is a fixed vector (not resampled by the bootstrap). Pass the result to
-    `correlation.correlation_matrix` for the paper's square layout.
+    `table2.correlation_matrix` for the paper's square layout.
     """
     if config.method != "spearman":
         config = replace(config, method="spearman")

@@ -21,7 +21,7 @@ def correlations(ctx: SectionContext, scores: dict, score_col: str = "score") ->
     """Table 2 as a long table: every pair of `scores` over the profile's top_n most frequent tokens,
     with a bootstrap 95% CI that resamples validation documents and a permutation p-value, for one
     score variant (`score`: Eq. 4, log of mean p; `score_logmean`: the authors' mean of log p)."""
-    from twotower_lib.analysis.correlation import CorrelationConfig, pairwise_correlations
+    from twotower_lib.analysis.table2 import CorrelationConfig, pairwise_correlations
 
     cfg = CorrelationConfig(n=ctx.profile.top_n, n_boot=ctx.profile.bootstrap, n_permutations=1000, progress=False,
                             score_col=score_col)
@@ -42,8 +42,8 @@ def side_by_side(by_variant: dict[str, pd.DataFrame], keys: tuple[str, ...] = ("
 
 def text_ceilings(ctx: SectionContext, scores: dict, score_col: str = "score") -> pd.DataFrame:
     """Per same-configuration pair: each run's split-half reliability over the profile's top_n tokens and the
-    ceiling sqrt(rel_a * rel_b) that finite validation text puts on their r (`correlation.text_ceiling`)."""
-    from twotower_lib.analysis.correlation import text_ceiling
+    ceiling sqrt(rel_a * rel_b) that finite validation text puts on their r (`uncertainty.text_ceiling`)."""
+    from twotower_lib.analysis.uncertainty import text_ceiling
 
     return text_ceiling({k: r.table for k, r in scores.items()}, {k: r.doc_stats for k, r in scores.items()},
                         load_data(ctx).counts, same_config_pairs(ctx), ctx.profile.top_n,
@@ -76,7 +76,7 @@ def word_correlations(ctx: SectionContext, scores: dict, score_col: str = "score
     set the sign of a cross-type r."""
     import numpy as np
 
-    from twotower_lib.analysis.correlation import CorrelationConfig, pairwise_correlations
+    from twotower_lib.analysis.table2 import CorrelationConfig, pairwise_correlations
     from twotower_lib.analysis.pos import is_continuation
 
     def words_only(table: pd.DataFrame) -> pd.DataFrame:
@@ -255,7 +255,8 @@ def word_ica(ctx: SectionContext, data):
     import numpy as np
     import torch
 
-    from twotower_lib.analysis.ica import ICAConfig, PCAConfig, fit_word_ica, paper_dim, pca_spectrum, sample_occurrences
+    from twotower_lib.analysis.ica import ICAConfig, PCAConfig, paper_dim, pca_spectrum
+    from twotower_lib.analysis.word_groups import fit_word_ica, sample_occurrences
     from twotower_lib.models import load_model
 
     reference = ica_reference(ctx)

@@ -267,7 +267,7 @@ def tower_scatter(table: pd.DataFrame, title: str = "Each token's mean probabili
 def component_heatmap(fig5: pd.DataFrame, title: str = "Word vectors after ICA") -> alt.Chart:
     """Fig. 5: words (by frequency) x ICA components, value as colour.
 
-    `fig5`: long table with columns word_index, token, component, value (`analysis.ica.fig5_data`).
+    `fig5`: long table with columns word_index, token, component, value (`analysis.word_groups.fig5_data`).
     It goes into the spec as one row per word holding its values as an array, flattened in the
     browser: a fifth of the size of one row per cell (500 x 128 cells in the paper's figure).
     """

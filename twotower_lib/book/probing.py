@@ -145,11 +145,12 @@ def probe_curves(ctx: SectionContext) -> pd.DataFrame:
 
 def probe_reliability(ctx: SectionContext, scores: dict) -> pd.DataFrame:
     """Per case: the probe-seed reliability over the profile's top_n tokens in both score variants
-    (`correlation.same_run_agreement` against `probe.replicate_table`), and whether the replicate heads
+    (`uncertainty.same_run_agreement` against `probe.replicate_table`), and whether the replicate heads
     named the same primary tower."""
     import pandas as pd
 
-    from twotower_lib.analysis.correlation import SCORE_COLUMNS, same_run_agreement
+    from twotower_lib.analysis.correlation import SCORE_COLUMNS
+    from twotower_lib.analysis.uncertainty import same_run_agreement
     from twotower_lib.probe import replicate_table
 
     data = load_data(ctx)
@@ -190,7 +191,8 @@ def compare_bert_events(ctx: SectionContext, case: str) -> pd.DataFrame:
     two score vectors over top_n tokens, in both variants."""
     import pandas as pd
 
-    from twotower_lib.analysis.correlation import SCORE_COLUMNS, same_run_agreement
+    from twotower_lib.analysis.correlation import SCORE_COLUMNS
+    from twotower_lib.analysis.uncertainty import same_run_agreement
     from twotower_lib.preference import load_artifact
     from twotower_lib.probe import probe_run
 

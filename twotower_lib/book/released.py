@@ -116,8 +116,9 @@ def measure(root: Path, profile, n_boot: int | None = None) -> dict:
     """Every pair of the profile's cases (both score variants, bootstrap CI over validation documents)
     and both tower-order rules of every case, from the probes in `root/probing/` (a pipeline run of
     `profile` through 02_probing)."""
-    from twotower_lib.analysis.correlation import (SCORE_COLUMNS, CorrelationConfig, pairwise_correlations,
-                                                   same_run_agreement)
+    from twotower_lib.analysis.correlation import SCORE_COLUMNS
+    from twotower_lib.analysis.table2 import CorrelationConfig, pairwise_correlations
+    from twotower_lib.analysis.uncertainty import same_run_agreement
     from twotower_lib.book.probing import tower_order
     from twotower_lib.data import load_prepared
     from twotower_lib.preference import load_artifact

@@ -290,7 +290,7 @@ def record_ica(ctx, fig6_summary: dict, fig5_within_1: float, n_groups: int, tab
     """Record Figs. 5-7 and Table 3 from 05_ica's results.
 
     fig5_within_1: share of the Fig. 5 values in [-1, 1] (paper: about 80%; a Gaussian gives 68%,
-    so "sparse" means above that). fig6_summary: `analysis.ica.fig6_data`'s summary over `words`
+    so "sparse" means above that). fig6_summary: `analysis.word_groups.fig6_data`'s summary over `words`
     (the judged set); fig6_all: the same over every distinct sampled token, reported in the note. table3_runs:
     the groups' mean scores, one column per run (None or one column: no agreement to measure).
     Rules: Fig. 5 reproduced within 5 points of 80%, partly above 68.3%, else not. Fig. 6 reproduced

@@ -194,7 +194,8 @@ def curve(run_a: str | Path, run_b: str | Path, *, top_n: int, n_boot: int = 200
     Probes land in each run's `probes/<snapshot>/` (final weights: `probe/`) and are reused when up
     to date, so an interrupted curve resumes where it stopped.
     """
-    from twotower_lib.analysis.correlation import CorrelationConfig, pairwise_correlations, text_ceiling
+    from twotower_lib.analysis.table2 import CorrelationConfig, pairwise_correlations
+    from twotower_lib.analysis.uncertainty import text_ceiling
     from twotower_lib.data import load_prepared
     from twotower_lib.preference import load_artifact
     from twotower_lib.probe import ProbeConfig, probe_run
