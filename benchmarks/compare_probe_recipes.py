@@ -1,8 +1,8 @@
 """Probes of the same frozen runs with different recipes: the earlier probe, the untied head (the
 authors' code) trained to a held-out plateau on raw tower states or on each tower's slice of the
-joint LayerNorm, the tied head (Eq. 2 read literally) to a plateau, both heads with a cool-down after
-the plateau, the profile's default, and the recipe of the authors' released code
-(`ProbeConfig.as_released`).
+joint LayerNorm, the tied head (Eq. 2 with GELU and LayerNorm) to a plateau, both heads with a
+cool-down after the plateau, the profile's default (the linear head, a two-epoch cool-down whose
+iterates are averaged), and the recipe of the authors' released code (`ProbeConfig.as_released`).
 
     python benchmarks/compare_probe_recipes.py [--profile cpu] [--runs gpt-s1,gpt-s2,gpt-k1-s1] [--reuse]
                                                [--probe "as released"]
@@ -36,6 +36,7 @@ def main() -> None:
     from twotower_lib.data import load_prepared
     from twotower_lib.preference import load_artifact
     from twotower_lib.probe import PROBE_VERSION, ProbeConfig, probe_run, replicate_table
+    from twotower_lib.book.probing import DEFAULT_RECIPE
     from twotower_lib.book.profiles import get_profile, profile_dir
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -50,13 +51,15 @@ def main() -> None:
     root = profile_dir(profile.name)
     data = load_prepared(root / "data" / "prepared")
     runs = args.runs.split(",")
-    plateau = dict(lr=1e-3, lr_drops=1, cooldown_epochs=0)  # a rate drop at the first plateau, stop at the second
+    plateau = dict(lr=1e-3, lr_drops=1, cooldown_epochs=0, cooldown_average=False)  # a rate drop at the first plateau, stop at the second
     recipes = {"earlier": (ProbeConfig.legacy(train_positions=profile.probe_tokens, replicate=True), "legacy-{run}"),
                "untied, plateau, raw": (profile.probe_config(True, head="mlp", features="raw", **plateau), "{run}-raw"),
                "untied, plateau": (profile.probe_config(True, head="mlp", **plateau), "{run}-joint_ln"),
                "tied, plateau": (profile.probe_config(True, head="tied", **plateau), "{run}-tied"),
                "untied, cool-down": (profile.probe_config(True, head="mlp", lr=1e-3), "{run}-wsd"),
-               "tied, cool-down (default)": (profile.probe_config(True), None),
+               "tied, cool-down": (profile.probe_config(True, head="tied", cooldown_epochs=1, cooldown_average=False),
+                                   "{run}-tied-cooldown"),
+               DEFAULT_RECIPE: (profile.probe_config(True), None),
                "as released": (ProbeConfig.as_released(train_positions=profile.probe_tokens, replicate=True),
                                "released-{run}")}
     unknown = {r for r in args.probe.split(",") if r} - set(recipes)

@@ -205,7 +205,7 @@ def test_probe_command_options_make_the_config_they_name():
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     parse = lambda *a: config_from_args(parser.parse_args(["run", *a]))  # noqa: E731
-    assert (parse().head, parse().peak_lr, parse().cooldown_epochs) == ("tied", 3e-3, 1)
+    assert (parse().head, parse().peak_lr, parse().cooldown_epochs, parse().cooldown_average) == ("linear", 3e-3, 2, True)
     legacy = parse("--legacy")
     assert (legacy.head, legacy.peak_lr, legacy.schedule, legacy.max_epochs) == ("mlp", 1e-3, "linear", 3)
     assert (parse("--head", "mlp").head, parse("--head", "mlp").peak_lr) == ("mlp", 1e-3)
@@ -221,7 +221,7 @@ def test_probe_command_options_make_the_config_they_name():
 
 def test_probe_config_validation():
     with pytest.raises(UserError, match="head"):
-        ProbeConfig(head="linear").validate()
+        ProbeConfig(head="affine").validate()
     with pytest.raises(UserError, match="max_epochs"):
         ProbeConfig(max_epochs=0).validate()
     with pytest.raises(UserError, match="train_positions"):
@@ -232,6 +232,9 @@ def test_probe_config_validation():
         ProbeConfig(bert_events="random").validate()
     with pytest.raises(UserError, match="holdout_fraction"):  # the held-out loss decides when to stop
         ProbeConfig(holdout_fraction=0.0).validate()
+    with pytest.raises(UserError, match="cooldown_average"):
+        ProbeConfig(cooldown_epochs=0).validate()
+    ProbeConfig(cooldown_epochs=0, cooldown_average=False).validate()
     ProbeConfig.legacy().validate()  # the earlier recipe needs no held-out split
     ProbeConfig.as_released().validate()
 
@@ -318,7 +321,7 @@ def test_heads_of_different_models_do_not_share_their_start(tiny_data, tmp_path)
     assert abs(r_own) < 0.35, r_own    # ... and independent heads remove it
 
 
-@pytest.mark.parametrize("kind", ["mlp", "tied"])
+@pytest.mark.parametrize("kind", ["mlp", "tied", "linear"])
 def test_head_loss_equals_cross_entropy_in_value_and_gradients(kind):
     import torch.nn.functional as F
 
@@ -338,7 +341,7 @@ def test_head_loss_equals_cross_entropy_in_value_and_gradients(kind):
     (l0, gh0, gp0), (l1, gh1, gp1) = grads
     torch.testing.assert_close(l1, l0)
     torch.testing.assert_close(gh1, gh0)
-    assert len(gp0) == len(gp1) == (4 + (2 if kind == "mlp" else 1))
+    assert len(gp0) == len(gp1) == {"mlp": 6, "tied": 5, "linear": 3}[kind]   # linear: dense and bias only
     for a, b in zip(gp0, gp1):
         torch.testing.assert_close(b, a)
     logits = head(h).detach()
@@ -457,3 +460,44 @@ def test_frequency_order_is_the_one_top_n_ordering():
     assert list(frequency_order(counts)) == [1, 4, 0, 2, 3]          # ties: the smaller id first
     ids = np.array([30, 10, 20])                                       # positions hold other ids
     assert list(frequency_order(np.array([2, 2, 7]), ids)) == [2, 1, 0]
+
+
+def test_cooldown_average_ends_the_heads_at_the_mean_of_the_cool_down_iterates(tiny_data, monkeypatch):
+    """`cooldown_average`: the heads end at the uniform average of their weights after each step of
+    the cool-down (the last epoch), not at the last step's weights (which carry the last steps' noise)."""
+    model, _, _ = _planted_setup(tiny_data)
+    cfg = ProbeConfig(features="raw", train_blocks=150, max_epochs=40, batch_size=256, lr=1e-2, tol=0.02,
+                      forward_batch=64, precision="fp32", cooldown_epochs=1, cooldown_average=True)
+    iterates = []
+    step = torch.optim.AdamW.step
+
+    def recording_step(self, *args, **kwargs):
+        out = step(self, *args, **kwargs)
+        iterates.append(self.param_groups[0]["params"][0].detach().clone())   # head 0's output bias
+        return out
+    monkeypatch.setattr(torch.optim.AdamW, "step", recording_step)
+    torch.manual_seed(0)
+    [heads], record = train_heads(model, tiny_data, cfg, show=False, head_seed=11)
+    assert record["stopped"] == "converged"
+    per_epoch = record["curve"][0]["step"]
+    assert len(iterates) == record["curve"][-1]["step"] and per_epoch > 1
+    expected = torch.stack(iterates[-per_epoch:]).mean(0)
+    torch.testing.assert_close(heads[0].bias, expected, rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(heads[0].bias, iterates[-1], atol=1e-6)
+
+
+def test_linear_heads_of_two_seeds_reach_one_optimum(tiny_data):
+    """The linear read-out's likelihood is concave in its weights: two seeds (different starts,
+    different orders) end far closer together than the tied head's, whose GELU and LayerNorm give
+    each seed its own optimum."""
+    model, _, _ = _planted_setup(tiny_data)
+    gap = {}
+    for kind in ("tied", "linear"):
+        cfg = ProbeConfig(head=kind, features="raw", train_blocks=100, max_epochs=12, batch_size=256, tol=0.01,
+                          forward_batch=64, precision="fp32", replicate=True, cooldown_epochs=2, cooldown_average=True)
+        torch.manual_seed(0)
+        sets, _ = train_heads(model, tiny_data, cfg, show=False, head_seed=11)
+        torch.manual_seed(1)
+        (main, rep), _ = score_validation(model, sets, tiny_data, cfg, show=False)
+        gap[kind] = float(np.abs(main.logp - rep.logp).mean())
+    assert gap["linear"] < 0.5 * gap["tied"], gap

@@ -43,14 +43,16 @@ def test_effects_are_computed_from_the_pairs_and_the_orderings():
 
 
 def test_probe_recipes_give_the_shortfall_and_the_reliability():
+    from twotower_lib.book.probing import DEFAULT_RECIPE
+
     recipes = {"runs": [
         {"run": "gpt-k1-s1", "recipe": "as released", "towers": 1, "head_minus_cooperative": 0.2},
         {"run": "gpt-s1", "recipe": "as released", "towers": 2, "head_minus_cooperative": 0.1, "reliability_score": 0.5},
         {"run": "gpt-s2", "recipe": "as released", "towers": 2, "head_minus_cooperative": 0.1, "reliability_score": 0.7},
-        {"run": "gpt-s1", "recipe": "tied, cool-down (default)", "head_minus_cooperative": 0.0, "reliability_score": 0.8}],
+        {"run": "gpt-s1", "recipe": DEFAULT_RECIPE, "head_minus_cooperative": 0.0, "reliability_score": 0.8}],
         "pairs": [{"recipe": "as released", "a": "gpt-s1", "b": "gpt-s2", "r_score": 0.25, "r_score_logmean": 0.35}]}
     text = released.effects(_found([], []), recipes)["probe"]
-    assert "tied, cool-down (default): shortfall not measured, probe-seed reliability 0.80-0.80" in text
+    assert f"{DEFAULT_RECIPE}: shortfall not measured, probe-seed reliability 0.80-0.80" in text
     assert "as released: shortfall +0.200 nats, probe-seed reliability 0.50-0.70, gpt-s1 vs gpt-s2 r = +0.25 " \
            "(mean log p +0.35)" in text
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -162,31 +163,20 @@ def _heldout_losses(heads: nn.ModuleList, feats: torch.Tensor, labels: torch.Ten
     return (total / max(1, len(labels))).tolist()
 
 
-def train_heads(model, data, cfg: ProbeConfig, show: bool = True,
-                head_seed: int | None = None) -> tuple[list[nn.ModuleList], dict]:
-    """Train one head per tower (and, with `cfg.replicate`, a second set with another seed) on the
-    frozen features of the training blocks; return the head sets and the training record.
+@dataclass
+class HeadFeatures:
+    """The frozen towers' features of the probe's training positions (N, k, H) and held-out positions,
+    with their labels: computed once (`training_features`), read by every head."""
+    train: torch.Tensor
+    labels: torch.Tensor
+    held: torch.Tensor | None
+    held_labels: torch.Tensor | None
 
-    `head_seed` (default `cfg.seed`) seeds the heads' initialisation, the masks of BERT's training
-    blocks and the order of the positions; the replicate set uses `head_seed + REPLICATE_SEED` for
-    its initialisation and order and shares the features. `probe_run` derives the seed from the
-    weights, so two models never share head initialisations (see there why that matters).
 
-    The record: `curve` (per epoch: step, rate, mean training loss and held-out loss per head),
-    `epochs`, `stopped` ("converged" or "max_epochs") and the number of training and held-out positions.
-    """
-    cfg.validate()
-    head_seed = cfg.seed if head_seed is None else head_seed
-    k, H, V = model.cfg.towers, model.cfg.hidden, model.cfg.vocab_size
-    emb = model.tok_emb.weight.detach() if cfg.head == "tied" else None
-    device = _device(model)
-    seeds = [head_seed] + ([head_seed + REPLICATE_SEED] if cfg.replicate else [])
-    heads = nn.ModuleList()
-    for s in seeds:  # set s: heads[s*k : (s+1)*k], head i reads tower i % k
-        torch.manual_seed(s)
-        heads.extend(ProbeHead(H, V, cfg.head, emb, model.cfg.layer_norm_eps) for _ in range(k))
-    heads = heads.to(device)
-
+def training_features(model, data, cfg: ProbeConfig, head_seed: int, show: bool = True) -> HeadFeatures:
+    """Features of the probe's training blocks and held-out blocks (`cfg.seed` picks the blocks,
+    `head_seed` BERT's masks)."""
+    V = model.cfg.vocab_size
     n_train = min(train_block_count(cfg, model.cfg.model_type, data.seq_len), len(data.train))
     n_held = math.ceil(n_train * cfg.holdout_fraction)
     if n_train + n_held > len(data.train):
@@ -196,11 +186,51 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True,
     gen = torch.Generator().manual_seed(head_seed)
     feats, labels = extract_features(model, data.train[np.sort(chosen[:n_train])], data.special_ids, V, gen, cfg,
                                      "caching tower features", show)
+    held = held_labels = None
     if n_held:
-        held_feats, held_labels = extract_features(model, data.train[np.sort(chosen[n_train:])], data.special_ids,
-                                                   V, gen, cfg, "held-out features", show)
+        held, held_labels = extract_features(model, data.train[np.sort(chosen[n_train:])], data.special_ids,
+                                             V, gen, cfg, "held-out features", show)
     if len(labels) == 0:
         raise UserError("the probe's training blocks hold no position to predict; use more training blocks")
+    return HeadFeatures(feats, labels, held, held_labels)
+
+
+def new_heads(model, cfg: ProbeConfig, seeds: list[int]) -> nn.ModuleList:
+    """One fresh head per tower for every seed (set s: heads[s*k : (s+1)*k], head i reads tower i % k)."""
+    k, H, V = model.cfg.towers, model.cfg.hidden, model.cfg.vocab_size
+    emb = None if cfg.head == "mlp" else model.tok_emb.weight.detach()
+    heads = nn.ModuleList()
+    for s in seeds:
+        torch.manual_seed(s)
+        heads.extend(ProbeHead(H, V, cfg.head, emb, model.cfg.layer_norm_eps) for _ in range(k))
+    return heads
+
+
+def train_heads(model, data, cfg: ProbeConfig, show: bool = True, head_seed: int | None = None,
+                features: HeadFeatures | None = None) -> tuple[list[nn.ModuleList], dict]:
+    """Train one head per tower (and, with `cfg.replicate`, a second set with another seed) on the
+    frozen features of the training blocks; return the head sets and the training record.
+
+    `head_seed` (default `cfg.seed`) seeds the heads' initialisation, the masks of BERT's training
+    blocks and the order of the positions; the replicate set uses `head_seed + REPLICATE_SEED` for
+    its initialisation and order and shares the features. `probe_run` derives the seed from the
+    weights, so two models never share head initialisations (see there why that matters).
+    `features`: computed by `training_features` with the same `cfg` and `head_seed`, to train several
+    head recipes on one set of features (`benchmarks/bench_probe_reliability.py`).
+
+    The record: `curve` (per epoch: step, rate, mean training loss and held-out loss per head),
+    `epochs`, `stopped` ("converged" or "max_epochs") and the number of training and held-out positions.
+    """
+    cfg.validate()
+    head_seed = cfg.seed if head_seed is None else head_seed
+    k = model.cfg.towers
+    device = _device(model)
+    seeds = [head_seed] + ([head_seed + REPLICATE_SEED] if cfg.replicate else [])
+    heads = new_heads(model, cfg, seeds)
+    f_ = features or training_features(model, data, cfg, head_seed, show)
+    feats, labels, held_feats, held_labels = f_.train, f_.labels, f_.held, f_.held_labels
+    n_held = 0 if held_labels is None else len(held_labels)
+    heads = heads.to(device)
 
     steps_per_epoch = max(1, math.ceil(len(labels) / cfg.batch_size))
     opt = torch.optim.AdamW(heads.parameters(), lr=cfg.peak_lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay)
@@ -223,6 +253,9 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True,
     stopped = "max_epochs"
     bar = tqdm(total=cfg.max_epochs, desc=f"training {len(heads)} probe head(s)", unit="epoch", disable=not show)
     step = 0
+    params = [p for p in heads.parameters()]
+    average: list[torch.Tensor] | None = None
+    average_steps = 0
     for epoch in range(cfg.max_epochs):
         perms = [torch.randperm(len(labels), generator=g) for g in orders]     # each head set its own order
         train_sum = torch.zeros(len(heads), dtype=torch.float64)
@@ -239,8 +272,15 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True,
             sum(losses).backward()  # heads share no parameters: this trains each on its own loss
             opt.step()
             step += 1
+            if average is not None:                   # the cool-down's iterates, averaged uniformly
+                average_steps += 1
+                with torch.no_grad():
+                    torch._foreach_lerp_(average, params, 1 / average_steps)
             train_sum += torch.tensor([l.item() for l in losses], dtype=torch.float64) * len(idx)
         train_loss = (train_sum / len(labels)).tolist()
+        if average is not None and step >= sum(cooldown):
+            with torch.no_grad():
+                torch._foreach_copy_(params, average)  # the heads end at the average of the cool-down
         held = _heldout_losses(heads, held_feats, held_labels, k, device) if n_held else train_loss
         gain = max(b_ - h for b_, h in zip(best, held))                         # the best improvement of any head
         for i, h in enumerate(held):
@@ -260,6 +300,8 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True,
                 drops_left, scale = drops_left - 1, scale * cfg.lr_drop
             elif cfg.cooldown_epochs:
                 cooldown = (step, steps_per_epoch * cfg.cooldown_epochs)
+                if cfg.cooldown_average:
+                    average, average_steps = [p.detach().clone() for p in params], 0
             else:
                 stopped = "converged"
                 break

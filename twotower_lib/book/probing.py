@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 
 RECIPES = PROJECT_ROOT / "results" / "probe" / "recipes.json"  # the committed probe-recipe comparison
+DEFAULT_RECIPE = "linear, cool-down, average (default)"          # the profile's own probe, by its name there
 
 # The two score variants by their column in the preference table.
 VARIANTS = {"score": "log of mean p, Eq. 4", "score_logmean": "mean of log p, authors' code"}

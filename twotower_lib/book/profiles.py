@@ -71,7 +71,7 @@ class Profile:
     # -- probing (02_probing)
     probe_tokens: int = 2_000_000        # predicted positions the probing heads train on (per epoch)
     probe_max_epochs: int = 30           # cap on the heads' epochs (they stop earlier once converged)
-    probe_head: str = "tied"             # "tied" (Eq. 2: decoder = the frozen input embedding) or "mlp" (the authors' code)
+    probe_head: str = "linear"           # "linear"/"tied" (Eq. 2: decoder = the frozen input embedding) or "mlp" (the authors' code)
     probe_features: str = "joint_ln"     # what the heads read: "joint_ln" (the authors') or "raw" tower states
     bert_events: str = "mask"            # BERT positions probed: "mask" (Eq. 1) or "corrupt" (80/10/10, the old scoring)
     # -- analyses (03-06)

@@ -22,6 +22,7 @@ from pathlib import Path
 from statistics import mean
 
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json
+from twotower_lib.book.probing import DEFAULT_RECIPE, RECIPES, tower_order
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import case_name, model_of
@@ -85,7 +86,8 @@ DIFFERENCES: tuple[Difference, ...] = (
                "(dropout on), fresh masks every epoch, 3,000 steps at rate 1e-3 with 1,000 warm-up steps and "
                "linear decay",
                (("ttlm/dslearn.py", 273, CODE), ("workspace/TwoTowerLM.py", 60, CODE)),
-               "tied heads (Eq. 2), trained to a held-out plateau and a cool-down, BERT at [MASK]",
+               "linear heads (Eq. 2) on the joint LayerNorm's slice, trained to a held-out plateau, then a "
+               "cool-down whose iterates are averaged; BERT at [MASK]",
                "`ProbeConfig.as_released()`, `probe --as-released`", "probe"),
     Difference("Preference score and tower order",
                "Eq. 4: the log of the mean probability; Eq. 3 orders the towers by mean probability",
@@ -119,7 +121,6 @@ def measure(root: Path, profile, n_boot: int | None = None) -> dict:
     from twotower_lib.analysis.correlation import SCORE_COLUMNS
     from twotower_lib.analysis.table2 import CorrelationConfig, pairwise_correlations
     from twotower_lib.analysis.uncertainty import same_run_agreement
-    from twotower_lib.book.probing import tower_order
     from twotower_lib.data import load_prepared
     from twotower_lib.preference import load_artifact
     from twotower_lib.probe import replicate_table
@@ -223,7 +224,7 @@ def effects(found: dict, recipes: dict | None = None) -> dict[str, str]:
     if recipes:
         rows = {(r["run"], r["recipe"]): r for r in recipes["runs"]}
         cells = []
-        for recipe in ("tied, cool-down (default)", "as released"):
+        for recipe in (DEFAULT_RECIPE, "as released"):
             single = [r for (run, rec), r in rows.items() if rec == recipe and r.get("towers") == 1]
             rel = [r["reliability_score"] for (run, rec), r in rows.items() if rec == recipe and "reliability_score" in r
                    and r["reliability_score"] == r["reliability_score"]]
@@ -257,7 +258,6 @@ def load(profile: str = "cpu", path: Path | None = None) -> dict | None:
 
 def load_recipes() -> dict | None:
     """The committed probe-recipe comparison (`benchmarks/compare_probe_recipes.py`), or None."""
-    from twotower_lib.book.probing import RECIPES
 
     return read_json(RECIPES) if RECIPES.exists() else None
 

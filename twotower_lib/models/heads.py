@@ -3,9 +3,12 @@
 After cooperative training, the embedding and the towers are frozen and each tower gets its own
 head, trained to predict the token from that tower's features alone.
 
-- `mlp` (default; the authors' design): Linear(H→H) + GELU → LayerNorm → Linear(H→V), untied.
-- `tied`: Linear(H→E) + GELU → LayerNorm → the frozen trained input embedding as decoder (+ a
-  trainable bias): Eq. 2 read literally, the probability is exp(x(t)ᵀ h) with x the word embedding.
+- `mlp` (the authors' design): Linear(H→H) + GELU → LayerNorm → Linear(H→V), untied.
+- `tied` (the default): Linear(H→E) + GELU → LayerNorm → the frozen trained input embedding as
+  decoder (+ a trainable bias): Eq. 2 read literally, the probability is exp(x(t)ᵀ h) with x the
+  word embedding.
+- `linear`: Linear(H→E) → the frozen input embedding (+ bias): Eq. 2 with a linear read-out. Its
+  log-likelihood is concave in the weights, so every seed trains towards one optimum.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from torch import nn
 
 from twotower_lib.errors import UserError
 
-HEAD_KINDS = ("mlp", "tied")
+HEAD_KINDS = ("mlp", "tied", "linear")
 
 
 class ProbeHead(nn.Module):
@@ -28,12 +31,12 @@ class ProbeHead(nn.Module):
         self.kind = kind
         width = hidden if kind == "mlp" else int(embedding.shape[1])
         self.dense = nn.Linear(hidden, width)
-        self.ln = nn.LayerNorm(width, eps=layer_norm_eps)
+        self.ln = None if kind == "linear" else nn.LayerNorm(width, eps=layer_norm_eps)
         if kind == "mlp":
             self.decoder = nn.Linear(hidden, vocab_size)
         else:
             if embedding is None or embedding.shape[0] != vocab_size:
-                raise UserError("the tied probe head needs the model's (vocab_size, E) input embedding")
+                raise UserError(f"the {kind} probe head needs the model's (vocab_size, E) input embedding")
             self.register_buffer("embedding", embedding.detach().clone(), persistent=False)  # frozen
             self.bias = nn.Parameter(torch.zeros(vocab_size))
         for m in (self.dense, getattr(self, "decoder", None)):
@@ -42,7 +45,7 @@ class ProbeHead(nn.Module):
                 nn.init.zeros_(m.bias)
 
     def features(self, h: torch.Tensor) -> torch.Tensor:  # (N, H) -> (N, width): what the decoder reads
-        return self.ln(F.gelu(self.dense(h)))
+        return self.dense(h) if self.ln is None else self.ln(F.gelu(self.dense(h)))
 
     def decoder_weights(self) -> tuple[torch.Tensor, torch.Tensor]:  # (V, width), (V,)
         if self.kind == "mlp":

@@ -1,0 +1,120 @@
+"""Probe-seed reliability of head recipes, trained on one set of frozen features per run.
+
+    python benchmarks/bench_probe_reliability.py [RUN_DIR ...] [--runs-dir runs/cpu/training]
+        [--variants tied,avg,cool2+avg,linear+avg,linear+cool2+avg] [--out results/probe/reliability.json]
+
+The probe-seed reliability is the correlation over the top-N tokens between the scores of two head
+sets that differ only in their seed (`probe.replicate_table`); the measurement issue asks for 0.95.
+For each run (default: the `cpu` profile's gpt-s1 and bert-base-s1) the towers run once over the
+probe's training and held-out blocks (`probe_training.training_features`); every variant of the head
+recipe then trains two head sets on those features, and one pass over the validation text scores
+all of them. Printed per run and variant: head-training minutes, epochs, each tower head's
+validation loss (set 1) and the reliability in both score variants.
+
+Variants (combined with "+"), each a change to a base recipe: the profile's `ProbeConfig` with the
+tied head, a one-epoch cool-down and no averaging (probe version 4's default). `linear+cool2+avg`
+is the current default.
+  tied            the base as it is
+  cool2, cool3    the rate falls to 0 over two (three) epochs after the plateau (`cooldown_epochs`)
+  avg             the heads end at the average of their weights over the cool-down (`cooldown_average`)
+  lr1e-3          peak rate 1e-3
+  batch4k         4,096 positions per step (the rate unchanged)
+  linear          the linear read-out before the tied decoder (`head="linear"`: a concave likelihood)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import torch
+
+BASE = {"head": "tied", "cooldown_epochs": 1, "cooldown_average": False}  # probe version 4's default
+CHANGES = {"tied": {}, "cool2": {"cooldown_epochs": 2}, "cool3": {"cooldown_epochs": 3}, "avg": {"cooldown_average": True},
+           "lr1e-3": {"lr": 1e-3}, "batch4k": {"batch_size": 4096}, "linear": {"head": "linear"}}
+
+
+def variant_config(base, name: str):
+    changes = {}
+    for part in name.split("+"):
+        if part not in CHANGES:
+            raise SystemExit(f"unknown variant part {part!r}; choose from {sorted(CHANGES)}")
+        changes.update(CHANGES[part])
+    return replace(base, replicate=True, **changes).validate()
+
+
+def measure_run(run: Path, base, variants: list[str], top_n: int) -> list[dict]:
+    from twotower_lib.analysis.correlation import SCORE_COLUMNS
+    from twotower_lib.analysis.uncertainty import same_run_agreement
+    from twotower_lib.artifacts import read_json, sha256_file
+    from twotower_lib.data import load_prepared
+    from twotower_lib.models import load_model, weights_path
+    from twotower_lib.preference import order_towers, preference_table
+    from twotower_lib.probe import head_seed_of
+    from twotower_lib.probe_training import score_validation, train_heads, training_features
+
+    model, _ = load_model(run)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    data = load_prepared(read_json(run / "config.json")["data"]["path"])
+    seed = head_seed_of(sha256_file(weights_path(run, None)), base.seed)
+    t0 = time.perf_counter()
+    feats = training_features(model, data, base, seed, show=False)
+    print(f"{run.name}: features of {len(feats.labels)} positions in {(time.perf_counter() - t0) / 60:.1f} min", flush=True)
+    sets, rows = [], []
+    for name in variants:
+        cfg = variant_config(base, name)
+        t0 = time.perf_counter()
+        trained, record = train_heads(model, data, cfg, show=False, head_seed=seed, features=feats)
+        rows.append({"run": run.name, "variant": name, "minutes": round((time.perf_counter() - t0) / 60, 2),
+                     "epochs": record["epochs"], "config": asdict(cfg)})
+        sets += trained
+        print(f"  {name}: {rows[-1]['minutes']} min, {record['epochs']} epochs", flush=True)
+    sums, _ = score_validation(model, sets, data, base, show=False)
+    tokens = data.tokenizer.convert_ids_to_tokens(list(range(data.vocab_size)))
+    for i, row in enumerate(rows):
+        main, rep = sums[2 * i], sums[2 * i + 1]
+        primary, secondary = order_towers(main.p.mean(axis=0))
+        tables = [preference_table(s, primary, secondary, data.vocab_size, data.counts, tokens) for s in (main, rep)]
+        row["val_loss"] = [round(float(-main.logp[:, j].mean()), 4) for j in range(main.logp.shape[1])]
+        row["reliability"] = {c: round(float(same_run_agreement(*tables, data.counts, top_n, c)), 4)
+                              for c in SCORE_COLUMNS}
+    return rows
+
+
+def main() -> None:
+    from twotower_lib.artifacts import atomic_write_json, provenance
+    from twotower_lib.book.profiles import get_profile
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("runs", nargs="*", type=Path)
+    ap.add_argument("--runs-dir", type=Path, default=Path("runs/cpu/training"))
+    ap.add_argument("--variants", default="tied,avg,cool2+avg,linear+avg,linear+cool2+avg")
+    ap.add_argument("--profile", default="cpu")
+    ap.add_argument("--top-n", type=int, default=None, help="tokens the reliability is computed over (default: the profile's)")
+    ap.add_argument("--out", type=Path, default=None, help="write the rows as JSON here")
+    ap.add_argument("--threads", type=int, default=torch.get_num_threads())
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    profile = get_profile(args.profile)
+    base = profile.probe_config(**BASE)
+    runs = args.runs or [args.runs_dir / n for n in ("gpt-s1", "bert-base-s1")]
+    rows = []
+    for run in runs:
+        rows += measure_run(run, base, args.variants.split(","), args.top_n or profile.top_n)
+        if args.out:
+            atomic_write_json(args.out, {"profile": args.profile, "top_n": args.top_n or profile.top_n, "rows": rows,
+                                         "command": "python benchmarks/bench_probe_reliability.py " + " ".join(sys.argv[1:]),
+                                         "provenance": provenance()})
+    print(f"{'run':14} {'variant':22} {'min':>5} {'ep':>3} {'val loss per tower':>20} {'rel Eq.4':>9} {'rel mean log':>12}")
+    for r in rows:
+        rel = list(r["reliability"].values())
+        print(f"{r['run']:14} {r['variant']:22} {r['minutes']:5.1f} {r['epochs']:3d} "
+              f"{' / '.join(f'{v:.3f}' for v in r['val_loss']):>20} {rel[0]:9.3f} {rel[1]:12.3f}")
+
+
+if __name__ == "__main__":
+    main()
