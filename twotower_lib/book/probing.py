@@ -179,6 +179,22 @@ def recipe_comparison(path: Path | None = None) -> dict[str, pd.DataFrame]:
             "across_recipes": pd.DataFrame(found["across_recipes"]).set_index(["run", "a", "b"])}
 
 
+def reliability_benchmark(path: Path | None = None) -> pd.DataFrame | str:
+    """The committed probe-seed reliability of head recipes (`benchmarks/bench_probe_reliability.py`):
+    per run and recipe, epochs, each tower head's validation loss and the reliability in both score
+    variants; or how to produce it."""
+    import pandas as pd
+
+    path = path or PROJECT_ROOT / "results" / "probe" / "reliability.json"
+    if not path.exists():
+        return "not measured yet: python benchmarks/bench_probe_reliability.py --out results/probe/reliability.json"
+    rows = read_json(path)["rows"]
+    return pd.DataFrame([{"run": r["run"], "recipe": r["variant"], "epochs": r["epochs"],
+                          **{f"val loss, tower {j}": v for j, v in enumerate(r["val_loss"])},
+                          **{f"reliability ({VARIANTS[c]})": v for c, v in r["reliability"].items()}}
+                         for r in rows]).set_index(["run", "recipe"])
+
+
 def probe_benchmark(path: Path | None = None) -> str:
     """The committed output of `benchmarks/bench_probe.py` (the earlier and the current probe timed
     side by side on the same runs), or how to produce it."""
