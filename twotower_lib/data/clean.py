@@ -129,7 +129,3 @@ def detokenize_brown(raw: str) -> str:
         s = re.sub(r'" (.*?) "', r'"\1"', s)
         paragraphs.append(s)
     return "\n\n".join(paragraphs)
-
-
-def word_count(text: str) -> int:
-    return len(text.split())
