@@ -80,3 +80,12 @@ def test_each_layout_reports_its_models_quality_and_probe_ceiling():
         row |= {"validation loss": loss, "probe reliability (Eq. 4)": 0.8}
     assert "as here GPT pair r = +0.30 [+0.25, +0.35] (mean log p +0.30 [+0.25, +0.35]) [validation loss 5.87, 5.90; " \
            "probe-seed reliability 0.80, 0.80]" in released.effects(found)["gpt"]
+
+
+def test_the_page_says_when_its_numbers_come_from_an_older_probe():
+    from twotower_lib.probe import PROBE_VERSION
+
+    old = {**_found([], []), "probe_version": PROBE_VERSION - 1, "command": "python -m twotower_lib.book.released -p x y"}
+    assert f"Measured with probe version {PROBE_VERSION - 1}" in released.to_markdown(old)
+    assert "-p x y" in released.to_markdown(old)
+    assert "Measured with probe version" not in released.to_markdown({**old, "probe_version": PROBE_VERSION})

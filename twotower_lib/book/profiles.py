@@ -387,7 +387,7 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
     # 23.5, probing 30.2: twelve probes of 1.5-3.6 min, analyses 1.4, book 0.4); again after this
     # session's changes: 58.5 min (data 0.5, training 25.4, probing 30.9, analyses 1.3, book 0.3).
     Profile("cpu", "the default: the paper's five cases, a second GPT seed and the controls on a 2-core CPU "
-                   "(about 2.5 h with the converged probe and its second head seed; 1 h with the earlier probe)",
+                   "(about an hour end to end; probing, with every probe's second head seed, is most of it)",
             cases=("elmo:1", "gpt:1", "gpt:2", "bert-base:1", "bert-large:1", "bert-large:2"),
             control_models=("gpt",), precision="fp32", threads_per_run=1, train_tokens=2_000_000,
             model_tokens=("elmo=500000", "elmo-released=500000", "gpt=1000000"), probe_tokens=200_000, models=_CPU_MODELS),

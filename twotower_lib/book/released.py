@@ -25,6 +25,7 @@ from twotower_lib.artifacts import atomic_write_json, provenance, read_json
 from twotower_lib.book.probing import DEFAULT_RECIPE, RECIPES, tower_order
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.errors import UserError
+from twotower_lib.probe import PROBE_VERSION
 from twotower_lib.run_names import case_name, model_of
 
 CODE = ("hezq06/twotower_lm", "e8b468e1a224e5848389f79a1070f5c0dc9bbb33")
@@ -274,6 +275,10 @@ def to_markdown(found: dict | None, recipes: dict | None = None) -> str:
         rows.append(f"| {d.topic} | {d.paper} | {d.released} | {where} | {d.here} | {d.option} | {effect} |")
     note = ("" if found else "\n*Not measured yet at this profile: "
             "`python -m twotower_lib.book.released --profile cpu` writes results/released/cpu.json.*\n")
+    if found and found.get("probe_version") != PROBE_VERSION:
+        note += (f"\n*Measured with probe version {found.get('probe_version')}; the current probe is version "
+                 f"{PROBE_VERSION} (section 02). `{found.get('command', 'python -m twotower_lib.book.released')}` "
+                 "re-measures it on a pipeline run probed with the current version.*\n")
     return head + "\n".join(rows) + "\n" + note
 
 
