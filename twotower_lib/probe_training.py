@@ -227,8 +227,8 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True, head_seed: int
     device = _device(model)
     seeds = [head_seed] + ([head_seed + REPLICATE_SEED] if cfg.replicate else [])
     heads = new_heads(model, cfg, seeds)
-    f_ = features or training_features(model, data, cfg, head_seed, show)
-    feats, labels, held_feats, held_labels = f_.train, f_.labels, f_.held, f_.held_labels
+    cached = features or training_features(model, data, cfg, head_seed, show)
+    feats, labels, held_feats, held_labels = cached.train, cached.labels, cached.held, cached.held_labels
     n_held = 0 if held_labels is None else len(held_labels)
     heads = heads.to(device)
 

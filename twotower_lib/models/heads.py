@@ -4,11 +4,10 @@ After cooperative training, the embedding and the towers are frozen and each tow
 head, trained to predict the token from that tower's features alone.
 
 - `mlp` (the authors' design): Linear(H→H) + GELU → LayerNorm → Linear(H→V), untied.
-- `tied` (the default): Linear(H→E) + GELU → LayerNorm → the frozen trained input embedding as
-  decoder (+ a trainable bias): Eq. 2 read literally, the probability is exp(x(t)ᵀ h) with x the
-  word embedding.
-- `linear`: Linear(H→E) → the frozen input embedding (+ bias): Eq. 2 with a linear read-out. Its
-  log-likelihood is concave in the weights, so every seed trains towards one optimum.
+- `tied`: Linear(H→E) + GELU → LayerNorm → the frozen trained input embedding as decoder (+ a
+  trainable bias): Eq. 2 read literally, the probability is exp(x(t)ᵀ h) with x the word embedding.
+- `linear` (the default): Linear(H→E) → the frozen input embedding (+ bias): Eq. 2 with a linear
+  read-out. Its log-likelihood is concave in the weights, so every seed trains towards one optimum.
 """
 
 from __future__ import annotations
