@@ -4,7 +4,7 @@
         [--variants tied,avg,cool2+avg,linear+avg,linear+cool2+avg] [--out results/probe/reliability.json]
 
 The probe-seed reliability is the correlation over the top-N tokens between the scores of two head
-sets that differ only in their seed (`probe.replicate_table`); the measurement issue asks for 0.95.
+sets that differ only in their seed (`probe.replicate_table`); the goal is 0.95.
 For each run (default: the `cpu` profile's gpt-s1 and bert-base-s1) the towers run once over the
 probe's training and held-out blocks (`probe_training.training_features`); every variant of the head
 recipe then trains two head sets on those features, and one pass over the validation text scores

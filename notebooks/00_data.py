@@ -27,7 +27,7 @@
 # frequent" that the paper's correlations are computed over.
 
 # %% tags=["parameters"]
-profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.book.profiles)
+profile = None           # None: $TWOTOWER_PROFILE, else cpu; or tiny | cpu-long | gpu | paper (twotower_lib.book.profiles)
 runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
 corpus = None            # None: the profile's corpus (registry, registry:brown, a .txt path, hf:NAME)
 vocab_size = None        # None: the profile's WordPiece vocabulary size

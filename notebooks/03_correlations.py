@@ -31,7 +31,7 @@
 # and this companion" measures that ELMo beside this one, and every pair of both.
 
 # %% tags=["parameters"]
-profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.book.profiles)
+profile = None           # None: $TWOTOWER_PROFILE, else cpu; or tiny | cpu-long | gpu | paper (twotower_lib.book.profiles)
 runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
 cases = None             # None: the profile's cases, "model:seed" comma-separated
 top_n = None             # None: the profile's N, the most frequent tokens compared (paper: 5000)
@@ -179,7 +179,7 @@ ceiling.round(3)
 #
 # The corpus mixes sources of different registers (here 19th-century fiction, Wikipedia and 1960s
 # American prose; the paper's BookCorpus fiction and Wikipedia), and on a second corpus of a
-# single register the same-configuration GPT pair did not correlate (issue 20). One explanation
+# single register (speeches) the same-configuration GPT pair did not correlate. One explanation
 # fits both: the towers split the *registers*, and a token's s follows which source it belongs
 # to — a different claim from the paper's division of linguistic labour. Three tests, none in the
 # paper, from what the pipeline already has (`twotower_lib.analysis.register`):
@@ -192,8 +192,8 @@ ceiling.round(3)
 # - **Partial r**: each pair's r once the register fit is removed from both scores. What survives is
 #   agreement beyond register.
 #
-# These are associations over tokens, not a causal test; training on each source alone (issue 20)
-# is the direct one.
+# These are associations over tokens, not a causal test; training on each source alone (`-p corpus
+# registry:books`, and the other sources; see {doc}`How to re-run <../book/rerun>`) is the direct one.
 
 # %%
 register = analyses.register_tests(ctx, scores, list(itertools.combinations(scores, 2)))

@@ -26,9 +26,8 @@
 # - the point at 0 tokens is the *untrained* control: probing heads on random, frozen towers;
 # - a snapshot taken at t tokens of a longer run is not a run that *ended* at t tokens: its
 #   steps were taken at a higher learning rate and it has not decayed yet. With the few hundred
-#   steps of a CPU run this can put it ahead, not behind (GPT at 1M tokens inside a 4M run:
-#   validation loss 5.69, against 5.87-5.91 for runs that ended at 1M); each curve's last point
-#   is the end of a run;
+#   steps of a CPU run this can put it ahead, not behind; each curve's last point is the end of a
+#   run;
 # - the 95% interval resamples validation documents: it covers the noise of scoring on finite
 #   text, not the spread between seeds. That spread is measured directly where a configuration
 #   was trained with four seeds (six pairs, below), and it is much larger.
@@ -47,7 +46,7 @@
 # manifest of the configuration, data hash, code version and packages); this notebook reads them.
 
 # %% tags=["parameters"]
-profile = "cpu"          # tiny | cpu | cpu-long | gpu | paper (see twotower_lib.book.profiles)
+profile = None           # None: $TWOTOWER_PROFILE, else cpu; or tiny | cpu-long | gpu | paper (twotower_lib.book.profiles)
 runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
 
 # %% tags=["hide-cell"]
@@ -152,26 +151,12 @@ em.size_table(curves, by_size).round(3)
 
 # %% [markdown]
 # Read the BERT rows with the seed spread in mind: where four BERT seeds were trained, r moved
-# between seed pairs with an SD of 0.2-0.3 (table above), and every other BERT row is one pair. So
-# this table ranks nothing firmly; what a single pair does show is its own course along training.
-# Twice the depth agreed about as strongly at every point (|r| = 0.49, 0.48, 0.51 at 1M, 2M, 4M,
-# at the same validation loss as the default size, 6.16 against 6.17 near 4M), but its sign
-# flipped at 4M: its towers ended within 0.1-2.7% of each other, and Eq. 3 named opposite
-# physical towers primary. By physical tower the agreement stayed +0.48 to +0.51 throughout. Twice
-# the width, at a lower loss, agreed less (0.14 and 0.11 at 2M and 4M), and half the vocabulary
-# not at all (|r| of at most 0.05 at every point). The deep pair is also the clearest exception to
-# the tower-gap relation above: at 2M its gaps were 0.7% and 0.1% and |r| was 0.48. Equally good
-# towers on average can still divide the vocabulary between them; the gap is only a proxy for
-# that division.
-#
-# Across tower families at the default size, GPT agrees most (0.61, 0.63, 0.56 at 1M, 2M, 4M in
-# one pair; the four-seed runs that ended at 2M: mean 0.57). ELMo, trained to 2M tokens, barely
-# agrees: r = 0.10 at 1M and 0.09 at 2M, above its untrained point (0.05) but far below GPT at the
-# same budget, although its towers ended further apart in mean probability (4.0-6.4%) than most
-# BERT runs: for ELMo the tower gap does not say how far two seeds agree either. (Its validation
-# loss, 4.55, is not comparable with GPT's or BERT's: every position is predicted from both sides,
-# through the forward and the backward LSTM.) Whether ELMo's seeds come to agree with more
-# training is open; at about 1.6k tokens/s per run on one thread it is the slowest family here.
+# between seed pairs far more than the intervals above (table above), and every other BERT row is
+# one pair. So this table ranks nothing firmly; what a single pair does show is its own course along
+# training, and the order-free strength |r_physical| separates a weak agreement from a sign flipped
+# by Eq. 3. The {doc}`decisions page <../book/decisions>` reads each row with its numbers (computed
+# from these curves): the deep pair's flip, the wide and small-vocabulary rows, and ELMo, whose
+# validation loss is not comparable with the others' (every position is predicted from both sides).
 
 # %% [markdown]
 # ## The learning-rate schedule at the default's budgets
@@ -190,11 +175,9 @@ schedules = em.measured(curves, ["gpt-cpu-v8192-1M", "gpt-cpu-v8192-1M-lr3e-3", 
 em.run_ends(curves, schedules).round(3)
 
 # %% [markdown]
-# Both schedules lowered the validation loss, and neither raised the agreement. The higher peak
-# lowered the mean r and widened the spread between pairs: one of its four seeds ended with
-# almost equally good towers (a tower gap of about 1%, see the margins below), and every pair with
-# that seed agreed weakly. The constant rate left r where the paper's schedule had it. So at this
-# budget GPT's r is not limited by how far the loss has come down.
+# Compare each schedule's mean r and its range over the six pairs with the paper's schedule, at
+# their validation losses: whether a lower loss brings a higher agreement at this budget is what
+# the table answers (the decisions page states the answer with its numbers).
 #
 # BERT is different. At the Bert-base size and 4M tokens, the 16M pair's snapshot at 4M (still
 # near the peak rate) agreed more than the runs of the same seeds that had decayed to 0 by 4M,
@@ -206,16 +189,10 @@ bert_schedules = em.measured(curves, ["bert-cpu-small-v8192", "bert-cpu-small-v8
 em.run_ends(curves, bert_schedules).round(3)
 
 # %% [markdown]
-# The held rate doubles BERT's mean agreement at the Bert-base size (0.46 against 0.24 over six
-# pairs), with every pair positive, at the same validation loss. It does so by keeping the two
-# towers apart: with the rate decayed to 0, some runs end with towers within 1% of each other
-# (and such runs agree with no one, see the gaps below); with the rate held, every run ends
-# with a gap of 7-10%. Even so its mean stays below 0.6, and below GPT's at 1M.
-#
-# At the default's Bert-large size and budget (2M tokens, `bert-cpu-v8192-2M-const`) holding the
-# rate does not help: the mean r of six pairs is 0.11 (range -0.16 to 0.59), no better than the
-# default run's decayed pair (section 03). Its towers end only 1.5-6% apart, and only the pair of the two
-# runs with the widest gaps agrees. So the default keeps the paper's schedule for every model.
+# Read the held rate's rows against the decayed ones above, and against the tower gaps below: a
+# rate decayed to 0 can leave a run's two towers almost equally good, and such runs agree with no
+# one. Why every profile keeps the paper's schedule, with the numbers, is on the
+# {doc}`decisions page <../book/decisions>`.
 
 # %% [markdown]
 # ## Where each configuration crosses r = 0.6
@@ -226,17 +203,16 @@ em.run_ends(curves, bert_schedules).round(3)
 # seeds: the six pairs of the four-seed Bert-base-sized configuration scatter widely (table
 # above), and the default Bert-large size changes sign along training. GPT's does not: every
 # pair of four GPT seeds agrees, with the same sign, at the default's 1M tokens. Second, the
-# hour: GPT trains about three times slower per token than BERT here (it predicts every position
-# over the whole vocabulary, BERT 15% of them) and every probe costs minutes, so 1M tokens per
-# GPT run is what fits next to the paper's five cases and the controls. The default therefore adds a second GPT seed to the
-# paper's five cases and reports both same-configuration pairs against their controls
-# (section 03 and the scorecard). At 1M tokens the GPT pairs' mean r stays below 0.6, with the
-# paper's learning-rate schedule and with the two others tried above, and at 2M it comes close.
-# Beyond the hour, BERT at the Bert-base size trained for 16M tokens is above 0.6 on two seed
-# pairs that share no run (`bert-cpu-small-v8192-16M` and `-s3s4`), which is why the overnight
-# `cpu-long` profile trains a Bert-base pair at that budget; its run end to end, with the
-# controls, is at the end of this section. The lines below say what each
-# configuration reaches and what its trend predicts.
+# hour: GPT trains slower per token than BERT here (it predicts every position over the whole
+# vocabulary, BERT 15% of them) and every probe costs minutes, so 1M tokens per GPT run is what
+# fits next to the paper's five cases and the controls. The default therefore adds a second GPT
+# seed to the paper's five cases and reports both same-configuration pairs against their controls
+# (section 03 and the scorecard). Beyond the hour, BERT at the Bert-base size trained for 16M
+# tokens crosses 0.6 on two seed pairs that share no run (`bert-cpu-small-v8192-16M` and
+# `-s3s4`), which is why the overnight `cpu-long` profile trains a Bert-base pair at that budget;
+# its run end to end, with the controls, is at the end of this section. The
+# {doc}`decisions page <../book/decisions>` gives each of these choices with its numbers; the lines
+# below say what each configuration reaches and what its trend predicts.
 
 # %%
 crossing = em.first_crossing(curves, 0.6)

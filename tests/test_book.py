@@ -201,6 +201,8 @@ def test_end_to_end_tiny_pipeline_and_strict_book_build(built_book):
         assert not re.search(r"""<script[^>]+src=["']https?://""", text), f"{page} loads a script from the network"
         assert not [p for p in local if p in text], f"{page} shows a local path"
         assert text.count("const THEBE_JS_URL") <= 1, page
+    decisions_page = (html / "book" / "decisions.html").read_text()
+    assert "{{" not in decisions_page and "−0." in decisions_page  # its numbers were filled in from results/
     scorecard_page = (html / "book" / "scorecard.html").read_text()
     card = json.loads((pipe.root / "scorecard.json").read_text())
     assert card["profile"] == "tiny" and len(card["rows"]) > 10

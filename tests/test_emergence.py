@@ -241,3 +241,34 @@ def test_size_table_compares_configurations_at_about_the_same_tokens_seen():
     with pytest.raises(UserError, match="no curve of configuration 'wide'"):
         ec.size_table(curves, ["wide"])
     assert ec.measured(curves, ["wide", "deep", "small"]) == ["deep", "small"]
+
+
+def test_the_decisions_page_gets_every_number_from_the_committed_results():
+    from twotower_lib.book import decisions
+    from twotower_lib.book.sections import PROJECT_ROOT
+
+    page = (PROJECT_ROOT / "book" / "decisions.md").read_text()
+    values = decisions.numbers()
+    filled = decisions.fill(page, values)
+    assert "{{" not in filled and len(decisions.KEY.findall(page)) > 50
+    assert values["gpt_1m_pairs"] == "6" and values["bert_small_min"].startswith("−")  # computed, signs printed
+    with pytest.raises(UserError, match="no_such_number"):
+        decisions.fill("r = {{ no_such_number }}", values)
+
+
+def test_the_decisions_pages_statements_hold_on_the_committed_curves():
+    """The page's prose says what the numbers show; if the curves are measured again, these fail where the
+    prose must be rewritten."""
+    c = ec.load_curves()
+    end = ec.run_ends(c)
+    gpt_pairs, bert_pairs = (c[(c["config"] == n) & (c["tokens"] == c.loc[c["config"] == n, "tokens"].max())]["r"]
+                             for n in ("gpt-cpu-v8192-1M", "bert-cpu-small-v8192"))
+    assert (gpt_pairs > 0).all() and (bert_pairs < 0).any()                # GPT agrees on every pair, BERT not
+    paper = end.loc["gpt-cpu-v8192-1M"]
+    for other in ("gpt-cpu-v8192-1M-lr3e-3", "gpt-cpu-v8192-1M-const"):    # lower loss, no more agreement
+        assert end.loc[other, "val loss"] < paper["val loss"] and end.loc[other, "r"] < paper["r"] + paper["r_sd"]
+    assert end.loc["bert-cpu-small-v8192-4M-const", "r"] > 1.5 * end.loc["bert-cpu-small-v8192", "r"]
+    assert end.loc["bert-cpu-v8192-2M-const", "r"] < 0.3                   # the held rate did not help Bert-large
+    assert min(end.loc["bert-cpu-small-v8192-16M", "r"], end.loc["bert-cpu-small-v8192-16M-s3s4", "r"]) > 0.6
+    gpt4 = ec.seed_spread(c).query("config == 'gpt-cpu-v8192' and tokens > 0").set_index("tokens")["r"]
+    assert gpt4.idxmax() == 2097152 and gpt4.iloc[-1] < gpt4.max()        # the 4M pair agreed most near 2M

@@ -248,7 +248,7 @@ def test_section_notebooks_declare_exactly_their_parameters_and_stay_thin():
         src = pipe.source(s)
         params = _parameters_cell(src)
         assert list(params) == list(sections.COMMON_PARAMETERS + s.parameters), src.name
-        assert params["profile"] == "cpu" and all(params[k] is None for k in params if k != "profile")
+        assert all(value is None for value in params.values()), params  # None: the profile's (or $TWOTOWER_PROFILE's) value
         # papermill must read every line of the cell too (it skips a line it cannot parse, e.g. one
         # whose comment holds quotes, and then `papermill --help-notebook` hides that parameter)
         cell = next(c for c in jupytext.read(src).cells if "parameters" in c.metadata.get("tags", []))
@@ -438,6 +438,19 @@ def test_open_section_validates_notebook_parameters(tmp_path):
         sections.open_section("00_first", {**ns, "vocab": 3}, sections=TEST_SECTIONS)
     with pytest.raises(UserError, match=r"invalid value 'big' for parameter 'vocab_size'"):
         sections.open_section("00_first", {**ns, "vocab_size": "big"}, sections=TEST_SECTIONS)
+
+
+def test_a_notebook_opened_by_hand_takes_its_profile_from_the_environment(tmp_path, monkeypatch):
+    """`profile = None` (every section's default): $TWOTOWER_PROFILE (Binder sets tiny), else cpu."""
+    ns = {"profile": None, "runs_dir": str(tmp_path)}
+    monkeypatch.delenv("TWOTOWER_PROFILE", raising=False)
+    assert sections.open_section("00_first", ns, sections=TEST_SECTIONS).profile.name == "cpu"
+    monkeypatch.setenv("TWOTOWER_PROFILE", "tiny")
+    assert sections.open_section("00_first", ns, sections=TEST_SECTIONS).profile.name == "tiny"
+    assert sections.open_section("00_first", {**ns, "profile": "cpu-long"}, sections=TEST_SECTIONS).profile.name == "cpu-long"
+    monkeypatch.setenv("TWOTOWER_PROFILE", "huge")
+    with pytest.raises(UserError, match="unknown profile 'huge'"):
+        sections.open_section("00_first", ns, sections=TEST_SECTIONS)
 
 
 @pytest.mark.slow

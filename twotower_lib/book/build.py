@@ -22,7 +22,7 @@ from pathlib import Path
 
 import nbformat
 
-from twotower_lib.book import charts, scorecard
+from twotower_lib.book import charts, decisions, scorecard
 from twotower_lib.book.pipeline import Pipeline, make_pipeline
 from twotower_lib.book.profiles import DEFAULT_PROFILE, OVERRIDABLE, PROFILES, runs_root
 from twotower_lib.book.sections import PROJECT_ROOT
@@ -83,7 +83,8 @@ def fill_placeholders(text: str, card: dict) -> str:
              "PUBLISHED": lambda: publish.markdown(publish.load_published(exclude=card["profile"])),
              "RELEASED": lambda: released.to_markdown(released.load("cpu"), released.load_recipes()),
              "RELEASED_ELMO": lambda: released.elmo_sentence(released.load("cpu"))}
-    return _PLACEHOLDER.sub(lambda m: parts[m.group(1)](), text)
+    text = _PLACEHOLDER.sub(lambda m: parts[m.group(1)](), text)
+    return decisions.fill(text) if decisions.KEY.search(text) else text
 
 
 # ---------------------------------------------------------------------- assembling and building

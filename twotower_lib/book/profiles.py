@@ -25,6 +25,7 @@ from twotower_lib.errors import UserError
 from twotower_lib.run_names import parse_spec
 
 DEFAULT_PROFILE = "cpu"
+PROFILE_ENV = "TWOTOWER_PROFILE"  # the profile of a notebook opened by hand (`profile = None`); Binder sets tiny
 PRECISIONS = ("fp32", "bf16", "fp16")
 LAUNCHERS = ("python", "deepspeed")
 CONTROLS = ("untrained", "independent", "permutation", "quality")
@@ -371,39 +372,14 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
             corpus="registry:brown", vocab_size=300, seq_len=32, doc_words=300, valid_fraction=0.2, cases=("gpt:1", "gpt:2", "bert-large:1"),
             train_tokens=10_000, precision="fp32", micro_batch=8, threads_per_run=1, probe_tokens=5_000, probe_max_epochs=3, top_n=50,
             bootstrap=50, pos_docs=10, ica_tokens=20_000, ica_dim=16, models=_TINY_MODELS),
-    # fp32: the emergence study's curves were all measured in fp32, and whether bf16 autocast pays
-    # off depends on the CPU (benchmarks/bench_train.py): on one 2-core AVX-512-BF16 machine
-    # without AMX bf16 matmuls ran at half the fp32 rate, on another (2026-11-23) GPT training ran
-    # 1.19x faster in bf16 (1.4x with fused towers). The emergence study (section 07) found BERT's
-    # cross-seed r unstable at CPU scale (six seed pairs of one configuration ranged from -0.06 to
-    # +0.57) and GPT's the first to agree, so the default adds a second GPT seed to the paper's
-    # five cases: the paper's Bert-large pair is still reported, and the GPT pair is where the
-    # pattern can show within the hour. The untrained and independent controls (two probes; four
-    # single-tower runs and probes) are run for the GPT pair only, to fit the hour; training runs
-    # go two at a time on one thread each. GPT keeps the paper's schedule (peak 1e-3, linear decay):
-    # at 1M tokens a 3x peak or a constant rate lowered the loss but not the agreement (section 07).
-    # Measured end to end on the reference machine
-    # (2026-11-23, `make reproduce` from an empty runs directory): 56.4 min (data 0.9, training
-    # 23.5, probing 30.2: twelve probes of 1.5-3.6 min, analyses 1.4, book 0.4); again after this
-    # session's changes: 58.5 min (data 0.5, training 25.4, probing 30.9, analyses 1.3, book 0.3).
+    # The choices of the CPU profiles (a second GPT seed, GPT's 1M tokens, the paper's schedule, fp32, the
+    # cpu-long budgets) and the measurements behind them: book/decisions.md, computed from results/.
     Profile("cpu", "the default: the paper's five cases, a second GPT seed and the controls on a 2-core CPU "
                    "(about an hour end to end; probing, with every probe's second head seed, is most of it)",
             cases=("elmo:1", "gpt:1", "gpt:2", "bert-base:1", "bert-large:1", "bert-large:2"),
             control_models=("gpt",), precision="fp32", threads_per_run=1, train_tokens=2_000_000,
             model_tokens=("elmo=500000", "elmo-released=500000", "gpt=1000000"), probe_tokens=200_000, models=_CPU_MODELS),
     # Longer budgets on the same CPU (a few hours), with the independent control for both pairs.
-    # GPT at 2M tokens, not more: in the emergence study the GPT pair trained for 4M agreed most
-    # at 2M (r = 0.63) and less at its end (0.56), and the four-seed 1M trend predicts 0.6 near
-    # 1.5M; GPT runs trained for 2M ended at a mean r of 0.57 over six pairs of four seeds (range
-    # 0.53-0.60, gpt-cpu-v8192-2M-4seeds): closer to 0.6 and far less seed-dependent than at 1M
-    # (0.41-0.65), but not above it.
-    # Bert-large at 12M: the end point of the study's bert-cpu-v8192 pair (same sizes, data, batch
-    # and schedule). Bert-base (the cpu-small size) at 16M with a second seed: the one study
-    # configuration whose seed pairs reach r >= 0.6, on two disjoint pairs (seeds 1-2: 0.620
-    # [0.601, 0.652]; seeds 3-4: 0.622 [0.603, 0.653]; bert-cpu-small-v8192-16M and -s3s4), about
-    # 15 min per run on one thread. Measured end to end (results/profiles/cpu-long.json): its Bert-base
-    # pair r = 0.64 [0.63, 0.67], GPT pair 0.59 [0.58, 0.62], Bert-large pair 0.11 [0.07, 0.15], each
-    # above its own model's controls (highest 0.06); 299 run-minutes of training, 61 min of probing.
     Profile("cpu-long", "overnight on the same CPU: GPT 2M tokens, Bert-large 12M and a Bert-base pair at 16M "
                         "(where seed pairs reach r >= 0.6), ELMo 4M, every control",
             cases=("elmo:1", "gpt:1", "gpt:2", "bert-base:1", "bert-base:2", "bert-large:1", "bert-large:2"),

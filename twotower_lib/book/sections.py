@@ -9,13 +9,14 @@ outputs go and where its inputs are (a missing input names the command that prod
 
 from __future__ import annotations
 
+import os
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from twotower_lib.artifacts import atomic_write_json, read_json
-from twotower_lib.book.profiles import DEFAULT_PROFILE, Profile, get_profile, profile_dir, runs_root
+from twotower_lib.book.profiles import DEFAULT_PROFILE, PROFILE_ENV, Profile, get_profile, profile_dir, runs_root
 from twotower_lib.errors import UserError
 
 
@@ -153,7 +154,7 @@ def open_section(name: str, namespace: dict[str, Any], sections: tuple[Section, 
     if unknown:
         raise UserError(f"unknown parameter(s) {unknown} for section {section.name}; its parameters are: "
                         f"{', '.join(allowed)}. Check the spelling of `-p NAME VALUE`.")
-    profile = get_profile(params.get("profile") or DEFAULT_PROFILE)
+    profile = get_profile(params.get("profile") or os.environ.get(PROFILE_ENV) or DEFAULT_PROFILE)
     overrides = {k: v for k, v in params.items() if k in section.parameters and v is not None}
     profile = profile.with_overrides(overrides, where=f"parameter of notebook {section.name}")
     ctx = SectionContext(section, profile, profile_dir(profile.name, params.get("runs_dir")),

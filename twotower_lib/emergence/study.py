@@ -74,29 +74,23 @@ class StudyConfig:
         return list(itertools.combinations(self.seeds, 2))
 
 
-# The study run for the book (`python -m twotower_lib emergence --all`): BERT, the fastest family
-# on a CPU, at the default profile's Bert-large size for 12M tokens (cpu-long's Bert-large budget); then,
-# for 4M tokens (past where the default size's agreement peaked), narrower/shallower (the default
-# Bert-base size; four seeds, and a 16M-token pair), wider, deeper, with a smaller vocabulary, and
-# GPT at the default size (4M tokens, and four seeds at the default profile's 1M).
-# Every configuration is measured (results/emergence/). bert-cpu-v4096 (one pair) stays near 0 at
-# every snapshot (-0.05 at 1M, +0.03 at 2M, +0.02 at 4M); bert-cpu-deep-v8192 (one pair) agrees with
-# |r| = 0.49, 0.48, 0.51 at 1M, 2M, 4M, its sign flipping at 4M with Eq. 3's choice of primary
-# tower (towers within 0.1-2.7% of each other). The Bert-base size at 16M is
-# the one configuration above 0.6 on more than one seed pair (0.620 and 0.622, disjoint seeds):
-# cpu-long trains that pair; in its end-to-end run the pair reached 0.64 [0.63, 0.67].
+# The study run for the book (`python -m twotower_lib emergence --all`). Each configuration asks one
+# question (its comment); what it answered is on the decisions page (book/decisions.md, computed from
+# results/emergence/) and in section 07.
 STUDY: dict[str, StudyConfig] = {c.name: c for c in (
+    # BERT, the fastest family on a CPU, at the default's Bert-large size, to cpu-long's 12M tokens
     StudyConfig("bert-cpu-v8192", "bert", "cpu", train_tokens=12_000_000),
     # four seeds (six pairs) at the cheapest size: how much r moves between seed pairs
     StudyConfig("bert-cpu-small-v8192", "bert", "cpu-small", train_tokens=4_000_000, seeds=(1, 2, 3, 4)),
-    # the same size trained four times longer: does the rising curve go on rising (and where does it
-    # cross 0.6)? Costs ~4 min of training per 8M tokens on 2 cores; probing costs more.
+    # the same size trained four times longer: does the rising curve go on rising, and cross 0.6?
     StudyConfig("bert-cpu-small-v8192-16M", "bert", "cpu-small", train_tokens=16_000_000),
-    # ... and with two other seeds: is its crossing of 0.6 (one pair) seed-robust? (yes: 0.622)
+    # ... and with two other seeds: is its crossing of 0.6 seed-robust?
     StudyConfig("bert-cpu-small-v8192-16M-s3s4", "bert", "cpu-small", train_tokens=16_000_000, seeds=(3, 4)),
+    # one thing changed at a time from the default's Bert-large size: width, depth, vocabulary
     StudyConfig("bert-cpu-wide-v8192", "bert", "cpu-wide", train_tokens=4_000_000),
     StudyConfig("bert-cpu-deep-v8192", "bert", "cpu-deep", train_tokens=4_000_000),
     StudyConfig("bert-cpu-v4096", "bert", "cpu", vocab_size=4096, train_tokens=4_000_000),
+    # GPT at the default size, past where the profiles stop
     StudyConfig("gpt-cpu-v8192", "gpt", "cpu", train_tokens=4_000_000),
     # GPT at the default profile's GPT budget, four seeds (six pairs): is its early r seed-robust?
     StudyConfig("gpt-cpu-v8192-1M", "gpt", "cpu", train_tokens=1_000_000, seeds=(1, 2, 3, 4)),
@@ -105,31 +99,22 @@ STUDY: dict[str, StudyConfig] = {c.name: c for c in (
     # ... and with four seeds (six pairs), trained again (the pair above predates the content-hash
     # data identity, so its runs cannot be probed against today's prepared data)
     StudyConfig("gpt-cpu-v8192-2M-4seeds", "gpt", "cpu", train_tokens=2_000_000, seeds=(1, 2, 3, 4)),
-    # The learning rate at the default's 1M tokens (244 optimizer steps): the 4M run's snapshot at 1M,
-    # taken at 0.8x the peak rate, had a lower validation loss (5.69) than the 1M runs' ends (5.87-5.91),
-    # so 1e-3 decayed to 0 over 244 steps under-trains. A 3x higher peak, and no decay. Measured: both
-    # lower the loss (mean 5.77 and 5.69 against 5.89), neither raises r (mean of six pairs 0.40, range
-    # 0.09-0.69, and 0.52, range 0.42-0.63, against 0.50), so the default keeps the paper's schedule.
+    # The schedule at the default's 1M GPT tokens (a few hundred steps): the 4M run's snapshot at 1M, taken
+    # before its rate decayed, had a lower validation loss than the 1M runs' ends. Does a 3x higher peak,
+    # or no decay, raise the agreement?
     StudyConfig("gpt-cpu-v8192-1M-lr3e-3", "gpt", "cpu", train_tokens=1_000_000, seeds=(1, 2, 3, 4), lr=3e-3),
     StudyConfig("gpt-cpu-v8192-1M-const", "gpt", "cpu", train_tokens=1_000_000, seeds=(1, 2, 3, 4),
                 final_lr_fraction=1.0),
-    # BERT at the Bert-base size, 4M tokens with the peak rate held (no decay): the 16M pair's snapshot
-    # at 4M, still at 0.8x the peak, agreed more (r = 0.63) than the same seeds' 4M runs that decayed to 0
-    # (0.45) at about the same validation loss. Is the decay what costs BERT its agreement at 4M?
-    # Measured: the held rate doubles the mean r of the six pairs (0.46, range 0.23-0.65, every pair
-    # positive; decayed: 0.24, range -0.06-0.57) at the same validation loss (6.22 vs 6.23), and every
-    # run ends with a tower gap of 7-10% (decayed: as small as 0.7%).
+    # BERT at the Bert-base size, 4M tokens with the peak rate held: the 16M pair's snapshot at 4M, still
+    # near the peak, agreed more than the 4M runs that had decayed to 0. Is the decay what costs BERT?
     StudyConfig("bert-cpu-small-v8192-4M-const", "bert", "cpu-small", train_tokens=4_000_000, seeds=(1, 2, 3, 4),
                 final_lr_fraction=1.0),
-    # ... and at the default's Bert-large size and budget (2M tokens), where the default's decayed pair
-    # agreed with the towers' roles swapped (r = -0.41): does the held rate settle the sign? Measured:
-    # no. Mean r 0.11 over six pairs (range -0.16-0.59); the towers end 1.5-6% apart, and only the pair
-    # of the two runs with the widest gaps agrees (0.59). The default keeps the paper's schedule.
+    # ... and at the default's Bert-large size and budget (2M), whose decayed pair agreed with the towers'
+    # roles swapped: does the held rate settle the sign?
     StudyConfig("bert-cpu-v8192-2M-const", "bert", "cpu", train_tokens=2_000_000, seeds=(1, 2, 3, 4),
                 final_lr_fraction=1.0),
-    # ELMo (the BiLSTM towers) at the default size, for 2M tokens: the default trains one ELMo run
-    # (500k tokens) and cpu-long one (4M), so neither says whether ELMo's seeds agree. Measured: barely
-    # (r = 0.10 at 1M, 0.09 at 2M; untrained 0.05), with towers 4.0-6.4% apart.
+    # ELMo (the BiLSTM towers) at the default size: the default trains one ELMo run and cpu-long one,
+    # so neither says whether ELMo's seeds agree
     StudyConfig("elmo-cpu-v8192", "elmo", "cpu", train_tokens=2_000_000),
     StudyConfig("tiny-test", "gpt", "tiny", vocab_size=300, train_tokens=40_000, micro_batch=8, seq_len=32),
 )}

@@ -1,0 +1,133 @@
+"""The decisions page (`book/decisions.md`): why each profile is what it is, with the numbers each
+choice rests on. The page's prose names its numbers as `{{ key }}`; `numbers` computes every one
+from the committed results (the emergence curves in `results/emergence/`, the profiles published in
+`results/profiles/`) when the book is built, so the prose cannot drift from the data and the code
+does not carry measurements in its comments."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from twotower_lib.artifacts import read_json
+from twotower_lib.book import publish
+from twotower_lib.emergence import curves as em
+from twotower_lib.errors import UserError
+
+KEY = re.compile(r"\{\{\s*(\w+)\s*\}\}")
+
+
+def _n(x: float, digits: int = 2) -> str:
+    """A number as the page prints it: fixed digits, a true minus sign."""
+    return f"{x:.{digits}f}".replace("-", "−")
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _snapshot(curves: pd.DataFrame, config: str, tokens: int | None = None) -> pd.DataFrame:
+    """A configuration's rows (one per seed pair) at the snapshot nearest `tokens` (None: its last)."""
+    g = curves[curves["config"] == config]
+    if g.empty:
+        raise UserError(f"the decisions page needs the emergence curve {config!r}, which results/emergence/ lacks; "
+                        f"produce it with  python -m twotower_lib emergence {config}")
+    have = np.sort(g["tokens"].unique())
+    t = have[-1] if tokens is None else have[np.abs(have - tokens).argmin()]
+    return g[g["tokens"] == t]
+
+
+def _gaps(rows: pd.DataFrame) -> pd.Series:
+    """Every run's tower gap (Eq. 3's relative gap in mean p) at a snapshot, each run once."""
+    return pd.concat([rows.set_index(rows["pair"].str.split("-").str[0])["margin_a"],
+                      rows.set_index(rows["pair"].str.split("-").str[1])["margin_b"]]).groupby(level=0).first()
+
+
+def _pairs(prefix: str, rows: pd.DataFrame) -> dict[str, str]:
+    """Mean, SD, range and sign count of r over a snapshot's seed pairs, its validation loss and tower gaps."""
+    r, gaps = rows["r"], _gaps(rows)
+    return {f"{prefix}_pairs": str(len(rows)), f"{prefix}_mean": _n(r.mean()), f"{prefix}_sd": _n(r.std()),
+            f"{prefix}_min": _n(r.min()), f"{prefix}_max": _n(r.max()), f"{prefix}_positive": str(int((r > 0).sum())),
+            f"{prefix}_loss": _n(pd.concat([rows["val_loss_a"], rows["val_loss_b"]]).mean()),
+            f"{prefix}_tokens": f"{rows['tokens'].iloc[0] / 1e6:.0f}M",
+            f"{prefix}_gap_min": _pct(gaps.min()), f"{prefix}_gap_max": _pct(gaps.max())}
+
+
+def _one(key: str, rows: pd.DataFrame) -> dict[str, str]:
+    """A one-pair snapshot: r, |r|, its 95% interval (resampling validation documents) and the towers' gaps."""
+    row, gaps = rows.iloc[0], _gaps(rows)
+    return {key: _n(row["r"]), f"{key}_abs": _n(abs(row["r"])), f"{key}_ci": f"[{_n(row['ci_low'])}, {_n(row['ci_high'])}]",
+            f"{key}_gap_min": _pct(gaps.min()), f"{key}_gap_max": _pct(gaps.max())}
+
+
+def study_numbers(curves: pd.DataFrame) -> dict[str, str]:
+    """The emergence study's numbers behind the profiles' choices."""
+    out: dict[str, str] = {}
+    for prefix, config in (("bert_small", "bert-cpu-small-v8192"), ("bert_small_const", "bert-cpu-small-v8192-4M-const"),
+                           ("bert_large_const", "bert-cpu-v8192-2M-const"), ("gpt_1m", "gpt-cpu-v8192-1M"),
+                           ("gpt_1m_lr3", "gpt-cpu-v8192-1M-lr3e-3"), ("gpt_1m_const", "gpt-cpu-v8192-1M-const"),
+                           ("gpt_2m", "gpt-cpu-v8192-2M-4seeds")):
+        out.update(_pairs(prefix, _snapshot(curves, config)))
+    for key, config, tokens in (("bert_large_1M", "bert-cpu-v8192", 1 << 20), ("bert_large_2M", "bert-cpu-v8192", 1 << 21),
+                                ("bert_large_4M", "bert-cpu-v8192", 1 << 22), ("bert_large_end", "bert-cpu-v8192", None),
+                                ("gpt_long_1M", "gpt-cpu-v8192", 1 << 20), ("gpt_long_2M", "gpt-cpu-v8192", 1 << 21),
+                                ("gpt_long_4M", "gpt-cpu-v8192", None), ("bert_base_16M", "bert-cpu-small-v8192-16M", None),
+                                ("bert_base_16M_at_4M", "bert-cpu-small-v8192-16M", 1 << 22),
+                                ("bert_base_16M_s3s4", "bert-cpu-small-v8192-16M-s3s4", None),
+                                ("deep_1M", "bert-cpu-deep-v8192", 1 << 20), ("deep_2M", "bert-cpu-deep-v8192", 1 << 21),
+                                ("deep_4M", "bert-cpu-deep-v8192", None), ("wide_2M", "bert-cpu-wide-v8192", 1 << 21),
+                                ("wide_4M", "bert-cpu-wide-v8192", None), ("elmo_0", "elmo-cpu-v8192", 0),
+                                ("elmo_1M", "elmo-cpu-v8192", 1 << 20), ("elmo_2M", "elmo-cpu-v8192", None)):
+        out.update(_one(key, _snapshot(curves, config, tokens)))
+    deep = curves[(curves["config"] == "bert-cpu-deep-v8192") & (curves["tokens"] > 0)]
+    deep_gaps = pd.concat([deep["margin_a"], deep["margin_b"]])
+    out.update(deep_gap_min=_pct(deep_gaps.min()), deep_gap_max=_pct(deep_gaps.max()),
+               elmo_loss=_n(_snapshot(curves, "elmo-cpu-v8192")[["val_loss_a", "val_loss_b"]].mean(axis=None)),
+               v4096_max=_n(curves.loc[(curves["config"] == "bert-cpu-v4096") & (curves["tokens"] > 0), "r"].abs().max()))
+    relation = em.margin_relation(curves)["corr(|r|, smaller gap)"]
+    out.update(gap_corr_gpt=_n(relation["gpt"]), gap_corr_bert=_n(relation["bert"]))
+    speed = em.training_speed()
+    out.update(gpt_speed=f"{speed['gpt-cpu-v8192']:,.0f}", bert_speed=f"{speed['bert-cpu-v8192']:,.0f}",
+               elmo_speed=f"{speed['elmo-cpu-v8192']:,.0f}",
+               bert_over_gpt=f"{speed['bert-cpu-v8192'] / speed['gpt-cpu-v8192']:.1f}")
+    probes = {(c.get("head", "mlp"), c.get("epochs")) for c in
+              (read_json(em.RESULTS_DIR / f"{name}.json")["probe_config"] for name in curves["config"].unique())}
+    out["study_probe"] = " or ".join(f"{head} heads trained for a fixed {epochs} epochs" for head, epochs in sorted(probes))
+    return out
+
+
+def published_numbers(published: dict) -> dict[str, str]:
+    """Each published profile's same-configuration pairs (`cpulong_gpt`, …), its cost and probe version."""
+    out: dict[str, str] = {}
+    pairs = publish.same_config_table(published)
+    for _, row in pairs.iterrows():
+        key = f"{row['profile'].replace('-', '')}_{row['pair'].split('-s')[0].replace('-', '_')}"
+        out.update({key: _n(row["r"]), f"{key}_ci": f"[{_n(row['ci_low'])}, {_n(row['ci_high'])}]",
+                    f"{key}_control": _n(row["highest control"])})
+    for profile, rows in pairs.groupby("profile"):
+        out[f"{profile.replace('-', '')}_control_max"] = _n(rows["highest control"].max())
+    for _, row in publish.overview(published).iterrows():
+        key = row["profile"].replace("-", "")
+        out.update({f"{key}_train_minutes": f"{row['run-minutes of training']:.0f}", f"{key}_runs": str(row["training runs"]),
+                    f"{key}_probe": f"version {published[row['profile']]['probe']['version']}"
+                    if "probe" in published[row["profile"]] else "an earlier version"})
+    return out
+
+
+def numbers(curves: pd.DataFrame | None = None, published: dict | None = None) -> dict[str, str]:
+    """Every `{{ key }}` of the decisions page, computed from the committed results."""
+    curves = em.load_curves() if curves is None else curves
+    published = publish.load_published() if published is None else published
+    return {**study_numbers(curves), **published_numbers(published)}
+
+
+def fill(text: str, values: dict[str, str] | None = None) -> str:
+    """`text` with every `{{ key }}` replaced by its number; a clear error naming any key with none."""
+    values = numbers() if values is None else values
+    missing = sorted({m.group(1) for m in KEY.finditer(text)} - set(values))
+    if missing:
+        raise UserError(f"the decisions page names numbers that twotower_lib.book.decisions does not compute: "
+                        f"{', '.join(missing)}; add them to decisions.numbers or fix the page")
+    return KEY.sub(lambda m: values[m.group(1)], text)
