@@ -6,7 +6,6 @@ import io
 import json
 import tarfile
 import zipfile
-from pathlib import Path
 
 import numpy as np
 import pytest

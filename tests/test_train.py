@@ -14,8 +14,8 @@ from safetensors.torch import load_file
 
 from twotower_lib.errors import UserError
 from twotower_lib.models import TwoTowerLM, list_snapshots, load_model
-from twotower_lib.deepspeed_setup import _free_port as free_port, deepspeed_config
-from twotower_lib.train import (TrainConfig, TrainingDiverged, evaluate, lr_at, params_sha256, parse_duration,
+from twotower_lib.deepspeed_setup import _free_port as free_port, deepspeed_config, params_sha256
+from twotower_lib.train import (TrainConfig, TrainingDiverged, evaluate, lr_at, parse_duration,
                                 released_options, train)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -244,7 +244,7 @@ def test_two_processes_match_one(tiny_data, tmp_path):
 def test_precision_picks_the_deepspeed_config(monkeypatch):
     """On a GPU the precision chooses the mixed-precision config (the paper profile's fp16 gets the
     paper's loss-scaled fp16); on a CPU fp16 is refused with what to use instead."""
-    from twotower_lib.train import ds_precision
+    from twotower_lib.deepspeed_setup import ds_precision
 
     assert ds_precision(deepspeed_config(tcfg(precision="auto"))) == "fp32"        # CPU: fp32 weights
     with pytest.raises(UserError, match="fp16 needs a GPU"):

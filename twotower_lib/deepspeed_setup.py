@@ -1,11 +1,13 @@
 """DeepSpeed for the trainer, on one CPU or many GPUs: the process group (`init_distributed`, with or
 without a launcher), the DeepSpeed JSON config a run uses (`deepspeed_config`), and the CPU precision
-rule (`use_bf16_autocast`). The training loop itself is `twotower_lib.train`.
+rule (`use_bf16_autocast`), and the check that data parallelism left every rank's weights equal
+(`rank_checksums`). The training loop itself is `twotower_lib.train`.
 """
 
 from __future__ import annotations
 
 import atexit
+import hashlib
 import json
 import os
 import socket
@@ -139,3 +141,36 @@ def cpu_bf16_pays_off() -> bool:
     """True on CPUs with native bf16 *and* AMX tiles: only there do bf16 matmuls beat fp32."""
     native = torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
     return bool(native and torch.cpu._is_amx_tile_supported())
+
+
+# ----------------------------------------------------------------------------- after training
+
+def params_sha256(model: torch.nn.Module) -> str:
+    """SHA-256 of a model's parameters by name: equal on every rank after a correct data-parallel step."""
+    from twotower_lib.checkpoints import cpu_state_dict
+
+    h = hashlib.sha256()
+    for name, tensor in sorted(cpu_state_dict(model).items()):
+        h.update(name.encode())
+        h.update(tensor.float().numpy().tobytes())
+    return h.hexdigest()
+
+
+def rank_checksums(model: torch.nn.Module) -> list[str]:
+    """Parameter hash of every rank; data parallelism must leave them identical."""
+    mine = params_sha256(model)
+    if torch.distributed.get_world_size() == 1:
+        return [mine]
+    gathered: list[str] = [""] * torch.distributed.get_world_size()
+    torch.distributed.all_gather_object(gathered, mine)
+    if len(set(gathered)) != 1:
+        raise RuntimeError(f"parameters differ across ranks at the end of training: {gathered}")
+    return gathered
+
+
+def ds_precision(ds: dict) -> str:
+    """The weights' precision a DeepSpeed config trains in."""
+    for name in ("bf16", "fp16"):
+        if ds.get(name, {}).get("enabled"):
+            return name
+    return "fp32"

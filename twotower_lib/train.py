@@ -38,9 +38,10 @@ import numpy as np
 import torch
 
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json
-from twotower_lib.checkpoints import (append_log, cpu_state_dict, latest_checkpoint, load_checkpoint, save_checkpoint,
+from twotower_lib.checkpoints import (append_log, latest_checkpoint, load_checkpoint, save_checkpoint,
                                       save_weights, truncate_log)
-from twotower_lib.deepspeed_setup import _any_rank, deepspeed_config, init_distributed, use_bf16_autocast
+from twotower_lib.deepspeed_setup import (_any_rank, deepspeed_config, ds_precision, init_distributed, rank_checksums,
+                                         use_bf16_autocast)
 from twotower_lib.errors import UserError
 from twotower_lib.models import (MODEL_TYPES, PRESETS, ModelConfig, TwoTowerLM, build_model, make_batch,
                                  preset, snapshot_name)
@@ -365,7 +366,7 @@ def train(tcfg: TrainConfig, data, out: str | os.PathLike, resume: bool = False,
             last_ckpt_time = time.monotonic()
     bar.close()
 
-    checksums = _rank_checksums(engine.module)
+    checksums = rank_checksums(engine.module)
     summary = {"status": "complete", "seed": tcfg.seed, "steps": state["step"], "tokens_seen": state["tokens"],
                "wall_time_s": round(state["elapsed_s"], 3), "data_hash": data.data_hash,
                "config": {"model": cfg.to_dict(), "train": asdict(tcfg)}, "world_size": world,
@@ -376,33 +377,6 @@ def train(tcfg: TrainConfig, data, out: str | os.PathLike, resume: bool = False,
         atomic_write_json(out / "manifest.json", provenance(**summary))
         save_weights(engine.module, out / "model.safetensors")
     return summary
-
-
-def params_sha256(model: torch.nn.Module) -> str:
-    h = hashlib.sha256()
-    for name, tensor in sorted(cpu_state_dict(model).items()):
-        h.update(name.encode())
-        h.update(tensor.float().numpy().tobytes())
-    return h.hexdigest()
-
-
-def _rank_checksums(model: torch.nn.Module) -> list[str]:
-    """Parameter hash of every rank; data parallelism must leave them identical."""
-    mine = params_sha256(model)
-    if torch.distributed.get_world_size() == 1:
-        return [mine]
-    gathered: list[str] = [""] * torch.distributed.get_world_size()
-    torch.distributed.all_gather_object(gathered, mine)
-    if len(set(gathered)) != 1:
-        raise RuntimeError(f"parameters differ across ranks at the end of training: {gathered}")
-    return gathered
-
-
-def ds_precision(ds: dict) -> str:
-    for name in ("bf16", "fp16"):
-        if ds.get(name, {}).get("enabled"):
-            return name
-    return "fp32"
 
 
 def _more_to_do(state: dict, tcfg: TrainConfig) -> bool:
