@@ -33,7 +33,7 @@ def main() -> None:
     pipe.run(log=lambda line: None)
     total = time.time() - t0
     print(f"{'section':<18}{'seconds':>9}")
-    for s in pipe.available():
+    for s in pipe.sections:
         print(f"{s.name:<18}{read_json(pipe.record_path(s))['seconds']:>9.1f}")
     print(f"{'total':<18}{total:>9.1f}   goal {GOAL_S:.0f} s, ratio {total / GOAL_S:.2f}")
     if args.runs is None:

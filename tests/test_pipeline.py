@@ -243,8 +243,8 @@ def test_section_notebooks_declare_exactly_their_parameters_and_stay_thin():
     from papermill.translators import PythonTranslator
 
     pipe = pipeline.make_pipeline("tiny")
-    assert pipe.available(), "no section notebook found"
-    for s in pipe.available():
+    assert pipe.sections, "no section notebook found"
+    for s in pipe.sections:
         src = pipe.source(s)
         params = _parameters_cell(src)
         assert list(params) == list(sections.COMMON_PARAMETERS + s.parameters), src.name
@@ -466,17 +466,15 @@ def test_a_failing_section_leaves_no_result_behind(toy):
     assert pipe.executed(TEST_SECTIONS[0]).exists()  # the upstream result is kept
 
 
-def test_plan_follows_dependencies_and_refuses_unwritten_sections(toy):
+def test_plan_follows_dependencies_and_every_section_needs_its_notebook(toy, tmp_path):
     pipe = toy()
     assert [s.name for s in pipe.plan("01_second")] == ["00_first", "01_second"]
     assert [s.name for s in pipe.plan("first")] == ["00_first"]
     with pytest.raises(UserError, match="unknown section 'third'"):
         pipe.plan("third")
-    real = pipeline.make_pipeline("tiny")
-    unwritten = [s for s in real.sections if s not in real.available()]
-    if unwritten:
-        with pytest.raises(UserError, match="have no notebook yet"):
-            real.plan(unwritten[-1].name)
+    (tmp_path / "notebooks" / "01_second.py").unlink()
+    with pytest.raises(UserError, match=r"01_second.py are missing; every section .* git checkout"):
+        toy()
 
 
 # ---------------------------------------------------------------------- scorecard
@@ -484,10 +482,10 @@ def test_plan_follows_dependencies_and_refuses_unwritten_sections(toy):
 
 def test_scorecard_is_built_from_section_records(tmp_path):
     root = tmp_path / "tiny"
-    card = scorecard.build(root, sections.SECTIONS, available={"00_data", "03_correlations"})
+    card = scorecard.build(root, sections.SECTIONS)
     rows = {r["id"]: r for r in card["rows"]}
     assert {r["verdict"] for r in card["rows"]} == {"not attempted"}
-    assert "not written yet" in rows["fig4"]["note"] and "has not been run" in rows["table2.same-config"]["note"]
+    assert "has not been run" in rows["fig4"]["note"] and "has not been run" in rows["table2.same-config"]["note"]
     assert rows["table2.same-config"]["paper"].startswith("Pearson r = 0.94")
 
     ctx = sections.SectionContext(sections.find_section("03_correlations"), get_profile("tiny"), root)
@@ -497,7 +495,7 @@ def test_scorecard_is_built_from_section_records(tmp_path):
         scorecard.record(ctx, "fig4", "x", "partly")
     with pytest.raises(UserError, match="not one of"):
         scorecard.record(ctx, "table2.elmo-gpt", "x", "maybe")
-    card = scorecard.write(root, sections.SECTIONS, available={"03_correlations"})
+    card = scorecard.write(root, sections.SECTIONS)
     path = root / "scorecard.json"
     assert json.loads(path.read_text()) == card
     rows = {r["id"]: r for r in card["rows"]}

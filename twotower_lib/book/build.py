@@ -147,7 +147,7 @@ def for_readers(executed: Path, runs: Path, corpus: str = "") -> str:
 def assemble(pipe: Pipeline, stage: Path) -> list[str]:
     """Put the book's sources for `pipe`'s profile in `stage`; return the chapters' section names."""
     chapters = []
-    for s in pipe.available():
+    for s in pipe.sections:
         executed = pipe.executed(s)
         if not executed.exists():
             raise UserError(f"section {s.name} has not been run at profile {pipe.profile.name!r} "
@@ -156,7 +156,7 @@ def assemble(pipe: Pipeline, stage: Path) -> list[str]:
         check_executed(executed, s.name)
         _sync(for_readers(executed, pipe.root.parent, pipe.profile.corpus).encode("utf-8"), stage / "notebooks" / f"{s.name}.ipynb")
         chapters.append(s.name)
-    card = scorecard.write(pipe.root, pipe.sections, {s.name for s in pipe.available()})
+    card = scorecard.write(pipe.root, pipe.sections)
     for name in ("_config.yml", "_toc.yml"):
         _sync((PROJECT_ROOT / name).read_bytes(), stage / name)
     for src in sorted(PAGES_DIR.rglob("*")):

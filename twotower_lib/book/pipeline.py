@@ -82,14 +82,16 @@ class Pipeline:
     def record_path(self, s: Section) -> Path:
         return self.root / ".pipeline" / f"{s.name}.json"
 
-    def available(self) -> list[Section]:
-        """Sections whose notebook exists (the others are not written yet)."""
-        return [s for s in self.sections if self.source(s).exists()]
+    def __post_init__(self) -> None:
+        missing = [str(self.source(s)) for s in self.sections if not self.source(s).exists()]
+        if missing:
+            raise UserError(f"the section notebook(s) {', '.join(missing)} are missing; every section of "
+                            f"twotower_lib.book.sections needs its notebook (restore it with  git checkout -- notebooks/)")
 
     def plan(self, target: str | None) -> list[Section]:
-        """`target` and every section it depends on, in book order (all available sections if None)."""
+        """`target` and every section it depends on, in book order (every section if None)."""
         if target is None:
-            return self.available()
+            return list(self.sections)
         wanted: set[str] = set()
         stack = [find_section(target, self.sections).name]
         while stack:
@@ -97,12 +99,7 @@ class Pipeline:
             if name not in wanted:
                 wanted.add(name)
                 stack.extend(find_section(name, self.sections).upstream)
-        plan = [s for s in self.sections if s.name in wanted]
-        missing = [s.name for s in plan if not self.source(s).exists()]
-        if missing:
-            raise UserError(f"section(s) {missing} have no notebook yet ({self.notebooks_dir}/<name>.py); "
-                            f"{target} cannot run before they exist")
-        return plan
+        return [s for s in self.sections if s.name in wanted]
 
     def inputs(self, s: Section, hashes: _Hashes) -> dict[str, Any]:
         """Everything a section's result depends on: its source, its parameters, its inputs' outputs."""
@@ -144,7 +141,7 @@ class Pipeline:
     def stale(self) -> dict[str, str]:
         """Every written section that is not up to date at this profile, with the reason."""
         hashes = _Hashes(self.root / ".pipeline" / "hashes.json")
-        return {s.name: reason for s in self.available() if (reason := self.why_stale(s, hashes))}
+        return {s.name: reason for s in self.sections if (reason := self.why_stale(s, hashes))}
 
     def execute(self, s: Section, log: Callable[[str], None] = print) -> None:
         """Run one section's notebook with papermill into runs/<profile>/notebooks/."""
@@ -213,9 +210,6 @@ class Pipeline:
             log(f"{s.name}: running ({reason})")
             self.execute(s, log)
             ran.append(s.name)
-        not_written = [s.name for s in self.sections if s not in self.available()]
-        if target is None and not_written:
-            log(f"not written yet (no notebook): {', '.join(not_written)}")
         return ran
 
 
@@ -253,7 +247,7 @@ def main(args: argparse.Namespace) -> int:
     pipe = make_pipeline(args.profile, parse_overrides(args.parameter), args.runs_dir)
     t0 = time.time()
     pipe.run(args.section, force=args.force)
-    card = scorecard.write(pipe.root, pipe.sections, {s.name for s in pipe.available()})
+    card = scorecard.write(pipe.root, pipe.sections)
     print(f"scorecard: {pipe.root / 'scorecard.json'} ("
           + ", ".join(f"{n} {v}" for v, n in card["counts"].items()) + ")")
     print(f"finished in {time.time() - t0:.1f} s; build the book with: python -m twotower_lib book --profile {args.profile}"

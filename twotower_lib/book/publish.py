@@ -41,13 +41,13 @@ def collect(pipe: Pipeline) -> dict[str, Any]:
                         + "\n  ".join(problems) + f"\nFinish it first:  python -m twotower_lib run --profile "
                         f"{pipe.profile.name} (with the same -p parameters as the run, if any)")
     sections = {}
-    for s in pipe.available():
+    for s in pipe.sections:
         record = read_json(pipe.record_path(s))
         done = read_json(pipe.root / s.output / "section.json")
         sections[s.name] = {"seconds": record["seconds"], "code_version": record["provenance"]["code_version"],
                             "finished": record["provenance"]["created"], "parameters": done.get("parameters", {}),
                             "summary": done.get("summary", {})}
-    card = scorecard.build(pipe.root, pipe.sections, {s.name for s in pipe.available()})
+    card = scorecard.build(pipe.root, pipe.sections)
     return {"format": FORMAT_VERSION, "profile": pipe.profile.name, "settings": pipe.profile.values(),
             "probe": {"version": PROBE_VERSION, "config": asdict(pipe.profile.probe_config())},
             "overrides": {k: list(v) if isinstance(v, tuple) else v for k, v in pipe.overrides.items()},

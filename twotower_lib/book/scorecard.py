@@ -334,7 +334,7 @@ def record_ica(ctx, fig6_summary: dict, fig5_within_1: float, n_groups: int, tab
 # ---------------------------------------------------------------------- building
 
 
-def build(root: Path, sections, available: set[str]) -> dict[str, Any]:
+def build(root: Path, sections) -> dict[str, Any]:
     """The scorecard of one profile's run directory `root` (runs/<profile>/)."""
     by_name = {s.name: s for s in sections}
     rows, picture = [], []
@@ -342,9 +342,7 @@ def build(root: Path, sections, available: set[str]) -> dict[str, Any]:
         section = by_name[item.section]
         out = root / section.output
         row = {**asdict(item), "ours": "", "verdict": "not attempted"}
-        if section.name not in available:
-            row["note"] = f"section {section.name} is not written yet"
-        elif not (out / "section.json").exists():
+        if not (out / "section.json").exists():
             row["note"] = f"section {section.name} has not been run at this profile"
         else:
             try:
@@ -362,9 +360,9 @@ def build(root: Path, sections, available: set[str]) -> dict[str, Any]:
     return {"profile": root.name, "rows": rows, "counts": counts, "points": picture}
 
 
-def write(root: Path, sections, available: set[str]) -> dict[str, Any]:
+def write(root: Path, sections) -> dict[str, Any]:
     """Build the scorecard, write it to runs/<profile>/scorecard.json and return it."""
-    card = build(root, sections, available)
+    card = build(root, sections)
     atomic_write_json(root / "scorecard.json", card)
     return card
 
