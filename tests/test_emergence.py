@@ -272,3 +272,6 @@ def test_the_decisions_pages_statements_hold_on_the_committed_curves():
     assert min(end.loc["bert-cpu-small-v8192-16M", "r"], end.loc["bert-cpu-small-v8192-16M-s3s4", "r"]) > 0.6
     gpt4 = ec.seed_spread(c).query("config == 'gpt-cpu-v8192' and tokens > 0").set_index("tokens")["r"]
     assert gpt4.idxmax() == 2097152 and gpt4.iloc[-1] < gpt4.max()        # the 4M pair agreed most near 2M
+    from twotower_lib.book import publish
+    long = publish.same_config_table(publish.load_published()).query("profile == 'cpu-long'")
+    assert len(long) == 3 and (long["r"] > long["highest control"]).all()  # above every control of its model

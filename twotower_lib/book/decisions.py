@@ -94,7 +94,7 @@ def study_numbers(curves: pd.DataFrame) -> dict[str, str]:
                bert_over_gpt=f"{speed['bert-cpu-v8192'] / speed['gpt-cpu-v8192']:.1f}")
     probes = {(c.get("head", "mlp"), c.get("epochs")) for c in
               (read_json(em.RESULTS_DIR / f"{name}.json")["probe_config"] for name in curves["config"].unique())}
-    out["study_probe"] = " or ".join(f"{head} heads trained for a fixed {epochs} epochs" for head, epochs in sorted(probes))
+    out["study_probe"] = " or ".join(f"`{head}` heads trained for a fixed {epochs} epochs" for head, epochs in sorted(probes))
     return out
 
 
@@ -111,8 +111,8 @@ def published_numbers(published: dict) -> dict[str, str]:
     for _, row in publish.overview(published).iterrows():
         key = row["profile"].replace("-", "")
         out.update({f"{key}_train_minutes": f"{row['run-minutes of training']:.0f}", f"{key}_runs": str(row["training runs"]),
-                    f"{key}_probe": f"version {published[row['profile']]['probe']['version']}"
-                    if "probe" in published[row["profile"]] else "an earlier version"})
+                    f"{key}_probe": f"probe version {published[row['profile']]['probe']['version']}"
+                    if "probe" in published[row["profile"]] else "an earlier probe"})
     return out
 
 
