@@ -57,3 +57,20 @@ def test_installed_versions_match_pins(name):
     want = _requirements()[name]
     have = metadata.version(name).split("+")[0]
     assert have == want, f"{name} {have} is installed but {want} is pinned; run `make venv`"
+
+
+def test_the_binder_recipe_builds_what_make_builds():
+    """repo2docker reads only binder/ once it exists: the Python the project needs, the same pins and lock,
+    then postBuild finishes what `make venv` does and makes a tiny run, and start points notebooks at it."""
+    binder = ROOT / "binder"
+    need = re.search(r'requires-python = ">=(\d+\.\d+)"', (ROOT / "pyproject.toml").read_text()).group(1)
+    assert (binder / "runtime.txt").read_text().strip() == f"python-{need}"
+    lines = [line.split("#")[0].strip() for line in (binder / "requirements.txt").read_text().splitlines()]
+    assert {"-r ../requirements.txt", "-c ../requirements-lock.txt"} <= set(lines)
+    post, start = (binder / "postBuild").read_text(), (binder / "start").read_text()
+    makefile = (ROOT / "Makefile").read_text()
+    assert "--no-deps --require-hashes -r requirements-pos.txt" in post and "requirements-pos.txt" in makefile
+    assert "binder/jupyterlab-overrides.json" in post and "jupytext --to ipynb notebooks/*.py" in post
+    assert "python -m twotower_lib run --profile tiny" in post
+    assert "export TWOTOWER_PROFILE=tiny" in start and 'exec "$@"' in start
+    assert all((binder / name).stat().st_mode & 0o111 for name in ("postBuild", "start"))
