@@ -179,9 +179,10 @@ ceiling.round(3)
 #
 # The corpus mixes sources of different registers (here 19th-century fiction, Wikipedia and 1960s
 # American prose; the paper's BookCorpus fiction and Wikipedia), and on a second corpus of a
-# single register (speeches) the same-configuration GPT pair did not correlate. One explanation
-# fits both: the towers split the *registers*, and a token's s follows which source it belongs
-# to — a different claim from the paper's division of linguistic labour. Three tests, none in the
+# single register (speeches) the same-configuration GPT pair did not correlate (measured with an
+# earlier probe). One explanation fits both: the towers split the *registers*, and a token's s
+# follows which source it belongs to — a different claim from the paper's division of linguistic
+# labour. Three tests, none in the
 # paper, from what the pipeline already has (`twotower_lib.analysis.register`):
 #
 # - **Per-source tower gap**: each run's primary minus secondary mean log-probability on each
