@@ -139,7 +139,7 @@ class Pipeline:
         return None
 
     def stale(self) -> dict[str, str]:
-        """Every written section that is not up to date at this profile, with the reason."""
+        """Every section that is not up to date at this profile, with the reason."""
         hashes = _Hashes(self.root / ".pipeline" / "hashes.json")
         return {s.name: reason for s in self.sections if (reason := self.why_stale(s, hashes))}
 
