@@ -45,7 +45,7 @@ import itertools
 import pandas as pd
 from IPython.display import HTML, Markdown
 
-from twotower_lib.book import analyses, charts, paper_tables, probing, scorecard, sections
+from twotower_lib.book import analyses, charts, paper_tables, probing, scorecard, sections, single_source
 from twotower_lib.analysis.table2 import correlation_matrix, fig3_data
 
 ctx = sections.open_section("03_correlations", globals())
@@ -194,7 +194,8 @@ ceiling.round(3)
 #   agreement beyond register.
 #
 # These are associations over tokens, not a causal test; training on each source alone (`-p corpus
-# registry:books`, and the other sources; see {doc}`How to re-run <../book/rerun>`) is the direct one.
+# registry:books`, and the other sources; see {doc}`How to re-run <../book/rerun>`) is the direct one,
+# at the end of this part.
 
 # %%
 register = analyses.register_tests(ctx, scores, list(itertools.combinations(scores, 2)))
@@ -209,6 +210,18 @@ register["fit"].round(3)
 # %%
 register["pairs"].pivot_table(index=["a", "b"], columns="variant", values=["r", "partial r"], sort=False).round(3) \
     if len(register["pairs"]) else register["pairs"]
+
+# %% [markdown]
+# **Training on one source alone**, the direct test: the same-configuration pairs of this profile
+# trained and probed on each source by itself, beside the mixed corpus. Each corpus is a whole
+# pipeline run (hours of CPU), so the pairs are collected once and committed
+# (`results/register/single_source.json`, with the probe version and the commands;
+# `twotower_lib.book.single_source`). One seed pair per corpus: there is no spread over seeds, and
+# each r is read against its own ceilings (a single source leaves less validation text, so a lower
+# text ceiling). If the towers split the registers, the pairs would agree less on a single source.
+
+# %%
+single_source.load().round(3)
 
 # %%
 scorecard.record_correlations(ctx, pairs, control, probing.same_config_pairs(ctx), pairs_by["score_logmean"])

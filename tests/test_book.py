@@ -227,6 +227,22 @@ def test_end_to_end_tiny_pipeline_and_strict_book_build(built_book):
 
 
 @pytest.mark.slow
+def test_single_source_pairs_are_collected_from_a_pipeline_run(built_book, tmp_path):
+    from twotower_lib.book import single_source
+
+    pipe = built_book["pipe"]
+    rows = single_source.collect(pipe.root, "tiny corpus")
+    assert [r["pair"] for r in rows] == ["gpt-s1 vs gpt-s2"]  # the tiny profile's one same-configuration pair
+    assert rows[0]["shuffled labels"] is not None and 0 < rows[0]["probe reliability"] <= 1 and rows[0]["probe version"] >= 5
+    out = tmp_path / "single.json"
+    single_source.main(["--profile", "tiny", "--run", f"tiny corpus={pipe.root.parent}", "--out", str(out)])
+    assert list(single_source.load(out)["corpus"]) == ["tiny corpus"] * len(rows)
+    with pytest.raises(UserError, match="has no finished 03_correlations run"):
+        single_source.collect(tmp_path / "nothing", "x")
+    committed = single_source.load()  # the committed test: every corpus measured with one probe version
+    assert committed["probe version"].nunique() == 1 and {"mixed", "books", "wiki"} <= set(committed["corpus"])
+
+
 def test_a_finished_run_is_published_and_shown(built_book, tmp_path):
     from twotower_lib.book import publish, scorecard
 
