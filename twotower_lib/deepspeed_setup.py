@@ -67,7 +67,7 @@ def shutdown_distributed() -> None:
         torch.distributed.destroy_process_group()
 
 
-def _any_rank(flag: bool) -> bool:
+def any_rank(flag: bool) -> bool:
     """True if `flag` is true on any rank (so that all ranks stop or save together)."""
     if not torch.distributed.is_initialized() or torch.distributed.get_world_size() == 1:
         return flag

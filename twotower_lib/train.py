@@ -40,7 +40,7 @@ import torch
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json
 from twotower_lib.checkpoints import (append_log, latest_checkpoint, load_checkpoint, save_checkpoint,
                                       save_weights, truncate_log)
-from twotower_lib.deepspeed_setup import (_any_rank, deepspeed_config, ds_precision, init_distributed, rank_checksums,
+from twotower_lib.deepspeed_setup import (any_rank, deepspeed_config, ds_precision, init_distributed, rank_checksums,
                                          use_bf16_autocast)
 from twotower_lib.errors import UserError
 from twotower_lib.models import (MODEL_TYPES, PRESETS, ModelConfig, TwoTowerLM, build_model, make_batch,
@@ -309,7 +309,7 @@ def train(tcfg: TrainConfig, data, out: str | os.PathLike, resume: bool = False,
             p = max(p, state["elapsed_s"] / tcfg.budget_s)
         return p
 
-    done = not _any_rank(progress() < 1.0)
+    done = not any_rank(progress() < 1.0)
     while not done:
         step = state["step"]
         lr = lr_at(progress(step_offset=0.5), peak_lr, tcfg.warmup_fraction, tcfg.final_lr_fraction)  # mid-step: step 0 gets lr > 0
@@ -322,7 +322,7 @@ def train(tcfg: TrainConfig, data, out: str | os.PathLike, resume: bool = False,
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
                 loss, _ = engine(inputs.to(engine.device), labels.to(engine.device), only_labeled=True)
             loss_value = loss.detach().item()
-            if _any_rank(not math.isfinite(loss_value)):
+            if any_rank(not math.isfinite(loss_value)):
                 last = latest_checkpoint(out)
                 if rank == 0:
                     append_log(out / "log.jsonl", {"event": "diverged", "step": step, "loss": loss_value})
@@ -341,7 +341,7 @@ def train(tcfg: TrainConfig, data, out: str | os.PathLike, resume: bool = False,
         state["interval_steps"] += 1
         bar.update(1)
 
-        done = not _any_rank(progress() < 1.0)
+        done = not any_rank(progress() < 1.0)
         if rank == 0 and (state["step"] % tcfg.log_every_steps == 0 or done):
             now = time.monotonic()
             tok_s = (state["tokens"] - interval["tokens"]) / max(now - interval["t"], 1e-9)
