@@ -45,13 +45,15 @@ def _gaps(rows: pd.DataFrame) -> pd.Series:
                       rows.set_index(rows["pair"].str.split("-").str[1])["margin_b"]]).groupby(level=0).first()
 
 
-def _pairs(prefix: str, rows: pd.DataFrame) -> dict[str, str]:
-    """Mean, SD, range and sign count of r over a snapshot's seed pairs, its validation loss and tower gaps."""
-    r, gaps = rows["r"], _gaps(rows)
-    return {f"{prefix}_pairs": str(len(rows)), f"{prefix}_mean": _n(r.mean()), f"{prefix}_sd": _n(r.std()),
-            f"{prefix}_min": _n(r.min()), f"{prefix}_max": _n(r.max()), f"{prefix}_positive": str(int((r > 0).sum())),
-            f"{prefix}_loss": _n(pd.concat([rows["val_loss_a"], rows["val_loss_b"]]).mean()),
-            f"{prefix}_tokens": f"{rows['tokens'].iloc[0] / 1e6:.0f}M",
+def _pairs(prefix: str, curves: pd.DataFrame, config: str) -> dict[str, str]:
+    """A configuration's end (`curves.run_ends`: mean, SD and range of r over its seed pairs, validation
+    loss), how many pairs are positive, and its runs' tower gaps."""
+    rows, end = _snapshot(curves, config), em.run_ends(curves, [config]).loc[config]
+    gaps = _gaps(rows)
+    return {f"{prefix}_pairs": str(int(end["seed pairs"])), f"{prefix}_mean": _n(end["r"]), f"{prefix}_sd": _n(end["r_sd"]),
+            f"{prefix}_min": _n(end["r_min"]), f"{prefix}_max": _n(end["r_max"]),
+            f"{prefix}_positive": str(int((rows["r"] > 0).sum())), f"{prefix}_loss": _n(end["val loss"]),
+            f"{prefix}_tokens": f"{end['tokens'] / 1e6:.0f}M",
             f"{prefix}_gap_min": _pct(gaps.min()), f"{prefix}_gap_max": _pct(gaps.max())}
 
 
@@ -69,7 +71,7 @@ def study_numbers(curves: pd.DataFrame) -> dict[str, str]:
                            ("bert_large_const", "bert-cpu-v8192-2M-const"), ("gpt_1m", "gpt-cpu-v8192-1M"),
                            ("gpt_1m_lr3", "gpt-cpu-v8192-1M-lr3e-3"), ("gpt_1m_const", "gpt-cpu-v8192-1M-const"),
                            ("gpt_2m", "gpt-cpu-v8192-2M-4seeds")):
-        out.update(_pairs(prefix, _snapshot(curves, config)))
+        out.update(_pairs(prefix, curves, config))
     for key, config, tokens in (("bert_large_1M", "bert-cpu-v8192", 1 << 20), ("bert_large_2M", "bert-cpu-v8192", 1 << 21),
                                 ("bert_large_4M", "bert-cpu-v8192", 1 << 22), ("bert_large_end", "bert-cpu-v8192", None),
                                 ("gpt_long_1M", "gpt-cpu-v8192", 1 << 20), ("gpt_long_2M", "gpt-cpu-v8192", 1 << 21),
