@@ -116,7 +116,7 @@ def test_placeholders_are_filled_from_code_and_artifacts():
     assert all(f"**{name}**" in out for name in ("tiny", "cpu", "cpu-long", "gpu", "paper"))
     assert "| Table 2 | r = 0.94 | — | **not attempted** | n\\|a |" in out
     assert ".. automodule:: twotower_lib.book.pipeline" in out and "__main__" not in out
-    for page in ("rerun.md", "scorecard.md", "api.md", "paper_and_code.md"):
+    for page in ("rerun.md", "scorecard.md", "api.md", "paper_and_code.md", "paper_scale.md"):
         assert build._PLACEHOLDER.search((ROOT / "book" / page).read_text()), page
 
 

@@ -10,6 +10,7 @@ import atexit
 import hashlib
 import json
 import os
+import re
 import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,12 +33,25 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def cuda_arch_list_for_deepspeed() -> None:
+    """Drop arch-specific suffixes ("9.0a" -> "9.0") from TORCH_CUDA_ARCH_LIST.
+
+    Why: DeepSpeed 0.19.8's op builder reads each entry as numbers, and images that set "9.0a" (Hopper's
+    arch-specific target) make every JIT-built op (FusedAdam, the transformer kernel) fail with
+    "invalid literal for int() with base 10: '0a'" (seen on the reference H100)."""
+    value = os.environ.get("TORCH_CUDA_ARCH_LIST")
+    if value:
+        os.environ["TORCH_CUDA_ARCH_LIST"] = re.sub(r"(\d+\.\d+)[af](?=$|[+;\s])", r"\1", value)
+
+
 def init_distributed() -> None:
     """Start torch.distributed through DeepSpeed; without a launcher, become rank 0 of 1.
 
     DeepSpeed otherwise tries MPI discovery (and fails without mpi4py) when RANK is not set.
     """
     import deepspeed
+
+    cuda_arch_list_for_deepspeed()
 
     own_port = "RANK" not in os.environ
     if own_port:

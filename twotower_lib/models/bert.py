@@ -67,11 +67,17 @@ class BertTower(nn.Module):
         return x
 
 
+KERNEL_MAX_BATCH = 512  # the fused kernel sizes its workspace for this many sequences per micro-batch
+
+
 class DeepSpeedKernelTower(nn.Module):
     """BERT tower from DeepSpeed's fused CUDA transformer layers (the paper's Bing-BERT kernel, pre-LN).
 
-    CUDA only: the kernel is JIT-built on first use. Not exercised by the test suite, which runs
-    on CPU; there it refuses with a clear error instead.
+    CUDA only: the kernel is JIT-built on first use; on a CPU it refuses with a clear error. On the
+    reference H100 (CUDA 13.0, torch 2.11, DeepSpeed 0.19.8) the kernel built but crashed with a
+    segmentation fault when creating its first layer (results/gpu/gpu_tests_run2.log): there the
+    Hugging Face layers (the default) are the GPU path. `tests/test_gpu.py` checks the kernel against
+    `PreLNBertLayer` wherever it runs.
     """
 
     def __init__(self, cfg: ModelConfig):
@@ -81,7 +87,10 @@ class DeepSpeedKernelTower(nn.Module):
                             "transformer kernel); set it to False to use the Hugging Face BERT layers")
         from deepspeed.ops.transformer import DeepSpeedTransformerConfig, DeepSpeedTransformerLayer
 
-        ds = DeepSpeedTransformerConfig(hidden_size=cfg.hidden, intermediate_size=cfg.intermediate,
+        from twotower_lib.deepspeed_setup import cuda_arch_list_for_deepspeed
+
+        cuda_arch_list_for_deepspeed()
+        ds = DeepSpeedTransformerConfig(batch_size=KERNEL_MAX_BATCH, hidden_size=cfg.hidden, intermediate_size=cfg.intermediate,
                                         heads=cfg.n_head, attn_dropout_ratio=cfg.dropout,
                                         hidden_dropout_ratio=cfg.dropout, num_hidden_layers=cfg.n_layer,
                                         initializer_range=0.02, layer_norm_eps=cfg.layer_norm_eps,

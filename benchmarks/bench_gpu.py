@@ -1,0 +1,209 @@
+"""Training throughput on one GPU at Table 1 sizes, through the trainer's own DeepSpeed configs.
+
+    python benchmarks/bench_gpu.py [--families elmo gpt bert-base bert-large] [--precisions bf16 fp16]
+                                   [--released] [--micro-batch 256] [--peak-tflops 989] [--out FILE.json]
+
+For each two-tower model (the `paper-*` presets, and with --released the released code's shapes)
+and precision it runs DeepSpeed optimizer steps (AdamW, clipping, the precision's DeepSpeed config:
+bf16, or fp16 with dynamic loss scaling) on random tokens at the paper's vocabulary and prints
+  - tokens/s,
+  - model FLOPs utilisation: model FLOPs per second / the device's dense peak for the precision
+    (FLOPs counted with torch's FlopCounterMode; the LSTM recurrences, which it does not count,
+    added by hand as in bench_train.py),
+  - peak GPU memory,
+  - a two-tower step / two single-tower steps of the same tower width,
+  - the projected wall time of the paper profile's token budget per case on 1 and on 6 such GPUs
+    (6: perfect data-parallel scaling assumed, an upper bound on speed).
+Without a CUDA GPU it says so and exits with status 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import json
+import os
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import torch
+
+FAMILIES = {"elmo": "elmo", "gpt": "gpt", "bert-base": "bert", "bert-large": "bert"}
+# Dense bf16/fp16 tensor-core peaks (no sparsity), TFLOP/s, by a substring of torch's device name.
+PEAK_TFLOPS = {"H200": 989.0, "H100 PCIe": 756.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0,
+               "L4": 121.0, "V100": 125.0}
+
+
+def device_peak(name: str, given: float | None) -> float | None:
+    if given:
+        return given * 1e12
+    for key, tflops in PEAK_TFLOPS.items():
+        if key in name:
+            return tflops * 1e12
+    return None
+
+
+def random_batch(cfg, micro: int, seed: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    from twotower_lib.models import make_batch
+
+    special = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(len(special), cfg.vocab_size, (micro, cfg.seq_len), generator=g)
+    inputs, labels = make_batch(cfg.model_type, ids, g, special, cfg.vocab_size)
+    return inputs.to(device), labels.to(device)
+
+
+def lstm_flops_per_token(cfg) -> float:
+    """Training FLOPs of the LSTM recurrences per token (forward + backward = 3x forward), which
+    FlopCounterMode does not see inside cuDNN's fused RNN."""
+    if cfg.model_type != "elmo":
+        return 0.0
+    L, W = cfg.intermediate, cfg.tower_input
+    forward = 2 * 4 * L * (W + L) + (cfg.n_layer - 1) * 2 * 4 * L * (2 * L)
+    return 3 * forward * 2 * cfg.towers
+
+
+def model_flops(model, cfg, micro: int, device) -> float:
+    """FLOPs of one forward + backward pass on one micro-batch."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    inputs, labels = random_batch(cfg, micro, 0, device)
+    with FlopCounterMode(display=False) as counter:
+        loss, _ = model(inputs, labels, only_labeled=True)
+        loss.backward()
+    model.zero_grad(set_to_none=True)
+    return counter.get_total_flops() + lstm_flops_per_token(cfg) * micro * cfg.seq_len
+
+
+def measure(cfg, precision: str, micro: int, steps: int) -> dict:
+    """Tokens/s and peak memory of DeepSpeed steps with the trainer's config for `precision`."""
+    import deepspeed
+
+    from twotower_lib.deepspeed_setup import deepspeed_config
+    from twotower_lib.models import build_model
+    from twotower_lib.train import TrainConfig
+
+    torch.manual_seed(0)
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    model = build_model(cfg).cuda()
+    flops = model_flops(model, cfg, micro, "cuda")
+    ds = deepspeed_config(TrainConfig(model=cfg.model_type, preset="paper", max_steps=1, micro_batch=micro,
+                                      grad_accum=1, precision=precision))
+    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
+                                           config={k: v for k, v in ds.items() if not k.startswith("_")})
+    batches = [random_batch(cfg, micro, s, engine.device) for s in range(steps)]
+
+    def run(n: int) -> float:
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for i in range(n):
+            inputs, labels = batches[i % steps]
+            loss, _ = engine(inputs, labels, only_labeled=True)
+            engine.backward(loss)
+            engine.step()
+        torch.cuda.synchronize()
+        return time.perf_counter() - t
+
+    run(3)  # warm-up: kernel selection, the allocator, fp16's first loss-scale steps
+    seconds = run(steps) / steps
+    out = {"step_s": seconds, "tokens_per_s": micro * cfg.seq_len / seconds, "flops_per_step": flops,
+           "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
+           "params_m": sum(p.numel() for p in model.parameters()) / 1e6}
+    engine = model = batches = None  # free the GPU memory before the next configuration
+    gc.collect()
+    torch.cuda.empty_cache()
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
+    p.add_argument("--precisions", nargs="+", default=["bf16", "fp16"], choices=["bf16", "fp16", "fp32"])
+    p.add_argument("--released", action="store_true", help="also the released code's shapes (released-* presets)")
+    p.add_argument("--micro-batch", type=int, default=256,
+                   help="sequences per step (128 tokens each) for the transformer families: at 64 the steps were "
+                        "bound by kernel launches (1-10%% utilisation on the H100)")
+    p.add_argument("--elmo-micro-batch", type=int, default=128, help="ELMo's (its 4096-wide LSTMs need the memory)")
+    p.add_argument("--vocab-size", type=int, default=30522)
+    p.add_argument("--steps", type=int, default=10, help="timed steps per configuration")
+    p.add_argument("--peak-tflops", type=float, default=None,
+                   help="the device's dense bf16/fp16 peak, if its name is not in the table")
+    p.add_argument("--out", type=Path, default=None, help="also write the rows and provenance as JSON")
+    args = p.parse_args()
+    if not torch.cuda.is_available():
+        print("bench_gpu: no CUDA GPU is visible to torch here; this benchmark measures GPU training throughput, "
+              "so there is nothing to measure (on a CPU use benchmarks/bench_train.py)")
+        return 0
+    os.environ.setdefault("DS_ACCELERATOR", "cuda")
+    warnings.filterwarnings("ignore")
+    from twotower_lib.artifacts import provenance
+    from twotower_lib.book.profiles import get_profile
+    from twotower_lib.deepspeed_setup import init_distributed
+    from twotower_lib.models import preset
+
+    init_distributed()
+    name = torch.cuda.get_device_name()
+    peak = device_peak(name, args.peak_tflops)
+    driver = _driver()
+    paper_tokens = get_profile("paper").train_tokens
+    shapes = [(f, f"paper-{f}" if f != "elmo" else "paper-elmo") for f in args.families]
+    if args.released:
+        shapes += [(f + "-released", f"released-{f}") for f in args.families]
+    print(f"{name}; dense peak {peak / 1e12 if peak else float('nan'):.0f} TFLOP/s; micro-batch {args.micro_batch} "
+          f"(ELMo {args.elmo_micro_batch}) x 128 tokens; vocabulary {args.vocab_size}; {args.steps} timed steps\n")
+    header = (f"{'model':20} {'prec':4} {'params M':>8} {'tok/s':>9} {'MFU':>6} {'mem GiB':>7} {'2T/(2x1T)':>9} "
+              f"{'paper 1 GPU h':>13} {'6 GPUs h':>8}")
+    print(header)
+    rows = []
+    for precision in args.precisions:
+        for label, name_preset in shapes:
+            model_type = FAMILIES[label.removesuffix("-released")]
+            cfg = preset(name_preset, model_type, vocab_size=args.vocab_size, seq_len=128)
+            micro = args.elmo_micro_batch if model_type == "elmo" else args.micro_batch
+            row = {"model": label, "preset": name_preset, "precision": precision, "micro_batch": micro}
+            try:
+                two = measure(cfg, precision, micro, args.steps)
+                one = measure(dataclasses.replace(cfg, towers=1), precision, micro, args.steps)
+            except Exception as e:  # report and go on: one family failing must not hide the others
+                row["error"] = f"{type(e).__name__}: {e}"[:300]
+                print(f"{label:20} {precision:4} failed: {row['error']}")
+                rows.append(row)
+                continue
+            mfu = two["flops_per_step"] / two["step_s"] / peak if peak else None
+            hours = paper_tokens / two["tokens_per_s"] / 3600
+            row.update(two, mfu=mfu, single_tower=one, two_vs_two_single=two["step_s"] / (2 * one["step_s"]),
+                       paper_tokens=paper_tokens, paper_hours_1gpu=hours, paper_hours_6gpu=hours / 6)
+            rows.append(row)
+            print(f"{label:20} {precision:4} {two['params_m']:8.1f} {two['tokens_per_s']:9.0f} "
+                  f"{100 * mfu if mfu else float('nan'):5.1f}% {two['peak_memory_gib']:7.1f} "
+                  f"{row['two_vs_two_single']:9.2f} {hours:13.1f} {hours / 6:8.1f}", flush=True)
+            if args.out:  # after every row: a run stopped part-way keeps what it measured
+                args.out.parent.mkdir(parents=True, exist_ok=True)
+                args.out.write_text(json.dumps(provenance(
+                    device=name, peak_flops=peak, cuda=torch.version.cuda, driver=driver, argv=_relative(sys.argv[1:]),
+                    rows=rows), indent=1) + "\n")
+    return 0
+
+
+def _relative(argv: list[str]) -> list[str]:
+    """The arguments as committed: a path outside the working directory by its name only (no machine's paths)."""
+    cwd = Path.cwd()
+    return [str(Path(a).relative_to(cwd)) if Path(a).is_absolute() and Path(a).is_relative_to(cwd)
+            else Path(a).name if Path(a).is_absolute() else a for a in argv]
+
+
+def _driver() -> str | None:
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=20).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,178 @@
+"""The GPU path on CUDA (`pytest -m gpu`): DeepSpeed steps for every family in fp32, bf16 and fp16,
+exact resume, the probe, DeepSpeed's fused BERT kernel, and CPU-vs-CUDA agreement of the loss.
+
+Every test here skips cleanly where torch sees no CUDA device (CI has none). On a GPU run them with
+`pytest -m gpu tests/test_gpu.py`; `results/gpu/` holds the log of the last run on the reference H100.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from twotower_lib.models import build_model, load_model, make_batch, preset
+from twotower_lib.train import TrainConfig, train
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (CI has none)")]
+
+FAMILIES = ("elmo", "gpt", "bert")
+# CPU and CUDA compute the same fp32 sums in different orders (and cuDNN's LSTM fuses its gates):
+# with TF32 switched off the mean cross-entropy agrees to this relative tolerance.
+CPU_CUDA_RTOL = 1e-4
+
+
+def tcfg(model: str, **kw) -> TrainConfig:
+    base = dict(model=model, preset="tiny", seed=1, max_steps=24, micro_batch=8, grad_accum=1, precision="fp32",
+                log_every_steps=2, eval_every_steps=4, eval_blocks=8, snapshot_every_tokens=10**9)
+    return TrainConfig(**{**base, **kw})
+
+
+@pytest.fixture
+def deterministic():
+    """fp32 without TF32, deterministic kernels: what exactness and CPU agreement need."""
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+             torch.are_deterministic_algorithms_enabled())
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    torch.use_deterministic_algorithms(True)
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved[:2]
+    torch.use_deterministic_algorithms(saved[2])
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("model", FAMILIES)
+def test_deepspeed_steps_on_cuda(tiny_data, tmp_path, model, precision):
+    out = tmp_path / f"{model}-{precision}"
+    summary = train(tcfg(model, precision=precision), tiny_data, out, show_progress=False)
+    assert summary["precision"] == precision and summary["steps"] == 24
+    config = json.loads((out / "config.json").read_text())
+    if precision == "fp16":  # the paper's fp16: dynamic loss scaling (loss_scale 0)
+        assert config["deepspeed"]["fp16"]["enabled"] and config["deepspeed"]["fp16"]["loss_scale"] == 0
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert all(np.isfinite(r["loss"]) for r in log)
+    assert log[-1]["loss"] < log[0]["loss"]  # it learned (fp16 skips its first steps while the loss scale falls)
+    first, final = load_file(out / "snapshots" / "tokens-000000000000.safetensors"), load_file(out / "model.safetensors")
+    assert any(not torch.equal(first[k].float(), final[k].float()) for k in final)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_resume_on_cuda_equals_uninterrupted(tiny_data, tmp_path, monkeypatch, precision, deterministic):
+    import twotower_lib.train as train_mod
+
+    settings = dict(precision=precision, max_steps=10, checkpoint_every_steps=5)
+    full = tmp_path / "full"
+    train(tcfg("gpt", **settings), tiny_data, full, show_progress=False)
+    real = train_mod.micro_batch
+
+    def interrupting(data, order, cfg, step, *args):
+        if step == 7:
+            raise KeyboardInterrupt
+        return real(data, order, cfg, step, *args)
+
+    part = tmp_path / "part"
+    monkeypatch.setattr(train_mod, "micro_batch", interrupting)
+    with pytest.raises(KeyboardInterrupt):
+        train(tcfg("gpt", **settings), tiny_data, part, show_progress=False)
+    monkeypatch.setattr(train_mod, "micro_batch", real)
+    train(tcfg("gpt", **settings), tiny_data, part, resume=True, show_progress=False)
+    a, b = load_file(full / "model.safetensors"), load_file(part / "model.safetensors")
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], atol=0.0, rtol=0.0, msg=k)
+
+
+def test_probe_on_cuda_matches_the_cpu_probe(tiny_data, tmp_path, monkeypatch, deterministic):
+    from twotower_lib.preference import load_artifact
+    from twotower_lib.probe import ProbeConfig, probe_run
+
+    run = tmp_path / "gpt"
+    train(tcfg("gpt", max_steps=30), tiny_data, run, show_progress=False)
+    cfg = ProbeConfig(train_blocks=64, max_epochs=6, precision="fp32", batch_size=256)
+    on_cuda = load_artifact(probe_run(run, cfg, out=tmp_path / "probe-cuda", show=False))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    on_cpu = load_artifact(probe_run(run, cfg, out=tmp_path / "probe-cpu", show=False))
+    a, b = on_cuda.table.dropna(subset=["score"]), on_cpu.table.dropna(subset=["score"])
+    assert len(a) > 100 and list(a.token_id) == list(b.token_id)
+    # the heads train in a different summation order on each device; the scores must still be one measurement
+    assert np.corrcoef(a.score, b.score)[0, 1] > 0.999
+    assert np.abs(a.score_logmean - b.score_logmean).max() < 1e-2
+
+
+def _kernel_config(**kw):
+    return preset("tiny", "bert", hidden=64, intermediate=256, n_head=4, n_layer=2, vocab_size=300, seq_len=32,
+                  layout="released", **kw)
+
+
+def kernel_matches_plain_layer(data_path: str) -> None:
+    """DeepSpeed's fused transformer layer (the paper's BERT kernel) computes what `PreLNBertLayer`
+    computes, given the same weights (the plain layer is the CPU stand-in for the kernel), and trains."""
+    from twotower_lib.data import load_prepared
+
+    data = load_prepared(data_path)
+    torch.manual_seed(0)
+    fused = build_model(_kernel_config(deepspeed_kernel=True)).cuda().eval()
+    plain = build_model(_kernel_config()).cuda().eval()
+    names = {"attn_qkvw": "qkv.weight", "attn_qkvb": "qkv.bias", "attn_ow": "attn_out.weight",
+             "attn_ob": "attn_out.bias", "attn_nw": "attn_ln.weight", "attn_nb": "attn_ln.bias",
+             "inter_w": "ffn_in.weight", "inter_b": "ffn_in.bias", "output_w": "ffn_out.weight",
+             "output_b": "ffn_out.bias", "norm_w": "ffn_ln.weight", "norm_b": "ffn_ln.bias"}
+    state = {}
+    for key, value in fused.state_dict().items():
+        prefix, _, leaf = key.rpartition(".")
+        state[f"{prefix}.{names[leaf]}" if leaf in names else key] = value
+    plain.load_state_dict(state)
+    ids = torch.from_numpy(np.asarray(data.valid[:8], dtype=np.int64))
+    inputs, labels = make_batch("bert", ids, torch.Generator().manual_seed(0), data.special_ids, 300)
+    with torch.no_grad():
+        _, logits_fused = fused(inputs.cuda(), labels.cuda())
+        _, logits_plain = plain(inputs.cuda(), labels.cuda())
+    # the kernel's GELU is the tanh approximation, the plain layer's the exact one
+    torch.testing.assert_close(logits_fused, logits_plain, atol=2e-3, rtol=1e-3)
+    fused.train()
+    loss, _ = fused(inputs.cuda(), labels.cuda())
+    loss.backward()
+    grads = [p.grad for p in fused.towers.parameters()]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads) and any(g.abs().sum() > 0 for g in grads)
+
+
+@pytest.mark.xfail(reason="DeepSpeed 0.19.8's fused transformer kernel crashes (segmentation fault) when it creates "
+                          "a layer on the reference H100 (CUDA 13.0, torch 2.11): results/gpu/gpu_tests_run2.log",
+                   strict=False)
+def test_deepspeed_kernel_bert_equals_the_plain_pre_ln_layer(tiny_data):
+    """Run in a child process: a crash inside the kernel's C++ must fail this test, not end the session."""
+    import subprocess
+    import sys
+
+    code = f"from tests.test_gpu import kernel_matches_plain_layer as check; check({str(tiny_data.path)!r})"
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"exit status {done.returncode}:\n{done.stderr[-3000:]}"
+
+
+@pytest.mark.parametrize("model", FAMILIES)
+def test_the_same_model_has_the_same_loss_on_cpu_and_cuda(tiny_data, model, deterministic):
+    torch.manual_seed(0)
+    cfg = preset("cpu", model, vocab_size=tiny_data.vocab_size, seq_len=tiny_data.seq_len)
+    net = build_model(replace(cfg, dropout=0.0)).eval()
+    ids = torch.from_numpy(np.asarray(tiny_data.valid[:16], dtype=np.int64))
+    inputs, labels = make_batch(model, ids, torch.Generator().manual_seed(0), tiny_data.special_ids,
+                                tiny_data.vocab_size)
+    with torch.no_grad():
+        on_cpu = float(net(inputs, labels)[0])
+        on_cuda = float(net.cuda()(inputs.cuda(), labels.cuda())[0])
+    assert on_cuda == pytest.approx(on_cpu, rel=CPU_CUDA_RTOL)
+
+
+def test_trained_weights_load_back_for_the_cpu(tiny_data, tmp_path):
+    """A run trained on CUDA in bf16 is read by the CPU-side pipeline (probing, analyses) as fp32."""
+    out = tmp_path / "bert"
+    train(tcfg("bert", precision="bf16"), tiny_data, out, show_progress=False)
+    model, _ = load_model(out)
+    assert next(model.parameters()).device.type == "cpu"
+    assert all(p.dtype == torch.float32 for p in model.parameters())
