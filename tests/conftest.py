@@ -65,3 +65,19 @@ def skip_or_fail_in_ci(reason: str) -> None:
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
         pytest.fail(f"CI must run this test, but {reason}")
     pytest.skip(reason)
+
+
+def interrupt_training_at(monkeypatch, step: int):
+    """Make `train` raise KeyboardInterrupt when it reaches optimizer step `step` (an interrupted run);
+    returns the real micro-batch function, which undoes it when set back."""
+    import twotower_lib.train as train_mod
+
+    real = train_mod.micro_batch
+
+    def interrupting(data, order, cfg, at, *args):
+        if at == step:
+            raise KeyboardInterrupt
+        return real(data, order, cfg, at, *args)
+
+    monkeypatch.setattr(train_mod, "micro_batch", interrupting)
+    return real

@@ -16,6 +16,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from tests.conftest import interrupt_training_at
 from twotower_lib.models import build_model, load_model, make_batch, preset
 from twotower_lib.train import TrainConfig, train
 
@@ -69,15 +70,8 @@ def test_resume_on_cuda_equals_uninterrupted(tiny_data, tmp_path, monkeypatch, p
     settings = dict(precision=precision, max_steps=10, checkpoint_every_steps=5)
     full = tmp_path / "full"
     train(tcfg("gpt", **settings), tiny_data, full, show_progress=False)
-    real = train_mod.micro_batch
-
-    def interrupting(data, order, cfg, step, *args):
-        if step == 7:
-            raise KeyboardInterrupt
-        return real(data, order, cfg, step, *args)
-
     part = tmp_path / "part"
-    monkeypatch.setattr(train_mod, "micro_batch", interrupting)
+    real = interrupt_training_at(monkeypatch, 7)
     with pytest.raises(KeyboardInterrupt):
         train(tcfg("gpt", **settings), tiny_data, part, show_progress=False)
     monkeypatch.setattr(train_mod, "micro_batch", real)

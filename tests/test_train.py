@@ -12,6 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from tests.conftest import interrupt_training_at
 from twotower_lib.errors import UserError
 from twotower_lib.models import TwoTowerLM, list_snapshots, load_model
 from twotower_lib.deepspeed_setup import _free_port as free_port, deepspeed_config, params_sha256
@@ -80,15 +81,8 @@ def test_resume_equals_uninterrupted(tiny_data, tmp_path, monkeypatch):
     train(tcfg("bert", checkpoint_every_steps=5), tiny_data, full, show_progress=False)
 
     # Interrupt the second run during step 7 (after the step-5 checkpoint).
-    real = train_mod.micro_batch
-
-    def interrupting(data, order, cfg, step, *args):
-        if step == 7:
-            raise KeyboardInterrupt
-        return real(data, order, cfg, step, *args)
-
     part = tmp_path / "part"
-    monkeypatch.setattr(train_mod, "micro_batch", interrupting)
+    real = interrupt_training_at(monkeypatch, 7)
     with pytest.raises(KeyboardInterrupt):
         train(tcfg("bert", checkpoint_every_steps=5), tiny_data, part, show_progress=False)
     assert not (part / "model.safetensors").exists()
