@@ -312,3 +312,14 @@ def test_as_released_builds_the_released_models_and_loads_them_back(tiny_data, t
         assert cfg.layout == "released"
     with pytest.raises(UserError, match="no as-released variant of model type 'lstm'"):
         released_options("lstm")
+
+
+@pytest.mark.parametrize("given, fixed", [("9.0a", "9.0"), ("8.0;9.0a+PTX", "8.0;9.0+PTX"), ("9.0 10.0f", "9.0 10.0"),
+                                          ("7.5;8.6", "7.5;8.6")])
+def test_arch_specific_cuda_targets_are_dropped_for_deepspeeds_op_builder(monkeypatch, given, fixed):
+    """The reference H100's image sets TORCH_CUDA_ARCH_LIST=9.0a, which DeepSpeed 0.19.8 cannot parse."""
+    from twotower_lib.deepspeed_setup import cuda_arch_list_for_deepspeed
+
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", given)
+    cuda_arch_list_for_deepspeed()
+    assert os.environ["TORCH_CUDA_ARCH_LIST"] == fixed
