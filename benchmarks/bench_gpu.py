@@ -151,7 +151,7 @@ def main() -> int:
     peak = device_peak(name, args.peak_tflops)
     driver = _driver()
     paper_tokens = get_profile("paper").train_tokens
-    shapes = [(f, f"paper-{f}" if f != "elmo" else "paper-elmo") for f in args.families]
+    shapes = [(f, f"paper-{f}") for f in args.families]
     if args.released:
         shapes += [(f + "-released", f"released-{f}") for f in args.families]
     print(f"{name}; dense peak {peak / 1e12 if peak else float('nan'):.0f} TFLOP/s; micro-batch {args.micro_batch} "
