@@ -224,7 +224,11 @@ register["pairs"].pivot_table(index=["a", "b"], columns="variant", values=["r", 
 single_source.load().round(3)
 
 # %%
+Markdown(single_source.sentence())
+
+# %%
 scorecard.record_correlations(ctx, pairs, control, probing.same_config_pairs(ctx), pairs_by["score_logmean"])
+scorecard.record_register(ctx, single_source.load())
 same = pairs[[(a, b) in probing.same_config_pairs(ctx) for a, b in zip(pairs["a"], pairs["b"])]]
 ctx.finish(pairs=len(pairs), top_n=ctx.profile.top_n,
            same_config=same[["a", "b", "r", "ci_low", "ci_high"]].to_dict("records"),

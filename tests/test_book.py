@@ -243,6 +243,29 @@ def test_single_source_pairs_are_collected_from_a_pipeline_run(built_book, tmp_p
     assert committed["probe version"].nunique() == 1 and {"mixed", "books", "wiki"} <= set(committed["corpus"])
 
 
+def test_the_single_source_finding_is_said_from_the_pairs():
+    import pandas as pd
+
+    from twotower_lib.book import single_source
+
+    def row(corpus, model, r, low, shuffled=0.06):
+        return {"profile": "cpu", "corpus": corpus, "pair": f"{model}-s1 vs {model}-s2", "r": r, "ci_low": low,
+                "shuffled labels": shuffled}
+
+    table = pd.DataFrame([row("books", "gpt", 0.44, 0.40), row("wiki", "gpt", 0.3, 0.05), row("mixed", "gpt", 0.39, 0.37),
+                          row("books", "bert-large", -0.18, -0.28), row("mixed", "bert-large", 0.81, 0.80)])
+    found = single_source.holds_alone(table)
+    assert found["gpt"] == {"mixed": 0.39, "alone": {"books": 0.44, "wiki": 0.3}, "agrees": ["books"]}  # wiki: not above its control
+    assert found["bert-large"]["agrees"] == []
+    text = single_source.sentence(table)
+    assert "the GPT pair agrees on books alone but not on the others" in text
+    assert "the Bert-large pair does not agree on books alone: at this scale its agreement needs the mixed corpus" in text
+    assert "books −0.18" in text and "`cpu` profile" in text
+    everywhere = table[table["pair"].str.startswith("gpt") & (table["corpus"] != "wiki")]
+    assert "still agrees on every single source" in single_source.sentence(everywhere)
+    assert single_source.sentence(table.iloc[:0]).startswith("*")
+
+
 def test_a_finished_run_is_published_and_shown(built_book, tmp_path):
     from twotower_lib.book import publish, scorecard
 

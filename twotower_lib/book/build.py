@@ -30,7 +30,7 @@ from twotower_lib.errors import MissingDependencyError, UserError
 
 PAGES_DIR = PROJECT_ROOT / "book"
 LIBRARY_PARENT = Path(__file__).resolve().parents[2]  # the directory that holds twotower_lib/
-_PLACEHOLDER = re.compile(r"<!-- (PROFILES|PICTURE|SCORECARD|PUBLISHED|API|RELEASED|RELEASED_ELMO|GPU_TESTS|GPU_BENCH|GPU_TABLE2): .*?-->", re.DOTALL)
+_PLACEHOLDER = re.compile(r"<!-- (PROFILES|PICTURE|SCORECARD|PUBLISHED|API|RELEASED|RELEASED_ELMO|GPU_TESTS|GPU_BENCH|GPU_TABLE2|REGISTER): .*?-->", re.DOTALL)
 
 
 def _sync(data: bytes, dest: Path) -> None:
@@ -76,7 +76,7 @@ def picture_markdown(card: dict) -> str:
 
 
 def fill_placeholders(text: str, card: dict) -> str:
-    from twotower_lib.book import paper_scale, publish, released
+    from twotower_lib.book import paper_scale, publish, released, single_source
 
     parts = {"PROFILES": profiles_markdown, "SCORECARD": lambda: scorecard.to_markdown(card), "API": api_markdown,
              "PICTURE": lambda: picture_markdown(card),
@@ -84,7 +84,7 @@ def fill_placeholders(text: str, card: dict) -> str:
              "RELEASED": lambda: released.to_markdown(released.load("cpu"), released.load_recipes()),
              "RELEASED_ELMO": lambda: released.elmo_sentence(released.load("cpu")),
              "GPU_TESTS": paper_scale.tests_markdown, "GPU_BENCH": paper_scale.bench_markdown,
-             "GPU_TABLE2": paper_scale.table2_markdown}
+             "GPU_TABLE2": paper_scale.table2_markdown, "REGISTER": single_source.sentence}
     text = _PLACEHOLDER.sub(lambda m: parts[m.group(1)](), text)
     return decisions.fill(text) if decisions.KEY.search(text) else text
 

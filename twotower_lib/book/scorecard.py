@@ -49,6 +49,9 @@ PAPER_ITEMS: tuple[PaperItem, ...] = (
     PaperItem("controls", "Not in the paper: each same-configuration pair's r against its controls (untrained "
               "towers, independent single-tower pairs, shuffled labels, a shared quality profile)",
               "(no controls reported)", "03_correlations"),
+    PaperItem("register", "Not in the paper: each same-configuration pair trained on one source of the corpus "
+              "alone (19th-century books, Wikipedia, 1960s American prose), against its shuffled-label control",
+              "(the paper's corpus mixes two registers; not tested)", "03_correlations"),
     PaperItem("fig3", "Fig. 3: preference scores of the five cases over the top 1000 tokens",
               "run 1 and run 2 of Bert-large follow almost the same curve; other cases follow it to a lesser degree",
               "03_correlations"),
@@ -216,6 +219,26 @@ def record_correlations(ctx, pairs, control, same_config: list[tuple[str, str]],
     record(ctx, "controls", "; ".join(parts), verdict,
            "reproduced = every same-configuration pair's CI lies above every control of its own model (untrained, "
            "independent and permutation run; the quality gap too where the profile runs it); partly = at least one pair's does")
+
+
+def record_register(ctx, single_source_pairs: pd.DataFrame) -> None:
+    """The direct register test from the committed single-source pairs (`book.single_source`):
+    reproduced = every pair agrees on every single source (CI above its shuffled-label control and 0),
+    partly = on some, not = on none. Measured at one profile: others get "not attempted"."""
+    from twotower_lib.book import single_source
+
+    table = single_source_pairs
+    if table.empty or table["profile"].iloc[0] != ctx.profile.name:
+        where = "" if table.empty else f" (measured at the {table['profile'].iloc[0]} profile)"
+        record(ctx, "register", "", "not attempted", f"no single-source pairs at this profile{where}")
+        return
+    found = single_source.holds_alone(table)
+    agrees = [len(e["agrees"]) for e in found.values()]
+    alone = [len(e["alone"]) for e in found.values()]
+    verdict = "reproduced" if agrees == alone else "partly" if any(agrees) else "not"
+    record(ctx, "register", single_source.sentence(table), verdict,
+           "reproduced = every pair agrees on every single source, partly = some pair on some source, not = none; "
+           "one seed pair per corpus; `results/register/single_source.json`")
 
 
 def record_frequency(ctx, table4_pairs, frequency: str = "frequency rank") -> None:

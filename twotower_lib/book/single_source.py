@@ -68,6 +68,47 @@ def load(path: Path = RESULT) -> pd.DataFrame:
     return pd.DataFrame(found["pairs"]).assign(profile=found["profile"])[COLUMNS]
 
 
+def holds_alone(table: pd.DataFrame) -> dict[str, dict]:
+    """Per model of a same-configuration pair: its r on each single source and on the mixed corpus, and on
+    which single sources the pair still agrees (the interval's low end above its shuffled-label control
+    and above 0)."""
+    out: dict[str, dict] = {}
+    for row in table.to_dict("records"):
+        model = model_of(row["pair"].split(" vs ")[0])
+        entry = out.setdefault(model, {"mixed": None, "alone": {}, "agrees": []})
+        if row["corpus"] == "mixed":
+            entry["mixed"] = row["r"]
+            continue
+        entry["alone"][row["corpus"]] = row["r"]
+        if row["ci_low"] > max(row["shuffled labels"] or 0.0, 0.0):
+            entry["agrees"].append(row["corpus"])
+    return out
+
+
+def sentence(table: pd.DataFrame | None = None) -> str:
+    """The finding in words, per model, from the committed pairs (the introduction and section 03)."""
+    table = load() if table is None else table
+    if table.empty:
+        return "*The same pairs have not been trained on one source alone yet.*"
+    from twotower_lib.book.paper_tables import MODEL_NAMES
+
+    parts = []
+    for model, e in holds_alone(table).items():
+        rs = ", ".join(f"{corpus} {r:+.2f}".replace("-", "−") for corpus, r in e["alone"].items())
+        mixed = "" if e["mixed"] is None else f"; mixed corpus {e['mixed']:+.2f}".replace("-", "−")
+        if len(e["agrees"]) == len(e["alone"]):
+            verdict = "still agrees on every single source: its agreement does not need a mix of registers"
+        elif not e["agrees"]:
+            verdict = (f"does not agree on {' or '.join(e['alone'])} alone: at this scale its agreement needs the "
+                       "mixed corpus")
+        else:
+            verdict = f"agrees on {', '.join(e['agrees'])} alone but not on the others"
+        parts.append(f"the {MODEL_NAMES.get(model, model)} pair {verdict} (r: {rs}{mixed})")
+    profile = table["profile"].iloc[0]
+    return (f"Trained on one source of the corpus alone (`{profile}` profile, one seed pair per corpus), "
+            + "; ".join(parts) + ".")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="collect the same-configuration pairs of single-source pipeline runs")
     ap.add_argument("--profile", default="cpu")
