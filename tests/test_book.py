@@ -248,19 +248,29 @@ def test_the_single_source_finding_is_said_from_the_pairs():
 
     from twotower_lib.book import single_source
 
-    def row(corpus, model, r, low, shuffled=0.06):
+    def row(corpus, model, r, low, high=None, shuffled=0.06, margin=0.01):
         return {"profile": "cpu", "corpus": corpus, "pair": f"{model}-s1 vs {model}-s2", "r": r, "ci_low": low,
-                "shuffled labels": shuffled}
+                "ci_high": r + 0.05 if high is None else high, "shuffled labels": shuffled, "order margin": margin}
 
-    table = pd.DataFrame([row("books", "gpt", 0.44, 0.40), row("wiki", "gpt", 0.3, 0.05), row("mixed", "gpt", 0.39, 0.37),
-                          row("books", "bert-large", -0.18, -0.28), row("mixed", "bert-large", 0.81, 0.80)])
+    table = pd.DataFrame([row("books", "gpt", 0.44, 0.40), row("wiki", "gpt", 0.03, -0.05), row("mixed", "gpt", 0.39, 0.37),
+                          row("books", "bert-large", -0.18, -0.28, -0.10, margin=0.002), row("wiki", "bert-large", 0.0, -0.05),
+                          row("mixed", "bert-large", 0.81, 0.80)])
     found = single_source.holds_alone(table)
-    assert found["gpt"] == {"mixed": 0.39, "alone": {"books": 0.44, "wiki": 0.3}, "agrees": ["books"]}  # wiki: not above its control
-    assert found["bert-large"]["agrees"] == []
+    assert found["gpt"]["alone"] == {"books": 0.44, "wiki": 0.03} and found["gpt"]["agrees"] == ["books"]  # wiki: within its control
+    assert found["bert-large"]["agrees"] == [] and found["bert-large"]["swapped"] == ["books"]
     text = single_source.sentence(table)
-    assert "the GPT pair agrees on books alone but not on the others" in text
-    assert "the Bert-large pair does not agree on books alone: at this scale its agreement needs the mixed corpus" in text
+    assert "the GPT pair (r: books +0.44, wiki +0.03; mixed corpus +0.39) agrees on books alone, does not agree on wiki" in text
+    assert ("pair (r: books −0.18, wiki +0.00; mixed corpus +0.81) splits the tokens on books alone but with the towers' roles swapped "
+            "(r < 0: Eq. 3 named the other tower primary in one run, by margins of at most 0.2% of the mean "
+            "probability), does not agree on wiki") in text
     assert "books −0.18" in text and "`cpu` profile" in text
+    flip = table.assign(**{"order margin": 0.002})[table["pair"].str.startswith("bert")]
+    assert ("pair (r: books −0.18, wiki +0.00; mixed corpus +0.81) has towers equally good on every corpus (Eq. 3's "
+            "margin at most 0.2% of the mean probability, the mixed corpus included), so which tower is primary, and the "
+            "sign of r, is a coin flip and only |r| says how consistently the tokens are split: books 0.18, wiki 0.00 "
+            "against 0.81 on the mixed corpus") in single_source.sentence(flip)
+    lost = table[(table["corpus"] == "wiki") | (table["corpus"] == "mixed")]
+    assert "does not agree on wiki alone: at this scale its agreement needs the mixed corpus" in single_source.sentence(lost)
     everywhere = table[table["pair"].str.startswith("gpt") & (table["corpus"] != "wiki")]
     assert "still agrees on every single source" in single_source.sentence(everywhere)
     assert single_source.sentence(table.iloc[:0]).startswith("*")

@@ -26,8 +26,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 RESULT = PROJECT_ROOT / "results" / "register" / "single_source.json"
+COIN_FLIP = 0.01  # Eq. 3's margin (share of the primary's mean p) below which the order is read as a coin flip
 COLUMNS = ["profile", "corpus", "source", "pair", "r", "ci_low", "ci_high", "r mean log p", "shuffled labels", "text ceiling",
-           "probe ceiling", "probe reliability", "probe version", "training tokens", "validation tokens"]
+           "probe ceiling", "probe reliability", "order margin", "probe version", "training tokens", "validation tokens"]
 
 
 def collect(root: Path, label: str) -> list[dict]:
@@ -47,11 +48,15 @@ def collect(root: Path, label: str) -> list[dict]:
         shuffled = [c["r"] for c in s["controls"] if c["control"] == "permutation" and c["model"] == model_of(a)]
         reliability = probing["summary"]["reliability"]
         manifest = read_json(root / "probing" / a / "manifest.json")
+        orders = [read_json(root / "probing" / n / "manifest.json")["ordering"] for n in (a, b)]
         rows.append({"corpus": label, "source": data["parameters"]["corpus"], "pair": f"{a} vs {b}",
                      "r": same["r"], "ci_low": same["ci_low"], "ci_high": same["ci_high"], "r mean log p": logmean["r"],
                      "shuffled labels": shuffled[0] if shuffled else None,
                      "text ceiling": ceiling["score"]["text ceiling"], "probe ceiling": ceiling["score"]["probe ceiling"],
                      "probe reliability": min(reliability[n]["reliability (log of mean p, Eq. 4)"] for n in (a, b)),
+                     # Eq. 3's margin as a share of the primary's mean p, the smaller of the two runs': near 0 the
+                     # order, and so the sign of r, is a coin flip
+                     "order margin": min(o["margin"] / max(o["mean_p"]) for o in orders),
                      "probe version": manifest["identity"]["version"],
                      "training tokens": data["summary"]["train_tokens"], "validation tokens": data["summary"]["valid_tokens"]})
     return rows
@@ -65,23 +70,28 @@ def load(path: Path = RESULT) -> pd.DataFrame:
     if not path.exists():
         return pd.DataFrame()
     found = read_json(path)
-    return pd.DataFrame(found["pairs"]).assign(profile=found["profile"])[COLUMNS]
+    return pd.DataFrame(found["pairs"]).assign(profile=found["profile"]).reindex(columns=COLUMNS)
 
 
 def holds_alone(table: pd.DataFrame) -> dict[str, dict]:
-    """Per model of a same-configuration pair: its r on each single source and on the mixed corpus, and on
-    which single sources the pair still agrees (the interval's low end above its shuffled-label control
-    and above 0)."""
+    """Per model of a same-configuration pair: its r on each single source and on the mixed corpus; the
+    single sources where the pair agrees (the interval above its shuffled-label control and 0), and those
+    where it splits the tokens as consistently but with the towers' roles swapped (the interval below
+    minus that control: Eq. 3 named the other tower primary in one run)."""
     out: dict[str, dict] = {}
     for row in table.to_dict("records"):
         model = model_of(row["pair"].split(" vs ")[0])
-        entry = out.setdefault(model, {"mixed": None, "alone": {}, "agrees": []})
+        entry = out.setdefault(model, {"mixed": None, "alone": {}, "agrees": [], "swapped": [], "margin": {}})
+        entry["margin"][row["corpus"]] = row.get("order margin")
         if row["corpus"] == "mixed":
             entry["mixed"] = row["r"]
             continue
         entry["alone"][row["corpus"]] = row["r"]
-        if row["ci_low"] > max(row["shuffled labels"] or 0.0, 0.0):
+        control = max(row["shuffled labels"] or 0.0, 0.0)
+        if row["ci_low"] > control:
             entry["agrees"].append(row["corpus"])
+        elif row["ci_high"] < -control:
+            entry["swapped"].append(row["corpus"])
     return out
 
 
@@ -96,14 +106,30 @@ def sentence(table: pd.DataFrame | None = None) -> str:
     for model, e in holds_alone(table).items():
         rs = ", ".join(f"{corpus} {r:+.2f}".replace("-", "−") for corpus, r in e["alone"].items())
         mixed = "" if e["mixed"] is None else f"; mixed corpus {e['mixed']:+.2f}".replace("-", "−")
-        if len(e["agrees"]) == len(e["alone"]):
+        neither = [c for c in e["alone"] if c not in e["agrees"] + e["swapped"]]
+        margins = [m for m in e["margin"].values() if m is not None and m == m]
+        if margins and len(margins) == len(e["margin"]) and max(margins) < COIN_FLIP:
+            size = ", ".join(f"{c} {abs(r):.2f}" for c, r in e["alone"].items())
+            mixed_size = "" if e["mixed"] is None else f" against {abs(e['mixed']):.2f} on the mixed corpus"
+            verdict = (f"has towers equally good on every corpus (Eq. 3's margin at most {max(margins):.1%} of the mean "
+                       f"probability, the mixed corpus included), so which tower is primary, and the sign of r, is a "
+                       f"coin flip and only |r| says how consistently the tokens are split: {size}{mixed_size}")
+        elif len(e["agrees"]) == len(e["alone"]):
             verdict = "still agrees on every single source: its agreement does not need a mix of registers"
-        elif not e["agrees"]:
-            verdict = (f"does not agree on {' or '.join(e['alone'])} alone: at this scale its agreement needs the "
+        elif len(neither) == len(e["alone"]):
+            verdict = (f"does not agree on {' or '.join(neither)} alone: at this scale its agreement needs the "
                        "mixed corpus")
         else:
-            verdict = f"agrees on {', '.join(e['agrees'])} alone but not on the others"
-        parts.append(f"the {MODEL_NAMES.get(model, model)} pair {verdict} (r: {rs}{mixed})")
+            said = [f"agrees on {' and '.join(e['agrees'])} alone"] if e["agrees"] else []
+            if e["swapped"]:
+                swapped = [e["margin"][c] for c in e["swapped"] if e["margin"].get(c) is not None]
+                close = f", by margins of at most {max(swapped):.1%} of the mean probability" if swapped else ""
+                said.append(f"splits the tokens on {' and '.join(e['swapped'])} alone but with the "
+                            f"towers' roles swapped (r < 0: Eq. 3 named the other tower primary in one run{close})")
+            if neither:
+                said.append(f"does not agree on {' or '.join(neither)}")
+            verdict = ", ".join(said)
+        parts.append(f"the {MODEL_NAMES.get(model, model)} pair (r: {rs}{mixed}) {verdict}")
     profile = table["profile"].iloc[0]
     return (f"Trained on one source of the corpus alone (`{profile}` profile, one seed pair per corpus), "
             + "; ".join(parts) + ".")
