@@ -408,4 +408,10 @@ def test_no_committed_result_holds_a_path_of_the_machine_that_made_it():
     assert files
     for path in files:
         walk(json.loads(path.read_text()), str(path.relative_to(ROOT)))
+    # logs and notes too (e.g. results/gpu/*.log: tracebacks name the machine's folders)
+    machine_path = re.compile(r"(?<![\w.<>/-])(/(work|tmp|opt|root|home|usr|var|mnt|srv|Users)/|[A-Z]:\\)")
+    for path in sorted(p for p in (ROOT / "results").rglob("*") if p.suffix in (".log", ".txt", ".md", ".csv")):
+        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if machine_path.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()[:120]}")
     assert not found, found[:10]
