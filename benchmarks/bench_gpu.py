@@ -8,8 +8,7 @@ and precision it runs DeepSpeed optimizer steps (AdamW, clipping, the precision'
 bf16, or fp16 with dynamic loss scaling) on random tokens at the paper's vocabulary and prints
   - tokens/s,
   - model FLOPs utilisation: model FLOPs per second / the device's dense peak for the precision
-    (FLOPs counted with torch's FlopCounterMode; the LSTM recurrences, which it does not count,
-    added by hand as in bench_train.py),
+    (FLOPs: model_flops.step_flops, torch's FlopCounterMode plus the LSTM recurrences by hand),
   - peak GPU memory,
   - a two-tower step / two single-tower steps of the same tower width,
   - the projected wall time of the paper profile's token budget per case on 1 and on 6 such GPUs
@@ -32,6 +31,8 @@ from pathlib import Path
 
 import torch
 
+from model_flops import random_batch, step_flops  # benchmarks/model_flops.py
+
 FAMILIES = {"elmo": "elmo", "gpt": "gpt", "bert-base": "bert", "bert-large": "bert"}
 # Dense bf16/fp16 tensor-core peaks (no sparsity), TFLOP/s, by a substring of torch's device name.
 PEAK_TFLOPS = {"H200": 989.0, "H100 PCIe": 756.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0,
@@ -47,38 +48,6 @@ def device_peak(name: str, given: float | None) -> float | None:
     return None
 
 
-def random_batch(cfg, micro: int, seed: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    from twotower_lib.models import make_batch
-
-    special = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(len(special), cfg.vocab_size, (micro, cfg.seq_len), generator=g)
-    inputs, labels = make_batch(cfg.model_type, ids, g, special, cfg.vocab_size)
-    return inputs.to(device), labels.to(device)
-
-
-def lstm_flops_per_token(cfg) -> float:
-    """Training FLOPs of the LSTM recurrences per token (forward + backward = 3x forward), which
-    FlopCounterMode does not see inside cuDNN's fused RNN."""
-    if cfg.model_type != "elmo":
-        return 0.0
-    L, W = cfg.intermediate, cfg.tower_input
-    forward = 2 * 4 * L * (W + L) + (cfg.n_layer - 1) * 2 * 4 * L * (2 * L)
-    return 3 * forward * 2 * cfg.towers
-
-
-def model_flops(model, cfg, micro: int, device) -> float:
-    """FLOPs of one forward + backward pass on one micro-batch."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    inputs, labels = random_batch(cfg, micro, 0, device)
-    with FlopCounterMode(display=False) as counter:
-        loss, _ = model(inputs, labels, only_labeled=True)
-        loss.backward()
-    model.zero_grad(set_to_none=True)
-    return counter.get_total_flops() + lstm_flops_per_token(cfg) * micro * cfg.seq_len
-
-
 def measure(cfg, precision: str, micro: int, steps: int) -> dict:
     """Tokens/s and peak memory of DeepSpeed steps with the trainer's config for `precision`."""
     import deepspeed
@@ -91,7 +60,7 @@ def measure(cfg, precision: str, micro: int, steps: int) -> dict:
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     model = build_model(cfg).cuda()
-    flops = model_flops(model, cfg, micro, "cuda")
+    flops = step_flops(model, cfg, micro, "cuda")
     ds = deepspeed_config(TrainConfig(model=cfg.model_type, preset="paper", max_steps=1, micro_batch=micro,
                                       grad_accum=1, precision=precision))
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),

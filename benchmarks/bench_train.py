@@ -5,8 +5,7 @@
 For each preset and tower family it trains a few DeepSpeed steps on random tokens and prints
   - tokens/s in fp32 and with bf16 autocast,
   - achieved FLOP/s as a fraction of the measured fp32 and bf16 matmul peak
-    (FLOPs per step counted with torch's FlopCounterMode; LSTM recurrences, which it does not
-    count, are added by hand: 2*4*L*(in+L) per token, layer and direction, x3 for the backward),
+    (FLOPs per step: model_flops.step_flops, torch's FlopCounterMode plus the LSTM recurrences by hand),
   - transformer towers run one after the other vs fused into one vmapped call,
   - a two-tower step against two single-tower steps of the same tower width.
 Numbers on a shared machine are noisy: each timing is the best of several repeats.
@@ -23,12 +22,11 @@ import warnings
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 import torch  # noqa: E402
-from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from twotower_lib.models import MODEL_TYPES, ModelConfig, build_model, make_batch, preset  # noqa: E402
+from model_flops import random_batch, step_flops  # noqa: E402  (benchmarks/model_flops.py)
+from twotower_lib.models import MODEL_TYPES, ModelConfig, build_model, preset  # noqa: E402
 from twotower_lib.deepspeed_setup import init_distributed  # noqa: E402
 
-SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
 
 
 MATMUL_N = 2048
@@ -41,27 +39,8 @@ def make_matmul(dtype: torch.dtype, n: int = MATMUL_N):
     return lambda: torch.mm(a, b)
 
 
-def lstm_flops_per_token(cfg: ModelConfig) -> float:
-    if cfg.model_type != "elmo":
-        return 0.0
-    L, H = cfg.intermediate, cfg.hidden
-    forward = 2 * 4 * L * (H + L) + (cfg.n_layer - 1) * 2 * 4 * L * (2 * L)
-    return 3 * forward * 2 * cfg.towers  # forward + backward pass; two directions; k towers
-
-
-def batch(cfg: ModelConfig, micro: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(len(SPECIAL), cfg.vocab_size, (micro, cfg.seq_len), generator=g)
-    return make_batch(cfg.model_type, ids, g, SPECIAL, cfg.vocab_size)
-
-
 def flops_per_step(cfg: ModelConfig, micro: int) -> float:
-    model = build_model(cfg)
-    inputs, labels = batch(cfg, micro, 0)
-    with FlopCounterMode(display=False) as counter:
-        loss, _ = model(inputs, labels, only_labeled=True)
-        loss.backward()
-    return counter.get_total_flops() + lstm_flops_per_token(cfg) * micro * cfg.seq_len
+    return step_flops(build_model(cfg), cfg, micro)
 
 
 def make_step(cfg: ModelConfig, micro: int, bf16: bool, steps: int):
@@ -75,7 +54,7 @@ def make_step(cfg: ModelConfig, micro: int, bf16: bool, steps: int):
                                                     "torch_adam": True}},
           "steps_per_print": 10**9}
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds)
-    batches = [batch(cfg, micro, s) for s in range(steps)]
+    batches = [random_batch(cfg, micro, s) for s in range(steps)]
 
     def run() -> None:
         for inputs, labels in batches:

@@ -13,6 +13,7 @@ import pandas as pd
 
 from twotower_lib.artifacts import read_json
 from twotower_lib.book import publish
+from twotower_lib.book.paper_tables import number
 from twotower_lib.emergence import curves as em
 from twotower_lib.errors import UserError
 
@@ -21,7 +22,7 @@ KEY = re.compile(r"\{\{\s*(\w+)\s*\}\}")
 
 def _n(x: float, digits: int = 2) -> str:
     """A number as the page prints it: fixed digits, a true minus sign."""
-    return f"{x:.{digits}f}".replace("-", "−")
+    return number(x, f".{digits}f")
 
 
 def _pct(x: float) -> str:

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json
+from twotower_lib.book.paper_tables import number
 from twotower_lib.errors import UserError
 
 TRAINING_FILES = ("config.json", "manifest.json", "log.jsonl")
@@ -112,10 +113,6 @@ def table(packed: Path, n: int = 1000, n_boot: int = 1000, cpu_profile: Path | N
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "gpu"
 
 
-def _num(x: float | None, fmt: str = "+.2f") -> str:
-    return "—" if x is None else format(x, fmt).replace("-", "−")
-
-
 def tests_markdown(results: Path = RESULTS) -> str:
     """Per committed log of `pytest -m gpu`: tests passed, failed, and whether the session crashed."""
     rows = []
@@ -145,9 +142,10 @@ def bench_markdown(path: Path = RESULTS / "bench_gpu.json", baseline: Path | Non
         if "error" in r:
             rows.append(f"| {r['model']} | {r['precision']} | failed: {r['error']} |" + " |" * 8)
             continue
+        at_64 = small.get((r["model"], r["precision"]))
         rows.append(f"| {r['model']} | {r['precision']} | {r['params_m']:.0f} | {r['micro_batch']} | "
                     f"{r['tokens_per_s']:,.0f} | {100 * r['mfu']:.1f}% | "
-                    f"{_num(100 * small[r['model'], r['precision']] if small.get((r['model'], r['precision'])) else None, '.1f')}% | "
+                    f"{'—' if at_64 is None else f'{100 * at_64:.1f}%'} | "
                     f"{r['peak_memory_gib']:.1f} | {r['two_vs_two_single']:.2f} | {r['paper_hours_1gpu']:.0f} | "
                     f"{r['paper_hours_6gpu']:.1f} |")
     tokens = bench["rows"][0].get("paper_tokens", 0)
@@ -170,9 +168,9 @@ def table2_markdown(path: Path = RESULTS / "paper_cases.json") -> str:
         for c, v in found["cases"].items())
     pairs = ("| Pair | Score | r [95% interval] | Text ceiling | `cpu` profile | Paper |\n|---|---|---|---|---|---|\n")
     pairs += "\n".join(
-        f"| {p['pair']} | {'Eq. 4' if p['score'] == 'score' else 'mean log p'} | {_num(p['r'])} "
-        f"[{_num(p['ci_low'])}, {_num(p['ci_high'])}] | {p['text_ceiling']:.2f} | {_num(p['cpu_profile'])} | "
-        f"{_num(p['paper'])} |" for p in found["pairs"])
+        f"| {p['pair']} | {'Eq. 4' if p['score'] == 'score' else 'mean log p'} | {number(p['r'])} "
+        f"[{number(p['ci_low'])}, {number(p['ci_high'])}] | {p['text_ceiling']:.2f} | {number(p['cpu_profile'])} | "
+        f"{number(p['paper'])} |" for p in found["pairs"])
     return (cases + "\n\n" + pairs + f"\n\n*The {found['n_tokens']} most frequent tokens; intervals from "
             f"{found['bootstrap']} resamples of the {found['interval_unit']}; measured {found['created'][:10]}.*\n")
 

@@ -118,6 +118,11 @@ def compare(by_variant: Mapping[str, pd.DataFrame], table: str = "table2",
     return out
 
 
+def number(x: float | None, fmt: str = "+.2f") -> str:
+    """A number as the book prints it in prose and tables: `fmt`, a true minus sign, "—" when missing."""
+    return "—" if x is None or pd.isna(x) else format(x, fmt).replace("-", "−")
+
+
 def _r_with_ci(r: float, lo: float, hi: float) -> str:
     if r is None or pd.isna(r):
         return "—"

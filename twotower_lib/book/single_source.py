@@ -100,12 +100,12 @@ def sentence(table: pd.DataFrame | None = None) -> str:
     table = load() if table is None else table
     if table.empty:
         return "*The same pairs have not been trained on one source alone yet.*"
-    from twotower_lib.book.paper_tables import MODEL_NAMES
+    from twotower_lib.book.paper_tables import MODEL_NAMES, number
 
     parts = []
     for model, e in holds_alone(table).items():
-        rs = ", ".join(f"{corpus} {r:+.2f}".replace("-", "−") for corpus, r in e["alone"].items())
-        mixed = "" if e["mixed"] is None else f"; mixed corpus {e['mixed']:+.2f}".replace("-", "−")
+        rs = ", ".join(f"{corpus} {number(r)}" for corpus, r in e["alone"].items())
+        mixed = "" if e["mixed"] is None else f"; mixed corpus {number(e['mixed'])}"
         neither = [c for c in e["alone"] if c not in e["agrees"] + e["swapped"]]
         margins = [m for m in e["margin"].values() if m is not None and m == m]
         if margins and len(margins) == len(e["margin"]) and max(margins) < COIN_FLIP:
