@@ -235,6 +235,8 @@ def test_probe_config_validation():
     with pytest.raises(UserError, match="cooldown_average"):
         ProbeConfig(cooldown_epochs=0).validate()
     ProbeConfig(cooldown_epochs=0, cooldown_average=False).validate()
+    with pytest.raises(UserError, match="score_precision"):
+        ProbeConfig(score_precision="fp16").validate()
     ProbeConfig.legacy().validate()  # the earlier recipe needs no held-out split
     ProbeConfig.as_released().validate()
 
@@ -321,18 +323,26 @@ def test_heads_of_different_models_do_not_share_their_start(tiny_data, tmp_path)
     assert abs(r_own) < 0.35, r_own    # ... and independent heads remove it
 
 
+@pytest.mark.parametrize("rows", [None, 7])
 @pytest.mark.parametrize("kind", ["mlp", "tied", "linear"])
-def test_head_loss_equals_cross_entropy_in_value_and_gradients(kind):
+def test_head_loss_equals_cross_entropy_in_value_and_gradients(kind, rows, monkeypatch):
+    """The loss and gradients of `ProbeHead.loss` (the linear head folded into one map, the softmax a
+    block of `rows` at a time) equal torch's cross-entropy of the head written out layer by layer."""
     import torch.nn.functional as F
 
+    from twotower_lib.models import heads as heads_module
     from twotower_lib.models.heads import ProbeHead, token_logprob
 
+    if rows:
+        monkeypatch.setattr(heads_module, "rows_per_chunk", lambda vocab_size, device: rows)
     torch.manual_seed(0)
     emb = torch.randn(50, 12)
     head = ProbeHead(8, 50, kind, embedding=emb)
+    assert head.folds == (kind == "linear")   # the tower (8) is narrower than the embedding (12)
     h, y = torch.randn(33, 8, requires_grad=True), torch.randint(0, 50, (33,))
     grads = []
-    for loss_fn in (lambda: F.cross_entropy(head(h), y), lambda: head.loss(h, y)):
+    for loss_fn in (lambda: F.cross_entropy(F.linear(head.features(h), *head.decoder_weights()), y),
+                    lambda: head.loss(h, y)):
         head.zero_grad(set_to_none=True)
         h.grad = None
         loss = loss_fn()
@@ -348,6 +358,12 @@ def test_head_loss_equals_cross_entropy_in_value_and_gradients(kind):
     torch.testing.assert_close(token_logprob(logits, y), -F.cross_entropy(logits, y, reduction="none"))
     with torch.autocast("cpu", dtype=torch.bfloat16):  # scores stay fp32 under the towers' autocast
         torch.testing.assert_close(head.logprob(h.detach(), y), token_logprob(logits, y))
+    # bf16 logits only inside the log-sum-exp: close, not equal (the target's logit stays exact)
+    coarse = head.logprob(h.detach(), y, torch.bfloat16)
+    assert not torch.equal(coarse, token_logprob(logits, y))
+    torch.testing.assert_close(coarse, token_logprob(logits, y), atol=0.05, rtol=0)
+    # and bf16 matmuls in training: the same loss to bf16's precision
+    torch.testing.assert_close(head.loss(h, y, torch.bfloat16), l0, atol=0.05, rtol=0)
 
 
 
@@ -501,3 +517,4 @@ def test_linear_heads_of_two_seeds_reach_one_optimum(tiny_data):
         (main, rep), _ = score_validation(model, sets, tiny_data, cfg, show=False)
         gap[kind] = float(np.abs(main.logp - rep.logp).mean())
     assert gap["linear"] < 0.5 * gap["tied"], gap
+

@@ -44,7 +44,7 @@ def test_every_readme_command_runs_as_written(built_book, tiny_corpus_dir, tmp_p
 
     corpus = str(tiny_corpus_dir)
     shutil.copytree(built_book["pipe"].root, tmp_path / "runs" / "tiny")   # the tiny profile, already run
-    tiny = ["--profile", "tiny", "-p", "corpus", corpus]
+    tiny = ["--profile", "tiny", "-p", "corpus", corpus, "-p", "valid_fraction", "0.2"]  # as built_book
 
     def tiny_form(args: list[str]) -> list[str]:
         command = args[0] if args[0] != "data" else "data prepare"

@@ -81,6 +81,15 @@ def _head_dtype(cfg: ProbeConfig, device: torch.device) -> torch.dtype:
     return torch.float32
 
 
+def _score_dtype(cfg: ProbeConfig, device: torch.device) -> torch.dtype:
+    """The dtype of the logits whose log-sum-exp scores held-out and validation positions (the true
+    token's logit is exact fp32 either way, `heads.linear_logprob`): bf16 where asked, or (auto) where
+    the heads train in bf16."""
+    if cfg.score_precision == "bf16" or (cfg.score_precision == "auto" and _head_dtype(cfg, device) == torch.bfloat16):
+        return torch.bfloat16
+    return torch.float32
+
+
 def _labels_without_specials(labels: torch.Tensor, special_ids: dict[str, int]) -> torch.Tensor:
     specials = torch.tensor(sorted(special_ids.values()), dtype=labels.dtype)
     return labels.masked_fill(torch.isin(labels, specials), IGNORE)
@@ -153,13 +162,13 @@ def train_block_count(cfg: ProbeConfig, model_type: str, seq_len: int) -> int:
 
 @torch.no_grad()
 def _heldout_losses(heads: nn.ModuleList, feats: torch.Tensor, labels: torch.Tensor, k: int,
-                    device: torch.device, chunk: int = 8192) -> list[float]:
+                    device: torch.device, dtype: torch.dtype = torch.float32, chunk: int = 8192) -> list[float]:
     """Mean cross-entropy of every head (head i reads tower i % k) on held-out features."""
     total = torch.zeros(len(heads), dtype=torch.float64)
     for b in range(0, len(labels), chunk):
         f, y = feats[b:b + chunk].to(device).float(), labels[b:b + chunk].to(device)
         for i, head in enumerate(heads):
-            total[i] -= head.logprob(f[:, i % k], y).double().sum().cpu()
+            total[i] -= head.logprob(f[:, i % k], y, dtype).double().sum().cpu()
     return (total / max(1, len(labels))).tolist()
 
 
@@ -245,7 +254,7 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True, head_seed: int
     def lr_at(step: int) -> float:
         lr = cfg.peak_lr * scale * rate(step)
         return lr if cooldown is None else lr * max(0.0, 1 - (step - cooldown[0]) / cooldown[1])
-    dtype = _head_dtype(cfg, device)
+    dtype, score_dtype = _head_dtype(cfg, device), _score_dtype(cfg, device)
     orders = [torch.Generator().manual_seed(s) for s in seeds]
     best = [math.inf] * len(heads)
     best_state = [None] * len(heads)
@@ -281,7 +290,7 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True, head_seed: int
         if average is not None and step >= sum(cooldown):
             with torch.no_grad():
                 torch._foreach_copy_(params, average)  # the heads end at the average of the cool-down
-        held = _heldout_losses(heads, held_feats, held_labels, k, device) if n_held else train_loss
+        held = _heldout_losses(heads, held_feats, held_labels, k, device, score_dtype) if n_held else train_loss
         gain = max(b_ - h for b_, h in zip(best, held))                         # the best improvement of any head
         for i, h in enumerate(held):
             if h < best[i]:
@@ -311,7 +320,8 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True, head_seed: int
             head.load_state_dict(state)
     record = {"curve": curve, "epochs": len(curve), "stopped": stopped if cfg.schedule == "plateau" else "fixed epochs",
               "train_positions": int(len(labels)), "heldout_positions": int(len(held_labels)) if n_held else 0,
-              "head_seeds": seeds, "matmul_dtype": str(dtype).removeprefix("torch.")}
+              "head_seeds": seeds, "matmul_dtype": str(dtype).removeprefix("torch."),
+              "score_dtype": str(score_dtype).removeprefix("torch.")}
     sets = [nn.ModuleList(heads[s * k:(s + 1) * k]).eval() for s in range(len(seeds))]
     return sets, record
 
@@ -327,6 +337,7 @@ def score_validation(model, head_sets: list[nn.ModuleList], data, cfg: ProbeConf
     is predicted once, with [MASK] at its position (unless `bert_events="corrupt"`).
     """
     model_type, V, device = model.cfg.model_type, model.cfg.vocab_size, _device(model)
+    score_dtype = _score_dtype(cfg, device)
     n = len(data.valid) if cfg.eval_blocks is None else min(cfg.eval_blocks, len(data.valid))
     gen = torch.Generator().manual_seed(cfg.seed + 1)
     toks, docs, coop = [], [], []
@@ -349,7 +360,7 @@ def score_validation(model, head_sets: list[nn.ModuleList], data, cfg: ProbeConf
                 feats = head_features(model, states, cfg.features)
             target = y[keep]
             for heads, out in zip(head_sets, lps):
-                out.append(torch.stack([heads[j].logprob(feats[:, j], target)
+                out.append(torch.stack([heads[j].logprob(feats[:, j], target, score_dtype)
                                         for j in range(len(heads))], dim=1).double().cpu().numpy())  # (n, k)
             if batch_no % COOP_EVERY == 0:  # the cooperative model's loss needs a mean, not every position
                 with _autocast(cfg, device):

@@ -51,66 +51,123 @@ class ProbeHead(nn.Module):
             return self.decoder.weight, self.decoder.bias
         return self.embedding, self.bias
 
+    @property
+    def folds(self) -> bool:
+        """Whether the logits are computed as one affine map of the tower features (`folded`): the linear
+        head when the tower is narrower than the embedding (two towers: H = E/2), which halves the (N, V) work."""
+        return self.kind == "linear" and self.dense.in_features < self.dense.out_features
+
+    def folded(self) -> tuple[torch.Tensor, torch.Tensor]:  # (V, H), (V,)
+        """The linear head as one affine map: (h Aᵀ + c) Eᵀ + b = h (E A)ᵀ + (E c + b). Differentiable in A, c, b."""
+        return self.embedding @ self.dense.weight, torch.addmv(self.bias, self.embedding, self.dense.bias)
+
     def forward(self, h: torch.Tensor) -> torch.Tensor:  # (N, H) -> logits (N, V)
+        if self.folds:
+            return F.linear(h, *self.folded())
         weight, bias = self.decoder_weights()
         return F.linear(self.features(h), weight, bias)
 
-    def logprob(self, h: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    def logprob(self, h: torch.Tensor, target: torch.Tensor, matmul_dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """log p(target | h) per row, (N, H), (N,) -> (N,), in fp32 even under autocast: scores are small
-        differences of log-probabilities, and a bf16 logit is off by up to ~0.03 nats."""
+        differences of log-probabilities, and a bf16 logit is off by up to ~0.03 nats. With `matmul_dtype`
+        bf16 only the log-sum-exp over the vocabulary reads bf16 logits (`linear_logprob`)."""
         with torch.autocast(h.device.type, enabled=False):
-            return token_logprob(self(h.float()), target)
+            h = h.float()
+            if self.folds:
+                return linear_logprob(h, *self.folded(), target, matmul_dtype)
+            return linear_logprob(self.features(h), *self.decoder_weights(), target, matmul_dtype)
 
     def loss(self, h: torch.Tensor, target: torch.Tensor, matmul_dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """Mean cross-entropy of the head's prediction from `h` (N, H) against `target` (N,): the
         same value and gradients as `F.cross_entropy(self(h), target)`, faster (see `LinearCrossEntropy`).
         `matmul_dtype=torch.bfloat16` runs the three (N, V) matmuls in bf16 (fp32 softmax and loss)."""
+        if self.folds:
+            return LinearCrossEntropy.apply(h, *self.folded(), target, matmul_dtype)
         weight, bias = self.decoder_weights()
         return LinearCrossEntropy.apply(self.features(h), weight, bias, target, matmul_dtype)
 
 
-class LinearCrossEntropy(torch.autograd.Function):
-    """Mean cross-entropy of softmax(x Wᵀ + b) against `target`, with the gradient written in place.
+def rows_per_chunk(vocab_size: int, device: torch.device) -> int:
+    """Rows of (rows, V) fp32 logits handled at a time: 4 MB on a CPU, so the softmax's passes over them
+    run in cache instead of memory (all rows at once on a GPU). 128 rows at V = 8192 was the fastest
+    of 16-1024 on the reference CPU."""
+    return 1 << 30 if device.type == "cuda" else max(16, (1 << 20) // vocab_size)
 
-    Why: a probe head spends most of its time on the (N, V) logits. The generic path allocates the
-    log-softmax, a zero-filled gradient and the softmax gradient as three more (N, V) tensors and
-    exponentiates every logit twice. Here the forward exponentiates the logits once, in place
-    (shifted by their row maximum), and the backward scales that buffer into softmax − one-hot.
-    Equal to `F.cross_entropy` up to float rounding (tests/test_probe.py); on the reference CPU
-    (V = 8192, N = 1024, bf16 matmuls) one step of the loss and its input gradient took 61 ms
-    against 73 ms for the two-exponential version and 103 ms before the allocator setting of
-    `workers.keep_freed_memory`. Every target must be a real class (no ignore index). Computed in
-    fp32 under autocast too; with `dtype` bf16 the matmuls take bf16 inputs (fp32 accumulation)
-    while the softmax and the loss stay fp32: on CPUs with native bf16 that is about 2x faster
-    (`probe_training.bf16_matmul_pays_off`).
+
+class LinearCrossEntropy(torch.autograd.Function):
+    """Mean cross-entropy of softmax(x Wᵀ + b) against `target`, with its gradients computed in the
+    forward pass, a block of rows at a time, so no (N, V) tensor is ever held.
+
+    Why: a probe head spends nearly all its time on the (N, V) logits, and with one (N, V) buffer
+    every softmax pass (max, subtract, exponentiate, sum, scale, the conversions to and from bf16)
+    streamed N x V x 4 bytes through memory, as long as the matmuls themselves took. Here each block
+    of rows (`rows_per_chunk`) goes from logits to d loss / d logits while it is in cache, and its
+    contributions to dW, db (and dx) are added up; the backward pass only scales them by the incoming
+    gradient (the loss is a scalar). Equal to `F.cross_entropy` up to float rounding
+    (tests/test_probe.py). On the reference CPU (H = 128 folded, V = 8192, 1,024 positions, bf16
+    matmuls) a step took 35-40 ms, against 61 ms for the earlier one-buffer version over the
+    256-wide embedding and 61 ms for torch's generic fp32 path (`benchmarks/bench_probe_head.py`).
+    Every target must be a real class (no ignore index). With `dtype` bf16 the matmuls take bf16
+    inputs (fp32 accumulation) while the softmax and the loss stay fp32: on CPUs with native bf16
+    that is about 2x faster (`probe_training.bf16_matmul_pays_off`).
     """
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, target: torch.Tensor,
                 dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        need_x, need_w = ctx.needs_input_grad[:2]
+        n = len(target)
         with torch.autocast(x.device.type, enabled=False):
-            xd, wd = x.to(dtype), weight.to(dtype)
-            logits = torch.addmm(bias.to(dtype), xd, wd.t()).float()      # (N, V), fp32
-            target_logit = logits.gather(1, target[:, None]).squeeze(1)     # (N,)
-            top = logits.amax(dim=1, keepdim=True)                          # (N, 1)
-            e = logits.sub_(top).exp_()                                     # (N, V): exp(logit - max), in place
-            total = e.sum(dim=1)                                            # (N,)
-            lse = total.log() + top.squeeze(1)                              # log-sum-exp, (N,)
-        ctx.save_for_backward(xd, wd, e, total, target)
+            xd, wd, b = x.to(dtype), weight.to(dtype), bias.float()
+            dw = torch.zeros(weight.shape, dtype=torch.float32, device=x.device) if need_w else None  # (V, H)
+            db = torch.zeros(len(b), dtype=torch.float32, device=x.device)                          # (V,)
+            dx = torch.empty(x.shape, dtype=torch.float32, device=x.device) if need_x else None     # (N, H)
+            total = torch.zeros((), dtype=torch.float64, device=x.device)
+            step = rows_per_chunk(len(b), x.device)
+            for r in range(0, n, step):
+                xc, t = xd[r:r + step], target[r:r + step]
+                logits = (xc @ wd.t()).float().add_(b)                      # (c, V), fp32
+                top = logits.amax(dim=1, keepdim=True)                      # (c, 1)
+                target_logit = logits.gather(1, t[:, None])                 # (c, 1)
+                e = logits.sub_(top).exp_()                                 # exp(logit - max), in place
+                z = e.sum(dim=1, keepdim=True)                              # (c, 1)
+                total += (z.log() + top - target_logit).sum(dtype=torch.float64)
+                d = e.div_(z)                                               # softmax, in place
+                d[torch.arange(len(t), device=x.device), t] -= 1            # - one-hot: d loss_i / d logits
+                db += d.sum(0)
+                dd = d.to(dtype)
+                if need_w:
+                    dw += (dd.t() @ xc).float()                             # (V, H)
+                if need_x:
+                    dx[r:r + step] = dd @ wd                                # (c, H)
+        ctx.save_for_backward(*(g if g is None else g / n for g in (dx, dw, db)))
         ctx.dtypes = (x.dtype, weight.dtype, bias.dtype)
-        return (lse - target_logit).mean()
+        return (total / n).float()
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        x, weight, e, total, target = ctx.saved_tensors
-        scale = grad / len(target)
-        d = e.mul_(scale / total[:, None])                                  # softmax * scale, in place
-        d[torch.arange(len(target)), target] -= scale                       # - one-hot: d loss / d logits, (N, V)
-        need = ctx.needs_input_grad
-        dm = d.to(x.dtype)                                                  # in the matmuls' dtype
+        dx, dw, db = ctx.saved_tensors
         tx, tw, tb = ctx.dtypes
-        return ((dm @ weight).to(tx) if need[0] else None, (dm.t() @ x).to(tw) if need[1] else None,
-                d.sum(0).to(tb) if need[2] else None, None, None)
+        need = ctx.needs_input_grad
+        return ((dx * grad).to(tx) if need[0] else None, (dw * grad).to(tw) if need[1] else None,
+                (db * grad).to(tb) if need[2] else None, None, None)
+
+
+def linear_logprob(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, target: torch.Tensor,
+                   dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """log softmax(x Wᵀ + b)[target] per row, (N, H), (V, H), (V,), (N,) -> (N,), a block of rows at a
+    time (`rows_per_chunk`). The target's logit is always exact fp32 (a dot product per row); with
+    `dtype` bf16 the log-sum-exp reads bf16-input logits, whose rounding errors average out over the
+    vocabulary (`benchmarks/bench_probe_head.py` prints the error)."""
+    x, weight, bias = x.float(), weight.float(), bias.float()
+    wd = weight.to(dtype)
+    out = torch.empty(len(target), dtype=torch.float32, device=x.device)
+    step = rows_per_chunk(len(bias), x.device)
+    for r in range(0, len(target), step):
+        xc, t = x[r:r + step], target[r:r + step]
+        lse = torch.logsumexp((xc.to(dtype) @ wd.t()).float().add_(bias), dim=1)   # (c,)
+        out[r:r + step] = (xc * weight[t]).sum(1) + bias[t] - lse
+    return out
 
 
 def token_logprob(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
