@@ -287,7 +287,7 @@ def test_a_finished_run_is_published_and_shown(built_book, tmp_path):
     assert pub["scorecard"]["counts"] == json.loads((pipe.root / "scorecard.json").read_text())["counts"]
     assert set(pub["sections"]) == {s.name for s in pipe.sections}
     assert pub["section_seconds"] == pytest.approx(sum(s["seconds"] for s in pub["sections"].values()), abs=0.2)
-    assert pub["overrides"] == {"corpus": pipe.overrides["corpus"]} and pub["provenance"]["packages"]
+    assert pub["overrides"] == {k: pipe.overrides[k] for k in ("corpus", "valid_fraction")} and pub["provenance"]["packages"]
     assert {r["run"] for r in pub["training"]} >= {"gpt-s1", "gpt-s2", "gpt-k1-s1"}
     assert {r["probe"] for r in pub["probes"]} >= {"gpt-s1", "untrained/gpt-s2", "independent/gpt-k1-s4"}
     assert all(r["minutes"] >= 0 and r["epochs"] >= 1 for r in pub["probes"]) and publish.run_minutes(pub, "probes") > 0
