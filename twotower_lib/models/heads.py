@@ -105,8 +105,8 @@ class LinearCrossEntropy(torch.autograd.Function):
     contributions to dW, db (and dx) are added up; the backward pass only scales them by the incoming
     gradient (the loss is a scalar). Equal to `F.cross_entropy` up to float rounding
     (tests/test_probe.py). On the reference CPU (H = 128 folded, V = 8192, 1,024 positions, bf16
-    matmuls) a step took 35-40 ms, against 61 ms for the earlier one-buffer version over the
-    256-wide embedding and 61 ms for torch's generic fp32 path (`benchmarks/bench_probe_head.py`).
+    matmuls) a step took 39.6 ms against 60.6 ms for torch's generic fp32 path, in one run of
+    `benchmarks/bench_probe_head.py`; the earlier one-buffer version recorded 61 ms for its bf16 step.
     Every target must be a real class (no ignore index). With `dtype` bf16 the matmuls take bf16
     inputs (fp32 accumulation) while the softmax and the loss stay fp32: on CPUs with native bf16
     that is about 2x faster (`probe_training.bf16_matmul_pays_off`).
