@@ -1,7 +1,7 @@
 """Probe-seed reliability of head recipes, trained on one set of frozen features per run.
 
-    python benchmarks/bench_probe_reliability.py [RUN_DIR ...] [--runs-dir runs/cpu/training]
-        [--variants tied,avg,cool2+avg,linear+avg,linear+cool2+avg] [--out results/probe/reliability.json]
+    python benchmarks/bench_probe_reliability.py [RUN_DIR ...] [--runs-dir runs/cpu/training] [--base v4|current]
+        [--variants base,avg,cool2+avg,linear+avg,linear+cool2+avg] [--out results/probe/reliability.json]
 
 The probe-seed reliability is the correlation over the top-N tokens between the scores of two head
 sets that differ only in their seed (`probe.replicate_table`); the goal is 0.95.
@@ -11,14 +11,17 @@ recipe then trains two head sets on those features, and one pass over the valida
 all of them. Printed per run and variant: head-training minutes, epochs, each tower head's
 validation loss (set 1) and the reliability in both score variants.
 
-Variants (combined with "+"), each a change to a base recipe: the profile's `ProbeConfig` with the
-tied head, a one-epoch cool-down and no averaging (probe version 4's default). `linear+cool2+avg`
-is the current default.
-  tied            the base as it is
-  cool2, cool3    the rate falls to 0 over two (three) epochs after the plateau (`cooldown_epochs`)
+Variants (combined with "+"), each a change to a base recipe (`--base`): `v4`, the profile's
+`ProbeConfig` with the tied head, a one-epoch cool-down and no averaging (probe version 4's default;
+`linear+cool2+avg` on it is version 6's default), or `current`,
+the profile's probe as it is.
+  base            the base as it is
+  tied            GELU and LayerNorm before the tied decoder (`head="tied"`; the `v4` base has it)
+  cool1, cool2, cool3  the rate falls to 0 over one (two, three) epochs after the plateau (`cooldown_epochs`)
   avg             the heads end at the average of their weights over the cool-down (`cooldown_average`)
-  lr1e-3          peak rate 1e-3
+  lr1e-3, lr1e-2  peak rate 1e-3 (1e-2)
   batch4k         4,096 positions per step (the rate unchanged)
+  cool0           no cool-down: stop at the first plateau
   linear          the linear read-out before the tied decoder (`head="linear"`: a concave likelihood)
 """
 
@@ -32,9 +35,11 @@ from pathlib import Path
 
 import torch
 
-BASE = {"head": "tied", "cooldown_epochs": 1, "cooldown_average": False}  # probe version 4's default
-CHANGES = {"tied": {}, "cool2": {"cooldown_epochs": 2}, "cool3": {"cooldown_epochs": 3}, "avg": {"cooldown_average": True},
-           "lr1e-3": {"lr": 1e-3}, "batch4k": {"batch_size": 4096}, "linear": {"head": "linear"}}
+BASES = {"v4": {"head": "tied", "cooldown_epochs": 1, "cooldown_average": False},  # probe version 4's default
+         "current": {}}                                                                                # the profile's probe
+CHANGES = {"base": {}, "tied": {"head": "tied"}, "cool1": {"cooldown_epochs": 1}, "cool2": {"cooldown_epochs": 2}, "cool3": {"cooldown_epochs": 3},
+           "avg": {"cooldown_average": True}, "lr1e-3": {"lr": 1e-3}, "lr1e-2": {"lr": 1e-2}, "batch4k": {"batch_size": 4096},
+           "linear": {"head": "linear"}, "cool0": {"cooldown_epochs": 0}}
 
 
 def variant_config(base, name: str):
@@ -70,7 +75,8 @@ def measure_run(run: Path, base, variants: list[str], top_n: int) -> list[dict]:
         t0 = time.perf_counter()
         trained, record = train_heads(model, data, cfg, show=False, head_seed=seed, features=feats)
         rows.append({"run": run.name, "variant": name, "minutes": round((time.perf_counter() - t0) / 60, 2),
-                     "epochs": record["epochs"], "config": asdict(cfg)})
+                     "epochs": record["epochs"], "heldout_curve": [c["heldout_loss"] for c in record["curve"]],
+                     "config": asdict(cfg)})
         sets += trained
         print(f"  {name}: {rows[-1]['minutes']} min, {record['epochs']} epochs", flush=True)
     sums, _ = score_validation(model, sets, data, base, show=False)
@@ -92,7 +98,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="*", type=Path)
     ap.add_argument("--runs-dir", type=Path, default=Path("runs/cpu/training"))
-    ap.add_argument("--variants", default="tied,avg,cool2+avg,linear+avg,linear+cool2+avg")
+    ap.add_argument("--variants", default="base,avg,cool2+avg,linear+avg,linear+cool2+avg")
+    ap.add_argument("--base", choices=sorted(BASES), default="v4", help="the recipe the variants change")
     ap.add_argument("--profile", default="cpu")
     ap.add_argument("--top-n", type=int, default=None, help="tokens the reliability is computed over (default: the profile's)")
     ap.add_argument("--out", type=Path, default=None, help="write the rows as JSON here")
@@ -100,7 +107,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     profile = get_profile(args.profile)
-    base = profile.probe_config(**BASE)
+    base = profile.probe_config(**BASES[args.base])
     runs = args.runs or [args.runs_dir / n for n in ("gpt-s1", "bert-base-s1")]
     rows = []
     for run in runs:

@@ -365,6 +365,28 @@ def test_head_loss_equals_cross_entropy_in_value_and_gradients(kind, rows, monke
     # and bf16 matmuls in training: the same loss to bf16's precision
     torch.testing.assert_close(head.loss(h, y, torch.bfloat16), l0, atol=0.05, rtol=0)
 
+    # the bf16 fold of the linear head in training: gradients within bf16's precision of the fp32 ones
+    head.zero_grad(set_to_none=True)
+    head.loss(h.detach(), y, torch.bfloat16).backward()
+    for a, b in zip(gp0, [p.grad for p in head.parameters()]):
+        torch.testing.assert_close(b, a, atol=0.02 * float(a.abs().max()), rtol=0)
+
+
+def test_head_loss_is_exact_where_the_true_token_probability_underflows():
+    """A true token 200 nats below the best one has probability 0 in fp32; its loss is then taken from the
+    logits (log-sum-exp), not from log 0."""
+    import torch.nn.functional as F
+
+    from twotower_lib.models.heads import LinearCrossEntropy
+
+    x = torch.ones(2, 1)
+    w, b = torch.tensor([[0.0], [200.0], [1.0]], requires_grad=True), torch.zeros(3, requires_grad=True)
+    t = torch.tensor([0, 2])
+    loss = LinearCrossEntropy.apply(x, w, b, t)
+    expected = F.cross_entropy(x @ w.t() + b, t)
+    assert math.isfinite(float(loss.detach()))
+    torch.testing.assert_close(loss, expected)
+
 
 
 # ---------------------------------------------------------------- the instrument itself

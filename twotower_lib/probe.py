@@ -79,7 +79,9 @@ from twotower_lib.probe_training import score_validation, train_heads
 # 5: linear head by default, a two-epoch cool-down whose iterates are averaged.
 # 6: the linear head folded into one (V, H) map, its softmax by blocks of rows; held-out and validation
 #    log-sum-exp from bf16 logits where the heads train in bf16 (`score_precision`).
-PROBE_VERSION = 6
+# 7: the linear head's fold in bf16 where its training matmuls are bf16, the softmax of a block of rows as one
+#    fused operation, the read-out of a trained head computed once for scoring (`ProbeHead.scorer`).
+PROBE_VERSION = 7
 FEATURES = ("joint_ln", "raw")
 BERT_EVENTS = ("mask", "corrupt")
 SCHEDULES = ("plateau", "linear")

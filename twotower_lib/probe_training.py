@@ -165,10 +165,11 @@ def _heldout_losses(heads: nn.ModuleList, feats: torch.Tensor, labels: torch.Ten
                     device: torch.device, dtype: torch.dtype = torch.float32, chunk: int = 8192) -> list[float]:
     """Mean cross-entropy of every head (head i reads tower i % k) on held-out features."""
     total = torch.zeros(len(heads), dtype=torch.float64)
+    scorers = [head.scorer(dtype) for head in heads]
     for b in range(0, len(labels), chunk):
         f, y = feats[b:b + chunk].to(device).float(), labels[b:b + chunk].to(device)
-        for i, head in enumerate(heads):
-            total[i] -= head.logprob(f[:, i % k], y, dtype).double().sum().cpu()
+        for i, score in enumerate(scorers):
+            total[i] -= score(f[:, i % k], y).double().sum().cpu()
     return (total / max(1, len(labels))).tolist()
 
 
@@ -342,6 +343,7 @@ def score_validation(model, head_sets: list[nn.ModuleList], data, cfg: ProbeConf
     gen = torch.Generator().manual_seed(cfg.seed + 1)
     toks, docs, coop = [], [], []
     lps: list[list[np.ndarray]] = [[] for _ in head_sets]
+    scorers = [[head.scorer(score_dtype) for head in heads] for heads in head_sets]
     for batch_no, start in enumerate(tqdm(range(0, n, cfg.forward_batch), desc="scoring validation", unit="batch",
                                           disable=not show)):
         ids = torch.from_numpy(np.asarray(data.valid[start:min(n, start + cfg.forward_batch)], dtype=np.int64))
@@ -359,9 +361,9 @@ def score_validation(model, head_sets: list[nn.ModuleList], data, cfg: ProbeConf
                 states = model.tower_states(inputs)[keep].float()           # (n, k, H): one tower pass
                 feats = head_features(model, states, cfg.features)
             target = y[keep]
-            for heads, out in zip(head_sets, lps):
-                out.append(torch.stack([heads[j].logprob(feats[:, j], target, score_dtype)
-                                        for j in range(len(heads))], dim=1).double().cpu().numpy())  # (n, k)
+            for score, out in zip(scorers, lps):
+                out.append(torch.stack([score[j](feats[:, j], target) for j in range(len(score))],
+                                       dim=1).double().cpu().numpy())                             # (n, k)
             if batch_no % COOP_EVERY == 0:  # the cooperative model's loss needs a mean, not every position
                 with _autocast(cfg, device):
                     coop_logits = model.decode(states)                      # (n, V), the cooperative model

@@ -57,9 +57,20 @@ class ProbeHead(nn.Module):
         head when the tower is narrower than the embedding (two towers: H = E/2), which halves the (N, V) work."""
         return self.kind == "linear" and self.dense.in_features < self.dense.out_features
 
-    def folded(self) -> tuple[torch.Tensor, torch.Tensor]:  # (V, H), (V,)
-        """The linear head as one affine map: (h Aᵀ + c) Eᵀ + b = h (E A)ᵀ + (E c + b). Differentiable in A, c, b."""
-        return self.embedding @ self.dense.weight, torch.addmv(self.bias, self.embedding, self.dense.bias)
+    def folded(self, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:  # (V, H), (V,)
+        """The linear head as one affine map: (h Aᵀ + c) Eᵀ + b = h (E A)ᵀ + (E c + b). Differentiable in A, c, b.
+
+        `dtype` bf16: the (V, H) map E A is computed from bf16 inputs and returned in bf16 (the bias stays
+        fp32). Training uses it where its matmuls are bf16 anyway (`loss`): the fold, a (V, E) x (E, H)
+        product forward and backward at every step, then costs a third of its fp32 time; in fp32 it took
+        about a quarter of a head's step at the `cpu` profile's shapes."""
+        bias = torch.addmv(self.bias, self.embedding, self.dense.bias)
+        if dtype == torch.float32:
+            return self.embedding @ self.dense.weight, bias
+        lowp = getattr(self, "_embedding_lowp", None)
+        if lowp is None or lowp.dtype != dtype or lowp.device != self.embedding.device:
+            lowp = self._embedding_lowp = self.embedding.to(dtype)      # the frozen embedding, converted once
+        return lowp @ self.dense.weight.to(dtype), bias
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:  # (N, H) -> logits (N, V)
         if self.folds:
@@ -71,18 +82,33 @@ class ProbeHead(nn.Module):
         """log p(target | h) per row, (N, H), (N,) -> (N,), in fp32 even under autocast: scores are small
         differences of log-probabilities, and a bf16 logit is off by up to ~0.03 nats. With `matmul_dtype`
         bf16 only the log-sum-exp over the vocabulary reads bf16 logits (`linear_logprob`)."""
-        with torch.autocast(h.device.type, enabled=False):
-            h = h.float()
-            if self.folds:
-                return linear_logprob(h, *self.folded(), target, matmul_dtype)
-            return linear_logprob(self.features(h), *self.decoder_weights(), target, matmul_dtype)
+        return self.scorer(matmul_dtype)(h, target)
+
+    @torch.no_grad()
+    def scorer(self, matmul_dtype: torch.dtype = torch.float32):
+        """`logprob` as a function of (h, target) with the head's read-out computed once (the fold of the
+        linear head is a (V, E) x (E, H) product): for scoring many batches with a trained, frozen head."""
+        with torch.autocast(self.dense.weight.device.type, enabled=False):
+            if self.folds:                                  # exact fp32 even under the towers' autocast
+                weight, bias = self.folded()
+                features = None
+            else:
+                (weight, bias), features = self.decoder_weights(), self.features
+            weight, bias = weight.detach().float(), bias.detach().float()
+
+        @torch.no_grad()
+        def score(h: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+            with torch.autocast(h.device.type, enabled=False):
+                h = h.float()
+                return linear_logprob(h if features is None else features(h), weight, bias, target, matmul_dtype)
+        return score
 
     def loss(self, h: torch.Tensor, target: torch.Tensor, matmul_dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """Mean cross-entropy of the head's prediction from `h` (N, H) against `target` (N,): the
         same value and gradients as `F.cross_entropy(self(h), target)`, faster (see `LinearCrossEntropy`).
         `matmul_dtype=torch.bfloat16` runs the three (N, V) matmuls in bf16 (fp32 softmax and loss)."""
         if self.folds:
-            return LinearCrossEntropy.apply(h, *self.folded(), target, matmul_dtype)
+            return LinearCrossEntropy.apply(h, *self.folded(matmul_dtype), target, matmul_dtype)
         weight, bias = self.decoder_weights()
         return LinearCrossEntropy.apply(self.features(h), weight, bias, target, matmul_dtype)
 
@@ -107,6 +133,7 @@ class LinearCrossEntropy(torch.autograd.Function):
     (tests/test_probe.py). On the reference CPU (H = 128 folded, V = 8192, 1,024 positions, bf16
     matmuls) a step took 39.6 ms against 60.6 ms for torch's generic fp32 path, in one run of
     `benchmarks/bench_probe_head.py`; the earlier one-buffer version recorded 61 ms for its bf16 step.
+    With the fold in bf16 too (probe version 7) the median of three runs was 34.8 ms (38.9 before).
     Every target must be a real class (no ignore index). With `dtype` bf16 the matmuls take bf16
     inputs (fp32 accumulation) while the softmax and the loss stay fp32: on CPUs with native bf16
     that is about 2x faster (`probe_training.bf16_matmul_pays_off`).
@@ -127,13 +154,10 @@ class LinearCrossEntropy(torch.autograd.Function):
             for r in range(0, n, step):
                 xc, t = xd[r:r + step], target[r:r + step]
                 logits = (xc @ wd.t()).float().add_(b)                      # (c, V), fp32
-                top = logits.amax(dim=1, keepdim=True)                      # (c, 1)
-                target_logit = logits.gather(1, t[:, None])                 # (c, 1)
-                e = logits.sub_(top).exp_()                                 # exp(logit - max), in place
-                z = e.sum(dim=1, keepdim=True)                              # (c, 1)
-                total += (z.log() + top - target_logit).sum(dtype=torch.float64)
-                d = e.div_(z)                                               # softmax, in place
-                d[torch.arange(len(t), device=x.device), t] -= 1            # - one-hot: d loss_i / d logits
+                d = torch.softmax(logits, dim=1)                            # (c, V): one fused pass per row
+                rows = torch.arange(len(t), device=x.device)
+                total -= _log_target_prob(d, logits, rows, t).sum(dtype=torch.float64)
+                d[rows, t] -= 1                                             # - one-hot: d loss_i / d logits
                 db += d.sum(0)
                 dd = d.to(dtype)
                 if need_w:
@@ -151,6 +175,17 @@ class LinearCrossEntropy(torch.autograd.Function):
         need = ctx.needs_input_grad
         return ((dx * grad).to(tx) if need[0] else None, (dw * grad).to(tw) if need[1] else None,
                 (db * grad).to(tb) if need[2] else None, None, None)
+
+
+def _log_target_prob(p: torch.Tensor, logits: torch.Tensor, rows: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """log p(t) per row from the softmax `p` (c, V); rows whose probability fell below fp32's range
+    (a logit gap over ~100 nats) are taken exactly from their `logits`."""
+    pt = p[rows, t]
+    out = pt.log()
+    low = pt == 0
+    if low.any():
+        out[low] = logits[low, t[low]] - torch.logsumexp(logits[low], dim=1)
+    return out
 
 
 def linear_logprob(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, target: torch.Tensor,
