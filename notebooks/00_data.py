@@ -89,7 +89,7 @@ pd.Series({"vocabulary (WordPiece, uncased)": data.vocab_size, "block length (to
 # against their rank on log-log axes (hover for the token; drag to pan, scroll to zoom).
 
 # %%
-counts = pd.DataFrame({"token": data.tokenizer.convert_ids_to_tokens(list(range(data.vocab_size))),
+counts = pd.DataFrame({"token": data.tokens,
                        "frequency": data.counts}).sort_values("frequency", ascending=False)
 charts.frequency_chart(counts)
 

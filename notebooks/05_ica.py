@@ -66,7 +66,7 @@ ctx.parameter_table()
 data = sections.load_data(ctx)
 fitted, token_ids, components, sample_counts, spectrum = analyses.word_ica(ctx, data)
 d = components.shape[1]
-tokens = data.tokenizer.convert_ids_to_tokens(list(range(data.vocab_size)))
+tokens = data.tokens
 charts.pca_spectrum(spectrum, d, title=f"{reference}: the principal directions of its word vectors (dashed: d = {d})")
 
 # %% [markdown]

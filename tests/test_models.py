@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 import pytest
 import torch
 
@@ -245,6 +247,29 @@ def test_config_round_trip():
     assert ModelConfig.from_dict(cfg.to_dict()) == cfg
     with pytest.raises(UserError, match="unknown field"):
         ModelConfig.from_dict({**cfg.to_dict(), "colour": "red"})
+
+
+def test_embedding_is_read_without_building_the_model(tmp_path):
+    """`load_embedding` (the ICA's word vectors, read with safetensors' numpy API) gives the trained
+    model's own input embedding, and names a file that is not a two-tower model's weights."""
+    from safetensors.torch import save_file
+
+    from twotower_lib.artifacts import atomic_write_json
+    from twotower_lib.models import load_embedding, load_model
+
+    cfg = preset("cpu", "gpt", vocab_size=97)
+    torch.manual_seed(0)
+    model = build_model(cfg)
+    atomic_write_json(tmp_path / "config.json", {"model": cfg.to_dict()})
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, tmp_path / "model.safetensors")
+    loaded, _ = load_model(tmp_path)
+    emb = load_embedding(tmp_path)
+    assert emb.dtype == np.float64 and emb.shape == (97, cfg.hidden * cfg.towers)
+    np.testing.assert_array_equal(emb, loaded.tok_emb.weight.detach().double().numpy())
+    (tmp_path / "snapshots").mkdir()
+    save_file({"something.else": torch.zeros(2)}, tmp_path / "snapshots" / "x.safetensors")
+    with pytest.raises(UserError, match="tok_emb.weight"):
+        load_embedding(tmp_path, snapshot="x")
 
 
 # The released code's modules (tests/released_reference.py) against the `released-*` presets

@@ -286,6 +286,29 @@ def test_section_notebooks_declare_exactly_their_parameters_and_stay_thin():
         assert f'open_section("{s.name}", globals())' in src.read_text()
 
 
+# Sections that only read artifacts: their kernels must not pay for torch and transformers (~3 s each).
+NO_TORCH_SECTIONS = ("00_data", "03_correlations", "05_ica", "06_frequency", "07_emergence")
+
+
+def test_sections_that_only_read_artifacts_do_not_import_torch():
+    """Everything these sections import at their top, and the light readers they call (token texts,
+    the ICA's embedding, model sizes, a probe's second head seed), load neither torch nor transformers."""
+    lines = []
+    for name in NO_TORCH_SECTIONS:
+        for cell in jupytext.read(ROOT / "notebooks" / f"{name}.py").cells:
+            if cell.cell_type == "code":
+                lines += [ast.unparse(n) for n in ast.parse(cell.source).body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    lines += ["from twotower_lib.models import load_embedding, preset, list_snapshots",
+              "from twotower_lib.preference import replicate_table, load_positions",
+              "from twotower_lib.probe_config import ProbeConfig, PROBE_VERSION",
+              "from twotower_lib.book.profiles import PROFILES",
+              "[p.probe_config() for p in PROFILES.values()]",
+              "from twotower_lib.data import load_prepared"]
+    code = "\n".join(lines + ["import sys", "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
 def test_papermill_on_the_converted_notebook_rejects_an_unknown_parameter_at_the_top(tmp_path):
     import papermill as pm
 
@@ -641,10 +664,10 @@ def test_every_overridable_field_is_read_by_some_section():
 
 def test_pos_and_ica_profile_fields_are_validated():
     tiny = get_profile("tiny")
-    assert tiny.pos_backend == "auto" and tiny.ica_reference in tiny.cases
+    assert tiny.pos_backend == "spacy" and get_profile("cpu").pos_backend == "auto" and tiny.ica_reference in tiny.cases
     for p in PROFILES.values():  # the default reference is one of each profile's own cases
         assert p.ica_reference in p.cases, p.name
-    assert tiny.with_overrides({"pos_backend": "spacy", "ica_reference": "gpt:2"}).ica_reference == "gpt:2"
+    assert tiny.with_overrides({"pos_backend": "auto", "ica_reference": "gpt:2"}).ica_reference == "gpt:2"
     with pytest.raises(UserError, match=r"`pos_backend` = 'nltk' must be one of \('auto', 'stanza', 'spacy'\)"):
         tiny.with_overrides({"pos_backend": "nltk"})
     with pytest.raises(UserError, match=r"`ica_reference` = 'gpt-s1' is not of the form model:seed"):

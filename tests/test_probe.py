@@ -269,7 +269,7 @@ def test_probe_cli_on_trained_runs_and_independent_pair(tiny_data, tmp_path, cap
     pair = load_artifact(pair_runs(runs["one_a"] / "probe", runs["one_b"] / "probe", tmp_path / "pair", show=False))
     assert pair.manifest["towers"] == 2 and pair.table["score"].notna().any()
     # the pair's score is Eq. 4 over the two runs' own per-position probabilities, primary first
-    from twotower_lib.probe import load_positions
+    from twotower_lib.preference import load_positions
 
     pa, pb = (load_positions(runs[n] / "probe") for n in ("one_a", "one_b"))
     frame = pd.DataFrame({"t": pa.token_ids, "a": pa.p[:, 0], "b": pb.p[:, 0]}).groupby("t").mean()
@@ -453,7 +453,7 @@ def test_joint_layernorm_features_are_the_cooperative_heads_input(tiny_data):
 
 
 def test_replicate_heads_differ_only_in_seed_and_agree_on_a_planted_preference(tiny_data, tmp_path):
-    from twotower_lib.probe import load_positions, replicate_table
+    from twotower_lib.preference import load_positions, replicate_table
 
     model, planted, ordinary = _planted_setup(tiny_data)
     cfg = ProbeConfig(features="raw", train_blocks=200, max_epochs=6, batch_size=512, lr=3e-3, forward_batch=64,

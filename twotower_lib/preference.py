@@ -169,3 +169,27 @@ def check_same_vocabulary(results: Sequence[PreferenceResult]) -> None:
                             f"{r.manifest.get('tokenizer_sha256', '?')[:12]} vs {first.manifest.get('tokenizer_sha256', '?')[:12]}, "
                             f"{len(r.table)} vs {len(first.table)} tokens): their preference scores cannot be "
                             "compared. Train both runs on the same prepared data.")
+
+
+def load_positions(probe_path: str | os.PathLike, replicate: bool = False) -> TowerSums:
+    """Per-position log-probabilities saved by a probe (validated by the artifact's sha256s);
+    `replicate=True`: those of the second head seed (a probe run with `replicate`)."""
+    path = Path(probe_path)
+    manifest = read_json(path / "manifest.json")
+    if sha256_file(path / "positions.npz") != manifest["files"]["positions.npz"]:
+        raise UserError(f"{path / 'positions.npz'} does not match its manifest; re-run the probe")
+    z = np.load(path / "positions.npz", allow_pickle=False)
+    key = "logp_replicate" if replicate else "logp"
+    if key not in z:
+        raise UserError(f"{path} was probed without a second head seed; probe it with `replicate` on "
+                        "(ProbeConfig(replicate=True), or `probe --replicate`)")
+    return TowerSums(z["token_ids"], z["doc_ids"], np.exp(z[key]), z[key])
+
+
+def replicate_table(probe_path: str | os.PathLike, data) -> "pd.DataFrame":
+    """The preference table of a probe's second head seed, with the main heads' tower order (so it
+    differs from the main table only by what the head seed changes)."""
+    art = load_artifact(probe_path)
+    rep = load_positions(art.path, replicate=True)
+    o = art.manifest["ordering"]
+    return preference_table(rep, o["primary_tower"], o["secondary_tower"], data.vocab_size, data.counts, data.tokens)

@@ -25,7 +25,7 @@ from twotower_lib.models.heads import ProbeHead, token_logprob
 from twotower_lib.preference import TowerSums
 
 if TYPE_CHECKING:
-    from twotower_lib.probe import ProbeConfig
+    from twotower_lib.probe_config import ProbeConfig
 
 IGNORE = -100
 REPLICATE_SEED = 7_919  # offset of the replicate heads' seed from the main heads'

@@ -253,16 +253,13 @@ def word_ica(ctx: SectionContext, data):
     their components (words, d), their occurrences in the sample, the PCA spectrum of every direction).
     """
     import numpy as np
-    import torch
 
     from twotower_lib.analysis.ica import ICAConfig, PCAConfig, paper_dim, pca_spectrum
     from twotower_lib.analysis.word_groups import fit_word_ica, sample_occurrences
-    from twotower_lib.models import load_model
+    from twotower_lib.models import load_embedding
 
     reference = ica_reference(ctx)
-    model, _ = load_model(ctx.input_dir("01_training") / reference)
-    with torch.no_grad():
-        embedding = model.tok_emb.weight.detach().to(torch.float64).numpy()     # (vocab, E)
+    embedding = load_embedding(ctx.input_dir("01_training") / reference)       # (vocab, E), float64
     ids = sample_occurrences(data.train, ctx.profile.ica_tokens, data.special_ids.values(), ctx.profile.data_seed)
     d = ctx.profile.ica_dim or paper_dim(embedding.shape[1])
     fitted = fit_word_ica(embedding, ids, PCAConfig(d=d), ICAConfig(max_iter=5000))

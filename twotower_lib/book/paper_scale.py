@@ -31,7 +31,7 @@ def pack(runs: Path, out: Path) -> list[str]:
     """Copy each finished, probed run under `runs` into `out/<case>/` (training/ and probe/), and write
     the second head seed's preference table beside the probe's."""
     from twotower_lib.data import load_prepared
-    from twotower_lib.probe import replicate_table
+    from twotower_lib.preference import replicate_table
 
     cases = sorted(p.parents[1].name for p in runs.glob("*/probe/manifest.json") if (p.parents[1] / "model.safetensors").exists())
     if not cases:

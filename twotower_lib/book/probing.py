@@ -152,7 +152,7 @@ def probe_reliability(ctx: SectionContext, scores: dict) -> pd.DataFrame:
 
     from twotower_lib.analysis.correlation import SCORE_COLUMNS
     from twotower_lib.analysis.uncertainty import same_run_agreement
-    from twotower_lib.probe import replicate_table
+    from twotower_lib.preference import replicate_table
 
     data = load_data(ctx)
     rows = []

@@ -125,7 +125,7 @@ class Profile:
         if "quality" in self.controls and "independent" not in self.controls:
             raise bad("controls", "names 'quality' without 'independent': the quality-gap control scores an "
                                   "independent single-tower run against its own earlier snapshot")
-        from twotower_lib.probe import BERT_EVENTS, FEATURES, HEAD_KINDS
+        from twotower_lib.probe_config import BERT_EVENTS, FEATURES, HEAD_KINDS
 
         if self.probe_head not in HEAD_KINDS:
             raise bad("probe_head", f"must be one of {HEAD_KINDS}")
@@ -259,7 +259,7 @@ class Profile:
     def probe_config(self, replicate: bool = False, **changes: Any):
         """The `ProbeConfig`: the heads of every family train on `probe_tokens` predicted positions per
         epoch until their held-out loss stops improving; `replicate` adds heads with a second seed."""
-        from twotower_lib.probe import ProbeConfig
+        from twotower_lib.probe_config import ProbeConfig
 
         settings = {"train_positions": self.probe_tokens, "max_epochs": self.probe_max_epochs, "head": self.probe_head, "features": self.probe_features,
                     "bert_events": self.bert_events, "replicate": replicate}
@@ -377,13 +377,14 @@ _PAPER_MODELS = _with_released({
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (
     # 2% of Brown for validation (~30k tokens): with 20% every probe scored ~570k validation tokens for a
-    # model trained on 10k. End to end 135 s on 2 idle cores (benchmarks/bench_tiny.py), most of it eight
-    # kernel starts (~6 s of imports each) and the training workers' start-up.
-    Profile("tiny", "tests and a first run: every section end to end in about two minutes on 2 cores (the heads "
+    # model trained on 10k. End to end 74 s on 2 idle cores (benchmarks/bench_tiny.py; 98 s on the same
+    # machine before the analysis sections stopped importing torch and transformers), most of it eight
+    # kernel starts; POS with spaCy (the stanza attempt of "auto" imports torch only to find no model).
+    Profile("tiny", "tests and a first run: every section end to end in about a minute and a quarter on 2 cores (the heads "
                     "stop after 3 epochs, unconverged); no result is meaningful at this size",
             corpus="registry:brown", vocab_size=300, seq_len=32, doc_words=300, valid_fraction=0.02, cases=("gpt:1", "gpt:2", "bert-large:1"),
             train_tokens=10_000, precision="fp32", micro_batch=8, threads_per_run=1, probe_tokens=5_000, probe_max_epochs=3, top_n=50,
-            bootstrap=50, pos_docs=10, ica_tokens=20_000, ica_dim=16, models=_TINY_MODELS),
+            bootstrap=50, pos_docs=10, pos_backend="spacy", ica_tokens=20_000, ica_dim=16, models=_TINY_MODELS),
     # The choices of the CPU profiles (a second GPT seed, GPT's 1M tokens, the paper's schedule, fp32, the
     # cpu-long budgets) and the measurements behind them: book/decisions.md, computed from results/.
     Profile("cpu", "the default: the paper's five cases, a second GPT seed and the controls on a 2-core CPU "

@@ -25,7 +25,7 @@ from twotower_lib.artifacts import atomic_write_json, provenance, read_json
 from twotower_lib.book.probing import DEFAULT_RECIPE, RECIPES, tower_order
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.errors import UserError
-from twotower_lib.probe import PROBE_VERSION
+from twotower_lib.probe_config import PROBE_VERSION
 from twotower_lib.run_names import case_name, model_of
 
 CODE = ("hezq06/twotower_lm", "e8b468e1a224e5848389f79a1070f5c0dc9bbb33")
@@ -124,7 +124,7 @@ def measure(root: Path, profile, n_boot: int | None = None) -> dict:
     from twotower_lib.analysis.uncertainty import same_run_agreement
     from twotower_lib.data import load_prepared
     from twotower_lib.preference import load_artifact
-    from twotower_lib.probe import replicate_table
+    from twotower_lib.preference import replicate_table
 
     names = [case_name(m, s) for m, s in profile.case_list()]
     missing = [n for n in names if not (root / "probing" / n / "preference.parquet").exists()]

@@ -125,6 +125,16 @@ class PreparedData:
         return self.manifest.get("content_hash") or sha256_json(self.manifest)
 
     @cached_property
+    def tokens(self) -> list[str]:
+        """Every token's text, by id, read from tokenizer.json: what tables and charts label tokens with,
+        without loading the tokenizer (transformers, about a second per notebook kernel)."""
+        vocab = json.loads((self.path / "tokenizer" / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
+        tokens = [""] * len(vocab)
+        for text, i in vocab.items():
+            tokens[i] = text
+        return tokens
+
+    @cached_property
     def tokenizer(self):
         from twotower_lib.data.tokenizer import load_tokenizer
 

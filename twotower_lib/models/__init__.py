@@ -13,22 +13,38 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from twotower_lib.artifacts import read_json
 from twotower_lib.errors import UserError
 from twotower_lib.models.config import MODEL_TYPES, PAPER_PRESETS, PRESETS, ModelConfig, preset
-from twotower_lib.models.two_tower import TwoTowerLM
+
+# torch and the towers (transformers) load on first use: a book section that only reads sizes,
+# snapshots or an embedding starts ~3 s sooner (tests/test_pipeline.py checks which sections do).
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+    from twotower_lib.models.two_tower import TwoTowerLM
 
 __all__ = ["MODEL_TYPES", "PAPER_PRESETS", "PRESETS", "ModelConfig", "TwoTowerLM", "build_model",
-           "list_snapshots", "load_model", "make_batch", "preset", "snapshot_name", "weights_path"]
+           "list_snapshots", "load_embedding", "load_model", "make_batch", "preset", "snapshot_name", "weights_path"]
 
 IGNORE = -100  # label value for "nothing to predict here" (torch's cross-entropy default)
 
 
+def __getattr__(name: str):
+    if name == "TwoTowerLM":
+        from twotower_lib.models.two_tower import TwoTowerLM
+
+        return TwoTowerLM
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def build_model(cfg: ModelConfig) -> TwoTowerLM:
     """Validate `cfg` (UserError naming the bad field) and build the model with fresh weights."""
+    from twotower_lib.models.two_tower import TwoTowerLM
+
     return TwoTowerLM(cfg.validate())
 
 
@@ -49,6 +65,8 @@ def make_batch(model_type: str, ids: torch.Tensor, generator: torch.Generator, s
     """
     if model_type not in MODEL_TYPES:
         raise UserError(f"unknown model type {model_type!r}; choose one of {MODEL_TYPES}")
+    import torch
+
     ids = ids.long()
     pad = special_ids.get("pad", -1)
     if model_type == "gpt":
@@ -124,16 +142,33 @@ def load_model(run_dir: str | os.PathLike, snapshot: str | int | None = None,
     """
     from safetensors.torch import load_file
 
-    run_dir = Path(run_dir)
-    config_path = run_dir / "config.json"
-    if not config_path.is_file():
-        raise UserError(f"{run_dir} is not a training run directory (no config.json); "
-                        "train one with `python -m twotower_lib train ... --out DIR`")
-    cfg = ModelConfig.from_dict(read_json(config_path)["model"])
-    weights = weights_path(run_dir, snapshot)
+    from twotower_lib.models.two_tower import TwoTowerLM
+
+    cfg, weights = _config_and_weights(run_dir, snapshot)
     model = TwoTowerLM(cfg)
     missing, unexpected = model.load_state_dict(load_file(weights, device=map_location), strict=False)
     if missing or unexpected:
-        raise UserError(f"{weights} does not match the config in {config_path}: missing {missing}, "
+        raise UserError(f"{weights} does not match the config in {Path(run_dir) / 'config.json'}: missing {missing}, "
                         f"unexpected {unexpected}")
     return model.eval(), cfg
+
+
+def _config_and_weights(run_dir: str | os.PathLike, snapshot: str | int | None) -> tuple[ModelConfig, Path]:
+    config_path = Path(run_dir) / "config.json"
+    if not config_path.is_file():
+        raise UserError(f"{run_dir} is not a training run directory (no config.json); "
+                        "train one with `python -m twotower_lib train ... --out DIR`")
+    return ModelConfig.from_dict(read_json(config_path)["model"]), weights_path(run_dir, snapshot)
+
+
+def load_embedding(run_dir: str | os.PathLike, snapshot: str | int | None = None) -> "np.ndarray":  # (V, E) float64
+    """The trained input embedding of a run (the word vectors of the ICA, Section 5.3), read from its
+    safetensors file alone: no model is built and torch is not imported."""
+    import numpy as np
+    from safetensors import safe_open
+
+    _, weights = _config_and_weights(run_dir, snapshot)
+    with safe_open(str(weights), framework="numpy") as f:
+        if "tok_emb.weight" not in f.keys():
+            raise UserError(f"{weights} has no tok_emb.weight: it is not a two-tower model's weights")
+        return f.get_tensor("tok_emb.weight").astype(np.float64)

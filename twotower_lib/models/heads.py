@@ -17,8 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from twotower_lib.errors import UserError
-
-HEAD_KINDS = ("mlp", "tied", "linear")
+from twotower_lib.probe_config import HEAD_KINDS
 
 
 class ProbeHead(nn.Module):
