@@ -143,6 +143,8 @@ def test_tokenizer_round_trip_and_reload(tiny_data, tmp_path):
     tok.save_pretrained(tmp_path / "t")
     assert load_tokenizer(tmp_path / "t")(text)["input_ids"] == tok(text)["input_ids"]
     assert tok(text)["input_ids"][0] == tok.cls_token_id and tok(text)["input_ids"][-1] == tok.sep_token_id
+    # the token texts read from tokenizer.json alone are the tokenizer's own, id by id
+    assert tiny_data.tokens == tok.convert_ids_to_tokens(list(range(tiny_data.vocab_size)))
 
 
 def test_second_run_does_no_work_and_result_is_deterministic(tiny_corpus_dir, tmp_path, monkeypatch, capsys):

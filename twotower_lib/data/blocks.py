@@ -128,7 +128,11 @@ class PreparedData:
     def tokens(self) -> list[str]:
         """Every token's text, by id, read from tokenizer.json: what tables and charts label tokens with,
         without loading the tokenizer (transformers, about a second per notebook kernel)."""
-        vocab = json.loads((self.path / "tokenizer" / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
+        path = self.path / "tokenizer" / "tokenizer.json"
+        if not path.exists():
+            raise UserError(f"no tokenizer at {path.parent} (tokenizer.json missing); run "
+                            "`python -m twotower_lib data prepare` to create it")
+        vocab = json.loads(path.read_text(encoding="utf-8"))["model"]["vocab"]
         tokens = [""] * len(vocab)
         for text, i in vocab.items():
             tokens[i] = text
