@@ -155,6 +155,20 @@ analyses.side_by_side(control_by, ("control", "model", "a", "b")).round(3) if le
 analyses.side_by_side(quality_by, ("quality of", "a")).round(3) if len(quality_by["score"]) else "no quality-gap control at this profile"
 
 # %% [markdown]
+# The `cpu` profile runs these controls for GPT only. One run of it with Bert-large's controls too
+# (`-p control_models gpt,bert-large`, the same cases; committed in `results/bert-controls/`)
+# gives Bert-large's controls and its quality profile. Where a case's r with a model's quality
+# profile is high, much of what two runs of that model agree on is which tokens gain most as the
+# model gets better, not a division of labour between its towers.
+
+# %%
+bert_controls = analyses.committed_bert_controls()
+bert_controls["controls"].round(3) if isinstance(bert_controls, dict) else bert_controls
+
+# %%
+bert_controls["quality"].round(3) if isinstance(bert_controls, dict) else None
+
+# %% [markdown]
 # ## Two ceilings: the validation text and the probe
 #
 # No correlation between two runs can exceed what each measurement allows.

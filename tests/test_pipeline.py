@@ -471,6 +471,14 @@ def test_a_profiles_own_published_run_is_not_an_input_of_its_sections(toy, tmp_p
     (results / "cpu-long.json").write_text("{}")  # another profile's run: shown by the section, so it re-runs
     assert make().stale() == {"01_second": "the committed results in " + str(results) + " changed"}
 
+    # a run of this profile published in another folder (results/bert-controls/) is shown, so it is an input
+    elsewhere = tmp_path / "bert-controls"
+    elsewhere.mkdir()
+    sections = (TEST_SECTIONS[0], replace(TEST_SECTIONS[1], committed=(str(elsewhere),)))
+    assert make().run(log=lambda m: None) == ["01_second"]
+    (elsewhere / "tiny.json").write_text("{}")
+    assert make().stale() == {"01_second": "the committed results in " + str(elsewhere) + " changed"}
+
 
 def test_missing_upstream_names_the_command(tmp_path):
     ns = {"profile": "tiny", "runs_dir": str(tmp_path / "empty"), "top_n": 5}
@@ -660,6 +668,13 @@ def test_every_overridable_field_is_read_by_some_section():
 
 
 # ---------------------------------------------------------------------- POS and ICA sections
+
+
+def test_the_committed_bert_controls_are_read_or_their_command_is_named():
+    found = analyses.committed_bert_controls()
+    assert ("bert-large", "quality gap") in found["controls"].index and ("gpt", "untrained") in found["controls"].index
+    assert list(found["quality"].columns) == ["r", "ci_low", "ci_high"] and ("bert-large", "bert-large-s1") in found["quality"].index
+    assert "control_models gpt,bert-large" in analyses.committed_bert_controls("results/none.json")
 
 
 def test_pos_and_ica_profile_fields_are_validated():

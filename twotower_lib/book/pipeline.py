@@ -108,8 +108,10 @@ class Pipeline:
             "source": sha256_file(self.source(s)),
             "parameters": {k: values[k] for k in s.parameters},
             "upstream": {u: hashes.directory(self.root / find_section(u, self.sections).output) for u in s.upstream},
-            # a profile's own published run (publish.py) is not an input of its sections: publishing must not make them stale
-            "committed": {c: hashes.files(PROJECT_ROOT / c, exclude=(f"{self.profile.name}.json",)) for c in s.committed},
+            # a profile's own published run (publish.py, results/profiles/<profile>.json) is not an input of its
+            # sections: publishing must not make them stale. A run published elsewhere (results/bert-controls/) is.
+            "committed": {c: hashes.files(PROJECT_ROOT / c, exclude=(f"{self.profile.name}.json",) if Path(c).name == "profiles" else ())
+                          for c in s.committed},
         }
 
     def why_stale(self, s: Section, hashes: _Hashes) -> str | None:
