@@ -158,8 +158,8 @@ analyses.side_by_side(quality_by, ("quality of", "a")).round(3) if len(quality_b
 # The `cpu` profile runs these controls for GPT only. One run of it with Bert-large's controls too
 # (`-p control_models gpt,bert-large`, the same cases; committed in `results/bert-controls/`)
 # gives Bert-large's controls and its quality profile. Where a case's r with a model's quality
-# profile is high, much of what two runs of that model agree on is which tokens gain most as the
-# model gets better, not a division of labour between its towers.
+# profile is high, what two runs of that model agree on is associated with which tokens gain most
+# as the model gets better, and need not be a division of labour between its towers.
 
 # %%
 bert_controls = analyses.committed_bert_controls()
