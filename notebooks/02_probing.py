@@ -44,6 +44,7 @@ probe_tokens = None      # None: the profile's budget of training tokens for the
 probe_max_epochs = None  # None: the profile's cap on the heads' epochs (they stop once converged)
 probe_head = None        # None: the profile's; linear or tied (Eq. 2: the frozen input embedding decodes), mlp (the authors' code)
 probe_features = None    # None: the profile's; joint_ln (slice of the joint LayerNorm) or raw tower states
+probe_precondition = None  # None: the profile's; whiten (heads train on whitened features, folded back) or none
 bert_events = None       # None: the profile's; mask ([MASK] at every probed position) or corrupt (80/10/10)
 controls = None          # None: the profile's controls (untrained, independent, permutation)
 control_models = None    # None: the profile's; models whose pair gets the untrained and independent controls

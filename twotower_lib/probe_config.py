@@ -21,8 +21,10 @@ HEAD_KINDS = ("mlp", "tied", "linear")  # see models.heads
 #    log-sum-exp from bf16 logits where the heads train in bf16 (`score_precision`).
 # 7: the linear head's fold in bf16 where its training matmuls are bf16, the softmax of a block of rows as one
 #    fused operation, the read-out of a trained head computed once for scoring (`ProbeHead.scorer`).
-PROBE_VERSION = 7
+# 8: the heads train on whitened features (`precondition`), folded back into heads on the raw features.
+PROBE_VERSION = 8
 FEATURES = ("joint_ln", "raw")
+PRECONDITIONS = ("whiten", "none")
 BERT_EVENTS = ("mask", "corrupt")
 SCHEDULES = ("plateau", "linear")
 HEAD_LR = {"linear": 3e-3, "tied": 3e-3, "mlp": 1e-3}  # peak rates: the tied heads train ~70k weights, the untied ~2M (V = 8192)
@@ -32,6 +34,7 @@ HEAD_LR = {"linear": 3e-3, "tied": 3e-3, "mlp": 1e-3}  # peak rates: the tied he
 class ProbeConfig:
     head: str = "linear"            # "linear" or "tied" (Eq. 2: the frozen input embedding is the decoder), "mlp" (the authors')
     features: str = "joint_ln"      # what the heads read: "joint_ln" (the authors') or "raw" tower states
+    precondition: str = "whiten"    # "whiten": the heads train on whitened features, then are folded back; "none"
     bert_events: str = "mask"       # BERT: "mask" ([MASK] at every probed position, Eq. 1) or "corrupt" (80/10/10)
     train_blocks: int = 1024        # training blocks whose features train the heads
     train_positions: int | None = None  # or: predicted positions to train on (BERT predicts ~15% of a block)
@@ -60,7 +63,7 @@ class ProbeConfig:
     def legacy(cls, **changes) -> "ProbeConfig":
         """The earlier probe: raw features, BERT scored with the 80/10/10 corruption, 3 epochs, no held-out stop."""
         return replace(cls(head="mlp", features="raw", bert_events="corrupt", schedule="linear", max_epochs=3,
-                           holdout_fraction=0.0, lr=1e-3), **changes)
+                           holdout_fraction=0.0, lr=1e-3, precondition="none"), **changes)
 
     @classmethod
     def as_released(cls, **changes) -> "ProbeConfig":
@@ -73,7 +76,7 @@ class ProbeConfig:
         mode (dropout on while heads train: the CPU models have no dropout) and BERT drew fresh masks
         every epoch (here the masks of the cached features are drawn once)."""
         return replace(cls(head="mlp", features="joint_ln", bert_events="corrupt", schedule="linear", max_epochs=15,
-                           holdout_fraction=0.0, lr=1e-3, warmup_fraction=1 / 3), **changes)
+                           holdout_fraction=0.0, lr=1e-3, warmup_fraction=1 / 3, precondition="none"), **changes)
 
     @property
     def peak_lr(self) -> float:
@@ -84,7 +87,7 @@ class ProbeConfig:
             return UserError(f"invalid probe config: `{field}` = {getattr(self, field)!r} {why}")
 
         for name, allowed in (("head", HEAD_KINDS), ("features", FEATURES), ("bert_events", BERT_EVENTS),
-                              ("schedule", SCHEDULES)):
+                              ("schedule", SCHEDULES), ("precondition", PRECONDITIONS)):
             if getattr(self, name) not in allowed:
                 raise bad(name, f"is not one of {allowed}")
         for name in ("train_blocks", "max_epochs", "batch_size", "bert_eval_passes", "forward_batch"):

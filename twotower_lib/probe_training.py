@@ -205,6 +205,59 @@ def training_features(model, data, cfg: ProbeConfig, head_seed: int, show: bool 
     return HeadFeatures(feats, labels, held, held_labels)
 
 
+@dataclass
+class Whitening:
+    """Per tower, the affine map that whitens the heads' input features: x -> (x - mean) @ map, with
+    map = Cov^(-1/2) (symmetric), estimated on the probe's training features.
+
+    Why: a head's first layer is linear in the features, so a head trained on whitened features and
+    then folded back (`fold`) is a head of the same family on the original ones, but its optimiser
+    sees a well-conditioned problem. The towers' features are strongly correlated and unevenly scaled
+    (`condition`: the covariance's largest over smallest eigenvalue), and AdamW's per-weight scaling
+    does not undo correlations: on the default profile's gpt-s1, heads on raw coordinates stopped
+    (held-out plateau, cool-down) 0.04 nats of validation loss above heads trained on whitened ones.
+    """
+    mean: torch.Tensor       # (k, H)
+    map: torch.Tensor        # (k, H, H)
+    condition: list[float]   # per tower
+
+    @classmethod
+    def fit(cls, feats: torch.Tensor, floor: float = 1e-6, chunk: int = 65_536) -> "Whitening":
+        """From features (N, k, H); eigenvalues below `floor` x the largest are raised to it (a direction
+        with no variance is left as it is, not blown up)."""
+        n, k, H = feats.shape
+        total = torch.zeros(k, H, dtype=torch.float64)
+        outer = torch.zeros(k, H, H, dtype=torch.float64)
+        for b in range(0, n, chunk):
+            x = feats[b:b + chunk].double()                                 # (c, k, H)
+            total += x.sum(0)
+            outer += torch.einsum("nki,nkj->kij", x, x)
+        mean = total / max(1, n)
+        cov = outer / max(1, n) - mean[:, :, None] * mean[:, None, :]     # (k, H, H)
+        ev, U = torch.linalg.eigh(cov)
+        top = ev[:, -1:].clamp_min(1e-30)
+        ev = torch.maximum(ev, floor * top)
+        maps = (U * ev.rsqrt()[:, None, :]) @ U.transpose(1, 2)
+        return cls(mean.float(), maps.float(), (top[:, 0] / ev[:, 0]).tolist())
+
+    def apply(self, feats: torch.Tensor, chunk: int = 65_536) -> torch.Tensor:
+        """Whitened features (N, k, H), stored in the dtype of `feats`."""
+        out = torch.empty_like(feats)
+        for b in range(0, len(feats), chunk):
+            x = feats[b:b + chunk].float() - self.mean                      # (c, k, H)
+            out[b:b + chunk] = torch.einsum("nki,kij->nkj", x, self.map).to(feats.dtype)
+        return out
+
+    @torch.no_grad()
+    def fold(self, head: ProbeHead, tower: int) -> None:
+        """Turn a head trained on whitened features of `tower` into the same head on its raw features:
+        A M (x - m) + c = (A M) x + (c - A M m), M symmetric: weight <- A M, bias <- c - A M m."""
+        mean, m = self.mean[tower].to(head.dense.weight), self.map[tower].to(head.dense.weight)
+        weight = head.dense.weight @ m                                          # (width, H)
+        head.dense.bias.sub_(weight @ mean)
+        head.dense.weight.copy_(weight)
+
+
 def new_heads(model, cfg: ProbeConfig, seeds: list[int]) -> nn.ModuleList:
     """One fresh head per tower for every seed (set s: heads[s*k : (s+1)*k], head i reads tower i % k)."""
     k, H, V = model.cfg.towers, model.cfg.hidden, model.cfg.vocab_size
@@ -240,6 +293,10 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True, head_seed: int
     cached = features or training_features(model, data, cfg, head_seed, show)
     feats, labels, held_feats, held_labels = cached.train, cached.labels, cached.held, cached.held_labels
     n_held = 0 if held_labels is None else len(held_labels)
+    whitening = Whitening.fit(feats) if cfg.precondition == "whiten" else None
+    if whitening is not None:                  # the heads train on whitened features, then are folded back
+        feats = whitening.apply(feats)
+        held_feats = None if held_feats is None else whitening.apply(held_feats)
     heads = heads.to(device)
 
     steps_per_epoch = max(1, math.ceil(len(labels) / cfg.batch_size))
@@ -319,10 +376,15 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True, head_seed: int
     if cfg.schedule == "plateau":
         for head, state in zip(heads, best_state):
             head.load_state_dict(state)
+    if whitening is not None:
+        for i, head in enumerate(heads):
+            whitening.fold(head, i % k)
     record = {"curve": curve, "epochs": len(curve), "stopped": stopped if cfg.schedule == "plateau" else "fixed epochs",
               "train_positions": int(len(labels)), "heldout_positions": int(len(held_labels)) if n_held else 0,
               "head_seeds": seeds, "matmul_dtype": str(dtype).removeprefix("torch."),
-              "score_dtype": str(score_dtype).removeprefix("torch.")}
+              "score_dtype": str(score_dtype).removeprefix("torch."), "precondition": cfg.precondition}
+    if whitening is not None:
+        record["feature_condition"] = [round(c, 1) for c in whitening.condition]
     sets = [nn.ModuleList(heads[s * k:(s + 1) * k]).eval() for s in range(len(seeds))]
     return sets, record
 

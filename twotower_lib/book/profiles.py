@@ -75,6 +75,7 @@ class Profile:
     probe_max_epochs: int = 30           # cap on the heads' epochs (they stop earlier once converged)
     probe_head: str = "linear"           # "linear"/"tied" (Eq. 2: decoder = the frozen input embedding) or "mlp" (the authors' code)
     probe_features: str = "joint_ln"     # what the heads read: "joint_ln" (the authors') or "raw" tower states
+    probe_precondition: str = "whiten"   # "whiten": the heads train on whitened features (then folded back), or "none"
     bert_events: str = "mask"            # BERT positions probed: "mask" (Eq. 1) or "corrupt" (80/10/10, the old scoring)
     # -- analyses (03-06)
     top_n: int = 1000                    # N: the most frequent tokens compared (paper: 5000)
@@ -125,7 +126,7 @@ class Profile:
         if "quality" in self.controls and "independent" not in self.controls:
             raise bad("controls", "names 'quality' without 'independent': the quality-gap control scores an "
                                   "independent single-tower run against its own earlier snapshot")
-        from twotower_lib.probe_config import BERT_EVENTS, FEATURES, HEAD_KINDS
+        from twotower_lib.probe_config import BERT_EVENTS, FEATURES, HEAD_KINDS, PRECONDITIONS
 
         if self.probe_head not in HEAD_KINDS:
             raise bad("probe_head", f"must be one of {HEAD_KINDS}")
@@ -133,6 +134,8 @@ class Profile:
             raise bad("probe_features", f"must be one of {FEATURES}")
         if self.bert_events not in BERT_EVENTS:
             raise bad("bert_events", f"must be one of {BERT_EVENTS}")
+        if self.probe_precondition not in PRECONDITIONS:
+            raise bad("probe_precondition", f"must be one of {PRECONDITIONS}")
         if self.pos_backend not in POS_BACKENDS:
             raise bad("pos_backend", f"must be one of {POS_BACKENDS}")
         spec = parse_spec(self.ica_reference)
@@ -262,7 +265,7 @@ class Profile:
         from twotower_lib.probe_config import ProbeConfig
 
         settings = {"train_positions": self.probe_tokens, "max_epochs": self.probe_max_epochs, "head": self.probe_head, "features": self.probe_features,
-                    "bert_events": self.bert_events, "replicate": replicate}
+                    "precondition": self.probe_precondition, "bert_events": self.bert_events, "replicate": replicate}
         return ProbeConfig(**{**settings, **changes}).validate()
 
     def data_config(self):
