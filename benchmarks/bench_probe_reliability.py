@@ -1,7 +1,7 @@
 """Probe-seed reliability of head recipes, trained on one set of frozen features per run.
 
     python benchmarks/bench_probe_reliability.py [RUN_DIR ...] [--runs-dir runs/cpu/training] [--base v4|current]
-        [--variants base,avg,cool2+avg,linear+avg,linear+cool2+avg] [--out results/probe/reliability.json]
+        [--variants base,avg,cool2+avg,linear+avg,linear+cool2+avg] [--reference VARIANT] [--out results/probe/reliability.json]
 
 The probe-seed reliability is the correlation over the top-N tokens between the scores of two head
 sets that differ only in their seed (`probe.replicate_table`); the goal is 0.95.
@@ -9,7 +9,10 @@ For each run (default: the `cpu` profile's gpt-s1 and bert-base-s1) the towers r
 probe's training and held-out blocks (`probe_training.training_features`); every variant of the head
 recipe then trains two head sets on those features, and one pass over the validation text scores
 all of them. Printed per run and variant: head-training minutes, epochs, each tower head's
-validation loss (set 1) and the reliability in both score variants.
+validation loss (set 1), the reliability in both score variants, and the agreement of its scores
+(set 1) with those of the `--reference` variant (default: the last one). Two seeds of one recipe can
+agree with each other and both be off the optimum in the same way (an optimiser that stalls where
+the problem is badly conditioned); a longer, better-conditioned reference recipe shows that.
 
 Variants (combined with "+"), each a change to a base recipe (`--base`): `v4`, the profile's
 `ProbeConfig` with the tied head, a one-epoch cool-down and no averaging (probe version 4's default;
@@ -23,6 +26,10 @@ the profile's probe as it is.
   batch4k         4,096 positions per step (the rate unchanged)
   cool0           no cool-down: stop at the first plateau
   linear          the linear read-out before the tied decoder (`head="linear"`: a concave likelihood)
+  white, nowhite  the heads train on whitened features, folded back (`precondition="whiten"`), or on the features as they are
+  tol5e-4         a plateau is an epoch that improves no head by more than 0.0005 nats (default 0.005)
+  drops2          trained longer: the first two plateaus (tolerance 0.001) divide the rate by 5, the third starts the cool-down
+  wd0, wd1e-2     no weight decay (the maximum-likelihood head), or AdamW's decay of 0.01
 """
 
 from __future__ import annotations
@@ -39,7 +46,9 @@ BASES = {"v4": {"head": "tied", "cooldown_epochs": 1, "cooldown_average": False}
          "current": {}}                                                                                # the profile's probe
 CHANGES = {"base": {}, "tied": {"head": "tied"}, "cool1": {"cooldown_epochs": 1}, "cool2": {"cooldown_epochs": 2}, "cool3": {"cooldown_epochs": 3},
            "avg": {"cooldown_average": True}, "lr1e-3": {"lr": 1e-3}, "lr1e-2": {"lr": 1e-2}, "batch4k": {"batch_size": 4096},
-           "linear": {"head": "linear"}, "cool0": {"cooldown_epochs": 0}}
+           "linear": {"head": "linear"}, "cool0": {"cooldown_epochs": 0},
+           "white": {"precondition": "whiten"}, "nowhite": {"precondition": "none"}, "tol5e-4": {"tol": 5e-4},
+           "drops2": {"lr_drops": 2, "tol": 1e-3}, "wd0": {"weight_decay": 0.0}, "wd1e-2": {"weight_decay": 0.01}}
 
 
 def variant_config(base, name: str):
@@ -51,7 +60,7 @@ def variant_config(base, name: str):
     return replace(base, replicate=True, **changes).validate()
 
 
-def measure_run(run: Path, base, variants: list[str], top_n: int) -> list[dict]:
+def measure_run(run: Path, base, variants: list[str], top_n: int, reference: str) -> list[dict]:
     from twotower_lib.analysis.correlation import SCORE_COLUMNS
     from twotower_lib.analysis.uncertainty import same_run_agreement
     from twotower_lib.artifacts import read_json, sha256_file
@@ -81,13 +90,22 @@ def measure_run(run: Path, base, variants: list[str], top_n: int) -> list[dict]:
         print(f"  {name}: {rows[-1]['minutes']} min, {record['epochs']} epochs", flush=True)
     sums, _ = score_validation(model, sets, data, base, show=False)
     tokens = data.tokenizer.convert_ids_to_tokens(list(range(data.vocab_size)))
+    firsts = []
     for i, row in enumerate(rows):
         main, rep = sums[2 * i], sums[2 * i + 1]
         primary, secondary = order_towers(main.p.mean(axis=0))
         tables = [preference_table(s, primary, secondary, data.vocab_size, data.counts, tokens) for s in (main, rep)]
+        firsts.append(tables[0])
         row["val_loss"] = [round(float(-main.logp[:, j].mean()), 4) for j in range(main.logp.shape[1])]
         row["reliability"] = {c: round(float(same_run_agreement(*tables, data.counts, top_n, c)), 4)
                               for c in SCORE_COLUMNS}
+    for row, table in zip(rows, firsts):
+        row["reference"] = reference
+        row["agreement"] = {other["variant"]: {c: round(float(same_run_agreement(table, t, data.counts, top_n, c)), 4)
+                                               for c in SCORE_COLUMNS}
+                            for other, t in zip(rows, firsts) if other is not row}
+        row["agreement_with_reference"] = ({c: 1.0 for c in SCORE_COLUMNS} if row["variant"] == reference
+                                           else row["agreement"][reference])
     return rows
 
 
@@ -100,6 +118,7 @@ def main() -> None:
     ap.add_argument("--runs-dir", type=Path, default=Path("runs/cpu/training"))
     ap.add_argument("--variants", default="base,avg,cool2+avg,linear+avg,linear+cool2+avg")
     ap.add_argument("--base", choices=sorted(BASES), default="v4", help="the recipe the variants change")
+    ap.add_argument("--reference", default=None, help="the variant whose scores every variant's are compared with (default: the last)")
     ap.add_argument("--profile", default="cpu")
     ap.add_argument("--top-n", type=int, default=None, help="tokens the reliability is computed over (default: the profile's)")
     ap.add_argument("--out", type=Path, default=None, help="write the rows as JSON here")
@@ -109,18 +128,23 @@ def main() -> None:
     profile = get_profile(args.profile)
     base = profile.probe_config(**BASES[args.base])
     runs = args.runs or [args.runs_dir / n for n in ("gpt-s1", "bert-base-s1")]
+    variants = args.variants.split(",")
+    reference = args.reference or variants[-1]
+    if reference not in variants:
+        raise SystemExit(f"--reference {reference!r} is not one of --variants {variants}")
     rows = []
     for run in runs:
-        rows += measure_run(run, base, args.variants.split(","), args.top_n or profile.top_n)
+        rows += measure_run(run, base, variants, args.top_n or profile.top_n, reference)
         if args.out:
             atomic_write_json(args.out, {"profile": args.profile, "top_n": args.top_n or profile.top_n, "rows": rows,
                                          "command": "python benchmarks/bench_probe_reliability.py " + " ".join(sys.argv[1:]),
                                          "provenance": provenance()})
-    print(f"{'run':14} {'variant':22} {'min':>5} {'ep':>3} {'val loss per tower':>20} {'rel Eq.4':>9} {'rel mean log':>12}")
+    print(f"{'run':14} {'variant':22} {'min':>5} {'ep':>3} {'val loss per tower':>20} {'rel Eq.4':>9} {'rel mean log':>12}"
+          f" {'vs ref Eq.4':>11} {'vs ref mean log':>15}")
     for r in rows:
-        rel = list(r["reliability"].values())
+        rel, agree = list(r["reliability"].values()), list(r["agreement_with_reference"].values())
         print(f"{r['run']:14} {r['variant']:22} {r['minutes']:5.1f} {r['epochs']:3d} "
-              f"{' / '.join(f'{v:.3f}' for v in r['val_loss']):>20} {rel[0]:9.3f} {rel[1]:12.3f}")
+              f"{' / '.join(f'{v:.3f}' for v in r['val_loss']):>20} {rel[0]:9.3f} {rel[1]:12.3f} {agree[0]:11.3f} {agree[1]:15.3f}")
 
 
 if __name__ == "__main__":

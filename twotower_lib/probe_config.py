@@ -21,8 +21,7 @@ HEAD_KINDS = ("mlp", "tied", "linear")  # see models.heads
 #    log-sum-exp from bf16 logits where the heads train in bf16 (`score_precision`).
 # 7: the linear head's fold in bf16 where its training matmuls are bf16, the softmax of a block of rows as one
 #    fused operation, the read-out of a trained head computed once for scoring (`ProbeHead.scorer`).
-# 8: the heads train on whitened features (`precondition`), folded back into heads on the raw features.
-PROBE_VERSION = 8
+PROBE_VERSION = 7
 FEATURES = ("joint_ln", "raw")
 PRECONDITIONS = ("whiten", "none")
 BERT_EVENTS = ("mask", "corrupt")
@@ -34,7 +33,7 @@ HEAD_LR = {"linear": 3e-3, "tied": 3e-3, "mlp": 1e-3}  # peak rates: the tied he
 class ProbeConfig:
     head: str = "linear"            # "linear" or "tied" (Eq. 2: the frozen input embedding is the decoder), "mlp" (the authors')
     features: str = "joint_ln"      # what the heads read: "joint_ln" (the authors') or "raw" tower states
-    precondition: str = "whiten"    # "whiten": the heads train on whitened features, then are folded back; "none"
+    precondition: str = "none"      # "whiten": the heads train on whitened features, then are folded back; "none"
     bert_events: str = "mask"       # BERT: "mask" ([MASK] at every probed position, Eq. 1) or "corrupt" (80/10/10)
     train_blocks: int = 1024        # training blocks whose features train the heads
     train_positions: int | None = None  # or: predicted positions to train on (BERT predicts ~15% of a block)

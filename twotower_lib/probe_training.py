@@ -219,12 +219,15 @@ class Whitening:
     """
     mean: torch.Tensor       # (k, H)
     map: torch.Tensor        # (k, H, H)
-    condition: list[float]   # per tower
+    condition: list[float]   # per tower, over the directions kept
+    dropped: list[int]       # per tower, directions left out as constant
 
     @classmethod
-    def fit(cls, feats: torch.Tensor, floor: float = 1e-6, chunk: int = 65_536) -> "Whitening":
-        """From features (N, k, H); eigenvalues below `floor` x the largest are raised to it (a direction
-        with no variance is left as it is, not blown up)."""
+    def fit(cls, feats: torch.Tensor, floor: float = 1e-5, chunk: int = 65_536) -> "Whitening":
+        """From features (N, k, H). A direction whose variance is below `floor` x the largest is treated
+        as constant and left out (its mean goes into the bias): the features are cached in bf16, whose
+        rounding noise is ~1e-7 of the largest variance at these widths, and whitening such a direction
+        would blow that noise up to unit variance (the towers' joint LayerNorm leaves one per tower)."""
         n, k, H = feats.shape
         total = torch.zeros(k, H, dtype=torch.float64)
         outer = torch.zeros(k, H, H, dtype=torch.float64)
@@ -236,9 +239,11 @@ class Whitening:
         cov = outer / max(1, n) - mean[:, :, None] * mean[:, None, :]     # (k, H, H)
         ev, U = torch.linalg.eigh(cov)
         top = ev[:, -1:].clamp_min(1e-30)
-        ev = torch.maximum(ev, floor * top)
-        maps = (U * ev.rsqrt()[:, None, :]) @ U.transpose(1, 2)
-        return cls(mean.float(), maps.float(), (top[:, 0] / ev[:, 0]).tolist())
+        kept = ev >= floor * top
+        scale = torch.where(kept, ev.clamp_min(1e-30).rsqrt(), torch.zeros_like(ev))
+        maps = (U * scale[:, None, :]) @ U.transpose(1, 2)
+        condition = [float(top[j, 0] / ev[j][kept[j]].min()) for j in range(k)]
+        return cls(mean.float(), maps.float(), condition, (~kept).sum(1).tolist())
 
     def apply(self, feats: torch.Tensor, chunk: int = 65_536) -> torch.Tensor:
         """Whitened features (N, k, H), stored in the dtype of `feats`."""
@@ -385,6 +390,7 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True, head_seed: int
               "score_dtype": str(score_dtype).removeprefix("torch."), "precondition": cfg.precondition}
     if whitening is not None:
         record["feature_condition"] = [round(c, 1) for c in whitening.condition]
+        record["constant_directions"] = whitening.dropped
     sets = [nn.ModuleList(heads[s * k:(s + 1) * k]).eval() for s in range(len(seeds))]
     return sets, record
 

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-RECIPES = PROJECT_ROOT / "results" / "probe" / "recipes.json"  # the committed probe-recipe comparison
+RESULTS = PROJECT_ROOT / "results" / "probe"  # committed measurements of the instrument
+RECIPES = RESULTS / "recipes.json"             # the committed probe-recipe comparison
 DEFAULT_RECIPE = "linear, cool-down, average (default)"          # the profile's own probe, by its name there
 
 # The two score variants by their column in the preference table.
@@ -180,25 +181,27 @@ def recipe_comparison(path: Path | None = None) -> dict[str, pd.DataFrame]:
 
 
 def reliability_benchmark(path: Path | None = None) -> pd.DataFrame | str:
-    """The committed probe-seed reliability of head recipes (`benchmarks/bench_probe_reliability.py`):
-    per run and recipe, epochs, each tower head's validation loss and the reliability in both score
-    variants; or how to produce it."""
+    """A committed comparison of head recipes (`benchmarks/bench_probe_reliability.py`): per run and
+    recipe, epochs, each tower head's validation loss, the reliability in both score variants and,
+    where measured, the agreement with a reference recipe; or how to produce it."""
     import pandas as pd
 
-    path = path or PROJECT_ROOT / "results" / "probe" / "reliability.json"
+    path = path or RESULTS / "reliability.json"
     if not path.exists():
-        return "not measured yet: python benchmarks/bench_probe_reliability.py --out results/probe/reliability.json"
+        return f"not measured yet: python benchmarks/bench_probe_reliability.py --out {path.relative_to(PROJECT_ROOT)}"
     rows = read_json(path)["rows"]
-    return pd.DataFrame([{"run": r["run"], "recipe": r["variant"], "epochs": r["epochs"],
+    return pd.DataFrame([{"run": r["run"], "recipe": r["variant"], "epochs": r["epochs"], "minutes": r["minutes"],
                           **{f"val loss, tower {j}": v for j, v in enumerate(r["val_loss"])},
-                          **{f"reliability ({VARIANTS[c]})": v for c, v in r["reliability"].items()}}
+                          **{f"reliability ({VARIANTS[c]})": v for c, v in r["reliability"].items()},
+                          **{f"agreement with {r['reference']} ({VARIANTS[c]})": v
+                             for c, v in r.get("agreement_with_reference", {}).items()}}
                          for r in rows]).set_index(["run", "recipe"])
 
 
 def probe_benchmark(path: Path | None = None) -> str:
     """The committed output of `benchmarks/bench_probe.py` (the earlier and the current probe timed
     side by side on the same runs), or how to produce it."""
-    path = path or PROJECT_ROOT / "results" / "probe" / "bench_probe.log"
+    path = path or RESULTS / "bench_probe.log"
     return path.read_text() if path.exists() else "not measured yet: python benchmarks/bench_probe.py > results/probe/bench_probe.log"
 
 

@@ -1,0 +1,84 @@
+"""How far a change of the probe moved each case's scores: two probings of the same frozen runs.
+
+    python benchmarks/compare_probe_versions.py OLD_PROBING_DIR NEW_PROBING_DIR [--profile cpu] [--out FILE]
+
+Each directory is a profile's `probing/` folder (e.g. `runs/cpu/probing` kept from before the change,
+and the same folder after it). For every case probed in both, of the same weights on the same data:
+each version's probe version, tower order, per-tower validation loss of the heads, probe-seed
+reliability (where both have a second head seed), and the agreement between the two versions'
+scores (Pearson r over the profile's top-N tokens, both score variants). A negative agreement with
+a swapped tower order is the same measurement with the towers named the other way round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def compare(old_dir: Path, new_dir: Path, top_n: int) -> list[dict]:
+    from twotower_lib.analysis.correlation import SCORE_COLUMNS
+    from twotower_lib.analysis.uncertainty import same_run_agreement
+    from twotower_lib.data import load_prepared
+    from twotower_lib.errors import UserError
+    from twotower_lib.preference import load_artifact, replicate_table
+
+    rows = []
+    for new_manifest in sorted(new_dir.glob("**/manifest.json")):
+        case = new_manifest.parent.relative_to(new_dir).as_posix()
+        if not (old_dir / case / "manifest.json").exists():
+            continue
+        old, new = load_artifact(old_dir / case), load_artifact(new_dir / case)
+        same = [(m.get("identity") or {}).get("weights_sha256") or [Path(p).name for p in m.get("pair_of", [])]
+                for m in (old.manifest, new.manifest)]
+        if same[0] != same[1]:
+            raise SystemExit(f"{case}: the two probings read different weights; compare probings of the same runs")
+        data = load_prepared(new.manifest["data_path"])
+        row = {"case": case}
+        for name, art in (("old", old), ("new", new)):
+            m = art.manifest
+            row[f"{name}_version"] = (m.get("identity") or {}).get("version", "pair")   # a pair of k = 1 probes
+            row[f"{name}_primary_tower"] = m["ordering"]["primary_tower"]
+            row[f"{name}_val_loss"] = [round(v, 4) for k, v in m["val_loss"].items() if k.endswith("_head")]
+            if "heads" in m:
+                row[f"{name}_epochs"] = m["heads"]["epochs"]
+                row[f"{name}_seconds"] = m["seconds"]["train_heads"]
+            try:
+                rep = replicate_table(art.path, data)
+                row[f"{name}_reliability"] = {c: round(float(same_run_agreement(art.table, rep, data.counts, top_n, c)), 4)
+                                              for c in SCORE_COLUMNS}
+            except UserError:
+                pass                                            # a probe without a second head seed
+        if new.manifest["towers"] > 1:
+            row["agreement"] = {c: round(float(same_run_agreement(old.table, new.table, data.counts, top_n, c)), 4)
+                                for c in SCORE_COLUMNS}
+        rows.append(row)
+    return rows
+
+
+def main() -> None:
+    from twotower_lib.artifacts import atomic_write_json, provenance
+    from twotower_lib.book.profiles import get_profile
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("old", type=Path)
+    ap.add_argument("new", type=Path)
+    ap.add_argument("--profile", default="cpu", help="whose top-N the agreement is read over")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    top_n = get_profile(args.profile).top_n
+    rows = compare(args.old, args.new, top_n)
+    if args.out:
+        atomic_write_json(args.out, {"profile": args.profile, "top_n": top_n, "rows": rows, "provenance": provenance(),
+                                     "command": "python benchmarks/compare_probe_versions.py " + " ".join(sys.argv[1:])})
+    print(f"{'case':28} {'v':>5} {'primary':>7} {'val loss per tower (old -> new)':>40} {'agree Eq.4':>10} {'mean log':>8}")
+    for r in rows:
+        agree = list(r.get("agreement", {}).values()) or [float("nan")] * 2
+        losses = " / ".join(f"{o:.3f}->{n:.3f}" for o, n in zip(r["old_val_loss"], r["new_val_loss"]))
+        print(f"{r['case']:28} {r['old_version']}->{r['new_version']} {r['old_primary_tower']}->{r['new_primary_tower']:<4} "
+              f"{losses:>40} {agree[0]:10.3f} {agree[1]:8.3f}")
+
+
+if __name__ == "__main__":
+    main()
