@@ -110,7 +110,7 @@ def measure_run(run: Path, base, variants: list[str], top_n: int, reference: str
 
 
 def main() -> None:
-    from twotower_lib.artifacts import atomic_write_json, provenance
+    from twotower_lib.artifacts import atomic_write_json, portable_command, provenance
     from twotower_lib.book.profiles import get_profile
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -137,7 +137,7 @@ def main() -> None:
         rows += measure_run(run, base, variants, args.top_n or profile.top_n, reference)
         if args.out:
             atomic_write_json(args.out, {"profile": args.profile, "top_n": args.top_n or profile.top_n, "rows": rows,
-                                         "command": "python benchmarks/bench_probe_reliability.py " + " ".join(sys.argv[1:]),
+                                         "command": portable_command("benchmarks/bench_probe_reliability.py", sys.argv[1:]),
                                          "provenance": provenance()})
     print(f"{'run':14} {'variant':22} {'min':>5} {'ep':>3} {'val loss per tower':>20} {'rel Eq.4':>9} {'rel mean log':>12}"
           f" {'vs ref Eq.4':>11} {'vs ref mean log':>15}")

@@ -4,7 +4,7 @@
 
 Each directory is a profile's `probing/` folder (e.g. `runs/cpu/probing` kept from before the change,
 and the same folder after it). For every case probed in both, of the same weights on the same data:
-each version's probe version, tower order, per-tower validation loss of the heads, probe-seed
+(probes that are the same files in both are left out) each version's probe version, tower order, per-tower validation loss of the heads, probe-seed
 reliability (where both have a second head seed), and the agreement between the two versions'
 scores (Pearson r over the profile's top-N tokens, both score variants). A negative agreement with
 a swapped tower order is the same measurement with the towers named the other way round.
@@ -30,6 +30,8 @@ def compare(old_dir: Path, new_dir: Path, top_n: int) -> list[dict]:
         if not (old_dir / case / "manifest.json").exists():
             continue
         old, new = load_artifact(old_dir / case), load_artifact(new_dir / case)
+        if old.manifest.get("files") == new.manifest.get("files"):
+            continue                                            # the same probe in both: nothing changed
         same = [(m.get("identity") or {}).get("weights_sha256") or [Path(p).name for p in m.get("pair_of", [])]
                 for m in (old.manifest, new.manifest)]
         if same[0] != same[1]:
@@ -58,7 +60,7 @@ def compare(old_dir: Path, new_dir: Path, top_n: int) -> list[dict]:
 
 
 def main() -> None:
-    from twotower_lib.artifacts import atomic_write_json, provenance
+    from twotower_lib.artifacts import atomic_write_json, portable_command, provenance
     from twotower_lib.book.profiles import get_profile
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -71,7 +73,7 @@ def main() -> None:
     rows = compare(args.old, args.new, top_n)
     if args.out:
         atomic_write_json(args.out, {"profile": args.profile, "top_n": top_n, "rows": rows, "provenance": provenance(),
-                                     "command": "python benchmarks/compare_probe_versions.py " + " ".join(sys.argv[1:])})
+                                     "command": portable_command("benchmarks/compare_probe_versions.py", sys.argv[1:])})
     print(f"{'case':28} {'v':>5} {'primary':>7} {'val loss per tower (old -> new)':>40} {'agree Eq.4':>10} {'mean log':>8}")
     for r in rows:
         agree = list(r.get("agreement", {}).values()) or [float("nan")] * 2

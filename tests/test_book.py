@@ -415,3 +415,21 @@ def test_no_committed_result_holds_a_path_of_the_machine_that_made_it():
             if machine_path.search(line):
                 found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()[:120]}")
     assert not found, found[:10]
+
+
+def test_a_committed_command_names_no_folder_of_the_machine():
+    from twotower_lib.artifacts import portable_command
+
+    cmd = portable_command("benchmarks/x.py", ["/work/a/runs/cpu/probing", "/tmp/exp/probing-old", "--top-n", "5",
+                                                "results/probe/x.json"])
+    assert cmd == "python benchmarks/x.py runs/cpu/probing probing-old --top-n 5 results/probe/x.json"
+
+
+def test_the_committed_probe_comparisons_are_shown():
+    from twotower_lib.book import probing
+
+    cases = probing.probe_change()
+    assert not isinstance(cases, str) and {"elmo-s1", "gpt-s1", "bert-base-s1"} <= set(cases.index)
+    agree = cases.filter(like="agreement")
+    assert agree.shape[1] == 2 and ((agree.abs() <= 1).all().all())
+    assert isinstance(probing.probe_change(ROOT / "results" / "probe" / "absent.json"), str)

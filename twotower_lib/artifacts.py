@@ -190,3 +190,15 @@ def provenance(**extra: Any) -> dict[str, Any]:
         **({"torch_threads": torch.get_num_threads()} if torch is not None else {}),
         **extra,
     }
+
+
+def portable_command(script: str, args: list[str]) -> str:
+    """The command line a committed result records: a path inside a runs folder is shown from `runs/`
+    on (it lives under $TWOTOWER_RUNS), any other absolute path by its last component; a committed
+    file must not name the folders of the machine that made it."""
+    def portable(arg: str) -> str:
+        if not os.path.isabs(arg):
+            return arg
+        parts = Path(arg).parts
+        return "/".join(parts[parts.index("runs"):]) if "runs" in parts else parts[-1]
+    return " ".join(["python", script, *map(portable, args)])

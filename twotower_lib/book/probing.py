@@ -198,6 +198,26 @@ def reliability_benchmark(path: Path | None = None) -> pd.DataFrame | str:
                          for r in rows]).set_index(["run", "recipe"])
 
 
+def probe_change(path: Path | None = None) -> pd.DataFrame | str:
+    """A committed comparison of two probings of the same frozen runs (`benchmarks/compare_probe_versions.py`):
+    per case, each probing's validation loss per tower head, its probe-seed reliability, and how far
+    the two probings' scores agree; or how to produce it."""
+    import pandas as pd
+
+    path = path or RESULTS / "whitening_cases.json"
+    if not path.exists():
+        return f"not measured yet: python benchmarks/compare_probe_versions.py OLD NEW --out {path.relative_to(PROJECT_ROOT)}"
+    out = []
+    for r in read_json(path)["rows"]:
+        row = {"case": r["case"], "probe versions": f"{r['old_version']} -> {r['new_version']}"}
+        for name in ("old", "new"):
+            row.update({f"{name}: val loss, tower {j}": v for j, v in enumerate(r[f"{name}_val_loss"])})
+            row.update({f"{name}: reliability ({VARIANTS[c]})": v for c, v in r.get(f"{name}_reliability", {}).items()})
+        row.update({f"agreement ({VARIANTS[c]})": v for c, v in r.get("agreement", {}).items()})
+        out.append(row)
+    return pd.DataFrame(out).set_index("case")
+
+
 def probe_benchmark(path: Path | None = None) -> str:
     """The committed output of `benchmarks/bench_probe.py` (the earlier and the current probe timed
     side by side on the same runs), or how to produce it."""
