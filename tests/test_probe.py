@@ -541,8 +541,7 @@ def test_linear_heads_of_two_seeds_reach_one_optimum(tiny_data):
     assert gap["linear"] < 0.5 * gap["tied"], gap
 
 
-
-# ---------------------------------------------------------------- whitened features (probe version 8)
+# ---------------------------------------------------------------- whitened features (`precondition`)
 
 
 def test_whitening_gives_unit_covariance_and_leaves_a_constant_direction_out():
@@ -598,8 +597,8 @@ class SkewedPlantedModel(PlantedModel):
 
 
 def test_whitened_heads_reach_a_lower_loss_on_ill_conditioned_features(tiny_data):
-    """The reason for `precondition="whiten"`: on correlated, unevenly scaled features the same
-    recipe and number of epochs ends at a higher held-out loss without it."""
+    """What `precondition="whiten"` is for: on correlated, unevenly scaled features the same recipe and
+    number of epochs ends at a higher held-out loss without it."""
     freq = np.argsort(-tiny_data.counts)
     ordinary = [int(t) for t in freq if t not in tiny_data.special_ids.values()][:60]
     model = SkewedPlantedModel(tiny_data.vocab_size, set(ordinary[10:20]))

@@ -211,11 +211,12 @@ class Whitening:
     map = Cov^(-1/2) (symmetric), estimated on the probe's training features.
 
     Why: a head's first layer is linear in the features, so a head trained on whitened features and
-    then folded back (`fold`) is a head of the same family on the original ones, but its optimiser
-    sees a well-conditioned problem. The towers' features are strongly correlated and unevenly scaled
-    (`condition`: the covariance's largest over smallest eigenvalue), and AdamW's per-weight scaling
-    does not undo correlations: on the default profile's gpt-s1, heads on raw coordinates stopped
-    (held-out plateau, cool-down) 0.04 nats of validation loss above heads trained on whitened ones.
+    then folded back (`fold`) is a head of the same family on the original ones, trained in other
+    coordinates. The towers' features are correlated and unevenly scaled (`condition`: the
+    covariance's largest over smallest kept eigenvalue, 1e4-5e4 at the `cpu` profile), and AdamW's
+    per-weight scaling does not undo correlations. Neither parametrisation reaches the optimum
+    everywhere (lower loss whitened for ELMo and GPT, as they are for BERT), and their scores differ:
+    see `twotower_lib.probe`; that is why this is an option, not the default.
     """
     mean: torch.Tensor       # (k, H)
     map: torch.Tensor        # (k, H, H)
@@ -226,7 +227,7 @@ class Whitening:
     def fit(cls, feats: torch.Tensor, floor: float = 1e-5, chunk: int = 65_536) -> "Whitening":
         """From features (N, k, H). A direction whose variance is below `floor` x the largest is treated
         as constant and left out (its mean goes into the bias): the features are cached in bf16, whose
-        rounding noise is ~1e-7 of the largest variance at these widths, and whitening such a direction
+        rounding noise is a few 1e-7 of the largest variance at these widths, and whitening such a direction
         would blow that noise up to unit variance (the towers' joint LayerNorm leaves one per tower)."""
         n, k, H = feats.shape
         total = torch.zeros(k, H, dtype=torch.float64)
