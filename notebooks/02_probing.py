@@ -180,7 +180,8 @@ probing.reliability_benchmark()
 # probe would give the same scores. First, every case of the default profile probed both ways
 # (`benchmarks/compare_probe_versions.py`, committed in `results/probe/whitening_cases.json`: the
 # default probe, version 7, against the same runs probed with whitened features at the commit that
-# first had them, version 8 then): each probing passes its own checks — a held-out plateau, the
+# first had them, version 8 then, which also whitened each tower's one near-constant direction; the
+# current option leaves it out and gives the same picture below): each probing passes its own checks — a held-out plateau, the
 # cool-down, probe-seed reliability of 0.97–0.99 — and yet the two agree per case only at
 # r = 0.48–0.85 (log of mean). Whitening reaches a lower validation loss for ELMo and for GPT's weaker
 # tower, a higher one for BERT's stronger tower: neither recipe is at the optimum everywhere.
