@@ -31,11 +31,10 @@ RESULT = Path(__file__).resolve().parent.parent / "results" / "probe" / "recipes
 
 def main() -> None:
     from twotower_lib.analysis.correlation import SCORE_COLUMNS
-    from twotower_lib.analysis.uncertainty import same_run_agreement
+    from twotower_lib.analysis.uncertainty import probe_seed_reliability, same_run_agreement
     from twotower_lib.artifacts import atomic_write_json, provenance
     from twotower_lib.data import load_prepared
     from twotower_lib.preference import load_artifact
-    from twotower_lib.preference import replicate_table
     from twotower_lib.probe import PROBE_VERSION, ProbeConfig, probe_run
     from twotower_lib.book.probing import DEFAULT_RECIPE
     from twotower_lib.book.profiles import get_profile, profile_dir
@@ -85,10 +84,8 @@ def main() -> None:
                    "minutes": round(m["seconds"]["total"] / 60, 2), "epochs": m["heads"]["epochs"],
                    "head_minus_cooperative": round(min(heads) - m["val_loss"]["cooperative"], 4)}
             if m["towers"] == 2:                       # a single tower has no preference score to agree on
-                rep = replicate_table(art.path, data)
                 tables[recipe, run] = art.table
-                row |= {f"reliability_{c}": round(same_run_agreement(art.table, rep, data.counts, profile.top_n, c), 4)
-                        for c in SCORE_COLUMNS}
+                row |= {f"reliability_{c}": round(r, 4) for c, r in probe_seed_reliability(art, data, profile.top_n).items()}
             rows.append(row)
             print(rows[-1], flush=True)
         for a, b in combinations(runs, 2):

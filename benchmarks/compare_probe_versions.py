@@ -19,10 +19,10 @@ from pathlib import Path
 
 def compare(old_dir: Path, new_dir: Path, top_n: int) -> list[dict]:
     from twotower_lib.analysis.correlation import SCORE_COLUMNS
-    from twotower_lib.analysis.uncertainty import same_run_agreement
+    from twotower_lib.analysis.uncertainty import probe_seed_reliability, same_run_agreement
     from twotower_lib.data import load_prepared
     from twotower_lib.errors import UserError
-    from twotower_lib.preference import load_artifact, replicate_table
+    from twotower_lib.preference import load_artifact
 
     rows = []
     for new_manifest in sorted(new_dir.glob("**/manifest.json")):
@@ -47,9 +47,7 @@ def compare(old_dir: Path, new_dir: Path, top_n: int) -> list[dict]:
                 row[f"{name}_epochs"] = m["heads"]["epochs"]
                 row[f"{name}_seconds"] = m["seconds"]["train_heads"]
             try:
-                rep = replicate_table(art.path, data)
-                row[f"{name}_reliability"] = {c: round(float(same_run_agreement(art.table, rep, data.counts, top_n, c)), 4)
-                                              for c in SCORE_COLUMNS}
+                row[f"{name}_reliability"] = {c: round(float(r), 4) for c, r in probe_seed_reliability(art, data, top_n).items()}
             except UserError:
                 pass                                            # a probe without a second head seed
         if new.manifest["towers"] > 1:

@@ -17,10 +17,10 @@ import pandas as pd
 from scipy import sparse
 from tqdm import tqdm
 
-from twotower_lib.analysis.correlation import (check_counts, check_tables, correlate, correlate_rows,
+from twotower_lib.analysis.correlation import (SCORE_COLUMNS, check_counts, check_tables, correlate, correlate_rows,
                                                scored_top_tokens)
 from twotower_lib.errors import UserError
-from twotower_lib.preference import DOC_COLUMNS
+from twotower_lib.preference import DOC_COLUMNS, replicate_table
 
 # ---------------------------------------------------------------------- bootstrap over documents
 
@@ -193,3 +193,11 @@ def same_run_agreement(table: pd.DataFrame, other: pd.DataFrame, train_counts: n
     ids = scored_top_tokens(tabs, check_counts(train_counts, tabs["first"].index), n, score_col)
     return correlate(*(t[score_col].reindex(ids).to_numpy(float) for t in tabs.values()), names=("first", "second"))
 
+
+
+def probe_seed_reliability(artifact, data, n: int) -> dict[str, float]:
+    """The probe-seed reliability of one probe artifact (a `PreferenceResult` probed with a second head
+    seed) over the n most frequent tokens, per score variant: `same_run_agreement` against its
+    replicate heads' scores (`preference.replicate_table`; a UserError where it has none)."""
+    other = replicate_table(artifact.path, data)
+    return {c: same_run_agreement(artifact.table, other, data.counts, n, c) for c in SCORE_COLUMNS}

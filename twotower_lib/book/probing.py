@@ -147,20 +147,17 @@ def probe_curves(ctx: SectionContext) -> pd.DataFrame:
 
 def probe_reliability(ctx: SectionContext, scores: dict) -> pd.DataFrame:
     """Per case: the probe-seed reliability over the profile's top_n tokens in both score variants
-    (`uncertainty.same_run_agreement` against `probe.replicate_table`), and whether the replicate heads
+    (`uncertainty.probe_seed_reliability`), and whether the replicate heads
     named the same primary tower."""
     import pandas as pd
 
-    from twotower_lib.analysis.correlation import SCORE_COLUMNS
-    from twotower_lib.analysis.uncertainty import same_run_agreement
-    from twotower_lib.preference import replicate_table
+    from twotower_lib.analysis.uncertainty import probe_seed_reliability
 
     data = load_data(ctx)
     rows = []
     for name, art in scores.items():
-        rep = replicate_table(art.path, data)
-        rows.append({"case": name, **{f"reliability ({VARIANTS[c]})": same_run_agreement(
-            art.table, rep, data.counts, ctx.profile.top_n, c) for c in SCORE_COLUMNS},
+        reliability = probe_seed_reliability(art, data, ctx.profile.top_n)
+        rows.append({"case": name, **{f"reliability ({VARIANTS[c]})": r for c, r in reliability.items()},
             "replicate names the same primary": art.manifest["replicate"]["ordering"][0] == art.manifest["ordering"]["primary_tower"]})
     return pd.DataFrame(rows).set_index("case")
 
