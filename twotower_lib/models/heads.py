@@ -140,7 +140,7 @@ class LinearCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, target: torch.Tensor,
-                dtype: torch.dtype = torch.float32) -> torch.Tensor:
+                dtype: torch.dtype = torch.float32, out_dtype: torch.dtype = torch.float32) -> torch.Tensor:
         need_x, need_w = ctx.needs_input_grad[:2]
         n = len(target)
         with torch.autocast(x.device.type, enabled=False):
@@ -165,7 +165,7 @@ class LinearCrossEntropy(torch.autograd.Function):
                     dx[r:r + step] = dd @ wd                                # (c, H)
         ctx.save_for_backward(*(g if g is None else g / n for g in (dx, dw, db)))
         ctx.dtypes = (x.dtype, weight.dtype, bias.dtype)
-        return (total / n).float()
+        return (total / n).to(out_dtype)   # fp64 where a caller compares losses closer than fp32 resolves
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
@@ -173,7 +173,7 @@ class LinearCrossEntropy(torch.autograd.Function):
         tx, tw, tb = ctx.dtypes
         need = ctx.needs_input_grad
         return ((dx * grad).to(tx) if need[0] else None, (dw * grad).to(tw) if need[1] else None,
-                (db * grad).to(tb) if need[2] else None, None, None)
+                (db * grad).to(tb) if need[2] else None, None, None, None)
 
 
 def _log_target_prob(p: torch.Tensor, logits: torch.Tensor, rows: torch.Tensor, t: torch.Tensor) -> torch.Tensor:

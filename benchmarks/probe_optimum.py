@@ -1,0 +1,110 @@
+"""How far the probe's heads are from the optimum of their objective, and where that optimum is.
+
+    python benchmarks/probe_optimum.py [RUN_DIR] [--ridge 1e-3] [--max-iter 40] [--out results/probe/optimum.json]
+
+On one frozen run (default: the `cpu` profile's gpt-s1) the towers run once over the probe's training
+and held-out blocks; then
+- `adam`, `adam-whiten`: the profile's head recipe (mini-batch AdamW, held-out stop) on the features as
+  they are and on whitened features (`precondition="whiten"`);
+- `lbfgs`: the full-batch preconditioned L-BFGS of `twotower_lib.probe_optimum`, from the unigram
+  model, on the mean cross-entropy + (ridge/2)|B|² (B the read-out of the whitened features).
+Each head set's certificate (`probe_optimum.certificate`: the largest and median relative gap between a
+token's predicted and observed count over the training positions, the preconditioned gradient) is
+measured on the same objective; one pass over the validation text scores all three sets; printed:
+training and held-out loss, certificate, minutes, and the agreement of their scores (Pearson r over the
+profile's top-N tokens, both score variants).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+
+def main() -> None:
+    from twotower_lib.analysis.correlation import SCORE_COLUMNS
+    from twotower_lib.analysis.uncertainty import same_run_agreement
+    from twotower_lib.artifacts import atomic_write_json, portable_command, provenance, read_json, sha256_file
+    from twotower_lib.book.profiles import get_profile
+    from twotower_lib.data import load_prepared
+    from twotower_lib.models import load_model, weights_path
+    from twotower_lib.preference import order_towers, preference_table
+    from twotower_lib.probe import head_seed_of
+    from twotower_lib.probe_optimum import RefineConfig, certificate, refine_head
+    from twotower_lib.probe_training import (_heldout_losses, new_heads, score_validation, train_heads,
+                                             training_features)
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run", nargs="?", type=Path, default=Path("runs/cpu/training/gpt-s1"))
+    ap.add_argument("--profile", default="cpu")
+    ap.add_argument("--ridge", type=float, default=RefineConfig.ridge)
+    ap.add_argument("--max-iter", type=int, default=40)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    profile = get_profile(args.profile)
+    base = profile.probe_config()
+    rcfg = RefineConfig(max_iter=args.max_iter, ridge=args.ridge).validate()
+    model, _ = load_model(args.run)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    data = load_prepared(read_json(args.run / "config.json")["data"]["path"])
+    seed = head_seed_of(sha256_file(weights_path(args.run, None)), base.seed)
+    t0 = time.perf_counter()
+    feats = training_features(model, data, base, seed, show=False)
+    k, cpu = model.cfg.towers, torch.device("cpu")
+    print(f"{args.run.name}: features of {len(feats.labels)} positions in {(time.perf_counter() - t0) / 60:.1f} min", flush=True)
+    rows, sets = [], []
+    for name in ("adam", "adam-whiten", "lbfgs"):
+        t0 = time.perf_counter()
+        row: dict = {"recipe": name}
+        if name == "lbfgs":
+            heads = new_heads(model, base, [seed])
+            row["refine"] = []
+            for j in range(k):
+                r = refine_head(heads[j], feats.train[:, j], feats.labels, rcfg, from_unigram=True, desc=f"tower {j}")
+                row["refine"].append({key: r[key] for key in ("iterations", "passes", "stopped", "seconds", "loss_curve")})
+        else:
+            trained, record = train_heads(model, data, replace(base, precondition="whiten" if name.endswith("whiten") else "none"),
+                                          show=False, head_seed=seed, features=feats)
+            heads, row["epochs"] = trained[0], record["epochs"]
+        row["minutes"] = round((time.perf_counter() - t0) / 60, 2)
+        row["certificate"] = [certificate(heads[j], feats.train[:, j], feats.labels, rcfg) for j in range(k)]
+        row["heldout_loss"] = [round(x, 5) for x in _heldout_losses(heads, feats.held, feats.held_labels, k, cpu)]
+        rows.append(row)
+        sets.append(heads.eval())
+        print(json.dumps({key: v for key, v in row.items() if key != "refine"}), flush=True)
+    sums, _ = score_validation(model, sets, data, base, show=False)
+    tokens = data.tokenizer.convert_ids_to_tokens(list(range(data.vocab_size)))
+    tables = []
+    for s, row in zip(sums, rows):
+        primary, secondary = order_towers(s.p.mean(axis=0))
+        tables.append(preference_table(s, primary, secondary, data.vocab_size, data.counts, tokens))
+        row["val_loss"] = [round(float(-s.logp[:, j].mean()), 5) for j in range(k)]
+        row["primary_tower"] = int(primary)
+    for i, row in enumerate(rows):
+        row["agreement"] = {other["recipe"]: {c: round(float(same_run_agreement(tables[i], tables[j], data.counts,
+                                                                                  profile.top_n, c)), 4)
+                                              for c in SCORE_COLUMNS}
+                            for j, other in enumerate(rows) if j != i}
+    if args.out:
+        atomic_write_json(args.out, {"run": args.run.name, "profile": args.profile, "top_n": profile.top_n,
+                                     "refine": {"ridge": rcfg.ridge, "bias_ridge": rcfg.bias_ridge, "gtol": rcfg.gtol,
+                                                "max_iter": rcfg.max_iter},
+                                     "rows": rows, "command": portable_command("benchmarks/probe_optimum.py", sys.argv[1:]),
+                                     "provenance": provenance()})
+    for row in rows:
+        cert = " | ".join(f"loss {c['loss']:.4f} bias gap max {c['bias_residual_max']:.3f} median {c['bias_residual_median']:.4f}"
+                          for c in row["certificate"])
+        print(f"{row['recipe']:12} {row['minutes']:5.1f} min  held-out {row['heldout_loss']}  {cert}")
+        for other, a in row["agreement"].items():
+            print(f"    vs {other:12} " + "  ".join(f"{c} r = {v:.3f}" for c, v in a.items()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""The linear head's optimum (`probe_optimum`): one head from every start, a certificate that tells an
+optimum from a stopped optimiser, the head written back exactly."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from twotower_lib.errors import UserError
+from twotower_lib.models.heads import LinearCrossEntropy, ProbeHead
+from twotower_lib.probe_optimum import RefineConfig, _coordinates, certificate, refine_head
+
+N, H, D, V = 12_000, 8, 16, 120
+
+
+@pytest.fixture(scope="module")
+def problem():
+    """Ill-conditioned tower features (variances over four decades, an offset, one constant direction) and
+    tokens drawn from a planted softmax regression with Zipf-like frequencies."""
+    g = torch.Generator().manual_seed(0)
+    E = torch.randn(V, D, generator=g) * 0.1
+    z = torch.randn(N, H, generator=g)
+    rot = torch.linalg.qr(torch.randn(H, H, generator=g))[0]
+    scales = torch.logspace(0, -2, H)
+    scales[-1] = 0.0                                           # a constant direction (LayerNorm leaves one)
+    x = (z * scales) @ rot + 2.0
+    logits = z[:, :-1] @ torch.randn(V, H - 1, generator=g).T * 0.6 - 1.1 * torch.arange(1, V + 1).float().log()
+    y = torch.distributions.Categorical(logits=logits).sample()
+    return E, x.to(torch.bfloat16), y                          # the probe caches features in bf16
+
+
+def head(E, seed: int, scale: float = 0.0) -> ProbeHead:
+    torch.manual_seed(seed)
+    h = ProbeHead(H, V, "linear", E)
+    with torch.no_grad():
+        if scale:
+            h.dense.weight.normal_(0, scale)
+            h.dense.bias.normal_(0, scale)
+            h.bias.normal_(0, 3 * scale)
+    return h
+
+
+def logprobs(h: ProbeHead, x) -> torch.Tensor:
+    with torch.no_grad():
+        return torch.log_softmax(h(x.float()), dim=1)
+
+
+def test_every_start_reaches_the_same_head(problem):
+    E, x, y = problem
+    cfg = RefineConfig(max_iter=300, gtol=2e-5)
+    heads, records = [], []
+    for seed, scale, unigram in ((0, 0.0, True), (1, 0.3, False), (2, 1.0, False)):
+        h = head(E, seed, scale)
+        records.append(refine_head(h, x, y, cfg, from_unigram=unigram, show=False))
+        heads.append(h)
+    for r in records:
+        assert r["stopped"] == "gtol", r["stopped"]
+        assert r["after"]["grad_max"] <= cfg.gtol
+        assert r["after"]["bias_residual_max"] < 0.01           # every token's predicted count within 1% of its count
+        assert r["after"]["loss"] < r["before"]["loss"]
+    frequent = torch.bincount(y, minlength=V).argsort(descending=True)[:40]
+    lp = [logprobs(h, x)[:, frequent] for h in heads]
+    for other in lp[1:]:
+        assert (other - lp[0]).abs().max() < 0.02               # the same head, whatever the start
+    assert abs(records[1]["after"]["loss"] - records[0]["after"]["loss"]) < 1e-5
+
+
+def test_the_certificate_tells_a_stopped_optimiser_from_the_optimum(problem):
+    E, x, y = problem
+    stopped = head(E, 0)
+    refine_head(stopped, x, y, RefineConfig(max_iter=4), from_unigram=True, show=False)
+    done = head(E, 0)
+    refine_head(done, x, y, RefineConfig(max_iter=300, gtol=2e-5), from_unigram=True, show=False)
+    early, final = certificate(stopped, x, y), certificate(done, x, y)
+    assert early["bias_residual_max"] > 10 * final["bias_residual_max"]
+    assert early["grad_norm"] > 10 * final["grad_norm"]
+    assert early["loss"] > final["loss"]
+
+
+def test_the_head_is_written_back_exactly(problem):
+    """The head refine_head leaves has the objective value and gradient it certified (the dense bias folded
+    into the vocabulary bias, the read-out mapped back from the preconditioned coordinates)."""
+    E, x, y = problem
+    h = head(E, 3, 0.1)
+    r = refine_head(h, x, y, RefineConfig(max_iter=30), show=False)
+    assert torch.count_nonzero(h.dense.bias) == 0
+    again = certificate(h, x, y)
+    assert again["loss"] == pytest.approx(r["after"]["loss"], abs=1e-5)
+    assert again["bias_residual_max"] == pytest.approx(r["after"]["bias_residual_max"], rel=0.05, abs=1e-4)
+
+
+def test_coordinates_keep_the_logits_of_any_head(problem):
+    E, x, y = problem
+    co = _coordinates(E, x, y)
+    h = head(E, 4, 0.5)
+    C, gamma = co.from_head(E, h.dense.weight.detach(), h.dense.bias.detach(), h.bias.detach())
+    A, b = co.to_head(E, C, gamma)
+    xf = x.float()
+    before = xf @ h.dense.weight.detach().T @ E.T + E @ h.dense.bias.detach() + h.bias.detach()
+    after = xf @ A.T @ E.T + b
+    # equal up to the constant direction, which the features hold at its mean (bf16 rounding of x aside)
+    assert (before - after).abs().max() < 1e-2 * before.abs().max()
+
+
+def test_fp64_loss_equals_the_fp32_one():
+    g = torch.Generator().manual_seed(1)
+    x, w, b = torch.randn(300, 6, generator=g), torch.randn(50, 6, generator=g), torch.randn(50, generator=g)
+    t = torch.randint(0, 50, (300,), generator=g)
+    l32 = LinearCrossEntropy.apply(x, w, b, t, torch.float32)
+    l64 = LinearCrossEntropy.apply(x, w, b, t, torch.float32, torch.float64)
+    assert l32.dtype == torch.float32 and l64.dtype == torch.float64
+    assert float(l64) == pytest.approx(float(l32), rel=1e-6)
+    assert float(l64) == pytest.approx(float(torch.nn.functional.cross_entropy(x @ w.T + b, t)), rel=1e-5)
+
+
+def test_clear_errors(problem):
+    E, x, y = problem
+    with pytest.raises(UserError, match="linear head"):
+        refine_head(ProbeHead(H, V, "tied", E), x, y, show=False)
+    with pytest.raises(UserError, match="no training positions"):
+        refine_head(head(E, 0), x[:0], y[:0], show=False)
+    with pytest.raises(UserError, match="max_iter"):
+        RefineConfig(max_iter=0).validate()
+    with pytest.raises(UserError, match="gtol"):
+        RefineConfig(gtol=0).validate()
