@@ -18,6 +18,7 @@ profile's top-N tokens, both score variants).
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 import time
@@ -25,6 +26,20 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
+
+
+def halves(feats, part: str):
+    """The training positions of one of two disjoint random halves (`half1`, `half2`; held-out positions shared):
+    two heads of one recipe on the two halves differ only in their data, so their agreement is the part of
+    the scores' noise that comes from the probe's finite training set."""
+    from twotower_lib.probe_training import HeadFeatures
+
+    if part not in ("half1", "half2"):
+        raise SystemExit(f"unknown part {part!r}; use half1: or half2:")
+    order = torch.randperm(len(feats.labels), generator=torch.Generator().manual_seed(0))
+    idx = order[: len(order) // 2] if part == "half1" else order[len(order) // 2:]
+    idx = idx.sort().values
+    return HeadFeatures(feats.train[idx], feats.labels[idx], feats.held, feats.held_labels)
 
 
 def main() -> None:
@@ -36,7 +51,7 @@ def main() -> None:
     from twotower_lib.models import load_model, weights_path
     from twotower_lib.preference import order_towers, preference_table
     from twotower_lib.probe import head_seed_of
-    from twotower_lib.probe_optimum import RefineConfig, certificate, refine_head
+    from twotower_lib.probe_optimum import RefineConfig, calibrate_biases, certificate, refine_head
     from twotower_lib.probe_training import (_heldout_losses, new_heads, score_validation, train_heads,
                                              training_features)
 
@@ -45,6 +60,9 @@ def main() -> None:
     ap.add_argument("--profile", default="cpu")
     ap.add_argument("--ridge", type=float, default=RefineConfig.ridge)
     ap.add_argument("--max-iter", type=int, default=40)
+    ap.add_argument("--recipes", default="adam,adam-whiten,lbfgs",
+                    help="adam, adam-whiten, lbfgs; '+calibrated' after one: its biases then fitted to the counts, '+refined': then refined as lbfgs is; "
+                         "'half1:' or 'half2:' before one: trained on one of two disjoint random halves of the positions")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     profile = get_profile(args.profile)
@@ -60,21 +78,38 @@ def main() -> None:
     k, cpu = model.cfg.towers, torch.device("cpu")
     print(f"{args.run.name}: features of {len(feats.labels)} positions in {(time.perf_counter() - t0) / 60:.1f} min", flush=True)
     rows, sets = [], []
-    for name in ("adam", "adam-whiten", "lbfgs"):
+    trained_sets = {}
+    for name in args.recipes.split(","):
         t0 = time.perf_counter()
         row: dict = {"recipe": name}
-        if name == "lbfgs":
+        recipe, _, then = name.partition("+")
+        part, _, method = recipe.rpartition(":")
+        train_feats = halves(feats, part) if part else feats
+        if recipe in trained_sets:                  # another step after a recipe already trained
+            heads = copy.deepcopy(trained_sets[recipe])
+        elif method == "lbfgs":
             heads = new_heads(model, base, [seed])
             row["refine"] = []
             for j in range(k):
-                r = refine_head(heads[j], feats.train[:, j], feats.labels, rcfg, from_unigram=True, desc=f"tower {j}")
+                r = refine_head(heads[j], train_feats.train[:, j], train_feats.labels, rcfg, from_unigram=True,
+                                desc=f"tower {j}")
                 row["refine"].append({key: r[key] for key in ("iterations", "passes", "stopped", "seconds", "loss_curve")})
         else:
-            trained, record = train_heads(model, data, replace(base, precondition="whiten" if name.endswith("whiten") else "none"),
-                                          show=False, head_seed=seed, features=feats)
+            trained, record = train_heads(model, data, replace(base, precondition="whiten" if method.endswith("whiten") else "none"),
+                                          show=False, head_seed=seed, features=train_feats)
             heads, row["epochs"] = trained[0], record["epochs"]
+        trained_sets.setdefault(recipe, copy.deepcopy(heads))
+        if then == "calibrated":
+            row["calibration"] = [calibrate_biases(heads[j], train_feats.train[:, j], train_feats.labels) for j in range(k)]
+        elif then == "refined":                     # the same objective as lbfgs, from this recipe's heads
+            row["refine"] = []
+            for j in range(k):
+                r = refine_head(heads[j], train_feats.train[:, j], train_feats.labels, rcfg, desc=f"tower {j}")
+                row["refine"].append({key: r[key] for key in ("iterations", "passes", "stopped", "seconds", "loss_curve")})
+        elif then:
+            raise SystemExit(f"unknown step {then!r} in recipe {name!r}")
         row["minutes"] = round((time.perf_counter() - t0) / 60, 2)
-        row["certificate"] = [certificate(heads[j], feats.train[:, j], feats.labels, rcfg) for j in range(k)]
+        row["certificate"] = [certificate(heads[j], train_feats.train[:, j], train_feats.labels, rcfg) for j in range(k)]
         row["heldout_loss"] = [round(x, 5) for x in _heldout_losses(heads, feats.held, feats.held_labels, k, cpu)]
         rows.append(row)
         sets.append(heads.eval())

@@ -433,3 +433,22 @@ def test_the_committed_probe_comparisons_are_shown():
     agree = cases.filter(like="agreement")
     assert agree.shape[1] == 2 and ((agree.abs() <= 1).all().all())
     assert isinstance(probing.probe_change(ROOT / "results" / "probe" / "absent.json"), str)
+
+
+def test_the_committed_optimum_measurements_are_shown(tmp_path):
+    """Section 02's tables of `benchmarks/probe_optimum.py`: one row per experiment and recipe with both
+    towers' held-out loss and certificate, and every two recipes of an experiment compared once."""
+    from twotower_lib.book import probing
+
+    found = probing.optimum_benchmark()
+    recipes, agreement = found["recipes"], found["agreement"]
+    assert {"halves", "calibrated", "lbfgs"} <= set(recipes.index.get_level_values("experiment"))
+    assert {f"count gap median, tower {j}" for j in (0, 1)} <= set(recipes.columns)
+    for experiment, rows in recipes.groupby(level="experiment"):
+        n = len(rows)
+        pairs = agreement.loc[experiment]
+        assert len(pairs) == n * (n - 1) // 2                     # each unordered pair once
+        assert {frozenset(p) for p in pairs.index} == {frozenset((a, b)) for a in rows.index.get_level_values(1)
+                                                       for b in rows.index.get_level_values(1) if a != b}
+    assert ((agreement.abs() <= 1).all().all())
+    assert probing.optimum_benchmark(tmp_path) == {}

@@ -8,7 +8,7 @@ import torch
 
 from twotower_lib.errors import UserError
 from twotower_lib.models.heads import LinearCrossEntropy, ProbeHead
-from twotower_lib.probe_optimum import RefineConfig, _coordinates, certificate, refine_head
+from twotower_lib.probe_optimum import RefineConfig, _coordinates, calibrate_biases, certificate, refine_head
 
 N, H, D, V = 12_000, 8, 16, 120
 
@@ -123,3 +123,21 @@ def test_clear_errors(problem):
         RefineConfig(max_iter=0).validate()
     with pytest.raises(UserError, match="gtol"):
         RefineConfig(gtol=0).validate()
+
+
+def test_calibrating_the_biases_restores_them(problem):
+    """Proportional fitting puts every token's predicted count at its count and, given the optimum's
+    read-out, its biases back at the optimum's (up to the tiny bias ridge)."""
+    E, x, y = problem
+    best = head(E, 0)
+    refine_head(best, x, y, RefineConfig(max_iter=300, gtol=2e-5), from_unigram=True, show=False)
+    moved = head(E, 0)
+    moved.load_state_dict(best.state_dict())
+    with torch.no_grad():
+        moved.bias += torch.randn(V, generator=torch.Generator().manual_seed(5)) * 0.3
+    assert certificate(moved, x, y)["bias_residual_max"] > 0.2
+    record = calibrate_biases(moved, x, y, passes=30, tol=1e-4)
+    assert record["largest_gap"][-1] < 1e-4 < record["largest_gap"][0]
+    assert certificate(moved, x, y)["bias_residual_max"] < 1e-3
+    frequent = torch.bincount(y, minlength=V).argsort(descending=True)[:40]
+    assert (logprobs(moved, x)[:, frequent] - logprobs(best, x)[:, frequent]).abs().max() < 0.01

@@ -215,6 +215,38 @@ def probe_change(path: Path | None = None) -> pd.DataFrame | str:
     return pd.DataFrame(out).set_index("case")
 
 
+def optimum_benchmark(folder: Path | None = None) -> dict[str, pd.DataFrame]:
+    """The committed measurements of `benchmarks/probe_optimum.py` (one file per experiment in `folder`):
+    per experiment and recipe (`recipes`): minutes, held-out loss per tower head and the certificate
+    (each token's predicted count against its count on the training positions: median and largest
+    relative gap; the preconditioned gradient's norm); and the agreement of every two recipes' scores
+    (`agreement`); empty when nothing was measured (`python benchmarks/probe_optimum.py --out
+    results/probe/optimum/NAME.json` measures)."""
+    import pandas as pd
+
+    folder = folder or RESULTS / "optimum"
+    files = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    if not files:
+        return {}
+    recipes, agreement, shown = [], [], set()
+    for path in files:
+        found = read_json(path)
+        for r in found["rows"]:
+            row = {"experiment": path.stem, "recipe": r["recipe"], "minutes": r["minutes"]}
+            for j, (held, cert) in enumerate(zip(r["heldout_loss"], r["certificate"])):
+                row |= {f"held-out loss, tower {j}": held, f"count gap median, tower {j}": cert["bias_residual_median"],
+                        f"count gap largest, tower {j}": cert["bias_residual_max"],
+                        f"gradient norm, tower {j}": round(cert["grad_norm"], 3)}
+            recipes.append(row)
+            for other, rs in r["agreement"].items():
+                if (path.stem, frozenset((r["recipe"], other))) not in shown:      # each pair once
+                    shown.add((path.stem, frozenset((r["recipe"], other))))
+                    agreement.append({"experiment": path.stem, "a": r["recipe"], "b": other,
+                                      **{f"r ({VARIANTS[c]})": v for c, v in rs.items()}})
+    return {"recipes": pd.DataFrame(recipes).set_index(["experiment", "recipe"]),
+            "agreement": pd.DataFrame(agreement).set_index(["experiment", "a", "b"])}
+
+
 def probe_benchmark(path: Path | None = None) -> str:
     """The committed output of `benchmarks/bench_probe.py` (the earlier and the current probe timed
     side by side on the same runs), or how to produce it."""
