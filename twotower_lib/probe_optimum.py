@@ -39,7 +39,9 @@ What was measured with these on the default profile's gpt-s1 (`benchmarks/probe_
 `results/probe/optimum/`): the AdamW recipes' heads (features as they are, or whitened) miss the bias
 optimum by a median of ~6% per token, yet fitting the biases changes neither recipe's scores; the two
 recipes' disagreement is in the read-out. Full-batch L-BFGS from the unigram model was not at its
-tolerance after 40 passes per head (~9.5 s each at 198k positions, V = 8,192, on 2 cores).
+tolerance after 40 passes per head (~9.5 s each at 198k positions, V = 8,192, on 2 cores); from each
+recipe's heads, 40 passes brought both to one objective value (within 3e-4) and their scores to
+r = 0.99 (from 0.47).
 """
 
 from __future__ import annotations
