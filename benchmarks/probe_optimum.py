@@ -1,18 +1,22 @@
-"""How far the probe's heads are from the optimum of their objective, and where that optimum is.
+"""How far the probe's heads are from the optimum of their objective, and what they disagree about.
 
-    python benchmarks/probe_optimum.py [RUN_DIR] [--ridge 1e-3] [--max-iter 40] [--out results/probe/optimum.json]
+    python benchmarks/probe_optimum.py [RUN_DIR] [--recipes adam,adam-whiten,lbfgs] [--ridge 1e-3] [--max-iter 40]
+        [--out results/probe/optimum/NAME.json]
 
 On one frozen run (default: the `cpu` profile's gpt-s1) the towers run once over the probe's training
-and held-out blocks; then
+and held-out blocks; then each recipe trains one set of heads:
 - `adam`, `adam-whiten`: the profile's head recipe (mini-batch AdamW, held-out stop) on the features as
   they are and on whitened features (`precondition="whiten"`);
 - `lbfgs`: the full-batch preconditioned L-BFGS of `twotower_lib.probe_optimum`, from the unigram
-  model, on the mean cross-entropy + (ridge/2)|B|² (B the read-out of the whitened features).
+  model, on the mean cross-entropy + (ridge/2)|B|² (B the read-out of the whitened features);
+- `RECIPE+calibrated`: RECIPE's heads with their biases fitted to the counts (`calibrate_biases`);
+  `RECIPE+refined`: RECIPE's heads taken on by the same L-BFGS as `lbfgs`;
+- `half1:RECIPE`, `half2:RECIPE`: trained on one of two disjoint random halves of the positions.
 Each head set's certificate (`probe_optimum.certificate`: the largest and median relative gap between a
-token's predicted and observed count over the training positions, the preconditioned gradient) is
-measured on the same objective; one pass over the validation text scores all three sets; printed:
-training and held-out loss, certificate, minutes, and the agreement of their scores (Pearson r over the
-profile's top-N tokens, both score variants).
+token's predicted and observed count over its training positions, the preconditioned gradient) is
+measured on the same objective; one pass over the validation text scores every set; printed and written:
+minutes, held-out loss, certificate, and the agreement of every two recipes' scores (Pearson r over the
+profile's top-N tokens, both score variants). Section 02 shows every file in results/probe/optimum/.
 """
 
 from __future__ import annotations
@@ -42,6 +46,17 @@ def halves(feats, part: str):
     return HeadFeatures(feats.train[idx], feats.labels[idx], feats.held, feats.held_labels)
 
 
+def refine_set(heads, feats, rcfg, from_unigram: bool = False) -> list[dict]:
+    """Refine every head of a set in place (head j reads tower j); the records without the certificates."""
+    from twotower_lib.probe_optimum import refine_head
+
+    records = []
+    for j, head in enumerate(heads):
+        r = refine_head(head, feats.train[:, j], feats.labels, rcfg, from_unigram=from_unigram, desc=f"tower {j}")
+        records.append({key: r[key] for key in ("iterations", "passes", "stopped", "seconds", "loss_curve")})
+    return records
+
+
 def main() -> None:
     from twotower_lib.analysis.correlation import SCORE_COLUMNS
     from twotower_lib.analysis.uncertainty import same_run_agreement
@@ -51,7 +66,7 @@ def main() -> None:
     from twotower_lib.models import load_model, weights_path
     from twotower_lib.preference import order_towers, preference_table
     from twotower_lib.probe import head_seed_of
-    from twotower_lib.probe_optimum import RefineConfig, calibrate_biases, certificate, refine_head
+    from twotower_lib.probe_optimum import RefineConfig, calibrate_biases, certificate
     from twotower_lib.probe_training import (_heldout_losses, new_heads, score_validation, train_heads,
                                              training_features)
 
@@ -89,11 +104,7 @@ def main() -> None:
             heads = copy.deepcopy(trained_sets[recipe])
         elif method == "lbfgs":
             heads = new_heads(model, base, [seed])
-            row["refine"] = []
-            for j in range(k):
-                r = refine_head(heads[j], train_feats.train[:, j], train_feats.labels, rcfg, from_unigram=True,
-                                desc=f"tower {j}")
-                row["refine"].append({key: r[key] for key in ("iterations", "passes", "stopped", "seconds", "loss_curve")})
+            row["refine"] = refine_set(heads, train_feats, rcfg, from_unigram=True)
         else:
             trained, record = train_heads(model, data, replace(base, precondition="whiten" if method.endswith("whiten") else "none"),
                                           show=False, head_seed=seed, features=train_feats)
@@ -102,10 +113,7 @@ def main() -> None:
         if then == "calibrated":
             row["calibration"] = [calibrate_biases(heads[j], train_feats.train[:, j], train_feats.labels) for j in range(k)]
         elif then == "refined":                     # the same objective as lbfgs, from this recipe's heads
-            row["refine"] = []
-            for j in range(k):
-                r = refine_head(heads[j], train_feats.train[:, j], train_feats.labels, rcfg, desc=f"tower {j}")
-                row["refine"].append({key: r[key] for key in ("iterations", "passes", "stopped", "seconds", "loss_curve")})
+            row["refine"] = refine_set(heads, train_feats, rcfg)
         elif then:
             raise SystemExit(f"unknown step {then!r} in recipe {name!r}")
         row["minutes"] = round((time.perf_counter() - t0) / 60, 2)
