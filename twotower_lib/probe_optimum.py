@@ -140,21 +140,30 @@ def _objective(xt: torch.Tensor, y: torch.Tensor, E: torch.Tensor, co: _Coordina
     return loss + 0.5 * (ridge * B.double().square().sum() + bias_ridge * beta.double().square().sum())
 
 
-def certificate(head: ProbeHead, x: torch.Tensor, y: torch.Tensor, cfg: RefineConfig | None = None,
-                co: _Coordinates | None = None) -> dict:
-    """How far `head` (linear) is from the optimum on the training positions (x, y): see the module's docstring."""
-    cfg = (cfg or RefineConfig()).validate()
+def _start(head: ProbeHead, x: torch.Tensor, y: torch.Tensor):
+    """E, the coordinates, the whitened features (N, H) fp32 and the head's (C, gamma) in those coordinates."""
     _check(head)
     E = head.embedding.float()
-    if co is None:
-        co = _coordinates(E, x, y)
+    co = _coordinates(E, x, y)
     xt = ((x.float() - co.mu) @ co.M).contiguous()
-    C0, g0 = co.from_head(E, head.dense.weight.detach().float(), head.dense.bias.detach().float(),
-                          head.bias.detach().float())
-    C, gamma = C0.clone().requires_grad_(True), g0.clone().requires_grad_(True)
+    C, gamma = co.from_head(E, head.dense.weight.detach().float(), head.dense.bias.detach().float(),
+                            head.bias.detach().float())
+    return E, co, xt, C, gamma
+
+
+def _certify(xt, y, E, co: _Coordinates, C: torch.Tensor, gamma: torch.Tensor, cfg: RefineConfig) -> dict:
+    """The certificate at (C, gamma), from one exact full-batch pass."""
+    C, gamma = C.detach().requires_grad_(True), gamma.detach().requires_grad_(True)
     loss = _objective(xt, y, E, co, C, gamma, cfg.ridge, cfg.bias_ridge)
     gC, gg = torch.autograd.grad(loss, (C, gamma))
     return _summary(loss, gC, gg, gamma, co, y, E.shape[0], cfg)
+
+
+def certificate(head: ProbeHead, x: torch.Tensor, y: torch.Tensor, cfg: RefineConfig | None = None) -> dict:
+    """How far `head` (linear) is from the optimum on the training positions (x, y): see the module's docstring."""
+    cfg = (cfg or RefineConfig()).validate()
+    E, co, xt, C, gamma = _start(head, x, y)
+    return _certify(xt, y, E, co, C, gamma, cfg)
 
 
 def _summary(loss, gC, gg, gamma, co: _Coordinates, y: torch.Tensor, V: int, cfg: RefineConfig) -> dict:
@@ -187,11 +196,7 @@ def refine_head(head: ProbeHead, x: torch.Tensor, y: torch.Tensor, cfg: RefineCo
     if len(y) == 0:
         raise UserError("no training positions to refine the head on")
     t0 = time.perf_counter()
-    E = head.embedding.float()
-    co = _coordinates(E, x, y)
-    xt = ((x.float() - co.mu) @ co.M).contiguous()                       # (N, H) whitened, fp32
-    C0, g0 = co.from_head(E, head.dense.weight.detach().float(), head.dense.bias.detach().float(),
-                          head.bias.detach().float())
+    E, co, xt, C0, g0 = _start(head, x, y)                              # xt: (N, H) whitened, fp32
     if from_unigram:       # start from the unigram model: no read-out, biases at the log-frequencies
         f = torch.bincount(y, minlength=E.shape[0]).float() / len(y)
         C0, g0 = torch.zeros_like(C0), (f + 1.0 / len(y)).log() / co.d
@@ -215,17 +220,11 @@ def refine_head(head: ProbeHead, x: torch.Tensor, y: torch.Tensor, cfg: RefineCo
             raise UserError(f"{desc}: the objective became {curve[-1]} (features with inf or nan?)")
         return loss                     # fp64: torch's L-BFGS reads it as a Python float
 
-    def exact_summary() -> dict:
-        C.grad = gamma.grad = None
-        loss = _objective(xt, y, E, co, C, gamma, cfg.ridge, cfg.bias_ridge)
-        gC, gg = torch.autograd.grad(loss, (C, gamma))
-        return _summary(loss, gC, gg, gamma, co, y, E.shape[0], cfg)
-
     record: dict = {}
     opt.step(closure)
     bar.close()
     state = opt.state[C]
-    after = exact_summary()                  # the head that is written, certified by its own full pass
+    after = _certify(xt, y, E, co, C, gamma, cfg)   # the head that is written, certified by its own full pass
     stopped = "gtol" if after["grad_max"] <= cfg.gtol else ("max_iter" if state.get("n_iter", 0) >= cfg.max_iter
                                                            else "no_progress")
     with torch.no_grad():
