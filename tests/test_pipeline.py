@@ -523,6 +523,52 @@ def test_a_failing_section_leaves_no_result_behind(toy):
     assert pipe.executed(TEST_SECTIONS[0]).exists()  # the upstream result is kept
 
 
+def test_independent_sections_run_side_by_side_and_a_failure_starts_nothing_new(tmp_path, monkeypatch):
+    """`jobs`: a section starts once every upstream section is done, up to `jobs` at a time; after a
+    failure the sections running finish, no new one starts, and the failure is raised."""
+    import threading
+    import time
+
+    secs = (sections.Section("00_a", "A", "a", ()), sections.Section("01_b", "B", "b", (), ("00_a",)),
+            sections.Section("02_c", "C", "c", (), ("00_a",)), sections.Section("03_d", "D", "d", (), ("01_b",)))
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    for s in secs:
+        (nbs / f"{s.name}.py").write_text("")
+    events, lock = [], threading.Lock()
+
+    def fake_execute(self, s, log, progress=True):
+        with lock:
+            events.append(("start", s.name))
+        time.sleep(0.3)
+        if s.name == fail_in:
+            raise UserError(f"section {s.name} failed")
+        with lock:
+            events.append(("end", s.name))
+
+    monkeypatch.setattr(pipeline.Pipeline, "execute", fake_execute)
+    make = lambda: pipeline.make_pipeline("tiny", {}, tmp_path / "runs", notebooks_dir=nbs, sections=secs)  # noqa: E731
+    fail_in = None
+    assert make().run(log=lambda m: None, jobs=2) == ["00_a", "01_b", "02_c", "03_d"]
+    order = list(events)
+    assert order[:2] == [("start", "00_a"), ("end", "00_a")]
+    assert {order[2], order[3]} == {("start", "01_b"), ("start", "02_c")}            # B and C side by side
+    assert order.index(("start", "03_d")) > order.index(("end", "01_b"))             # D waits for B only
+
+    events.clear()
+    assert make().run(log=lambda m: None, jobs=1) == ["00_a", "01_b", "02_c", "03_d"]
+    assert [e for e in events if e[0] == "start"] == [("start", n) for n in ("00_a", "01_b", "02_c", "03_d")]
+    assert all(events[i][1] == events[i + 1][1] for i in range(0, 8, 2))                # one at a time
+
+    events.clear()
+    fail_in = "01_b"
+    with pytest.raises(UserError, match="section 01_b failed"):
+        make().run(log=lambda m: None, jobs=2)
+    assert ("end", "02_c") in events and ("start", "03_d") not in events
+    with pytest.raises(UserError, match="jobs = 0"):
+        make().run(jobs=0)
+
+
 def test_plan_follows_dependencies_and_every_section_needs_its_notebook(toy, tmp_path):
     pipe = toy()
     assert [s.name for s in pipe.plan("01_second")] == ["00_first", "01_second"]

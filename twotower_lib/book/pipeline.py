@@ -13,7 +13,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -22,6 +24,9 @@ from twotower_lib.artifacts import atomic_write_json, provenance, read_json, sha
 from twotower_lib.book.profiles import DEFAULT_PROFILE, OVERRIDABLE, PROFILES, Profile, get_profile, profile_dir
 from twotower_lib.book.sections import NOTEBOOKS_DIR, PROJECT_ROOT, SECTIONS, Section, as_text, find_section
 from twotower_lib.errors import UserError
+
+
+DEFAULT_JOBS = 2   # sections side by side (`run`'s --jobs): the analysis sections are mostly kernel start and imports
 
 
 class _Hashes:
@@ -72,6 +77,7 @@ class Pipeline:
     overrides: dict[str, Any] = field(default_factory=dict)
     notebooks_dir: Path = field(default_factory=lambda: NOTEBOOKS_DIR)  # (a factory: no local path in the API page)
     sections: tuple[Section, ...] = SECTIONS
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)  # the hash cache, across sections run side by side
 
     def source(self, s: Section) -> Path:
         return self.notebooks_dir / f"{s.name}.py"
@@ -145,7 +151,7 @@ class Pipeline:
         hashes = _Hashes(self.root / ".pipeline" / "hashes.json")
         return {s.name: reason for s in self.sections if (reason := self.why_stale(s, hashes))}
 
-    def execute(self, s: Section, log: Callable[[str], None] = print) -> None:
+    def execute(self, s: Section, log: Callable[[str], None] = print, progress: bool = True) -> None:
         """Run one section's notebook with papermill into runs/<profile>/notebooks/."""
         import jupytext
         import papermill as pm
@@ -157,7 +163,8 @@ class Pipeline:
         failed = nb_dir / f"{s.name}.failed.ipynb"
         # what this run reads, taken before it starts: a source or committed result edited while it
         # runs must leave the section stale, not be recorded as what ran
-        inputs = self.inputs(s, _Hashes(self.root / ".pipeline" / "hashes.json"))
+        with self._lock:
+            inputs = self.inputs(s, _Hashes(self.root / ".pipeline" / "hashes.json"))
         jupytext.write(jupytext.read(self.source(s)), source_nb, fmt="ipynb")
         # Every parameter explicitly, not only the overridden ones: a default edited and saved in the
         # notebook must not change what runs here (the run record names these values).
@@ -179,21 +186,30 @@ class Pipeline:
         finally:
             source_nb.unlink(missing_ok=True)
         os.replace(running, self.executed(s))
-        hashes = _Hashes(self.root / ".pipeline" / "hashes.json")
-        output = hashes.directory(self.root / s.output)
-        if output is None:
-            raise UserError(f"section {s.name} ran but did not mark its output complete "
-                            f"({self.root / s.output / 'section.json'} is missing): its notebook must end "
-                            "with `ctx.finish(...)`")
-        atomic_write_json(self.record_path(s), {
-            **inputs, "section": s.name, "output": output,
-            "notebook": str(self.executed(s)), "seconds": round(time.time() - t0, 1),
-            "provenance": provenance()})
-        hashes.save()
+        with self._lock:
+            hashes = _Hashes(self.root / ".pipeline" / "hashes.json")
+            output = hashes.directory(self.root / s.output)
+            if output is None:
+                raise UserError(f"section {s.name} ran but did not mark its output complete "
+                                f"({self.root / s.output / 'section.json'} is missing): its notebook must end "
+                                "with `ctx.finish(...)`")
+            atomic_write_json(self.record_path(s), {
+                **inputs, "section": s.name, "output": output,
+                "notebook": str(self.executed(s)), "seconds": round(time.time() - t0, 1),
+                "provenance": provenance()})
+            hashes.save()
         log(f"{s.name}: done in {time.time() - t0:.1f} s -> {self.executed(s)}")
 
-    def run(self, target: str | None = None, force: bool = False, log: Callable[[str], None] = print) -> list[str]:
-        """Run what is stale among `target` and its upstream sections; return the names that ran."""
+    def run(self, target: str | None = None, force: bool = False, log: Callable[[str], None] = print,
+            jobs: int = 1) -> list[str]:
+        """Run what is stale among `target` and its upstream sections; return the names that ran.
+
+        `jobs`: how many sections may run side by side once their upstream sections are done (each is
+        its own kernel). Only the analysis sections (03-06, after probing) are independent of each
+        other; most of their time is a kernel start and imports, so two at a time shorten a run on
+        two cores. A section is checked for staleness when its upstream sections have finished."""
+        if not isinstance(jobs, int) or jobs < 1:
+            raise UserError(f"jobs = {jobs!r}: the number of sections run side by side must be a positive integer")
         plan = self.plan(target)
         unread = sorted(set(self.overrides) - {p for s in plan for p in s.parameters})
         if unread:
@@ -201,18 +217,39 @@ class Pipeline:
             raise UserError(f"parameter(s) {unread} are not read by the section(s) being run "
                             f"({', '.join(s.name for s in plan)}); they belong to {readers}"
                             + ("" if target is None else ": run that section instead"))
-        ran = []
-        for s in plan:
-            hashes = _Hashes(self.root / ".pipeline" / "hashes.json")
-            reason = "--force" if force else self.why_stale(s, hashes)
-            hashes.save()
-            if reason is None:
-                log(f"{s.name}: up to date (source, parameters and inputs unchanged)")
-                continue
-            log(f"{s.name}: running ({reason})")
-            self.execute(s, log)
-            ran.append(s.name)
-        return ran
+        names = {s.name for s in plan}
+        waiting, running, done, ran = list(plan), {}, set(), []
+        failure: BaseException | None = None
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            while (waiting and failure is None) or running:
+                ready = [s for s in waiting if all(u in done for u in s.upstream if u in names)] if failure is None else []
+                for s in ready[:jobs - len(running)]:
+                    waiting.remove(s)
+                    with self._lock:
+                        hashes = _Hashes(self.root / ".pipeline" / "hashes.json")
+                        reason = "--force" if force else self.why_stale(s, hashes)
+                        hashes.save()
+                    if reason is None:
+                        log(f"{s.name}: up to date (source, parameters and inputs unchanged)")
+                        done.add(s.name)
+                        continue
+                    log(f"{s.name}: running ({reason})")
+                    running[pool.submit(self.execute, s, log, jobs == 1)] = s
+                if not running:
+                    continue                   # sections found up to date may have made others ready
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    s = running.pop(future)
+                    try:
+                        future.result()
+                    except BaseException as e:     # the sections already running finish; none starts
+                        failure = failure or e
+                    else:
+                        done.add(s.name)
+                        ran.append(s.name)
+        if failure is not None:
+            raise failure
+        return [s.name for s in plan if s.name in ran]
 
 
 def make_pipeline(profile: str = DEFAULT_PROFILE, overrides: dict[str, Any] | None = None,
@@ -241,6 +278,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"override one profile field for this run; keys: {', '.join(OVERRIDABLE)}")
     p.add_argument("--runs-dir", default=None, help="where runs/<profile>/ lives (default $TWOTOWER_RUNS, else the project's runs/)")
     p.add_argument("--force", action="store_true", help="re-run even what is up to date")
+    p.add_argument("--jobs", type=int, default=DEFAULT_JOBS,
+                   help=f"sections run side by side once their inputs are ready (default {DEFAULT_JOBS}: the analysis sections pair up)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -248,7 +287,7 @@ def main(args: argparse.Namespace) -> int:
 
     pipe = make_pipeline(args.profile, parse_overrides(args.parameter), args.runs_dir)
     t0 = time.time()
-    pipe.run(args.section, force=args.force)
+    pipe.run(args.section, force=args.force, jobs=args.jobs)
     card = scorecard.write(pipe.root, pipe.sections)
     print(f"scorecard: {pipe.root / 'scorecard.json'} ("
           + ", ".join(f"{n} {v}" for v, n in card["counts"].items()) + ")")
