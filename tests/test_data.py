@@ -264,10 +264,16 @@ def test_vocab_too_small(tiny_corpus_dir, tmp_path):
 
 @pytest.mark.parametrize("kw, msg", [
     (dict(vocab_size=0), "vocab_size"), (dict(seq_len=1), "seq_len"),
-    (dict(valid_fraction=1.0), "valid_fraction"), (dict(doc_words=3), "doc_words")])
+    (dict(valid_fraction=1.0), "valid_fraction"), (dict(doc_words=3), "doc_words"), (dict(max_docs=0), "max_docs")])
 def test_impossible_parameters(kw, msg):
     with pytest.raises(UserError, match=msg):
         small_cfg("x", **kw)
+
+
+def test_max_docs_keeps_the_first_documents_in_corpus_order(tiny_corpus_dir):
+    every = [d.doc_id for d in sources.iter_documents(str(tiny_corpus_dir), tiny_corpus_dir, 300, None, [])]
+    first = [d.doc_id for d in sources.iter_documents(str(tiny_corpus_dir), tiny_corpus_dir, 300, 5, [])]
+    assert len(every) > 5 and first == every[:5]
 
 
 def test_bad_corpus_specs(tmp_path):

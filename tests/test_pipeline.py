@@ -292,7 +292,8 @@ NO_TORCH_SECTIONS = ("00_data", "03_correlations", "05_ica", "06_frequency", "07
 
 def test_sections_that_only_read_artifacts_do_not_import_torch():
     """Everything these sections import at their top, and the light readers they call (token texts,
-    the ICA's embedding, model sizes, a probe's second head seed), load neither torch nor transformers."""
+    the ICA's embedding, model sizes, a probe's second head seed), load neither torch nor transformers,
+    nor the grammar jsonschema compiles for IRI formats (1.5 s per kernel; see book/charts.py)."""
     lines = []
     for name in NO_TORCH_SECTIONS:
         for cell in jupytext.read(ROOT / "notebooks" / f"{name}.py").cells:
@@ -304,7 +305,8 @@ def test_sections_that_only_read_artifacts_do_not_import_torch():
               "from twotower_lib.book.profiles import PROFILES",
               "[p.probe_config() for p in PROFILES.values()]",
               "from twotower_lib.data import load_prepared"]
-    code = "\n".join(lines + ["import sys", "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"])
+    code = "\n".join(lines + ["import sys", "import altair",
+                              "print(sorted(m for m in ('torch', 'transformers', 'rfc3987_syntax') if sys.modules.get(m)))"])
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
 

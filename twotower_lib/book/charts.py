@@ -15,11 +15,18 @@ from __future__ import annotations
 import base64
 import html
 import json
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
-import altair as alt
+# jsonschema, altair's validator, imports rfc3987_syntax where it is installed (JupyterLab's
+# jupyter-events needs it), and that module compiles a grammar on import: 1.5 of the ~2 s every
+# section's kernel spent importing this module. Altair checks no string formats (the only use
+# jsonschema has for it), so a kernel that draws charts goes without it.
+sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+
+import altair as alt  # noqa: E402
 import numpy as np
 import pandas as pd
 

@@ -25,7 +25,7 @@ class DataConfig:
     seed: int = 0
     valid_fraction: float = 0.1
     doc_words: int = 2000  # long texts (books, user files) are cut into documents of about this many words
-    max_docs: int | None = None  # hf sources only: stop after this many documents
+    max_docs: int | None = None  # the first this many documents in corpus order (None: all)
 
     def __post_init__(self) -> None:
         if not isinstance(self.vocab_size, int) or self.vocab_size < 1:
@@ -34,6 +34,8 @@ class DataConfig:
             raise UserError(f"seq_len must be an integer >= 2, got {self.seq_len!r}")
         if not (0.0 < self.valid_fraction < 1.0):
             raise UserError(f"valid_fraction must be strictly between 0 and 1, got {self.valid_fraction!r}")
+        if self.max_docs is not None and (not isinstance(self.max_docs, int) or self.max_docs < 1):
+            raise UserError(f"max_docs must be a positive integer or None (every document), got {self.max_docs!r}")
         if self.doc_words < 50:
             raise UserError(f"doc_words must be >= 50 (words per document when cutting long texts), got {self.doc_words!r}")
 

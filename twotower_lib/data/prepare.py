@@ -176,7 +176,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seq-len", type=int, default=d.seq_len, help=f"tokens per block (default {d.seq_len})")
     p.add_argument("--seed", type=int, default=d.seed, help="seed of the train/validation split")
     p.add_argument("--valid-fraction", type=float, default=d.valid_fraction, help="share of documents held out")
-    p.add_argument("--max-docs", type=int, default=None, help="hf:... sources only: stop after N documents")
+    p.add_argument("--max-docs", type=int, default=None, help="only the first N documents in corpus order (default: all)")
     p.add_argument("--out", type=Path, default=None, help="output directory (default: $TWOTOWER_DATA/prepared/<name>)")
     p.add_argument("--force", action="store_true", help="rebuild even if up to date")
 

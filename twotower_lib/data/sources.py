@@ -11,6 +11,8 @@ Each source yields `Document`s and a description that goes into the data manifes
 
 from __future__ import annotations
 
+import itertools
+
 import codecs
 import json
 import os
@@ -328,10 +330,13 @@ def hf_documents(corpus: str, max_docs: int | None, reports: list[SourceReport],
 
 def iter_documents(corpus: str, sources_root: Path, doc_words: int, max_docs: int | None,
                    reports: list[SourceReport]) -> Iterator[Document]:
-    """All documents of a corpus spec, in a deterministic order."""
-    if corpus == "registry" or corpus.startswith("registry:"):
-        sources_root.mkdir(parents=True, exist_ok=True)
-        return registry_documents(parse_registry_spec(corpus), sources_root, doc_words, reports)
+    """All documents of a corpus spec, in a deterministic order; the first `max_docs` of them if given
+    (of a mixed corpus, the first sources' documents)."""
     if corpus.startswith("hf:"):
         return hf_documents(corpus, max_docs, reports)
-    return files_documents(corpus, doc_words, reports)
+    if corpus == "registry" or corpus.startswith("registry:"):
+        sources_root.mkdir(parents=True, exist_ok=True)
+        docs = registry_documents(parse_registry_spec(corpus), sources_root, doc_words, reports)
+    else:
+        docs = files_documents(corpus, doc_words, reports)
+    return docs if max_docs is None else itertools.islice(docs, max_docs)
