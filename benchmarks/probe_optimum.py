@@ -10,7 +10,11 @@ and held-out blocks; then each recipe trains one set of heads:
 - `lbfgs`: the full-batch preconditioned L-BFGS of `twotower_lib.probe_optimum`, from the unigram
   model, on the mean cross-entropy + (ridge/2)|B|² (B the read-out of the whitened features);
 - `RECIPE+calibrated`: RECIPE's heads with their biases fitted to the counts (`calibrate_biases`);
-  `RECIPE+refined`: RECIPE's heads taken on by the same L-BFGS as `lbfgs`;
+  `RECIPE+refined`: RECIPE's heads taken on by the same L-BFGS as `lbfgs` (`+refinedN`: N iterations,
+  `+refinedN@R`: with ridge R instead of --ridge, `+refinedN@R/P` and penalty P, `+refinedN@R/P/Q` and a bias
+  ridge Q towards the smoothed unigram log-frequencies; the certificate then measures the last step's objective);
+  steps chain (`adam+refined5+refined5`: five more from the five-iteration heads, L-BFGS's memory restarted),
+  and a chain whose start was computed by an earlier recipe continues from it;
 - `half1:RECIPE`, `half2:RECIPE`: trained on one of two disjoint random halves of the positions.
 Each head set's certificate (`probe_optimum.certificate`: the largest and median relative gap between a
 token's predicted and observed count over its training positions, the preconditioned gradient) is
@@ -46,6 +50,26 @@ def halves(feats, part: str):
     return HeadFeatures(feats.train[idx], feats.labels[idx], feats.held, feats.held_labels)
 
 
+def heldout_by_target(heads, feats, counts, top_n: int) -> dict[str, list[float]]:
+    """Each head's held-out loss over the positions whose target is one of the `top_n` most frequent
+    tokens (where the scores are read) and over the rest: where a head that fits its training positions
+    better loses on held-out text."""
+    import numpy as np
+
+    top = torch.from_numpy(np.argsort(-np.asarray(counts), kind="stable")[:top_n].copy())
+    frequent = torch.isin(feats.held_labels, top)
+    out: dict[str, list[float]] = {"top_n": [], "rest": []}
+    with torch.no_grad():
+        for j, head in enumerate(heads):
+            nll = torch.cat([-torch.log_softmax(head(feats.held[r:r + 4096, j].float()).float(), dim=1)
+                             .gather(1, feats.held_labels[r:r + 4096, None])[:, 0]
+                             for r in range(0, len(feats.held_labels), 4096)])
+            out["top_n"].append(round(float(nll[frequent].mean()), 5))
+            out["rest"].append(round(float(nll[~frequent].mean()), 5))
+    out["share_top_n"] = round(float(frequent.float().mean()), 4)
+    return out
+
+
 def refine_set(heads, feats, rcfg, from_unigram: bool = False) -> list[dict]:
     """Refine every head of a set in place (head j reads tower j); the records without the certificates."""
     from twotower_lib.probe_optimum import refine_head
@@ -75,6 +99,8 @@ def main() -> None:
     ap.add_argument("--profile", default="cpu")
     ap.add_argument("--ridge", type=float, default=RefineConfig.ridge)
     ap.add_argument("--max-iter", type=int, default=40)
+    ap.add_argument("--precision", default="fp32", help="the refinement passes' matmuls: fp32 or bf16")
+    ap.add_argument("--penalty", default=RefineConfig.penalty, help="the ridge's penalty: readout (|B|²) or logit (tr(Bᵀ G B))")
     ap.add_argument("--recipes", default="adam,adam-whiten,lbfgs",
                     help="adam, adam-whiten, lbfgs; '+calibrated' after one: its biases then fitted to the counts, '+refined': then refined as lbfgs is; "
                          "'half1:' or 'half2:' before one: trained on one of two disjoint random halves of the positions")
@@ -82,7 +108,7 @@ def main() -> None:
     args = ap.parse_args()
     profile = get_profile(args.profile)
     base = profile.probe_config()
-    rcfg = RefineConfig(max_iter=args.max_iter, ridge=args.ridge).validate()
+    rcfg = RefineConfig(max_iter=args.max_iter, ridge=args.ridge, precision=args.precision, penalty=args.penalty).validate()
     model, _ = load_model(args.run)
     for p in model.parameters():
         p.requires_grad_(False)
@@ -97,28 +123,45 @@ def main() -> None:
     for name in args.recipes.split(","):
         t0 = time.perf_counter()
         row: dict = {"recipe": name}
-        recipe, _, then = name.partition("+")
-        part, _, method = recipe.rpartition(":")
+        steps = name.split("+")
+        part, _, method = steps[0].rpartition(":")
         train_feats = halves(feats, part) if part else feats
-        if recipe in trained_sets:                  # another step after a recipe already trained
-            heads = copy.deepcopy(trained_sets[recipe])
+        done = next((cut for cut in range(len(steps), 0, -1) if "+".join(steps[:cut]) in trained_sets), 0)
+        if done:                                    # continue from the longest chain already computed
+            heads = copy.deepcopy(trained_sets["+".join(steps[:done])])
         elif method == "lbfgs":
             heads = new_heads(model, base, [seed])
-            row["refine"] = refine_set(heads, train_feats, rcfg, from_unigram=True)
+            row["refine"] = [refine_set(heads, train_feats, rcfg, from_unigram=True)]
         else:
             trained, record = train_heads(model, data, replace(base, precondition="whiten" if method.endswith("whiten") else "none"),
                                           show=False, head_seed=seed, features=train_feats)
             heads, row["epochs"] = trained[0], record["epochs"]
-        trained_sets.setdefault(recipe, copy.deepcopy(heads))
-        if then == "calibrated":
-            row["calibration"] = [calibrate_biases(heads[j], train_feats.train[:, j], train_feats.labels) for j in range(k)]
-        elif then == "refined":                     # the same objective as lbfgs, from this recipe's heads
-            row["refine"] = refine_set(heads, train_feats, rcfg)
-        elif then:
-            raise SystemExit(f"unknown step {then!r} in recipe {name!r}")
+        if not done:
+            trained_sets[steps[0]] = copy.deepcopy(heads)
+        cert_cfg = rcfg
+        for i in range(max(done, 1), len(steps)):
+            step = steps[i]
+            if step == "calibrated":
+                row["calibration"] = [calibrate_biases(heads[j], train_feats.train[:, j], train_feats.labels) for j in range(k)]
+            elif step.startswith("refined") and (step[7:].partition("@")[0] or "0").isdigit():
+                # the same objective as lbfgs, from the heads so far; refinedN: N iterations (L-BFGS restarts its
+                # memory); refinedN@R: with ridge R; refinedN@R/P: and penalty P; refinedN@R/P/Q: and a bias
+                # ridge Q towards the smoothed unigram log-frequencies
+                it, _, ridge = step[7:].partition("@")
+                ridge, _, penalty = ridge.partition("/")
+                penalty, _, bias_ridge = penalty.partition("/")
+                scfg = replace(rcfg, max_iter=int(it or rcfg.max_iter), ridge=float(ridge or rcfg.ridge),
+                               penalty=penalty or rcfg.penalty,
+                               **({"bias_ridge": float(bias_ridge), "bias_prior": "unigram"} if bias_ridge else {})).validate()
+                row.setdefault("refine", []).append(refine_set(heads, train_feats, scfg))
+                cert_cfg = scfg
+            else:
+                raise SystemExit(f"unknown step {step!r} in recipe {name!r}")
+            trained_sets["+".join(steps[:i + 1])] = copy.deepcopy(heads)
         row["minutes"] = round((time.perf_counter() - t0) / 60, 2)
-        row["certificate"] = [certificate(heads[j], train_feats.train[:, j], train_feats.labels, rcfg) for j in range(k)]
+        row["certificate"] = [certificate(heads[j], train_feats.train[:, j], train_feats.labels, cert_cfg) for j in range(k)]
         row["heldout_loss"] = [round(x, 5) for x in _heldout_losses(heads, feats.held, feats.held_labels, k, cpu)]
+        row["heldout_loss_by_target"] = heldout_by_target(heads, feats, data.counts, profile.top_n)
         rows.append(row)
         sets.append(heads.eval())
         print(json.dumps({key: v for key, v in row.items() if key != "refine"}), flush=True)
@@ -138,7 +181,8 @@ def main() -> None:
     if args.out:
         atomic_write_json(args.out, {"run": args.run.name, "profile": args.profile, "top_n": profile.top_n,
                                      "refine": {"ridge": rcfg.ridge, "bias_ridge": rcfg.bias_ridge, "gtol": rcfg.gtol,
-                                                "max_iter": rcfg.max_iter},
+                                                "max_iter": rcfg.max_iter, "precision": rcfg.precision,
+                                                "penalty": rcfg.penalty},
                                      "rows": rows, "command": portable_command("benchmarks/probe_optimum.py", sys.argv[1:]),
                                      "provenance": provenance()})
     for row in rows:

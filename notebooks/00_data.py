@@ -34,6 +34,7 @@ vocab_size = None        # None: the profile's WordPiece vocabulary size
 seq_len = None           # None: the profile's block length in tokens
 data_seed = None         # None: the profile's seed of the train/validation split
 doc_words = None         # None: the profile's document length when cutting long texts
+max_docs = None          # None: the profile's; only the corpus's first this many documents (0: all)
 valid_fraction = None    # None: the profile's share of documents held out
 
 # %% tags=["hide-cell"]

@@ -451,4 +451,7 @@ def test_the_committed_optimum_measurements_are_shown(tmp_path):
         assert {frozenset(p) for p in pairs.index} == {frozenset((a, b)) for a in rows.index.get_level_values(1)
                                                        for b in rows.index.get_level_values(1) if a != b}
     assert ((agreement.abs() <= 1).all().all())
+    counterparts = {(a, b) for _, a, b in found["counterparts"].index}
+    assert {("adam-whiten+refined15", "adam+refined15"), ("half1:adam", "half2:adam")} <= counterparts
+    assert not {("adam", "adam+refined15"), ("adam-whiten", "half1:adam")} & counterparts
     assert probing.optimum_benchmark(tmp_path) == {}

@@ -102,6 +102,41 @@ def test_coordinates_keep_the_logits_of_any_head(problem):
     assert (before - after).abs().max() < 1e-2 * before.abs().max()
 
 
+def test_the_logit_penalty_does_not_depend_on_the_embeddings_coordinates(problem):
+    """With penalty "logit" (tr(Bᵀ G B)) the objective, and so its optimum, is a function of the predictions
+    alone: a head on the embedding E R (R invertible) ends at the same log-probabilities as one on E. The
+    read-out penalty |B|² is not (it charges each direction of the embedding space by its coordinates)."""
+    E, x, y = problem
+    R = torch.diag(torch.logspace(-1, 1, D)) @ torch.linalg.qr(torch.randn(D, D, generator=torch.Generator().manual_seed(9)))[0]
+    frequent = torch.bincount(y, minlength=V).argsort(descending=True)[:40]
+    gap = {}
+    for penalty in ("logit", "readout"):
+        cfg = RefineConfig(max_iter=400, gtol=1e-5, ridge=0.05 if penalty == "readout" else 5.0, penalty=penalty)
+        lp = []
+        for emb in (E, E @ R):
+            h = head(emb, 0)
+            refine_head(h, x, y, cfg, from_unigram=True, show=False)
+            lp.append(logprobs(h, x)[:, frequent])
+        gap[penalty] = float((lp[1] - lp[0]).abs().max())
+    assert gap["logit"] < 0.02 and gap["readout"] > 5 * gap["logit"], gap
+
+
+def test_the_unigram_bias_prior_pulls_the_biases_to_the_smoothed_frequencies(problem):
+    """bias_prior "unigram": the logits at the mean feature are pulled toward the log of the add-one smoothed
+    training frequencies; with a strong bias ridge they end there, with the default prior (zero) they do not."""
+    E, x, y = problem
+    counts = torch.bincount(y, minlength=V).double()
+    log_f = ((counts + 1) / (counts.sum() + V)).log()
+    at_mean = {}
+    for prior in ("zero", "unigram"):
+        h = head(E, 0)
+        refine_head(h, x, y, RefineConfig(max_iter=100, ridge=0.05, bias_ridge=10.0, bias_prior=prior), from_unigram=True, show=False)
+        with torch.no_grad():
+            logits = h(x.float().mean(0, keepdim=True))[0].double()
+        at_mean[prior] = float((logits - logits.mean() - (log_f - log_f.mean())).abs().max())
+    assert at_mean["unigram"] < 0.05 < at_mean["zero"], at_mean
+
+
 def test_fp64_loss_equals_the_fp32_one():
     g = torch.Generator().manual_seed(1)
     x, w, b = torch.randn(300, 6, generator=g), torch.randn(50, 6, generator=g), torch.randn(50, generator=g)
@@ -123,6 +158,10 @@ def test_clear_errors(problem):
         RefineConfig(max_iter=0).validate()
     with pytest.raises(UserError, match="gtol"):
         RefineConfig(gtol=0).validate()
+    with pytest.raises(UserError, match="penalty"):
+        RefineConfig(penalty="l1").validate()
+    with pytest.raises(UserError, match="bias_prior"):
+        RefineConfig(bias_prior="uniform").validate()
 
 
 def test_calibrating_the_biases_restores_them(problem):

@@ -6,9 +6,13 @@ AdamW stopped on a held-out plateau, the heads of one frozen run trained on the 
 and on whitened features (a change of coordinates only) gave scores that agreed at r = 0.48-0.85
 (`results/probe/whitening_cases.json`): where the optimiser stops depends on its coordinates, and that
 decides the scores. A probe needs a head defined by an objective, not by an optimiser's path: here,
-the mean cross-entropy over the training positions plus (ridge/2)|B|² (B the read-out of the whitened
-features) and (bias_ridge/2)|beta|² (beta the logits at the mean feature; tiny, it keeps tokens never
-seen finite). That objective is strictly convex: one optimum, whatever the start or parametrisation.
+the mean cross-entropy over the training positions plus (ridge/2) x a penalty on B, the read-out of the
+whitened features, and (bias_ridge/2)|beta - beta0|² (beta the logits at the mean feature; by default
+tiny and centred at 0, it keeps tokens never seen finite; `bias_prior="unigram"` centres it at the
+smoothed log-frequencies). The penalty is |B|² ("readout") or tr(Bᵀ G B) ("logit", G below): the
+variance over tokens of the logit change each whitened feature makes, a function of the predictions
+alone (not of the embedding's coordinates) and, in the coordinates below, the plain |C|², which keeps
+the problem well conditioned. The objective is strictly convex: one optimum, whatever the start.
 
 What `refine_head` does, per head: it changes to coordinates fixed by the data alone, in which the
 curvature is close to the identity, then runs L-BFGS on the exact full-batch objective (fp32 matmuls,
@@ -39,9 +43,11 @@ What was measured with these on the default profile's gpt-s1 (`benchmarks/probe_
 `results/probe/optimum/`): the AdamW recipes' heads (features as they are, or whitened) miss the bias
 optimum by a median of ~6% per token, yet fitting the biases changes neither recipe's scores; the two
 recipes' disagreement is in the read-out. Full-batch L-BFGS from the unigram model was not at its
-tolerance after 40 passes per head (~9.5 s each at 198k positions, V = 8,192, on 2 cores); from each
-recipe's heads, 40 passes brought both to one objective value (within 3e-4) and their scores to
-r = 0.99 (from 0.47).
+tolerance after 40 passes per head (~9.5 s each at 198k positions, V = 8,192, on 2 cores; 4.5 s with
+bf16 matmuls); from each recipe's heads, 40 passes brought both to one objective value (within 3e-4)
+and their scores to r = 0.99 (from 0.47). With the "logit" penalty 15 iterations did the same (r = 0.99,
+bf16), and ridges from 0.003 to 0.1 gave scores agreeing at 0.97-0.99; the held-out loss of those heads
+was 0.04 nats above the whitened AdamW recipe's at every one of those ridges.
 """
 
 from __future__ import annotations
@@ -55,21 +61,35 @@ from tqdm import tqdm
 
 from twotower_lib.errors import UserError
 from twotower_lib.models.heads import LinearCrossEntropy, ProbeHead
+from twotower_lib.probe_config import PENALTIES
 
 
 @dataclass(frozen=True)
 class RefineConfig:
     max_iter: int = 60           # L-BFGS iterations (each one or a few full passes over the features)
     gtol: float = 1e-4           # stop when the preconditioned gradient's largest entry falls below this
-    ridge: float = 1e-3          # (ridge/2)|B|², B the read-out of the whitened features, added to the mean cross-entropy
-    bias_ridge: float = 1e-6     # (bias_ridge/2)|beta|², beta the logits at the mean feature (fixes unseen tokens)
+    ridge: float = 1e-3          # (ridge/2) x the penalty, added to the mean cross-entropy
+    penalty: str = "readout"     # "readout": |B|², B the read-out of the whitened features; "logit": |G^(1/2) B|² =
+                                 # tr(Bᵀ G B), the variance over tokens (drawn by frequency) of the logit change that a
+                                 # unit step along each whitened feature direction makes
+    bias_ridge: float = 1e-6     # (bias_ridge/2)|beta - beta0|², beta the logits at the mean feature (fixes unseen tokens)
+    bias_prior: str = "zero"     # beta0: "zero", or "unigram" (log of the add-one smoothed training frequencies): a
+                                 # bias_ridge of r acts as about r x N pseudo-counts pulling rare tokens to their frequency
     history: int = 20            # L-BFGS memory
     min_count: int = 20          # tokens seen fewer times are left out of the bias residual's maximum
+    precision: str = "fp32"      # the passes' matmuls: "fp32", or "bf16" (fp32 softmax and sums; ~2x faster on CPUs with
+                                 # native bf16); the certificate of the head written is always computed in fp32
 
     def validate(self) -> "RefineConfig":
         for name in ("max_iter", "history", "min_count"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise UserError(f"invalid refine config: `{name}` = {getattr(self, name)!r} must be a positive integer")
+        if self.bias_prior not in ("zero", "unigram"):
+            raise UserError(f"invalid refine config: bias_prior = {self.bias_prior!r} must be 'zero' or 'unigram'")
+        if self.penalty not in PENALTIES:
+            raise UserError(f"invalid refine config: penalty = {self.penalty!r} must be one of {PENALTIES}")
+        if self.precision not in ("fp32", "bf16"):
+            raise UserError(f"invalid refine config: precision = {self.precision!r} must be 'fp32' or 'bf16'")
         if not (self.gtol > 0 and self.ridge >= 0 and self.bias_ridge >= 0):
             raise UserError(f"invalid refine config: gtol = {self.gtol!r} must be positive and ridge = {self.ridge!r} "
                             "non-negative")
@@ -93,6 +113,7 @@ class _Coordinates:
     Gi: torch.Tensor     # (D, D) G^(-1/2), the output side
     Gs: torch.Tensor     # (D, D) G^(1/2)
     d: torch.Tensor      # (V,) bias scaling (f + 1/N)^(-1/2), f the token frequencies
+    log_f: torch.Tensor  # (V,) log of the add-one smoothed frequencies (the "unigram" bias prior's centre)
 
     def to_head(self, E: torch.Tensor, C: torch.Tensor, gamma: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(A, b) of the head on the raw features, differentiable in (C, gamma)."""
@@ -127,17 +148,21 @@ def _coordinates(E: torch.Tensor, x: torch.Tensor, y: torch.Tensor, floor: float
     G = Ed.T @ (f[:, None] * Ed) - torch.outer(m, m)                      # (D, D)
     Gi, Gs = _inverse_sqrt(G, 1e-6)
     d = (f + 1.0 / len(y)).rsqrt().float()
-    return _Coordinates(mu, M, P, Gi, Gs, d)
+    log_f = ((f * len(y) + 1) / (len(y) + V)).log().float()
+    return _Coordinates(mu, M, P, Gi, Gs, d, log_f)
 
 
 def _objective(xt: torch.Tensor, y: torch.Tensor, E: torch.Tensor, co: _Coordinates, C: torch.Tensor,
-               gamma: torch.Tensor, ridge: float, bias_ridge: float) -> torch.Tensor:
-    """Mean cross-entropy + (ridge/2)|B|² + (bias_ridge/2)|beta|² at (C, gamma), B = Gi C the read-out of the
-    whitened features and beta = d ⊙ gamma the logits at the mean feature; in fp64 (its sum over every
-    position is fp64, the matmuls fp32): near the optimum L-BFGS compares losses closer than fp32 resolves."""
+               gamma: torch.Tensor, cfg: RefineConfig, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Mean cross-entropy + (ridge/2) x penalty + (bias_ridge/2)|beta - beta0|² at (C, gamma), B = Gi C the read-out of
+    the whitened features (penalty |B|², or |C|² = tr(Bᵀ G B) for "logit") and beta = d ⊙ gamma the logits at
+    the mean feature; in fp64 (its sum over every position is fp64, the matmuls `dtype`): near the optimum
+    L-BFGS compares losses closer than fp32 resolves."""
     B, beta = co.Gi @ C, co.d * gamma
-    loss = LinearCrossEntropy.apply(xt, E @ B, beta, y, torch.float32, torch.float64)   # logits = x̃ Bᵀ Eᵀ + beta
-    return loss + 0.5 * (ridge * B.double().square().sum() + bias_ridge * beta.double().square().sum())
+    loss = LinearCrossEntropy.apply(xt, E @ B, beta, y, dtype, torch.float64)   # logits = x̃ Bᵀ Eᵀ + beta
+    penalised = C if cfg.penalty == "logit" else B
+    offset = beta - co.log_f if cfg.bias_prior == "unigram" else beta
+    return loss + 0.5 * (cfg.ridge * penalised.double().square().sum() + cfg.bias_ridge * offset.double().square().sum())
 
 
 def _start(head: ProbeHead, x: torch.Tensor, y: torch.Tensor):
@@ -154,7 +179,7 @@ def _start(head: ProbeHead, x: torch.Tensor, y: torch.Tensor):
 def _certify(xt, y, E, co: _Coordinates, C: torch.Tensor, gamma: torch.Tensor, cfg: RefineConfig) -> dict:
     """The certificate at (C, gamma), from one exact full-batch pass."""
     C, gamma = C.detach().requires_grad_(True), gamma.detach().requires_grad_(True)
-    loss = _objective(xt, y, E, co, C, gamma, cfg.ridge, cfg.bias_ridge)
+    loss = _objective(xt, y, E, co, C, gamma, cfg)
     gC, gg = torch.autograd.grad(loss, (C, gamma))
     return _summary(loss, gC, gg, gamma, co, y, E.shape[0], cfg)
 
@@ -168,8 +193,10 @@ def certificate(head: ProbeHead, x: torch.Tensor, y: torch.Tensor, cfg: RefineCo
 
 def _summary(loss, gC, gg, gamma, co: _Coordinates, y: torch.Tensor, V: int, cfg: RefineConfig) -> dict:
     counts = torch.bincount(y, minlength=V).double()
-    # d loss / d beta = (predicted - observed counts) / N + bias_ridge * beta; gamma's gradient is d ⊙ that
+    # d loss / d beta = (predicted - observed counts) / N + bias_ridge * (beta - beta0); gamma's gradient is d ⊙ that
     beta = co.d.double() * gamma.detach().double()
+    if cfg.bias_prior == "unigram":
+        beta = beta - co.log_f.double()
     excess = (gg.double() / co.d.double() - cfg.bias_ridge * beta) * len(y)
     seen = counts >= cfg.min_count
     residual = (excess[seen] / counts[seen]).abs()
@@ -189,7 +216,7 @@ def _check(head: ProbeHead) -> None:
 def refine_head(head: ProbeHead, x: torch.Tensor, y: torch.Tensor, cfg: RefineConfig | None = None,
                 from_unigram: bool = False, show: bool = True, desc: str = "refining head") -> dict:
     """Move a linear `head` to the optimum of its objective on the training features x (N, H) and labels
-    y (N,), in place (fp32 throughout); return the record: the loss per iteration, the certificate
+    y (N,), in place (matmuls in `cfg.precision`, sums in fp64); return the record: the loss per iteration, the certificate
     before and after, passes over the features, seconds."""
     cfg = (cfg or RefineConfig()).validate()
     _check(head)
@@ -205,11 +232,12 @@ def refine_head(head: ProbeHead, x: torch.Tensor, y: torch.Tensor, cfg: RefineCo
                             history_size=cfg.history, line_search_fn="strong_wolfe",
                             tolerance_grad=cfg.gtol, tolerance_change=1e-12)
     bar = tqdm(total=cfg.max_iter, desc=desc, unit="pass", disable=not show, leave=False)
+    dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float32
     curve: list[float] = []
 
     def closure():
         opt.zero_grad(set_to_none=True)
-        loss = _objective(xt, y, E, co, C, gamma, cfg.ridge, cfg.bias_ridge)
+        loss = _objective(xt, y, E, co, C, gamma, cfg, dtype)
         loss.backward()
         curve.append(round(loss.item(), 7))
         if "before" not in record:

@@ -392,8 +392,30 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True, head_seed: int
     if whitening is not None:
         record["feature_condition"] = [round(c, 1) for c in whitening.condition]
         record["constant_directions"] = whitening.dropped
+    if cfg.refine_iters:
+        record["refine"] = refine_heads(heads, cached, cfg, k, dtype, show)
+        record["refined_heldout_loss"] = ([round(x, 5) for x in _heldout_losses(heads, cached.held, held_labels, k, device, score_dtype)]
+                                          if n_held else None)
     sets = [nn.ModuleList(heads[s * k:(s + 1) * k]).eval() for s in range(len(seeds))]
     return sets, record
+
+
+def refine_heads(heads: nn.ModuleList, features: HeadFeatures, cfg: ProbeConfig, k: int, dtype: torch.dtype,
+                 show: bool) -> list[dict]:
+    """Take every trained linear head (head i reads tower i mod k) to the optimum of its objective on the
+    training features, in place (`probe_optimum.refine_head`, `cfg.refine_iters` L-BFGS iterations from
+    AdamW's head); per head, what the refinement did and its certificate before and after."""
+    from twotower_lib.probe_optimum import RefineConfig, refine_head
+
+    rcfg = RefineConfig(max_iter=cfg.refine_iters, ridge=cfg.ridge, penalty=cfg.penalty,
+                        precision="bf16" if dtype == torch.bfloat16 else "fp32").validate()
+    records = []
+    for i, head in enumerate(heads):
+        device = head.bias.device
+        r = refine_head(head, features.train[:, i % k].to(device), features.labels.to(device), rcfg, show=show,
+                        desc=f"refining head {i + 1}/{len(heads)}")
+        records.append({key: r[key] for key in ("iterations", "passes", "stopped", "seconds", "loss_curve", "before", "after")})
+    return records
 
 
 @torch.no_grad()

@@ -243,8 +243,20 @@ def optimum_benchmark(folder: Path | None = None) -> dict[str, pd.DataFrame]:
                     shown.add((path.stem, frozenset((r["recipe"], other))))
                     agreement.append({"experiment": path.stem, "a": r["recipe"], "b": other,
                                       **{f"r ({VARIANTS[c]})": v for c, v in rs.items()}})
-    return {"recipes": pd.DataFrame(recipes).set_index(["experiment", "recipe"]),
-            "agreement": pd.DataFrame(agreement).set_index(["experiment", "a", "b"])}
+    agreement = pd.DataFrame(agreement).set_index(["experiment", "a", "b"])
+    return {"recipes": pd.DataFrame(recipes).set_index(["experiment", "recipe"]), "agreement": agreement,
+            "counterparts": agreement[[_counterparts(a, b) for _, a, b in agreement.index]]}
+
+
+def _counterparts(a: str, b: str) -> bool:
+    """Whether recipes `a` and `b` differ in one thing only: where they start (AdamW on the features as
+    they are or whitened: `adam...` / `adam-whiten...`, after the same further steps) or which half of
+    the positions they train on (`half1:` / `half2:`): the pairs whose agreement says whether the start,
+    or the data, decide the scores."""
+    (pa, _, ra), (pb, _, rb) = a.rpartition(":"), b.rpartition(":")
+    if pa != pb:
+        return bool(pa and pb) and ra == rb
+    return ra != rb and ra.replace("adam-whiten", "adam", 1) == rb.replace("adam-whiten", "adam", 1)
 
 
 def probe_benchmark(path: Path | None = None) -> str:

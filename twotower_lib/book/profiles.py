@@ -53,6 +53,7 @@ class Profile:
     seq_len: int = 128
     data_seed: int = 0
     doc_words: int = 2000                # long texts are cut into documents of about this many words
+    max_docs: int = 0                    # the corpus's first this many documents only (0: all)
     valid_fraction: float = 0.1          # share of documents held out for validation
     # -- models and training (01_training). `cases` lists "model:seed"; the paper's five cases are
     #    elmo:1 gpt:1 bert-base:1 bert-large:1 bert-large:2 (Table 2's rows).
@@ -76,6 +77,8 @@ class Profile:
     probe_head: str = "linear"           # "linear"/"tied" (Eq. 2: decoder = the frozen input embedding) or "mlp" (the authors' code)
     probe_features: str = "joint_ln"     # what the heads read: "joint_ln" (the authors') or "raw" tower states
     probe_precondition: str = "none"     # "whiten": the heads train on whitened features (then folded back), or "none"
+    probe_refine_iters: int = 0          # linear heads: L-BFGS iterations after AdamW toward their objective's optimum (0: none)
+    probe_ridge: float = 0.03            # that objective's ridge (ProbeConfig.penalty: the logit variance)
     bert_events: str = "mask"            # BERT positions probed: "mask" (Eq. 1) or "corrupt" (80/10/10, the old scoring)
     # -- analyses (03-06)
     top_n: int = 1000                    # N: the most frequent tokens compared (paper: 5000)
@@ -108,7 +111,7 @@ class Profile:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise bad(name, "must be a positive integer")
-        for name in ("data_seed", "num_gpus", "bootstrap", "threads_per_run", "ica_dim"):
+        for name in ("data_seed", "max_docs", "num_gpus", "bootstrap", "threads_per_run", "ica_dim", "probe_refine_iters"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise bad(name, "must be a non-negative integer")
@@ -134,6 +137,8 @@ class Profile:
             raise bad("probe_features", f"must be one of {FEATURES}")
         if self.bert_events not in BERT_EVENTS:
             raise bad("bert_events", f"must be one of {BERT_EVENTS}")
+        if not (isinstance(self.probe_ridge, float) and self.probe_ridge >= 0):
+            raise bad("probe_ridge", "must be a non-negative number")
         if self.probe_precondition not in PRECONDITIONS:
             raise bad("probe_precondition", f"must be one of {PRECONDITIONS}")
         if self.pos_backend not in POS_BACKENDS:
@@ -265,7 +270,8 @@ class Profile:
         from twotower_lib.probe_config import ProbeConfig
 
         settings = {"train_positions": self.probe_tokens, "max_epochs": self.probe_max_epochs, "head": self.probe_head, "features": self.probe_features,
-                    "precondition": self.probe_precondition, "bert_events": self.bert_events, "replicate": replicate}
+                    "precondition": self.probe_precondition, "bert_events": self.bert_events, "replicate": replicate,
+                    "refine_iters": self.probe_refine_iters if self.probe_head == "linear" else 0, "ridge": self.probe_ridge}
         return ProbeConfig(**{**settings, **changes}).validate()
 
     def data_config(self):
@@ -273,7 +279,8 @@ class Profile:
         from twotower_lib.data.config import DataConfig
 
         return DataConfig(corpus=self.corpus, vocab_size=self.vocab_size, seq_len=self.seq_len,
-                          seed=self.data_seed, valid_fraction=self.valid_fraction, doc_words=self.doc_words)
+                          seed=self.data_seed, valid_fraction=self.valid_fraction, doc_words=self.doc_words,
+                          max_docs=self.max_docs or None)
 
     def values(self) -> dict[str, Any]:
         """The overridable fields and their values (JSON-friendly)."""
@@ -379,13 +386,15 @@ _PAPER_MODELS = _with_released({
 }, shapes={m: f"released-{m}" for m in ("elmo", "gpt", "bert-base", "bert-large")})
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (
-    # 2% of Brown for validation (~30k tokens): with 20% every probe scored ~570k validation tokens for a
-    # model trained on 10k. End to end 74 s on 2 idle cores (benchmarks/bench_tiny.py; 98 s on the same
-    # machine before the analysis sections stopped importing torch and transformers), most of it eight
-    # kernel starts; POS with spaCy (the stanza attempt of "auto" imports torch only to find no model).
-    Profile("tiny", "tests and a first run: every section end to end in about a minute and a quarter on 2 cores (the heads "
+    # The first 120 Brown documents (~240k words; all 500 took 10 s to prepare for a model trained on 10k
+    # tokens), a tenth of them for validation (~60k tokens: with 20% of all of Brown every probe scored
+    # ~570k). End to end on 2 idle cores (benchmarks/bench_tiny.py): most of it eight kernel starts, the
+    # analysis sections two at a time (`run --jobs`); POS with spaCy (the stanza attempt of "auto" imports
+    # torch only to find no model).
+    Profile("tiny", "tests and a first run: every section end to end in about a minute on 2 cores (the heads "
                     "stop after 3 epochs, unconverged); no result is meaningful at this size",
-            corpus="registry:brown", vocab_size=300, seq_len=32, doc_words=300, valid_fraction=0.02, cases=("gpt:1", "gpt:2", "bert-large:1"),
+            corpus="registry:brown", max_docs=120, vocab_size=300, seq_len=32, doc_words=300, valid_fraction=0.1,
+            cases=("gpt:1", "gpt:2", "bert-large:1"),
             train_tokens=10_000, precision="fp32", micro_batch=8, threads_per_run=1, probe_tokens=5_000, probe_max_epochs=3, top_n=50,
             bootstrap=50, pos_docs=10, pos_backend="spacy", ica_tokens=20_000, ica_dim=16, models=_TINY_MODELS),
     # The choices of the CPU profiles (a second GPT seed, GPT's 1M tokens, the paper's schedule, fp32, the

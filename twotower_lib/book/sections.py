@@ -43,14 +43,14 @@ class Section:
 
 
 SECTIONS: tuple[Section, ...] = (
-    Section("00_data", "Data", "data", ("corpus", "vocab_size", "seq_len", "data_seed", "doc_words", "valid_fraction")),
+    Section("00_data", "Data", "data", ("corpus", "vocab_size", "seq_len", "data_seed", "doc_words", "max_docs", "valid_fraction")),
     Section("01_training", "Cooperative training", "training",
             ("cases", "train_tokens", "model_tokens", "model_lr", "model_final_lr", "precision", "micro_batch", "grad_accum", "launcher", "num_gpus",
              "controls", "control_models", "threads_per_run"),
             ("00_data",)),
     Section("02_probing", "Probing and preference scores", "probing",
-            ("cases", "probe_tokens", "probe_max_epochs", "probe_head", "probe_features", "probe_precondition", "bert_events",
-             "controls", "control_models", "top_n"),
+            ("cases", "probe_tokens", "probe_max_epochs", "probe_head", "probe_features", "probe_precondition", "probe_refine_iters",
+             "probe_ridge", "bert_events", "controls", "control_models", "top_n"),
             ("00_data", "01_training"), committed=("results/probe",)),
     Section("03_correlations", "Correlation of preference scores", "correlations",
             ("cases", "top_n", "bootstrap", "controls", "control_models"), ("00_data", "01_training", "02_probing"),
