@@ -246,7 +246,7 @@ probing.reliability_benchmark(probing.RESULTS / "whitening.json")
 #   iterations (19–22 passes, 103–113 s per head, partly beside other work) the two recipes agree at
 #   r = 0.989 / 0.983** (Eq. 4 / mean of log), and the heads at ridges 0.003, 0.01, 0.03 and 0.1 agree with each other at 0.97–0.99: in
 #   that range the scores do not depend on the ridge. The defined heads agree with whitened AdamW at
-#   0.91 and with version 7 at 0.36–0.39 (mean of log: 0.61–0.65).
+#   0.91 and with version 7 at 0.34–0.39 (mean of log: 0.60–0.65).
 # - `bias_prior`: where the defined heads lose held-out loss. Over the held-out positions whose target
 #   is one of the top 1,000 tokens (73% of them, where the scores are read) and over the rest, they lose
 #   to whitened AdamW by about the same 0.04 nats (4.79 / 4.70 against 4.75 / 4.67; 9.35 / 9.31 against
