@@ -45,7 +45,7 @@ A number is only as good as what measured it, so the probe is built to be checke
   same objective value and their scores to r = 0.99 (from 0.47). With the ridge on the logits' variance
   (`penalty="logit"`) 15 iterations do it (~105 s per head in bf16), and the scores barely move between
   ridges 0.003 and 0.1. It is an option (`refine_iters`, `ridge`, `penalty`; profile `probe_refine_iters`,
-  `probe_ridge`; each head's certificate before and after is in the manifest's training record), not the
+  `probe_ridge`; each head's certificate before and after is in the manifest's `heads` record), not the
   default: those heads' held-out loss is 0.04 nats above whitened AdamW's at every ridge tried.
 - **The head of Eq. 2, read out linearly** (`head="linear"`, the default): a linear map of the
   tower's features whose output vectors are the frozen input embedding, plus a bias per token. Its

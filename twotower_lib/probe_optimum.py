@@ -15,8 +15,9 @@ alone (not of the embedding's coordinates) and, in the coordinates below, the pl
 the problem well conditioned. The objective is strictly convex: one optimum, whatever the start.
 
 What `refine_head` does, per head: it changes to coordinates fixed by the data alone, in which the
-curvature is close to the identity, then runs L-BFGS on the exact full-batch objective (fp32 matmuls,
-fp64 sum) until the gradient's largest entry is below `gtol`.
+curvature is close to the identity, then runs L-BFGS on the exact full-batch objective (fp32 or bf16
+matmuls, `precision`; fp64 sum) until the gradient's largest entry is below `gtol` or after `max_iter`
+iterations; the head it writes is certified by one more pass in fp32.
 
 - Inputs: the tower's features centred and whitened (mean and Cov^(-1/2) of the training features;
   directions of near-zero variance left out as constant, `probe_training.Whitening`).
