@@ -244,7 +244,7 @@ probing.reliability_benchmark(probing.RESULTS / "whitening.json")
 #   depends on the predictions only, not on the embedding's coordinates (tested), and in the
 #   optimiser's coordinates it is the plain |C|², which keeps the problem well conditioned. **After 15
 #   iterations (19–22 passes, 103–113 s per head, partly beside other work) the two recipes agree at
-#   r = 0.989 / 0.983** (Eq. 4 / mean of log), and the heads at ridges 0.003, 0.01, 0.03 and 0.1 agree with each other at 0.97–0.99: in
+#   r = 0.989 / 0.983** (Eq. 4 / mean of log), and the heads at ridges 0.003, 0.01, 0.03 and 0.1 agree with each other at 0.97–0.99 (mean of log 0.96–0.99): in
 #   that range the scores do not depend on the ridge. The defined heads agree with whitened AdamW at
 #   0.91 and with version 7 at 0.34–0.39 (mean of log: 0.60–0.65).
 # - `bias_prior`: where the defined heads lose held-out loss. Over the held-out positions whose target

@@ -52,7 +52,7 @@ class ProbeConfig:
     weight_decay: float = 0.01
     refine_iters: int = 0           # linear heads: full-batch L-BFGS iterations after AdamW, toward the optimum of the
                                     # mean cross-entropy + (ridge/2) x penalty (`probe_optimum`); 0: AdamW's heads as they are
-    ridge: float = 0.03             # that objective's ridge (times `penalty`): scores agree at 0.97-0.99 from 0.003 to 0.1 (gpt-s1)
+    ridge: float = 0.03             # that objective's ridge (times `penalty`): scores agree at r >= 0.96 from 0.003 to 0.1 (gpt-s1)
     penalty: str = "logit"          # "logit": tr(Bᵀ G B), coordinate-free; "readout": |B|² (`probe_optimum.RefineConfig`)
     eval_blocks: int | None = None  # validation blocks scored (None = all)
     bert_eval_passes: int = 7       # BERT: disjoint masking passes, so every validation token is scored once

@@ -47,7 +47,7 @@ recipes' disagreement is in the read-out. Full-batch L-BFGS from the unigram mod
 tolerance after 40 passes per head (~9.5 s each at 198k positions, V = 8,192, on 2 cores; 4.5 s with
 bf16 matmuls); from each recipe's heads, 40 passes brought both to one objective value (within 3e-4)
 and their scores to r = 0.99 (from 0.47). With the "logit" penalty 15 iterations did the same (r = 0.99,
-bf16), and ridges from 0.003 to 0.1 gave scores agreeing at 0.97-0.99; the held-out loss of those heads
+bf16), and ridges from 0.003 to 0.1 gave scores agreeing at 0.96-0.99 (either variant); the held-out loss of those heads
 was 0.04 nats above the whitened AdamW recipe's at every one of those ridges.
 """
 
