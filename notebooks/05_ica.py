@@ -38,6 +38,7 @@ cases = None             # None: the profile's cases, "model:seed" comma-separat
 ica_reference = None     # None: the profile's reference case ("model:seed") for the word vectors
 ica_tokens = None        # None: the profile's number of token occurrences in the corpus sample
 ica_dim = None           # None: the profile's d; 0: the paper's share of the embedding width (128 of 1024)
+ica_starts = None        # None: the profile's number of ICA starts (the identity first, then seeded random rotations)
 top_n = None             # None: the profile's N: Fig. 6's shares over the N most frequent words (and over all)
 
 # %% tags=["hide-cell"]
@@ -71,8 +72,18 @@ charts.pca_spectrum(spectrum, d, title=f"{reference}: the principal directions o
 
 # %% [markdown]
 # Did the ICA converge by the library's criterion (largest entry of $I - E[g(y)y^\top]$ below the
-# tolerance)? Steps start preconditioned (Newton) and go on with the paper's plain rule where
-# those stop paying.
+# tolerance)? The steps are L-BFGS steps preconditioned by a block-diagonal model of the Hessian
+# (Picard's): they meet the tolerance in one or two hundred steps where the paper's plain rule needs
+# thousands (if they stop paying, the plain rule takes over; "of them Newton" counts the
+# preconditioned steps).
+#
+# And is what it converged to *the* answer? The ICA likelihood is not concave: on word vectors,
+# runs from different starting rotations each meet the tolerance at different optima (on the
+# default profile's Bert-large embedding, twelve starts ended up to 0.1 nats apart). So the rule
+# runs from `ica_starts` starts — $W_0 = I$ as in the paper, then seeded random rotations — and the
+# converged fit of highest likelihood is used. A component's *stability* is the median, over the
+# other converged starts, of its largest |correlation| with one of theirs (1: every start found it);
+# the groups of unstable components are the ones to read with care.
 
 # %%
 pd.DataFrame({"value": {
@@ -83,7 +94,7 @@ pd.DataFrame({"value": {
     "excess kurtosis of the rest (median)": f"{spectrum['excess kurtosis'].iloc[d:].median():.2f}"
     if len(spectrum) > d else "none left",
     "ICA converged": fitted.ica.converged, "ICA steps (of them Newton)": f"{fitted.ica.n_iter} ({fitted.ica.newton_steps})",
-    "final max |I - E[g(y) y^T]|": f"{fitted.ica.gradient:.1e}"}})
+    "final max |I - E[g(y) y^T]|": f"{fitted.ica.gradient:.1e}", **analyses.ica_starts_summary(fitted.ica)}})
 
 # %% [markdown]
 # ## Fig. 5: the representation after ICA
@@ -156,4 +167,5 @@ scorecard.record_ica(ctx, groups_per_word, within_1, int(members["component"].nu
                      t3[runs] if len(runs) > 1 else None, fitted.ica.converged,
                      words=f"the {ctx.profile.top_n} most frequent", fig6_all=fig6[f"all {len(token_ids)} tokens"][1], d=d)
 ctx.finish(reference=reference, d=d, converged=fitted.ica.converged, ica_steps=fitted.ica.n_iter, groups=len(t3),
+           ica_starts=analyses.ica_starts_summary(fitted.ica),
            **groups_per_word, fig6_all_tokens=fig6[f"all {len(token_ids)} tokens"][1]);

@@ -65,18 +65,41 @@ def test_ica_recovers_planted_sources_and_drivers_agree():
     x, mixing = mixture()
     w = fit_whitening(x, PCAConfig(d=4))
     to_sources = lambda r: r.unmixing @ (w.components / np.sqrt(w.eigenvalues)).T @ mixing  # noqa: E731
-    newton = fit_ica(w.transform(x), ICAConfig(tol=1e-4, progress=False))
+    newton = fit_ica(w.transform(x), ICAConfig(tol=1e-4, progress=False))          # L-BFGS on the block Newton
+    block = fit_ica(w.transform(x), ICAConfig(memory=0, tol=1e-4, progress=False))  # the block Newton alone
     bold = fit_ica(w.transform(x), ICAConfig(newton=False, tol=1e-4, progress=False))
     paper = fit_ica(w.transform(x), ICAConfig(newton=False, adaptive=False, lr=0.01, tol=1e-4,
                                               max_iter=20000, progress=False))
-    for r in (newton, bold, paper):
+    for r in (newton, block, bold, paper):
         assert r.converged and r.gradient < 1e-4
         assert amari_index(to_sources(r)) < 0.03
-    assert newton.n_iter < bold.n_iter < paper.n_iter
-    # the same fixed point, reached three ways (W entries are of order 3)
+    assert max(newton.n_iter, block.n_iter) < bold.n_iter < paper.n_iter
+    # the same fixed point, reached four ways (W entries are of order 3)
     np.testing.assert_allclose(newton.unmixing, paper.unmixing, atol=5e-3)
+    np.testing.assert_allclose(block.unmixing, paper.unmixing, atol=5e-3)
     np.testing.assert_allclose(bold.unmixing, paper.unmixing, atol=5e-3)
     assert np.all(np.diff(newton.loss) <= 1e-6 * np.abs(newton.loss[1:]))   # never uphill (beyond rounding)
+
+
+def test_several_starts_keep_the_best_converged_fit_and_say_which_components_they_share():
+    x, mixing = mixture()
+    p = fit_whitening(x, PCAConfig(d=4)).transform(x)
+    one = fit_ica(p, ICAConfig(tol=1e-4, progress=False))
+    many = fit_ica(p, ICAConfig(tol=1e-4, starts=4, seed=1, progress=False))
+    assert [r.start for r in many.starts] == [0, 1, 2, 3] and many.converged
+    np.testing.assert_allclose(many.starts[0].unmixing, one.unmixing)        # start 0 is W_0 = I, as before
+    assert many.loss[-1] == min(r.loss[-1] for r in many.starts if r.converged)
+    # planted independent sources: one optimum up to order and sign, found from every start
+    assert all(amari_index(r.unmixing @ np.linalg.inv(many.unmixing)) < 0.01 for r in many.starts)
+    assert many.stability().min() > 0.99 and np.isnan(one.stability()).all()
+    with pytest.raises(UserError, match="starts"):
+        fit_ica(p, ICAConfig(starts=0, progress=False))
+    from twotower_lib.book.analyses import ica_starts_summary
+
+    summary = ica_starts_summary(many)
+    assert summary["ICA starts converged"] == "4 of 4" and summary["components with stability >= 0.9"] == "4 of 4"
+    assert 0 <= summary["loss spread over converged starts (nats)"] < 1e-3
+    assert ica_starts_summary(one)["components with stability >= 0.9"] == "one start only"
 
 
 def test_stalled_newton_steps_hand_over_to_the_plain_rule(monkeypatch):

@@ -6,7 +6,7 @@ functions of `twotower_lib.analysis`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from twotower_lib.book.probing import VARIANTS, load_controls, load_quality, probe_reliability, same_config_pairs
 from twotower_lib.book.sections import SectionContext, load_data
@@ -245,6 +245,21 @@ def vocabulary_pos(ctx: SectionContext, data, tagger) -> pd.DataFrame:
     return table
 
 
+def ica_starts_summary(ica) -> dict[str, Any]:
+    """What the ICA's starts say about its answer: how many converged, the spread of their final losses,
+    which start was kept, and how many of its components most starts find (stability >= 0.9)."""
+    import numpy as np
+
+    starts = ica.starts or [ica]
+    losses = [r.loss[-1] for r in starts if r.converged]
+    stability = ica.stability()
+    return {"ICA starts converged": f"{len(losses)} of {len(starts)}",
+            "loss spread over converged starts (nats)": round(float(max(losses) - min(losses)), 4) if losses else None,
+            "start kept (0: W_0 = I)": ica.start,
+            "components with stability >= 0.9": (f"{int((stability >= 0.9).sum())} of {len(stability)}"
+                                                 if np.isfinite(stability).any() else "one start only")}
+
+
 def top_token_ids(data, n: int):
     """Ids of the n most frequent tokens of the training split, special tokens left out (ties: lower id)."""
     import numpy as np
@@ -270,8 +285,8 @@ def word_ica(ctx: SectionContext, data):
 
     A seeded sample of `ica_tokens` token occurrences of the training split (whole blocks, special
     tokens left out) picks the rows of the embedding, each occurrence one row; whitening PCA to d =
-    `ica_dim` (0: the paper's share of the width, `analysis.ica.paper_dim`) and Amari ICA follow
-    (`analysis.ica.fit_word_ica`). Returns (fitted WordICA, token ids of the distinct sampled tokens,
+    `ica_dim` (0: the paper's share of the width, `analysis.ica.paper_dim`) and Amari ICA from
+    `ica_starts` starts follow (`analysis.ica.fit_word_ica`; the converged start of highest likelihood). Returns (fitted WordICA, token ids of the distinct sampled tokens,
     their components (words, d), their occurrences in the sample, the PCA spectrum of every direction).
     """
     import numpy as np
@@ -284,7 +299,8 @@ def word_ica(ctx: SectionContext, data):
     embedding = load_embedding(ctx.input_dir("01_training") / reference)       # (vocab, E), float64
     ids = sample_occurrences(data.train, ctx.profile.ica_tokens, data.special_ids.values(), ctx.profile.data_seed)
     d = ctx.profile.ica_dim or paper_dim(embedding.shape[1])
-    fitted = fit_word_ica(embedding, ids, PCAConfig(d=d), ICAConfig(max_iter=5000))
+    fitted = fit_word_ica(embedding, ids, PCAConfig(d=d), ICAConfig(max_iter=5000, starts=ctx.profile.ica_starts,
+                                                                           seed=ctx.profile.data_seed))
     token_ids, counts = np.unique(ids, return_counts=True)
     spectrum = pca_spectrum(embedding[token_ids], counts)
     return fitted, token_ids, fitted.transform(embedding[token_ids]), counts, spectrum

@@ -91,6 +91,7 @@ class Profile:
     ica_reference: str = "bert-large:1"  # the case ("model:seed") whose input embedding gives the word vectors
     ica_tokens: int = 1_000_000          # token occurrences in the corpus sample of the ICA (05_ica)
     ica_dim: int = 0                     # d of Eq. 5; 0: the paper's share of the embedding width (128 of 1024)
+    ica_starts: int = 8                  # ICA starts (W_0 = I, then random rotations): the likelihood has several optima
     # -- structure (not overridable with -p: change the profile instead)
     models: dict[str, ModelChoice] = field(default_factory=dict, compare=False)
 
@@ -107,7 +108,7 @@ class Profile:
         if not isinstance(self.valid_fraction, float) or not 0.0 < self.valid_fraction < 1.0:
             raise bad("valid_fraction", "must be a number strictly between 0 and 1")
         for name in ("vocab_size", "seq_len", "doc_words", "train_tokens", "micro_batch", "grad_accum", "probe_tokens", "probe_max_epochs", "top_n",
-                     "pos_docs", "ica_tokens"):
+                     "pos_docs", "ica_tokens", "ica_starts"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise bad(name, "must be a positive integer")

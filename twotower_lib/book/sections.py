@@ -57,7 +57,7 @@ SECTIONS: tuple[Section, ...] = (
             committed=("results/register", "results/bert-controls")),
     Section("04_pos", "Part-of-speech preference", "pos", ("cases", "top_n", "pos_docs", "pos_backend"),
             ("00_data", "02_probing")),
-    Section("05_ica", "ICA word groups", "ica", ("cases", "ica_reference", "ica_tokens", "ica_dim", "top_n"),
+    Section("05_ica", "ICA word groups", "ica", ("cases", "ica_reference", "ica_tokens", "ica_dim", "ica_starts", "top_n"),
             ("00_data", "01_training", "02_probing")),
     Section("06_frequency", "Preference and word frequency", "frequency", ("cases", "top_n", "bootstrap"), ("00_data", "02_probing")),
     Section("07_emergence", "When the preference emerges", "emergence", (), ("03_correlations",),
