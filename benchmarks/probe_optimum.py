@@ -104,10 +104,14 @@ def main() -> None:
     ap.add_argument("--recipes", default="adam,adam-whiten,lbfgs",
                     help="adam, adam-whiten, lbfgs; '+calibrated' after one: its biases then fitted to the counts, '+refined': then refined as lbfgs is; "
                          "'half1:' or 'half2:' before one: trained on one of two disjoint random halves of the positions")
+    ap.add_argument("--train-positions", type=int, default=None,
+                    help="predicted positions the heads train on (default: the profile's); the held-out share scales with it")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     profile = get_profile(args.profile)
     base = profile.probe_config()
+    if args.train_positions:
+        base = replace(base, train_positions=args.train_positions).validate()
     rcfg = RefineConfig(max_iter=args.max_iter, ridge=args.ridge, precision=args.precision, penalty=args.penalty).validate()
     model, _ = load_model(args.run)
     for p in model.parameters():
@@ -180,6 +184,7 @@ def main() -> None:
                             for j, other in enumerate(rows) if j != i}
     if args.out:
         atomic_write_json(args.out, {"run": args.run.name, "profile": args.profile, "top_n": profile.top_n,
+                                     "train_positions": int(len(feats.labels)), "heldout_positions": int(len(feats.held_labels)),
                                      "refine": {"ridge": rcfg.ridge, "bias_ridge": rcfg.bias_ridge, "gtol": rcfg.gtol,
                                                 "max_iter": rcfg.max_iter, "precision": rcfg.precision,
                                                 "penalty": rcfg.penalty},

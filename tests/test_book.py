@@ -443,7 +443,7 @@ def test_the_committed_optimum_measurements_are_shown(tmp_path):
     found = probing.optimum_benchmark()
     recipes, agreement = found["recipes"], found["agreement"]
     assert {"halves", "calibrated", "lbfgs"} <= set(recipes.index.get_level_values("experiment"))
-    assert {f"count gap median, tower {j}" for j in (0, 1)} <= set(recipes.columns)
+    assert {f"count gap median, tower {j}" for j in (0, 1)} | {"run", "training positions"} <= set(recipes.columns)
     for experiment, rows in recipes.groupby(level="experiment"):
         n = len(rows)
         pairs = agreement.loc[experiment]

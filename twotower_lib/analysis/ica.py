@@ -46,7 +46,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -309,7 +309,7 @@ def _fit_ica(p: np.ndarray, config: ICAConfig, weights: np.ndarray | None) -> IC
     pool = [r for r in fits if r.converged] or fits
     best = min(pool, key=lambda r: r.loss[-1])
     if len(fits) > 1:
-        best.starts = fits
+        best = replace(best, starts=fits)                # a copy: no fit holds itself
     if not best.converged:
         warnings.warn(f"ICA stopped after {best.n_iter} steps without converging (max |I - E[g(y)y^T]| = "
                       f"{best.gradient:.2e} >= tol {config.tol:g}); raise max_iter or check for near-Gaussian "

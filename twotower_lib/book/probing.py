@@ -217,7 +217,7 @@ def probe_change(path: Path | None = None) -> pd.DataFrame | str:
 
 def optimum_benchmark(folder: Path | None = None) -> dict[str, pd.DataFrame]:
     """The committed measurements of `benchmarks/probe_optimum.py` (one file per experiment in `folder`):
-    per experiment and recipe (`recipes`): minutes, held-out loss per tower head and the certificate
+    per experiment and recipe (`recipes`): the run, its training positions, minutes, held-out loss per tower head and the certificate
     (each token's predicted count against its count on the training positions: median and largest
     relative gap; the preconditioned gradient's norm); and the agreement of every two recipes' scores
     (`agreement`); empty when nothing was measured (`python benchmarks/probe_optimum.py --out
@@ -232,7 +232,8 @@ def optimum_benchmark(folder: Path | None = None) -> dict[str, pd.DataFrame]:
     for path in files:
         found = read_json(path)
         for r in found["rows"]:
-            row = {"experiment": path.stem, "recipe": r["recipe"], "minutes": r["minutes"]}
+            row = {"experiment": path.stem, "recipe": r["recipe"], "run": found["run"],
+                   "training positions": found.get("train_positions", "the profile's"), "minutes": r["minutes"]}
             for j, (held, cert) in enumerate(zip(r["heldout_loss"], r["certificate"])):
                 row |= {f"held-out loss, tower {j}": held, f"count gap median, tower {j}": cert["bias_residual_median"],
                         f"count gap largest, tower {j}": cert["bias_residual_max"],
