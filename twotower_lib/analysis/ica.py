@@ -34,10 +34,10 @@ inverse Hessian is the block-diagonal approximation of the ICA likelihood's, per
 (Picard, Ablin et al. 2018), starts from the full step and backtracks on that likelihood. The block
 model alone (`memory=0`) is exact for independent sources but poor on frequency-weighted word vectors,
 whose heavy tails stalled it: on the default profile's four embeddings (d = 24-32) it met the
-tolerance after 342-3,380 steps (Bert-large: 8,308), L-BFGS on top of it after 85-123 (from W_0 = I). `ICAConfig(newton=False)`
-drives the plain natural gradient with an adaptive step ("bold driver"); adding `adaptive=False` gives
-the paper's literal loop with a fixed lr. All stop at the same W on planted sources (tested). Statistics are
-computed in float32 blocks with reused buffers. Rows of one token are identical, so a corpus
+tolerance after 342-3,380 steps (Bert-large: 8,308), L-BFGS on top of it after 85-123 (from W_0 = I).
+`ICAConfig(newton=False)` drives the plain natural gradient with an adaptive step ("bold driver");
+adding `adaptive=False` gives the paper's literal loop with a fixed lr. All stop at the same W on
+planted sources (tested). Statistics are computed in float32 blocks with reused buffers. Rows of one token are identical, so a corpus
 sample enters as distinct tokens weighted by their counts: the same estimate, far cheaper.
 """
 
@@ -313,7 +313,7 @@ def _fit_ica(p: np.ndarray, config: ICAConfig, weights: np.ndarray | None) -> IC
     if not best.converged:
         warnings.warn(f"ICA stopped after {best.n_iter} steps without converging (max |I - E[g(y)y^T]| = "
                       f"{best.gradient:.2e} >= tol {config.tol:g}); raise max_iter or check for near-Gaussian "
-                      "directions", stacklevel=4)
+                      "directions", stacklevel=3)
     return best
 
 

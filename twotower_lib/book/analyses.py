@@ -286,8 +286,9 @@ def word_ica(ctx: SectionContext, data):
     A seeded sample of `ica_tokens` token occurrences of the training split (whole blocks, special
     tokens left out) picks the rows of the embedding, each occurrence one row; whitening PCA to d =
     `ica_dim` (0: the paper's share of the width, `analysis.ica.paper_dim`) and Amari ICA from
-    `ica_starts` starts follow (`analysis.ica.fit_word_ica`; the converged start of highest likelihood). Returns (fitted WordICA, token ids of the distinct sampled tokens,
-    their components (words, d), their occurrences in the sample, the PCA spectrum of every direction).
+    `ica_starts` starts follow (`analysis.ica.fit_word_ica`; the converged start of highest likelihood).
+    Returns (fitted WordICA, token ids of the distinct sampled tokens, their components (words, d),
+    their occurrences in the sample, the PCA spectrum of every direction).
     """
     import numpy as np
 
@@ -299,8 +300,8 @@ def word_ica(ctx: SectionContext, data):
     embedding = load_embedding(ctx.input_dir("01_training") / reference)       # (vocab, E), float64
     ids = sample_occurrences(data.train, ctx.profile.ica_tokens, data.special_ids.values(), ctx.profile.data_seed)
     d = ctx.profile.ica_dim or paper_dim(embedding.shape[1])
-    fitted = fit_word_ica(embedding, ids, PCAConfig(d=d), ICAConfig(max_iter=5000, starts=ctx.profile.ica_starts,
-                                                                           seed=ctx.profile.data_seed))
+    config = ICAConfig(max_iter=5000, starts=ctx.profile.ica_starts, seed=ctx.profile.data_seed)
+    fitted = fit_word_ica(embedding, ids, PCAConfig(d=d), config)
     token_ids, counts = np.unique(ids, return_counts=True)
     spectrum = pca_spectrum(embedding[token_ids], counts)
     return fitted, token_ids, fitted.transform(embedding[token_ids]), counts, spectrum
