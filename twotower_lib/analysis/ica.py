@@ -341,12 +341,10 @@ def _fit_from(w: np.ndarray, pt: np.ndarray, v: np.ndarray, second_moment: np.nd
             # Hessian is a poor model there): go on with the plain rule from here, which still descends.
             newton, lr = False, config.lr
             loss, grad, hess = stats(w)
-        direction = _newton_direction(grad, hess) if newton else grad
-        if newton and memory:
-            direction = _lbfgs_direction(grad, hess, memory)
-            if float(np.vdot(direction, grad)) <= 0:                # not a descent direction: forget the pairs
-                memory.clear()
-                direction = _newton_direction(grad, hess)
+        direction = _lbfgs_direction(grad, hess, memory) if newton else grad
+        if newton and memory and float(np.vdot(direction, grad)) <= 0:   # not a descent direction: forget the pairs
+            memory.clear()
+            direction = _newton_direction(grad, hess)
         while True:
             w_new = w - lr * direction @ w
             new = stats(w_new)
