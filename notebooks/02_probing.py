@@ -265,7 +265,7 @@ probing.reliability_benchmark(probing.RESULTS / "whitening.json")
 #   The held-out loss repeats GPT's pattern: the defined heads sit 0.04 nats above the better AdamW
 #   recipe (Bert-base 6.84 / 6.83 against 6.80 / 6.78 for the features as they are; ELMo 5.69 / 5.68
 #   against whitened AdamW's 5.66 / 5.64 and version 7's 5.74 / 5.72).
-# - `positions_800k`: the cause of that gap is the probe's small training set. The heads have ~41k
+# - `positions_800k`: that gap closes with more training positions. The heads have ~41k
 #   weights (a 256 x 128 read-out and 8,192 biases) for 198k positions, so how an estimator is
 #   regularised matters. On gpt-s1 with four times the positions (792k, `--train-positions 800000`),
 #   whitened AdamW reaches a held-out loss 0.11 nats lower (5.88 / 5.80), the defined head (ridge
@@ -273,7 +273,8 @@ probing.reliability_benchmark(probing.RESULTS / "whitening.json")
 #   the two heads' scores agree at r = 0.986 / 0.980 (at 198k: 0.91 / 0.91). Version 7's recipe (AdamW
 #   on the features as they are) stays apart: 0.575 / 0.782 with whitened AdamW (at 198k: 0.47 /
 #   0.73), 0.569 / 0.766 with the defined head, and its held-out loss is 0.05 nats higher on tower 0
-#   (5.93 / 5.81). One run, one probe seed.
+#   (5.93 / 5.81). One run, one probe seed: no spread over seeds, and the agreement of one recipe on two
+#   disjoint halves of the 198k positions (0.93, `halves`) is the ceiling across probe data.
 #
 # So the scores of this book's probe (version 7) depend on where its optimiser stops, and version 7
 # is the recipe that stops farthest from the optimum. In all three families AdamW on *whitened*
