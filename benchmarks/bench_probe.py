@@ -3,13 +3,14 @@
     python benchmarks/bench_probe.py [RUN_DIR ...] [--runs-dir runs/cpu/training] [--threads 2]
 
 For each trained run (default: the `cpu` profile's gpt-k1-s1, gpt-s1 and bert-large-s1) it probes
-with `ProbeConfig.legacy()` (raw features, BERT with the 80/10/10 corruption, 3 epochs on a linear
-schedule) and with the profile's current recipe (joint-LayerNorm features, [MASK] at BERT's probed
-positions, held-out stopping), and prints per recipe: minutes, head epochs, the best head's
-validation loss minus the cooperative model's (the *probe shortfall* for a single-tower run, whose
-tower carries everything its decoder used), and the ratios new / old. Probes go to a scratch folder.
-Its output, committed as `results/probe/bench_probe.log` (with the command and commit on top), is
-shown in section 02.
+with `ProbeConfig.legacy()` (`old`: raw features, BERT with the 80/10/10 corruption, 3 epochs on a
+linear schedule), with the profile's recipe on the features as they are (`unwhite`: the default until
+26 Nov 2026) and with the profile's current recipe (`new`: joint-LayerNorm features, whitened,
+[MASK] at BERT's probed positions, held-out stopping), and prints per recipe: minutes, head epochs,
+the best head's validation loss minus the cooperative model's (the *probe shortfall* for a
+single-tower run, whose tower carries everything its decoder used), and the ratios of new to each.
+Probes go to a scratch folder. Its output, committed as `results/probe/bench_probe.log` (with the
+command and commit on top), is shown in section 02.
 """
 
 from __future__ import annotations
@@ -45,17 +46,19 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     runs = args.runs or [args.runs_dir / n for n in ("gpt-k1-s1", "gpt-s1", "bert-large-s1")]
     profile = get_profile("cpu")
-    recipes = {"old": ProbeConfig.legacy(train_positions=profile.probe_tokens), "new": profile.probe_config()}
-    print(f"threads {args.threads}; old = {recipes['old']}\nnew = {recipes['new']}")
-    print(f"{'run':16} {'recipe':6} {'minutes':>8} {'epochs':>7} {'head - coop (nats)':>19}")
+    recipes = {"old": ProbeConfig.legacy(train_positions=profile.probe_tokens),
+               "unwhite": profile.probe_config(precondition="none"), "new": profile.probe_config()}
+    print(f"threads {args.threads}; " + "\n".join(f"{name} = {cfg}" for name, cfg in recipes.items()))
+    print(f"{'run':16} {'recipe':7} {'minutes':>8} {'epochs':>7} {'head - coop (nats)':>19}")
     with tempfile.TemporaryDirectory() as tmp:
         for run in runs:
             got = {name: measure(run, cfg, Path(tmp) / f"{run.name}-{name}") for name, cfg in recipes.items()}
             for name, g in got.items():
                 label = "shortfall" if g["towers"] == 1 else "gap"
-                print(f"{run.name:16} {name:6} {g['minutes']:8.2f} {g['epochs']:7d} {g['gap']:12.3f} ({label})")
-            print(f"{run.name:16} new/old  time {got['new']['minutes'] / got['old']['minutes']:.2f}x, "
-                  f"{got['new']['gap'] - got['old']['gap']:+.3f} nats")
+                print(f"{run.name:16} {name:7} {g['minutes']:8.2f} {g['epochs']:7d} {g['gap']:12.3f} ({label})")
+            for base in ("old", "unwhite"):
+                print(f"{run.name:16} new/{base:7} time {got['new']['minutes'] / got[base]['minutes']:.2f}x, "
+                      f"{got['new']['gap'] - got[base]['gap']:+.3f} nats")
 
 
 if __name__ == "__main__":

@@ -6,8 +6,10 @@ Each directory is a profile's `probing/` folder (e.g. `runs/cpu/probing` kept fr
 and the same folder after it). For every case probed in both, of the same weights on the same data:
 (probes that are the same files in both are left out) each version's probe version, tower order, per-tower validation loss of the heads, probe-seed
 reliability (where both have a second head seed), and the agreement between the two versions'
-scores (Pearson r over the profile's top-N tokens, both score variants). A negative agreement with
-a swapped tower order is the same measurement with the towers named the other way round.
+scores (Pearson r over the profile's top-N tokens, both score variants). A negative agreement with a
+swapped tower order is the same measurement with the towers named the other way round. Then every two
+of those cases correlated under each probing (`pairs`): how far the change moves the between-run r the
+book reads.
 """
 
 from __future__ import annotations
@@ -57,6 +59,24 @@ def compare(old_dir: Path, new_dir: Path, top_n: int) -> list[dict]:
     return rows
 
 
+def pairs(old_dir: Path, new_dir: Path, cases: list[str], top_n: int) -> list[dict]:
+    """Every two of `cases` (two-tower probes in both directories), correlated under each probing: how much a
+    change of the probe moves the between-run agreements the book reads (Pearson r over the top-N tokens)."""
+    from itertools import combinations
+
+    from twotower_lib.analysis.correlation import SCORE_COLUMNS
+    from twotower_lib.analysis.uncertainty import same_run_agreement
+    from twotower_lib.data import load_prepared
+    from twotower_lib.preference import load_artifact
+
+    arts = {name: {c: load_artifact(d / c) for c in cases} for name, d in (("old", old_dir), ("new", new_dir))}
+    data = load_prepared(arts["new"][cases[0]].manifest["data_path"])
+    return [{"a": a, "b": b, **{f"{name}_r": {c: round(float(same_run_agreement(found[a].table, found[b].table, data.counts,
+                                                                                 top_n, c)), 4) for c in SCORE_COLUMNS}
+                                for name, found in arts.items()}}
+            for a, b in combinations(cases, 2)]
+
+
 def main() -> None:
     from twotower_lib.artifacts import atomic_write_json, portable_command, provenance
     from twotower_lib.book.profiles import get_profile
@@ -66,11 +86,15 @@ def main() -> None:
     ap.add_argument("new", type=Path)
     ap.add_argument("--profile", default="cpu", help="whose top-N the agreement is read over")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--note", default=None, help="what the two probings are, kept in the file")
     args = ap.parse_args()
     top_n = get_profile(args.profile).top_n
     rows = compare(args.old, args.new, top_n)
+    cases = [r["case"] for r in rows if "agreement" in r]
+    between = pairs(args.old, args.new, cases, top_n) if len(cases) > 1 else []
     if args.out:
-        atomic_write_json(args.out, {"profile": args.profile, "top_n": top_n, "rows": rows, "provenance": provenance(),
+        atomic_write_json(args.out, {"profile": args.profile, "top_n": top_n, "rows": rows, "pairs": between,
+                                     "note": args.note, "provenance": provenance(),
                                      "command": portable_command("benchmarks/compare_probe_versions.py", sys.argv[1:])})
     print(f"{'case':28} {'v':>5} {'primary':>7} {'val loss per tower (old -> new)':>40} {'agree Eq.4':>10} {'mean log':>8}")
     for r in rows:
@@ -78,6 +102,9 @@ def main() -> None:
         losses = " / ".join(f"{o:.3f}->{n:.3f}" for o, n in zip(r["old_val_loss"], r["new_val_loss"]))
         print(f"{r['case']:28} {r['old_version']}->{r['new_version']} {r['old_primary_tower']}->{r['new_primary_tower']:<4} "
               f"{losses:>40} {agree[0]:10.3f} {agree[1]:8.3f}")
+    for p in between:
+        print(f"{p['a']} vs {p['b']}: r old {' / '.join(f'{v:.3f}' for v in p['old_r'].values())}, "
+              f"new {' / '.join(f'{v:.3f}' for v in p['new_r'].values())} (Eq. 4 / mean of log p)")
 
 
 if __name__ == "__main__":

@@ -163,6 +163,8 @@ analyses.side_by_side(quality_by, ("quality of", "a")).round(3) if len(quality_b
 
 # %%
 bert_controls = analyses.committed_bert_controls()
+if isinstance(bert_controls, dict):
+    print(bert_controls["probe"])
 bert_controls["controls"].round(3) if isinstance(bert_controls, dict) else bert_controls
 
 # %%

@@ -234,13 +234,15 @@ def test_single_source_pairs_are_collected_from_a_pipeline_run(built_book, tmp_p
     rows = single_source.collect(pipe.root, "tiny corpus")
     assert [r["pair"] for r in rows] == ["gpt-s1 vs gpt-s2"]  # the tiny profile's one same-configuration pair
     assert rows[0]["shuffled labels"] is not None and 0 < rows[0]["probe reliability"] <= 1 and rows[0]["probe version"] >= 5
+    assert rows[0]["probe precondition"] == "whiten"  # the default since version 7's whitened features
     out = tmp_path / "single.json"
     single_source.main(["--profile", "tiny", "--run", f"tiny corpus={pipe.root.parent}", "--out", str(out)])
     assert list(single_source.load(out)["corpus"]) == ["tiny corpus"] * len(rows)
     with pytest.raises(UserError, match="has no finished 03_correlations run"):
         single_source.collect(tmp_path / "nothing", "x")
     committed = single_source.load()  # the committed test: every corpus measured with one probe version
-    assert committed["probe version"].nunique() == 1 and {"mixed", "books", "wiki"} <= set(committed["corpus"])
+    assert committed["probe version"].nunique() == 1 and committed["probe precondition"].nunique() == 1
+    assert {"mixed", "books", "wiki"} <= set(committed["corpus"])
 
 
 def test_the_single_source_finding_is_said_from_the_pairs():
@@ -305,6 +307,19 @@ def test_only_a_complete_up_to_date_run_is_published(tmp_path):
     with pytest.raises(UserError, match=r"not complete and up to date.*\n  00_data: never ran at this profile"):
         publish.publish(pipeline.make_pipeline("tiny", runs_dir=tmp_path / "runs"), tmp_path / "profiles")
     assert not (tmp_path / "profiles").exists()
+
+
+def test_a_published_run_names_its_probe_and_is_flagged_when_it_is_not_the_current_one():
+    from dataclasses import asdict
+
+    from twotower_lib.book import publish
+    from twotower_lib.probe_config import PROBE_VERSION, ProbeConfig
+
+    current = {"probe": {"version": PROBE_VERSION, "config": asdict(ProbeConfig())}}
+    assert "on whitened joint_ln features" in publish.probe_note(current) and "Not the current" not in publish.probe_note(current)
+    unwhitened = {"probe": {"version": PROBE_VERSION, "config": asdict(ProbeConfig(precondition="none"))}}
+    assert "Not the current probe" in publish.probe_note(unwhitened)
+    assert "earlier probe" in publish.probe_note({})
 
 
 def test_a_published_file_of_another_format_is_refused(tmp_path):
@@ -433,6 +448,11 @@ def test_the_committed_probe_comparisons_are_shown():
     agree = cases.filter(like="agreement")
     assert agree.shape[1] == 2 and ((agree.abs() <= 1).all().all())
     assert isinstance(probing.probe_change(ROOT / "results" / "probe" / "absent.json"), str)
+    # the defined head, and four times the positions, against the default: every two cases under each probe
+    for name in ("defined_cases.json", "positions_800k_cases.json"):
+        between = probing.probe_change(probing.RESULTS / name, between_runs=True)
+        assert ("gpt-s1", "gpt-s2") in between.index and between.shape[1] == 4
+        assert ((between.abs() <= 1).all().all())
 
 
 def test_the_committed_optimum_measurements_are_shown(tmp_path):

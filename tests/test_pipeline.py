@@ -723,6 +723,11 @@ def test_the_committed_bert_controls_are_read_or_their_command_is_named():
     assert ("bert-large", "quality gap") in found["controls"].index and ("gpt", "untrained") in found["controls"].index
     assert list(found["quality"].columns) == ["r", "ci_low", "ci_high"] and ("bert-large", "bert-large-s1") in found["quality"].index
     assert "control_models gpt,bert-large" in analyses.committed_bert_controls("results/none.json")
+    # the probe it was measured with is named, and flagged when it is not the current one
+    from twotower_lib.probe_config import CURRENT_PROBE
+
+    assert found["probe"].startswith("measured with probe version ")
+    assert (CURRENT_PROBE in found["probe"].split(";")[0]) == ("not this run's" not in found["probe"])
 
 
 def test_pos_and_ica_profile_fields_are_validated():

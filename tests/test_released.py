@@ -83,9 +83,17 @@ def test_each_layout_reports_its_models_quality_and_probe_ceiling():
 
 
 def test_the_page_says_when_its_numbers_come_from_an_older_probe():
-    from twotower_lib.probe import PROBE_VERSION
+    from twotower_lib.probe_config import CURRENT_PROBE, PROBE_VERSION, probe_label
 
-    old = {**_found([], []), "probe_version": PROBE_VERSION - 1, "command": "python -m twotower_lib.book.released -p x y"}
-    assert f"Measured with probe version {PROBE_VERSION - 1}" in released.to_markdown(old)
+    old = {**_found([], []), "probe_version": PROBE_VERSION - 1, "probe_precondition": "whiten",
+           "command": "python -m twotower_lib.book.released -p x y"}
+    assert f"Measured with probe version {PROBE_VERSION - 1} (whitened)" in released.to_markdown(old)
     assert "-p x y" in released.to_markdown(old)
-    assert "Measured with probe version" not in released.to_markdown({**old, "probe_version": PROBE_VERSION})
+    current = {**old, "probe_version": PROBE_VERSION}
+    assert probe_label(PROBE_VERSION, "whiten") == CURRENT_PROBE
+    assert "Measured with probe version" not in released.to_markdown(current)
+    # the same version with the other feature setting is another probe; a file that predates the field
+    # was probed on the features as they are
+    for other in ({**current, "probe_precondition": "none"}, {k: v for k, v in current.items() if k != "probe_precondition"}):
+        assert (f"Measured with probe version {PROBE_VERSION} (unwhitened); the current probe is version "
+                f"{CURRENT_PROBE}") in released.to_markdown(other)

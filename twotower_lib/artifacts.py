@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -201,4 +202,4 @@ def portable_command(script: str, args: list[str]) -> str:
             return arg
         parts = Path(arg).parts
         return "/".join(parts[parts.index("runs"):]) if "runs" in parts else parts[-1]
-    return " ".join(["python", script, *map(portable, args)])
+    return " ".join(["python", script, *(shlex.quote(portable(a)) for a in args)])

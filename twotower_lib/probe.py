@@ -16,22 +16,20 @@ A number is only as good as what measured it, so the probe is built to be checke
   into the probe manifest. Why: AdamW moves every weight by about the rate at every step, so a head
   stopped at a constant rate is a random draw around its optimum; the cool-down and the average
   leave less of the last steps' noise (`benchmarks/bench_probe_reliability.py`).
-- **Whitened features, an option** (`precondition="whiten"`; default `"none"`). The heads can train
-  on each tower's features whitened with the mean and Cov^(-1/2) of its training features (directions
-  of near-zero variance left out as constant) and be folded back into heads on the features as they
-  are (`probe_training.Whitening`), so nothing downstream changes. It is a reparametrisation, not a
-  new model: a converged probe would give the same scores either way. It does not: on the default
-  profile's runs the two recipes each pass every convergence check (held-out plateau, cool-down,
-  probe-seed reliability 0.97-0.99) and yet their scores agree only at r = 0.48-0.85 (log of mean)
-  per case (`results/probe/whitening_cases.json`), and on gpt-s1 and bert-base-s1 each recipe trained
-  about twice as long stays with its own answer (`results/probe/whitening.json`: 0.49-0.50 and 0.70-0.71
-  across recipes, 0.99 within). Whitening reached lower
-  validation loss for ELMo (-0.09 nats per tower) and GPT's weaker tower (-0.03 to -0.05), higher for
-  BERT's stronger tower (+0.01 to +0.02). So two seeds of one optimiser agreeing does not show that
-  the heads reached the optimum, and the scores depend on where each optimiser stops: the instrument
-  is not yet validated. Weight decay is not the cause: without it, on bert-base-s1, the held-out
-  losses of both recipes moved by less than 0.001 nats (one measurement, not committed;
-  `bench_probe_reliability.py --variants nowhite+wd0,white+wd0` repeats it).
+- **Whitened features, by default** (`precondition="whiten"`; `"none"` trains on the features as they
+  are, the default until 26 Nov 2026). Each head trains on its tower's features whitened with the mean
+  and Cov^(-1/2) of its training features (directions of near-zero variance left out as constant) and
+  is folded back into a head on the features as they are (`probe_training.Whitening`), so nothing
+  downstream changes. It is a reparametrisation, not a new model: a converged probe would give the
+  same scores either way. At the probe's 200k positions it does not: each recipe passes every
+  convergence check (held-out plateau, cool-down, probe-seed reliability 0.97-0.99) and yet their
+  scores agree only at r = 0.48-0.85 (log of mean) per case (`results/probe/whitening_cases.json`),
+  and each recipe trained about twice as long stays with its own answer (`results/probe/whitening.json`).
+  Why whitened is the default: in all three families it lands nearest the head *defined* by an
+  objective (below): r = 0.88-0.91 at 200k positions, 0.986 on gpt-s1 at 800k, where AdamW on the
+  features as they are lands at 0.35-0.64, and it has the lower held-out loss for GPT and ELMo
+  (Bert-base: 0.006-0.009 nats higher). It also stops in fewer epochs. Weight decay is not what
+  separates the recipes (on bert-base-s1 without it both held-out losses moved by < 0.001 nats).
 - **What the recipes disagree about** (`benchmarks/probe_optimum.py`, `results/probe/optimum/`, gpt-s1).
   Not the data: one recipe on two disjoint halves of the training positions agrees with itself at
   r = 0.93 (Eq. 4; mean of log p 0.95), while the two recipes on the same half agree at 0.43 (0.69).
@@ -46,7 +44,8 @@ A number is only as good as what measured it, so the probe is built to be checke
   (`penalty="logit"`) 15 iterations do it (~105 s per head in bf16), and the scores barely move between
   ridges 0.003 and 0.1. It is an option (`refine_iters`, `ridge`, `penalty`; profile `probe_refine_iters`,
   `probe_ridge`; each head's certificate before and after is in the manifest's `heads` record), not the
-  default: those heads' held-out loss is 0.04 nats above whitened AdamW's at every ridge tried.
+  default: at the default profile's 200k positions those heads' held-out loss is 0.04 nats above whitened
+  AdamW's at every ridge tried (at 800k positions on gpt-s1: 0.002), and refining costs ~3.5 minutes a case.
 - **The head of Eq. 2, read out linearly** (`head="linear"`, the default): a linear map of the
   tower's features whose output vectors are the frozen input embedding, plus a bias per token. Its
   likelihood is concave in the weights, so two head seeds train towards one optimum: the instrument
@@ -97,7 +96,7 @@ from twotower_lib.errors import UserError
 from twotower_lib.models import load_model, snapshot_tokens, weights_path
 from twotower_lib.preference import (TowerSums, document_stats, load_artifact, load_positions, order_towers,
                                      preference_table, save_artifact)
-from twotower_lib.probe_config import BERT_EVENTS, FEATURES, HEAD_KINDS, HEAD_LR, PROBE_VERSION, ProbeConfig
+from twotower_lib.probe_config import BERT_EVENTS, FEATURES, HEAD_KINDS, HEAD_LR, PRECONDITIONS, PROBE_VERSION, ProbeConfig
 from twotower_lib.probe_training import score_validation, train_heads
 
 
@@ -293,7 +292,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="what the heads read: each tower's slice of the joint LayerNorm (the authors') or raw states")
     p.add_argument("--bert-events", choices=BERT_EVENTS, default=d.bert_events,
                    help="BERT: [MASK] at every probed position (Eq. 1) or the training corruption 80/10/10")
+    p.add_argument("--precondition", choices=PRECONDITIONS, default=d.precondition,
+                   help="whiten: the heads train on whitened features, folded back (the default); none: on the features as they are")
+    p.add_argument("--refine-iters", type=int, default=d.refine_iters,
+                   help="linear heads: L-BFGS iterations after AdamW toward the optimum of their objective (0: none)")
+    p.add_argument("--ridge", type=float, default=d.ridge, help="that objective's ridge")
     p.add_argument("--train-blocks", type=int, default=d.train_blocks)
+    p.add_argument("--train-positions", type=int, default=None,
+                   help="predicted positions the heads train on, instead of --train-blocks (the profiles' probe_tokens)")
     p.add_argument("--max-epochs", type=int, default=d.max_epochs, help="cap on head-training epochs (held-out stop)")
     p.add_argument("--lr", type=float, default=None, help=f"peak rate of the heads (default: {HEAD_LR} by head)")
     p.add_argument("--eval-blocks", type=int, default=None)
@@ -303,6 +309,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     recipe.add_argument("--as-released", action="store_true", help="the authors' released probe recipe (untied heads, "
                                                                    "80/10/10, linear schedule; ProbeConfig.as_released)")
     p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--out", type=Path, default=None, help="where the probe goes (default: probing/ of the run)")
     p.add_argument("--force", action="store_true", help="recompute even if up to date")
 
 
@@ -311,13 +318,18 @@ def config_from_args(args: argparse.Namespace) -> ProbeConfig:
     if args.legacy or args.as_released:
         base = ProbeConfig.legacy() if args.legacy else ProbeConfig.as_released()
     else:
-        base = ProbeConfig(features=args.features, bert_events=args.bert_events, max_epochs=args.max_epochs)
-    return replace(base, head=args.head or base.head, train_blocks=args.train_blocks, eval_blocks=args.eval_blocks,
+        base = ProbeConfig(features=args.features, bert_events=args.bert_events, max_epochs=args.max_epochs,
+                           precondition=args.precondition, refine_iters=args.refine_iters, ridge=args.ridge)
+    return replace(base, head=args.head or base.head, train_blocks=args.train_blocks, train_positions=args.train_positions,
+                   eval_blocks=args.eval_blocks,
                    seed=args.seed, replicate=args.replicate, lr=args.lr if args.lr is not None else base.lr).validate()
 
 
 def main(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
+    if args.all_snapshots and args.out:
+        raise UserError("--out names one probe's folder; with --all-snapshots each snapshot's probe goes into "
+                        "probing/ of the run (leave --out out)")
     if args.all_snapshots:
         from twotower_lib.models import list_snapshots
 
@@ -326,5 +338,5 @@ def main(args: argparse.Namespace) -> int:
         if (args.run_dir / "model.safetensors").exists():
             probe_run(args.run_dir, cfg, data_dir=args.data, force=args.force)
         return 0
-    probe_run(args.run_dir, cfg, snapshot=args.snapshot, data_dir=args.data, force=args.force)
+    probe_run(args.run_dir, cfg, snapshot=args.snapshot, data_dir=args.data, out=args.out, force=args.force)
     return 0

@@ -21,6 +21,9 @@ HEAD_KINDS = ("mlp", "tied", "linear")  # see models.heads
 #    log-sum-exp from bf16 logits where the heads train in bf16 (`score_precision`).
 # 7: the linear head's fold in bf16 where its training matmuls are bf16, the softmax of a block of rows as one
 #    fused operation, the read-out of a trained head computed once for scoring (`ProbeHead.scorer`).
+# Since 26 Nov 2026 the heads train on whitened features by default (`precondition="whiten"`). That is a
+# default, not a new computation: the option is version 7's, and every identity holds the whole config, so
+# a probe made with either setting stays valid. The book names a probe by both (`probe_label`).
 PROBE_VERSION = 7
 FEATURES = ("joint_ln", "raw")
 PRECONDITIONS = ("whiten", "none")
@@ -30,11 +33,18 @@ SCHEDULES = ("plateau", "linear")
 HEAD_LR = {"linear": 3e-3, "tied": 3e-3, "mlp": 1e-3}  # peak rates: the tied heads train ~70k weights, the untied ~2M (V = 8192)
 
 
+def probe_label(version: int, precondition: str | None = None) -> str:
+    """A probe's name in the book: its version and whether its heads trained on whitened features (a record
+    without the field predates the option, or its default: unwhitened)."""
+    return f"{version} ({'whitened' if precondition == 'whiten' else 'unwhitened'})"
+
+
 @dataclass(frozen=True)
 class ProbeConfig:
     head: str = "linear"            # "linear" or "tied" (Eq. 2: the frozen input embedding is the decoder), "mlp" (the authors')
     features: str = "joint_ln"      # what the heads read: "joint_ln" (the authors') or "raw" tower states
-    precondition: str = "none"      # "whiten": the heads train on whitened features, then are folded back; "none"
+    precondition: str = "whiten"    # "whiten": the heads train on whitened features, then are folded back (nearest the
+                                    # optimum in every family, `results/probe/optimum/`); "none": on the features as they are
     bert_events: str = "mask"       # BERT: "mask" ([MASK] at every probed position, Eq. 1) or "corrupt" (80/10/10)
     train_blocks: int = 1024        # training blocks whose features train the heads
     train_positions: int | None = None  # or: predicted positions to train on (BERT predicts ~15% of a block)
@@ -125,3 +135,6 @@ class ProbeConfig:
             if getattr(self, name) not in ("auto", "fp32", "bf16"):
                 raise bad(name, "must be 'auto', 'fp32' or 'bf16'")
         return self
+
+
+CURRENT_PROBE = probe_label(PROBE_VERSION, ProbeConfig.precondition)  # what a probe made today is called

@@ -16,6 +16,7 @@ from twotower_lib.book import publish
 from twotower_lib.book.paper_tables import number
 from twotower_lib.emergence import curves as em
 from twotower_lib.errors import UserError
+from twotower_lib.probe_config import probe_label
 
 KEY = re.compile(r"\{\{\s*(\w+)\s*\}\}")
 
@@ -114,7 +115,8 @@ def published_numbers(published: dict) -> dict[str, str]:
     for _, row in publish.overview(published).iterrows():
         key = row["profile"].replace("-", "")
         out.update({f"{key}_train_minutes": f"{row['run-minutes of training']:.0f}", f"{key}_runs": str(row["training runs"]),
-                    f"{key}_probe": f"probe version {published[row['profile']]['probe']['version']}"
+                    f"{key}_probe": "probe version " + probe_label(published[row["profile"]]["probe"]["version"],
+                                                                   published[row["profile"]]["probe"]["config"].get("precondition"))
                     if "probe" in published[row["profile"]] else "an earlier probe"})
     return out
 

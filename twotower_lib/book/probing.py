@@ -195,17 +195,23 @@ def reliability_benchmark(path: Path | None = None) -> pd.DataFrame | str:
                          for r in rows]).set_index(["run", "recipe"])
 
 
-def probe_change(path: Path | None = None) -> pd.DataFrame | str:
+def probe_change(path: Path | None = None, between_runs: bool = False) -> pd.DataFrame | str:
     """A committed comparison of two probings of the same frozen runs (`benchmarks/compare_probe_versions.py`):
     per case, each probing's validation loss per tower head, its probe-seed reliability, and how far
-    the two probings' scores agree; or how to produce it."""
+    the two probings' scores agree; with `between_runs`, every two of those cases correlated under each
+    probing; or how to produce it."""
     import pandas as pd
 
     path = path or RESULTS / "whitening_cases.json"
     if not path.exists():
         return f"not measured yet: python benchmarks/compare_probe_versions.py OLD NEW --out {path.relative_to(PROJECT_ROOT)}"
+    found = read_json(path)
+    if between_runs:
+        return pd.DataFrame([{"a": p["a"], "b": p["b"], **{f"{name}: r ({VARIANTS[c]})": r for name in ("old", "new")
+                                                           for c, r in p[f"{name}_r"].items()}}
+                             for p in found.get("pairs", [])]).set_index(["a", "b"])
     out = []
-    for r in read_json(path)["rows"]:
+    for r in found["rows"]:
         row = {"case": r["case"], "probe versions": f"{r['old_version']} -> {r['new_version']}"}
         for name in ("old", "new"):
             row.update({f"{name}: val loss, tower {j}": v for j, v in enumerate(r[f"{name}_val_loss"])})

@@ -76,7 +76,7 @@ class Profile:
     probe_max_epochs: int = 30           # cap on the heads' epochs (they stop earlier once converged)
     probe_head: str = "linear"           # "linear"/"tied" (Eq. 2: decoder = the frozen input embedding) or "mlp" (the authors' code)
     probe_features: str = "joint_ln"     # what the heads read: "joint_ln" (the authors') or "raw" tower states
-    probe_precondition: str = "none"     # "whiten": the heads train on whitened features (then folded back), or "none"
+    probe_precondition: str = "whiten"   # "whiten": the heads train on whitened features (then folded back), or "none"
     probe_refine_iters: int = 0          # linear heads: L-BFGS iterations after AdamW toward their objective's optimum (0: none)
     probe_ridge: float = 0.03            # that objective's ridge (ProbeConfig.penalty: the logit variance)
     bert_events: str = "mask"            # BERT positions probed: "mask" (Eq. 1) or "corrupt" (80/10/10, the old scoring)

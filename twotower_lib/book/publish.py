@@ -26,7 +26,7 @@ from twotower_lib.book.pipeline import Pipeline, make_pipeline, parse_overrides
 from twotower_lib.book.profiles import DEFAULT_PROFILE, PROFILES
 from twotower_lib.book.sections import PROJECT_ROOT, find_section
 from twotower_lib.errors import UserError
-from twotower_lib.probe_config import PROBE_VERSION
+from twotower_lib.probe_config import CURRENT_PROBE, PROBE_VERSION, probe_label
 from twotower_lib.run_names import case_name, control_name, model_of
 
 RESULTS_DIR = PROJECT_ROOT / "results" / "profiles"
@@ -134,8 +134,11 @@ def probe_note(pub: dict[str, Any]) -> str:
                 "not comparable with the current probe's until the profile is run again.")
     c = probe["config"]
     cooldown = f", then {c['cooldown_epochs']} epoch(s) with the rate falling to 0" if c.get("cooldown_epochs") else ""
-    return (f"Probe version {probe['version']}: {c['head']} heads on {c['features']} features, trained until the "
-            f"held-out loss stopped improving by {c['tol']} nats{cooldown}, BERT probed with {c['bert_events']} events.")
+    whitened = "whitened " if c.get("precondition") == "whiten" else ""
+    flag = ("" if probe_label(probe["version"], c.get("precondition")) == CURRENT_PROBE else
+            f" Not the current probe (version {CURRENT_PROBE}): not comparable with its numbers until run again.")
+    return (f"Probe version {probe['version']}: {c['head']} heads on {whitened}{c['features']} features, trained until the "
+            f"held-out loss stopped improving by {c['tol']} nats{cooldown}, BERT probed with {c['bert_events']} events.{flag}")
 
 
 def overview(published: dict[str, dict[str, Any]]) -> pd.DataFrame:

@@ -25,7 +25,7 @@ from twotower_lib.artifacts import atomic_write_json, provenance, read_json
 from twotower_lib.book.probing import DEFAULT_RECIPE, RECIPES, tower_order
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.errors import UserError
-from twotower_lib.probe_config import PROBE_VERSION
+from twotower_lib.probe_config import CURRENT_PROBE, probe_label
 from twotower_lib.run_names import case_name, model_of
 
 CODE = ("hezq06/twotower_lm", "e8b468e1a224e5848389f79a1070f5c0dc9bbb33")
@@ -150,6 +150,7 @@ def measure(root: Path, profile, n_boot: int | None = None) -> dict:
     return {"profile": profile.name, "cases": list(profile.cases), "top_n": profile.top_n, "pairs": pairs,
             "ordering": order, "data_hash": data.data_hash,
             "probe_version": next(iter(arts.values())).manifest["identity"]["version"],
+            "probe_precondition": next(iter(arts.values())).manifest["identity"]["probe"].get("precondition", "none"),
             "models": {n: read_json(root / "training" / n / "config.json")["model"] for n in names},
             "provenance": provenance()}
 
@@ -275,9 +276,10 @@ def to_markdown(found: dict | None, recipes: dict | None = None) -> str:
         rows.append(f"| {d.topic} | {d.paper} | {d.released} | {where} | {d.here} | {d.option} | {effect} |")
     note = ("" if found else "\n*Not measured yet at this profile: "
             "`python -m twotower_lib.book.released --profile cpu` writes results/released/cpu.json.*\n")
-    if found and found.get("probe_version") != PROBE_VERSION:
-        note += (f"\n*Measured with probe version {found.get('probe_version')}; the current probe is version "
-                 f"{PROBE_VERSION} (section 02). `{found.get('command', 'python -m twotower_lib.book.released')}` "
+    measured_with = probe_label(found.get("probe_version"), found.get("probe_precondition")) if found else None
+    if found and measured_with != CURRENT_PROBE:
+        note += (f"\n*Measured with probe version {measured_with}; the current probe is version "
+                 f"{CURRENT_PROBE} (section 02). `{found.get('command', 'python -m twotower_lib.book.released')}` "
                  "re-measures it on a pipeline run probed with the current version.*\n")
     return head + "\n".join(rows) + "\n" + note
 

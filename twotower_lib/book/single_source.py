@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.errors import UserError
+from twotower_lib.probe_config import CURRENT_PROBE, probe_label
 from twotower_lib.run_names import model_of
 
 if TYPE_CHECKING:
@@ -28,7 +29,8 @@ if TYPE_CHECKING:
 RESULT = PROJECT_ROOT / "results" / "register" / "single_source.json"
 COIN_FLIP = 0.01  # Eq. 3's margin (share of the primary's mean p) below which the order is read as a coin flip
 COLUMNS = ["profile", "corpus", "source", "pair", "r", "ci_low", "ci_high", "r mean log p", "shuffled labels", "text ceiling",
-           "probe ceiling", "probe reliability", "order margin", "probe version", "training tokens", "validation tokens"]
+           "probe ceiling", "probe reliability", "order margin", "probe version", "probe precondition", "training tokens",
+           "validation tokens"]
 
 
 def collect(root: Path, label: str) -> list[dict]:
@@ -58,6 +60,7 @@ def collect(root: Path, label: str) -> list[dict]:
                      # order, and so the sign of r, is a coin flip
                      "order margin": min(o["margin"] / max(o["mean_p"]) for o in orders),
                      "probe version": manifest["identity"]["version"],
+                     "probe precondition": manifest["identity"]["probe"].get("precondition", "none"),
                      "training tokens": data["summary"]["train_tokens"], "validation tokens": data["summary"]["valid_tokens"]})
     return rows
 
@@ -70,7 +73,8 @@ def load(path: Path = RESULT) -> pd.DataFrame:
     if not path.exists():
         return pd.DataFrame()
     found = read_json(path)
-    return pd.DataFrame(found["pairs"]).assign(profile=found["profile"]).reindex(columns=COLUMNS)
+    table = pd.DataFrame(found["pairs"]).assign(profile=found["profile"]).reindex(columns=COLUMNS)
+    return table.fillna({"probe precondition": "none"})  # collected before the field: the features as they were
 
 
 def holds_alone(table: pd.DataFrame) -> dict[str, dict]:
@@ -131,8 +135,12 @@ def sentence(table: pd.DataFrame | None = None) -> str:
             verdict = ", ".join(said)
         parts.append(f"the {MODEL_NAMES.get(model, model)} pair (r: {rs}{mixed}) {verdict}")
     profile = table["profile"].iloc[0]
+    probes = sorted({probe_label(v, p) for v, p in zip(table["probe version"], table["probe precondition"])})
+    older = ("" if probes == [CURRENT_PROBE] else
+             f" Measured with probe version {', '.join(probes)}; the current probe is version {CURRENT_PROBE}, so "
+             "these pairs are not yet comparable with the ones measured with it.")
     return (f"Trained on one source of the corpus alone (`{profile}` profile, one seed pair per corpus), "
-            + "; ".join(parts) + ".")
+            + "; ".join(parts) + "." + older)
 
 
 def main(argv: list[str] | None = None) -> int:
