@@ -276,6 +276,13 @@ def test_the_single_source_finding_is_said_from_the_pairs():
     everywhere = table[table["pair"].str.startswith("gpt") & (table["corpus"] != "wiki")]
     assert "still agrees on every single source" in single_source.sentence(everywhere)
     assert single_source.sentence(table.iloc[:0]).startswith("*")
+    # pairs measured with another probe than the current one say so
+    from twotower_lib.probe_config import PROBE_VERSION
+
+    assert "not yet comparable" not in single_source.sentence(table.assign(**{"probe version": PROBE_VERSION,
+                                                                              "probe precondition": "whiten"}))
+    older = single_source.sentence(table.assign(**{"probe version": 5, "probe precondition": "none"}))
+    assert "Measured with probe version 5 (unwhitened); the current probe is version" in older
 
 
 def test_a_finished_run_is_published_and_shown(built_book, tmp_path):

@@ -135,7 +135,8 @@ def sentence(table: pd.DataFrame | None = None) -> str:
             verdict = ", ".join(said)
         parts.append(f"the {MODEL_NAMES.get(model, model)} pair (r: {rs}{mixed}) {verdict}")
     profile = table["profile"].iloc[0]
-    probes = sorted({probe_label(v, p) for v, p in zip(table["probe version"], table["probe precondition"])})
+    probes = (sorted({probe_label(v, p) for v, p in zip(table["probe version"], table["probe precondition"])})
+              if "probe version" in table else [CURRENT_PROBE])   # a table without them: nothing to flag
     older = ("" if probes == [CURRENT_PROBE] else
              f" Measured with probe version {', '.join(probes)}; the current probe is version {CURRENT_PROBE}, so "
              "these pairs are not yet comparable with the ones measured with it.")
