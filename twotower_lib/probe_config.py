@@ -138,3 +138,9 @@ class ProbeConfig:
 
 
 CURRENT_PROBE = probe_label(PROBE_VERSION, ProbeConfig.precondition)  # what a probe made today is called
+
+
+def measured_with(version: int, precondition: str | None) -> str | None:
+    """What a committed result says when another probe than the current one measured it (None if it is the current)."""
+    label = probe_label(version, precondition)
+    return None if label == CURRENT_PROBE else f"measured with probe version {label}; the current probe is version {CURRENT_PROBE}"

@@ -105,15 +105,16 @@ def committed_bert_controls(path: str | None = None) -> dict[str, pd.DataFrame] 
     if not found.exists():
         return ("not run yet: python -m twotower_lib run --profile cpu -p control_models gpt,bert-large, then "
                 "publish it with --results results/bert-controls (results/bert-controls/README.md)")
-    from twotower_lib.probe_config import CURRENT_PROBE, probe_label
+    from twotower_lib.probe_config import measured_with, probe_label
 
     published = read_json(found)
     summary = published["sections"]["03_correlations"]["summary"]
-    probe = probe_label(published["probe"]["version"], published["probe"]["config"].get("precondition"))
+    version, precondition = published["probe"]["version"], published["probe"]["config"].get("precondition")
+    older = measured_with(version, precondition)
     return {"controls": pd.DataFrame(summary["controls"]).set_index(["model", "control"]).sort_index(),
             "quality": pd.DataFrame(summary["quality"]).set_index(["quality of", "a"])[["r", "ci_low", "ci_high"]],
-            "probe": f"measured with probe version {probe}" + ("" if probe == CURRENT_PROBE else
-                     f"; the current probe is version {CURRENT_PROBE}, so these are not this run's numbers")}
+            "probe": f"{older}, so these are not this run's numbers" if older else
+                     f"measured with probe version {probe_label(version, precondition)}"}
 
 
 def quality_correlations(ctx: SectionContext, scores: dict, score_col: str = "score") -> pd.DataFrame:

@@ -25,7 +25,7 @@ from twotower_lib.artifacts import atomic_write_json, provenance, read_json
 from twotower_lib.book.probing import DEFAULT_RECIPE, RECIPES, tower_order
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.errors import UserError
-from twotower_lib.probe_config import CURRENT_PROBE, probe_label
+from twotower_lib.probe_config import measured_with
 from twotower_lib.run_names import case_name, model_of
 
 CODE = ("hezq06/twotower_lm", "e8b468e1a224e5848389f79a1070f5c0dc9bbb33")
@@ -147,10 +147,10 @@ def measure(root: Path, profile, n_boot: int | None = None) -> dict:
         row |= {"rules agree": bool(row["rules agree"]), "validation loss": round(a.manifest["val_loss"]["cooperative"], 4),
                 **{f"probe reliability ({VARIANT_NAMES[c]})": round(same_run_agreement(
                     a.table, rep, data.counts, profile.top_n, c), 4) for c in SCORE_COLUMNS}}
+    identity = next(iter(arts.values())).manifest["identity"]
     return {"profile": profile.name, "cases": list(profile.cases), "top_n": profile.top_n, "pairs": pairs,
             "ordering": order, "data_hash": data.data_hash,
-            "probe_version": next(iter(arts.values())).manifest["identity"]["version"],
-            "probe_precondition": next(iter(arts.values())).manifest["identity"]["probe"].get("precondition", "none"),
+            "probe_version": identity["version"], "probe_precondition": identity["probe"].get("precondition", "none"),
             "models": {n: read_json(root / "training" / n / "config.json")["model"] for n in names},
             "provenance": provenance()}
 
@@ -276,10 +276,9 @@ def to_markdown(found: dict | None, recipes: dict | None = None) -> str:
         rows.append(f"| {d.topic} | {d.paper} | {d.released} | {where} | {d.here} | {d.option} | {effect} |")
     note = ("" if found else "\n*Not measured yet at this profile: "
             "`python -m twotower_lib.book.released --profile cpu` writes results/released/cpu.json.*\n")
-    measured_with = probe_label(found.get("probe_version"), found.get("probe_precondition")) if found else None
-    if found and measured_with != CURRENT_PROBE:
-        note += (f"\n*Measured with probe version {measured_with}; the current probe is version "
-                 f"{CURRENT_PROBE} (section 02). `{found.get('command', 'python -m twotower_lib.book.released')}` "
+    older = measured_with(found.get("probe_version"), found.get("probe_precondition")) if found else None
+    if older:
+        note += (f"\n*{older[:1].upper()}{older[1:]} (section 02). `{found.get('command', 'python -m twotower_lib.book.released')}` "
                  "re-measures it on a pipeline run probed with the current version.*\n")
     return head + "\n".join(rows) + "\n" + note
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.errors import UserError
-from twotower_lib.probe_config import CURRENT_PROBE, probe_label
+from twotower_lib.probe_config import measured_with
 from twotower_lib.run_names import model_of
 
 if TYPE_CHECKING:
@@ -135,13 +135,13 @@ def sentence(table: pd.DataFrame | None = None) -> str:
             verdict = ", ".join(said)
         parts.append(f"the {MODEL_NAMES.get(model, model)} pair (r: {rs}{mixed}) {verdict}")
     profile = table["profile"].iloc[0]
-    probes = (sorted({probe_label(v, p) for v, p in zip(table["probe version"], table["probe precondition"])})
-              if "probe version" in table else [CURRENT_PROBE])   # a table without them: nothing to flag
-    older = ("" if probes == [CURRENT_PROBE] else
-             f" Measured with probe version {', '.join(probes)}; the current probe is version {CURRENT_PROBE}, so "
-             "these pairs are not yet comparable with the ones measured with it.")
+    older = sorted({m for v, p in zip(table["probe version"], table["probe precondition"]) if (m := measured_with(v, p))}
+                   if "probe version" in table else ())   # a table without them: nothing to flag
+    said = "; ".join(older)
+    older_note = (f" {said[:1].upper()}{said[1:]}, so these pairs are not yet comparable with the ones measured with it."
+                  if older else "")
     return (f"Trained on one source of the corpus alone (`{profile}` profile, one seed pair per corpus), "
-            + "; ".join(parts) + "." + older)
+            + "; ".join(parts) + "." + older_note)
 
 
 def main(argv: list[str] | None = None) -> int:
