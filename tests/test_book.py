@@ -264,7 +264,8 @@ def test_the_single_source_finding_is_said_from_the_pairs():
     assert "the GPT pair (r: books +0.44, wiki +0.03; mixed corpus +0.39) agrees on books alone, does not agree on wiki" in text
     assert ("pair (r: books −0.18, wiki +0.00; mixed corpus +0.81) splits the tokens on books alone but with the towers' roles swapped "
             "(r < 0: Eq. 3 named the other tower primary in one run, by margins of at most 0.2% of the mean "
-            "probability), does not agree on wiki") in text
+            "probability), does not agree on wiki, so no single source keeps its mixed-corpus agreement (|r| at most "
+            "0.18 alone against 0.81 mixed)") in text
     assert "books −0.18" in text and "`cpu` profile" in text
     flip = table.assign(**{"order margin": 0.002})[table["pair"].str.startswith("bert")]
     assert ("pair (r: books −0.18, wiki +0.00; mixed corpus +0.81) has towers equally good on every corpus (Eq. 3's "
@@ -276,6 +277,12 @@ def test_the_single_source_finding_is_said_from_the_pairs():
     everywhere = table[table["pair"].str.startswith("gpt") & (table["corpus"] != "wiki")]
     assert "still agrees on every single source" in single_source.sentence(everywhere)
     assert single_source.sentence(table.iloc[:0]).startswith("*")
+    # each pair is read against its ceilings, and a probe below its reliability goal is named
+    measured = table.assign(**{"text ceiling": [0.69, 0.55, 0.82, 0.36, 0.34, 0.89],
+                               "probe reliability": [0.99, 0.99, 0.99, 0.96, 0.89, 0.99]})
+    said = single_source.sentence(measured)
+    assert "mixed corpus +0.39; text ceilings 0.55–0.69 alone, 0.82 mixed) agrees on books alone" in said
+    assert said.endswith("0.18 alone against 0.81 mixed), and the probe-seed reliability falls below its 0.95 goal on wiki (0.89).")
     # pairs measured with another probe than the current one say so
     from twotower_lib.probe_config import PROBE_VERSION
 

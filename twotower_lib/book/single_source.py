@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 RESULT = PROJECT_ROOT / "results" / "register" / "single_source.json"
 COIN_FLIP = 0.01  # Eq. 3's margin (share of the primary's mean p) below which the order is read as a coin flip
+RELIABILITY_GOAL = 0.95  # the probe-seed reliability every trained case should reach (section 02)
 COLUMNS = ["profile", "corpus", "source", "pair", "r", "ci_low", "ci_high", "r mean log p", "shuffled labels", "text ceiling",
            "probe ceiling", "probe reliability", "order margin", "probe version", "probe precondition", "training tokens",
            "validation tokens"]
@@ -81,12 +82,16 @@ def holds_alone(table: pd.DataFrame) -> dict[str, dict]:
     """Per model of a same-configuration pair: its r on each single source and on the mixed corpus; the
     single sources where the pair agrees (the interval above its shuffled-label control and 0), and those
     where it splits the tokens as consistently but with the towers' roles swapped (the interval below
-    minus that control: Eq. 3 named the other tower primary in one run)."""
+    minus that control: Eq. 3 named the other tower primary in one run); and, per corpus, the order
+    margin, the text ceiling and the probe-seed reliability (None where the table lacks them)."""
     out: dict[str, dict] = {}
     for row in table.to_dict("records"):
         model = model_of(row["pair"].split(" vs ")[0])
-        entry = out.setdefault(model, {"mixed": None, "alone": {}, "agrees": [], "swapped": [], "margin": {}})
+        entry = out.setdefault(model, {"mixed": None, "alone": {}, "agrees": [], "swapped": [], "margin": {},
+                                       "ceiling": {}, "reliability": {}})
         entry["margin"][row["corpus"]] = row.get("order margin")
+        entry["ceiling"][row["corpus"]] = row.get("text ceiling")
+        entry["reliability"][row["corpus"]] = row.get("probe reliability")
         if row["corpus"] == "mixed":
             entry["mixed"] = row["r"]
             continue
@@ -97,6 +102,10 @@ def holds_alone(table: pd.DataFrame) -> dict[str, dict]:
         elif row["ci_high"] < -control:
             entry["swapped"].append(row["corpus"])
     return out
+
+
+def _known(x) -> bool:
+    return x is not None and x == x  # neither missing nor NaN
 
 
 def sentence(table: pd.DataFrame | None = None) -> str:
@@ -110,8 +119,14 @@ def sentence(table: pd.DataFrame | None = None) -> str:
     for model, e in holds_alone(table).items():
         rs = ", ".join(f"{corpus} {number(r)}" for corpus, r in e["alone"].items())
         mixed = "" if e["mixed"] is None else f"; mixed corpus {number(e['mixed'])}"
+        ceilings = {c: v for c, v in e["ceiling"].items() if _known(v)}
+        alone = [v for c, v in ceilings.items() if c != "mixed"]
+        if alone:   # what each corpus's validation text allows: a single source has less of it
+            mixed += (f"; text ceilings {min(alone):.2f}–{max(alone):.2f} alone"
+                      + (f", {ceilings['mixed']:.2f} mixed" if "mixed" in ceilings else ""))
+        unreliable = {c: v for c, v in e["reliability"].items() if _known(v) and v < RELIABILITY_GOAL}
         neither = [c for c in e["alone"] if c not in e["agrees"] + e["swapped"]]
-        margins = [m for m in e["margin"].values() if m is not None and m == m]
+        margins = [m for m in e["margin"].values() if _known(m)]
         if margins and len(margins) == len(e["margin"]) and max(margins) < COIN_FLIP:
             size = ", ".join(f"{c} {abs(r):.2f}" for c, r in e["alone"].items())
             mixed_size = "" if e["mixed"] is None else f" against {abs(e['mixed']):.2f} on the mixed corpus"
@@ -132,7 +147,14 @@ def sentence(table: pd.DataFrame | None = None) -> str:
                             f"towers' roles swapped (r < 0: Eq. 3 named the other tower primary in one run{close})")
             if neither:
                 said.append(f"does not agree on {' or '.join(neither)}")
+            if not e["agrees"] and e["mixed"] is not None:   # said plainly: what it had mixed, no source keeps
+                strongest = max(abs(r) for r in e["alone"].values())
+                said.append(f"so no single source keeps its mixed-corpus agreement (|r| at most {strongest:.2f} alone "
+                            f"against {e['mixed']:.2f} mixed)")
             verdict = ", ".join(said)
+        if unreliable:
+            verdict += (f", and the probe-seed reliability falls below its {RELIABILITY_GOAL} goal on "
+                        + " and ".join(f"{c} ({v:.2f})" for c, v in unreliable.items()))
         parts.append(f"the {MODEL_NAMES.get(model, model)} pair (r: {rs}{mixed}) {verdict}")
     profile = table["profile"].iloc[0]
     older = sorted({m for v, p in zip(table["probe version"], table["probe precondition"]) if (m := measured_with(v, p))}
