@@ -1,5 +1,7 @@
 """The emergence study: r against tokens seen from the snapshots of a same-configuration pair."""
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -8,6 +10,7 @@ from twotower_lib.artifacts import read_json
 from twotower_lib.emergence import curves as ec, study as es
 from twotower_lib.errors import UserError
 from twotower_lib.probe import ProbeConfig
+from twotower_lib.probe_config import PROBE_VERSION, probe_label
 
 
 @pytest.fixture(scope="module")
@@ -108,11 +111,32 @@ def test_a_study_with_three_seeds_writes_one_curve_per_pair(tiny_data, tmp_path)
     at0 = curves[(curves["tokens"] == 0) & (curves["pair"] == "s1-s2")].set_index("config")["r"]
     assert at0["other"] == at0["three"]
     assert not es.reuse_untrained_probe(tmp_path / "runs" / "other" / "gpt-s1", tmp_path / "runs")  # has one
+    # each curve names its probe, and records the authors' score variant beside Eq. 4's
+    assert manifest["probe_version"] == PROBE_VERSION
+    assert (curves["probe"] == probe_label(PROBE_VERSION, cfg.precondition)).all() and curves["r_mean_log"].notna().all()
+    assert ec.probes_used(curves) == f"probe {probe_label(PROBE_VERSION, cfg.precondition)} for every configuration"
+    mixed = curves.assign(probe=np.where(curves["config"] == "other", "earliest (mlp heads, 3 fixed epochs)", curves["probe"]))
+    assert ec.probes_used(mixed) == (f"probe earliest (mlp heads, 3 fixed epochs) for `other`; probe "
+                                     f"{probe_label(PROBE_VERSION, cfg.precondition)} for `three`")  # one each: both named
+    # the same configuration kept from an earlier probe (here: the same curve, relabelled) is compared pair by pair
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    old_meta = {**manifest, "probe_config": {"head": "mlp", "epochs": 3}, "data": {**manifest["data"], "data_hash": "0" * 64}}
+    del old_meta["probe_version"]
+    (earlier / "three.json").write_text(json.dumps(old_meta))
+    (earlier / "three.parquet").write_bytes(path.read_bytes())
+    table = ec.probe_comparison("three", tmp_path / "results", earlier)
+    assert list(table.index) == ["s1-s2", "s1-s3", "s2-s3", "mean over pairs", "SD over pairs"]
+    assert table.loc["mean over pairs", "r (current)"] == pytest.approx(last["r"].mean())
+    assert table.loc["mean over pairs", "r (earlier)"] == table.loc["mean over pairs", "r (current)"]
+    note = ec.probe_comparison_note("three", tmp_path / "results", earlier)
+    assert "earlier: probe earliest (mlp heads, 3 fixed epochs), data 000000000000" in note and "does not isolate" in note
+    assert ec.probe_comparison("other", tmp_path / "results", earlier).empty
+    assert "has not been measured with a second probe" in ec.probe_comparison_note("other", tmp_path / "results", earlier)
 
 
 def test_default_lr_is_the_deepspeed_configs():
     """Curves written without a learning rate are labelled with the CPU DeepSpeed config's peak."""
-    import json
 
     from twotower_lib.deepspeed_setup import CONFIG_DIR
 
@@ -272,6 +296,15 @@ def test_the_decisions_pages_statements_hold_on_the_committed_curves():
     assert min(end.loc["bert-cpu-small-v8192-16M", "r"], end.loc["bert-cpu-small-v8192-16M-s3s4", "r"]) > 0.6
     gpt4 = ec.seed_spread(c).query("config == 'gpt-cpu-v8192' and tokens > 0").set_index("tokens")["r"]
     assert gpt4.idxmax() == 2097152 and gpt4.iloc[-1] < gpt4.max()        # the 4M pair agreed most near 2M
+    # the four GPT seeds at 2M measured again: three pairs of six positive, the negative ones all share the one
+    # seed whose better tower is the others' worse, and that seed has the smallest tower gap (not a coin flip)
+    g2 = c[(c["config"] == "gpt-cpu-v8192-2M-4seeds") & (c["tokens"] > 0)]
+    assert (g2["probe"] != ec.load_curves(ec.EARLIER_DIR)["probe"].iloc[0]).all() and (g2["r"] > 0).sum() == 3
+    negative = g2.loc[g2["r"] < 0, "pair"].str.split("-")
+    odd = set.intersection(*map(set, negative))
+    assert len(odd) == 1
+    gaps = {**dict(zip(g2["pair"].str.split("-").str[0], g2["margin_a"])), **dict(zip(g2["pair"].str.split("-").str[1], g2["margin_b"]))}
+    assert min(gaps, key=gaps.get) == odd.pop() and min(gaps.values()) > 0.01
     from twotower_lib.book import publish
     long = publish.same_config_table(publish.load_published()).query("profile == 'cpu-long'")
     assert len(long) == 3 and (long["r"] > long["highest control"]).all()  # above every control of its model

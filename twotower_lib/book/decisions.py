@@ -11,7 +11,6 @@ import re
 import numpy as np
 import pandas as pd
 
-from twotower_lib.artifacts import read_json
 from twotower_lib.book import publish
 from twotower_lib.book.paper_tables import number
 from twotower_lib.emergence import curves as em
@@ -55,6 +54,7 @@ def _pairs(prefix: str, curves: pd.DataFrame, config: str) -> dict[str, str]:
     return {f"{prefix}_pairs": str(int(end["seed pairs"])), f"{prefix}_mean": _n(end["r"]), f"{prefix}_sd": _n(end["r_sd"]),
             f"{prefix}_min": _n(end["r_min"]), f"{prefix}_max": _n(end["r_max"]),
             f"{prefix}_positive": str(int((rows["r"] > 0).sum())), f"{prefix}_loss": _n(end["val loss"]),
+            f"{prefix}_abs_min": _n(rows["r"].abs().min()), f"{prefix}_abs_max": _n(rows["r"].abs().max()),
             f"{prefix}_tokens": f"{end['tokens'] / 1e6:.0f}M",
             f"{prefix}_gap_min": _pct(gaps.min()), f"{prefix}_gap_max": _pct(gaps.max())}
 
@@ -96,9 +96,12 @@ def study_numbers(curves: pd.DataFrame) -> dict[str, str]:
     out.update(gpt_speed=f"{speed['gpt-cpu-v8192']:,.0f}", bert_speed=f"{speed['bert-cpu-v8192']:,.0f}",
                elmo_speed=f"{speed['elmo-cpu-v8192']:,.0f}",
                bert_over_gpt=f"{speed['bert-cpu-v8192'] / speed['gpt-cpu-v8192']:.1f}")
-    probes = {(c.get("head", "mlp"), c.get("epochs")) for c in
-              (read_json(em.RESULTS_DIR / f"{name}.json")["probe_config"] for name in curves["config"].unique())}
-    out["study_probe"] = " or ".join(f"`{head}` heads trained for a fixed {epochs} epochs" for head, epochs in sorted(probes))
+    out["study_probe"] = em.probes_used(curves)
+    out["gpt_2m_probe"] = curves.loc[curves["config"] == "gpt-cpu-v8192-2M-4seeds", "probe"].iloc[0]
+    if (em.EARLIER_DIR / "gpt-cpu-v8192-2M-4seeds.parquet").exists():   # the same seeds with the earlier probe
+        earlier = em.load_curves(em.EARLIER_DIR, ["gpt-cpu-v8192-2M-4seeds"])
+        out.update(_pairs("gpt_2m_earlier", earlier, "gpt-cpu-v8192-2M-4seeds"))
+        out["gpt_2m_earlier_probe"] = earlier["probe"].iloc[0]
     return out
 
 

@@ -13,12 +13,27 @@ import pandas as pd
 from twotower_lib.artifacts import read_json
 from twotower_lib.emergence.study import CURVE_COLUMNS, DEFAULT_LR, RESULTS_DIR
 from twotower_lib.errors import UserError
+from twotower_lib.probe_config import probe_label
 from twotower_lib.run_names import seed_pair_name
+
+
+EARLIER_DIR = RESULTS_DIR / "earlier-probe"  # curves kept after being measured again, for the book to compare
+
+
+def curve_probe(meta: dict) -> str:
+    """The probe that measured a committed curve, by its name in the book: "version (whitened or not)" for
+    curves that record it, or the earliest probe's settings (curves written before probes had versions
+    in their manifests: `mlp` heads on raw tower states for a fixed number of epochs, BERT scored with
+    the training corruption)."""
+    cfg = meta["probe_config"]
+    if "probe_version" in meta:
+        return probe_label(meta["probe_version"], cfg.get("precondition"))
+    return f"earliest ({cfg.get('head', 'mlp')} heads, {cfg.get('epochs')} fixed epochs)"
 
 
 def load_curves(results_dir: str | Path = RESULTS_DIR, names: list[str] | None = None) -> pd.DataFrame:
     """Every committed curve (or `names`), one row per (configuration, pair of seeds, tokens), with its
-    study config."""
+    study config and the probe that measured it (`curve_probe`)."""
     results_dir = Path(results_dir)
     frames = []
     for path in sorted(results_dir.glob("*.parquet")):
@@ -33,7 +48,8 @@ def load_curves(results_dir: str | Path = RESULTS_DIR, names: list[str] | None =
                                    vocab_size=meta["config"]["vocab_size"], top_n=meta["top_n"],
                                    # written before the schedule could be set: the DeepSpeed config's 1e-3, decay to 0
                                    lr=meta["config"].get("lr") or DEFAULT_LR,
-                                   final_lr_fraction=meta["config"].get("final_lr_fraction", 0.0)))
+                                   final_lr_fraction=meta["config"].get("final_lr_fraction", 0.0),
+                                   probe=curve_probe(meta)))
     if not frames:
         raise UserError(f"no emergence curves in {results_dir}; produce them with  python -m twotower_lib emergence --all")
     return pd.concat(frames, ignore_index=True)
@@ -131,7 +147,58 @@ def study_table(curves: pd.DataFrame) -> pd.DataFrame:
                          "vocabulary": g["vocab_size"].first(), "peak lr": g["lr"].first(),
                          "final lr / peak": g["final_lr_fraction"].first(), "top N": g["top_n"].first(),
                          "seed pairs": g["pair"].nunique(), "snapshots": g["tokens"].nunique(),
-                         "tokens trained": g["tokens"].max()})
+                         "tokens trained": g["tokens"].max(), "probe": g["probe"].first()})
+
+
+def probes_used(curves: pd.DataFrame) -> str:
+    """Which probe measured which configurations, in words (the book says it before any curve is read)."""
+    groups = curves.groupby("probe", sort=False)["config"].unique()
+    if len(groups) == 1:
+        return f"probe {groups.index[0]} for every configuration"
+    sizes = groups.map(len).sort_values(ascending=False, kind="stable")
+    most = sizes.index[0] if sizes.iloc[0] > max(1, sizes.iloc[1]) else None  # a clear majority is not listed
+    named = [f"probe {probe} for {', '.join(f'`{c}`' for c in groups[probe])}" for probe in groups.index if probe != most]
+    return "; ".join(named) + (f"; probe {most} for every other configuration" if most else "")
+
+
+def _earlier_and_current(config: str, results_dir: Path, earlier_dir: Path) -> list[tuple[str, dict, pd.DataFrame]]:
+    return [(label, read_json(d / f"{config}.json"), load_curves(d, [config]))
+            for label, d in (("earlier", earlier_dir), ("current", results_dir))]
+
+
+def probe_comparison(config: str, results_dir: str | Path = RESULTS_DIR,
+                     earlier_dir: str | Path = EARLIER_DIR) -> pd.DataFrame:
+    """A configuration measured with two probes: per seed pair at the runs' end, r under the earlier curve's
+    probe and under the current one's (both score variants where recorded), |r_physical| and the
+    validation-text ceiling; two last rows hold the mean and SD over the pairs (which share runs: a
+    description, not independent draws). Empty if no earlier curve is kept (`probe_comparison_note` names
+    the two probes and data)."""
+    earlier_dir = Path(earlier_dir)
+    if not (earlier_dir / f"{config}.parquet").exists():
+        return pd.DataFrame()
+    frames = []
+    for label, _, c in _earlier_and_current(config, Path(results_dir), earlier_dir):
+        end = c[c["tokens"] == c["tokens"].max()].set_index("pair")
+        frames.append(pd.DataFrame({f"r ({label})": end["r"], f"r mean log p ({label})": end["r_mean_log"],
+                                    f"|r_physical| ({label})": end["r_physical"].abs(),
+                                    f"ceiling ({label})": end["ceiling"]}))
+    table = pd.concat(frames, axis=1)
+    return pd.concat([table, pd.DataFrame([table.mean(), table.std()], index=["mean over pairs", "SD over pairs"])])
+
+
+def probe_comparison_note(config: str, results_dir: str | Path = RESULTS_DIR, earlier_dir: str | Path = EARLIER_DIR) -> str:
+    """Which probes and which prepared data the two curves of `probe_comparison` used, in one sentence."""
+    if not (Path(earlier_dir) / f"{config}.parquet").exists():
+        return f"*`{config}` has not been measured with a second probe.*"
+    both = _earlier_and_current(config, Path(results_dir), Path(earlier_dir))
+    parts = [f"{label}: probe {curve_probe(meta)}, data {meta['data']['data_hash'][:12]}, written "
+             f"{meta['provenance'].get('created', '?')[:10]}" for label, meta, _ in both]
+    same = len({meta["data"]["data_hash"] for _, meta, _ in both}) == 1
+    return (f"`{config}` measured twice ({'; '.join(parts)}). "
+            + ("Same prepared data: the runs are the same seeds retrained, so a difference is the probe's, up to "
+               "what retraining changes." if same else
+               "The corpus was prepared again between the two (another data hash): the runs differ in their "
+               "training text as well as in the probe, so the comparison does not isolate the probe."))
 
 
 def _tokens_label(tokens: int) -> str:

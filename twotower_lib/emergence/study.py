@@ -46,7 +46,7 @@ DEFAULT_LR = 1e-3  # the peak of configs/deepspeed_cpu.json (the paper's), used 
 
 CURVE_COLUMNS = ["config", "pair", "tokens", "r", "ci_low", "ci_high", "p_value", "r_partial_logfreq", "n_tokens",
                  "val_loss_a", "val_loss_b", "head_loss_a", "head_loss_b", "margin_a", "margin_b",
-                 "primary_a", "primary_b", "r_physical", "ceiling"]
+                 "primary_a", "primary_b", "r_physical", "ceiling", "r_mean_log"]
 
 
 @dataclass(frozen=True)
@@ -197,6 +197,8 @@ def curve(run_a: str | Path, run_b: str | Path, *, top_n: int, n_boot: int = 200
         main = pairwise_correlations(tables, data.counts, cfg, doc_stats=doc_stats).iloc[0]
         partial = pairwise_correlations(tables, data.counts, CorrelationConfig(n=top_n, n_boot=0, n_permutations=0),
                                         control=np.log(np.maximum(np.asarray(data.counts, dtype=float), 1.0))).iloc[0]
+        mean_log = pairwise_correlations(tables, data.counts, CorrelationConfig(n=top_n, n_boot=0, n_permutations=0,
+                                                                              score_col="score_logmean")).iloc[0]
         ceiling = text_ceiling(tables, doc_stats, data.counts, [("a", "b")], top_n).iloc[0]["ceiling"]
         vl = [a.manifest["val_loss"] for a in arts]
         rows.append({"config": config_name, "pair": pair, "tokens": int(tokens), "r": main["r"], "ci_low": main["ci_low"],
@@ -214,7 +216,8 @@ def curve(run_a: str | Path, run_b: str | Path, *, top_n: int, n_boot: int = 200
                      "r_physical": main["r"] * (1 if arts[0].manifest["ordering"]["primary_tower"]
                                                 == arts[1].manifest["ordering"]["primary_tower"] else -1),
                      # what finite validation text allows: r cannot exceed it even for identical preferences
-                     "ceiling": ceiling})
+                     "ceiling": ceiling,
+                     "r_mean_log": mean_log["r"]})  # the authors' score variant (mean of log p), no interval
         if show:
             r = rows[-1]
             print(f"{config_name or run_a.parent.name} {pair}: {tokens:>11,} tokens  r = {r['r']:+.3f} "
@@ -231,6 +234,7 @@ def run_study(cfg: StudyConfig, runs_dir: str | Path, results_dir: str | Path = 
     from twotower_lib.data import DataConfig, load_prepared
     from twotower_lib.data.prepare import prepare_data
     from twotower_lib.book.profiles import get_profile
+    from twotower_lib.probe_config import PROBE_VERSION
     from twotower_lib.train import TrainConfig, train_job
     from twotower_lib.workers import run_jobs
 
@@ -271,6 +275,7 @@ def run_study(cfg: StudyConfig, runs_dir: str | Path, results_dir: str | Path = 
     data_name = portable_path(data_dir, data_home(), "$TWOTOWER_DATA")
     atomic_write_json(results_dir / f"{cfg.name}.json", {  # committed: no path of this machine in it
         "config": asdict(cfg), "top_n": top_n, "n_boot": n_boot, "probe_config": asdict(probe_cfg),
+        "probe_version": PROBE_VERSION,
         "data": {"path": data_name, "data_hash": data.data_hash, "corpus": data_cfg.corpus},
         "runs": [portable_path(r, runs_dir, "") for r in runs.values()], "pairs": [seed_pair_name(a, b) for a, b in cfg.pairs()],
         "train_minutes": [round(read_json(r / "manifest.json")["wall_time_s"] / 60, 2) for r in runs.values()],
