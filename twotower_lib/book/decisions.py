@@ -60,15 +60,19 @@ def _pairs(prefix: str, curves: pd.DataFrame, config: str) -> dict[str, str]:
 
 
 def _one(key: str, rows: pd.DataFrame) -> dict[str, str]:
-    """A one-pair snapshot: r, |r|, its 95% interval (resampling validation documents) and the towers' gaps."""
+    """A one-pair snapshot: r, |r|, its 95% interval (resampling validation documents), the towers' gaps, and
+    where the curve records them r under the mean of log p and the validation-text ceiling."""
     row, gaps = rows.iloc[0], _gaps(rows)
     return {key: _n(row["r"]), f"{key}_abs": _n(abs(row["r"])), f"{key}_ci": f"[{_n(row['ci_low'])}, {_n(row['ci_high'])}]",
-            f"{key}_gap_min": _pct(gaps.min()), f"{key}_gap_max": _pct(gaps.max())}
+            f"{key}_gap_min": _pct(gaps.min()), f"{key}_gap_max": _pct(gaps.max()),
+            f"{key}_mean_log": _n(row["r_mean_log"]) if pd.notna(row["r_mean_log"]) else "not recorded",
+            f"{key}_ceiling": _n(row["ceiling"]) if pd.notna(row["ceiling"]) else "not measured"}
 
 
 def study_numbers(curves: pd.DataFrame) -> dict[str, str]:
     """The emergence study's numbers behind the profiles' choices."""
     out: dict[str, str] = {}
+    earlier = em.load_curves(em.EARLIER_DIR) if any(em.EARLIER_DIR.glob("*.parquet")) else curves.iloc[:0]
     for prefix, config in (("bert_small", "bert-cpu-small-v8192"), ("bert_small_const", "bert-cpu-small-v8192-4M-const"),
                            ("bert_large_const", "bert-cpu-v8192-2M-const"), ("gpt_1m", "gpt-cpu-v8192-1M"),
                            ("gpt_1m_lr3", "gpt-cpu-v8192-1M-lr3e-3"), ("gpt_1m_const", "gpt-cpu-v8192-1M-const"),
@@ -80,11 +84,16 @@ def study_numbers(curves: pd.DataFrame) -> dict[str, str]:
                                 ("gpt_long_4M", "gpt-cpu-v8192", None), ("bert_base_16M", "bert-cpu-small-v8192-16M", None),
                                 ("bert_base_16M_at_4M", "bert-cpu-small-v8192-16M", 1 << 22),
                                 ("bert_base_16M_s3s4", "bert-cpu-small-v8192-16M-s3s4", None),
+                                ("bert_base_16M_s3s4_at_4M", "bert-cpu-small-v8192-16M-s3s4", 1 << 22),
                                 ("deep_1M", "bert-cpu-deep-v8192", 1 << 20), ("deep_2M", "bert-cpu-deep-v8192", 1 << 21),
                                 ("deep_4M", "bert-cpu-deep-v8192", None), ("wide_2M", "bert-cpu-wide-v8192", 1 << 21),
                                 ("wide_4M", "bert-cpu-wide-v8192", None), ("elmo_0", "elmo-cpu-v8192", 0),
                                 ("elmo_1M", "elmo-cpu-v8192", 1 << 20), ("elmo_2M", "elmo-cpu-v8192", None)):
         out.update(_one(key, _snapshot(curves, config, tokens)))
+        if config in earlier["config"].values:   # measured again: the kept curve's point too, as `{key}_earlier`
+            kept = _snapshot(earlier, config, tokens)
+            if tokens is None or abs(kept["tokens"].iloc[0] - tokens) <= 0.1 * tokens:   # where it has that point
+                out.update(_one(f"{key}_earlier", kept))
     deep = curves[(curves["config"] == "bert-cpu-deep-v8192") & (curves["tokens"] > 0)]
     deep_gaps = pd.concat([deep["margin_a"], deep["margin_b"]])
     out.update(deep_gap_min=_pct(deep_gaps.min()), deep_gap_max=_pct(deep_gaps.max()),
@@ -97,11 +106,12 @@ def study_numbers(curves: pd.DataFrame) -> dict[str, str]:
                elmo_speed=f"{speed['elmo-cpu-v8192']:,.0f}",
                bert_over_gpt=f"{speed['bert-cpu-v8192'] / speed['gpt-cpu-v8192']:.1f}")
     out["study_probe"] = em.probes_used(curves)
-    out["gpt_2m_probe"] = curves.loc[curves["config"] == "gpt-cpu-v8192-2M-4seeds", "probe"].iloc[0]
-    if (em.EARLIER_DIR / "gpt-cpu-v8192-2M-4seeds.parquet").exists():   # the same seeds with the earlier probe
-        earlier = em.load_curves(em.EARLIER_DIR, ["gpt-cpu-v8192-2M-4seeds"])
+    if "gpt-cpu-v8192-2M-4seeds" in earlier["config"].values:   # the same seeds with the earlier probe
         out.update(_pairs("gpt_2m_earlier", earlier, "gpt-cpu-v8192-2M-4seeds"))
-        out["gpt_2m_earlier_probe"] = earlier["probe"].iloc[0]
+    for key, config in (("gpt_2m", "gpt-cpu-v8192-2M-4seeds"), ("bert_base_16M", "bert-cpu-small-v8192-16M")):
+        out[f"{key}_probe"] = curves.loc[curves["config"] == config, "probe"].iloc[0]
+        if config in earlier["config"].values:
+            out[f"{key}_earlier_probe"] = earlier.loc[earlier["config"] == config, "probe"].iloc[0]
     return out
 
 

@@ -407,7 +407,7 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
             model_tokens=("elmo=500000", "elmo-released=500000", "gpt=1000000"), probe_tokens=200_000, models=_CPU_MODELS),
     # Longer budgets on the same CPU (a few hours), with the independent control for both pairs.
     Profile("cpu-long", "overnight on the same CPU: GPT 2M tokens, Bert-large 12M and a Bert-base pair at 16M "
-                        "(where seed pairs reach r >= 0.6), ELMo 4M, every control",
+                        "(where seed pairs reached r >= 0.6 with the earliest probe), ELMo 4M, every control",
             cases=("elmo:1", "gpt:1", "gpt:2", "bert-base:1", "bert-base:2", "bert-large:1", "bert-large:2"),
             precision="fp32", threads_per_run=1, train_tokens=12_000_000,
             model_tokens=("elmo=4000000", "elmo-released=4000000", "gpt=2000000", "bert-base=16000000"),

@@ -194,11 +194,34 @@ def probe_comparison_note(config: str, results_dir: str | Path = RESULTS_DIR, ea
     parts = [f"{label}: probe {curve_probe(meta)}, data {meta['data']['data_hash'][:12]}, written "
              f"{meta['provenance'].get('created', '?')[:10]}" for label, meta, _ in both]
     same = len({meta["data"]["data_hash"] for _, meta, _ in both}) == 1
+    events = {meta["probe_config"].get("bert_events", "corrupt") for _, meta, _ in both}  # before: 80/10/10
+    bert = both[0][1]["config"]["model_type"] == "bert"
     return (f"`{config}` measured twice ({'; '.join(parts)}). "
             + ("Same prepared data: the runs are the same seeds retrained, so a difference is the probe's, up to "
                "what retraining changes." if same else
                "The corpus was prepared again between the two (another data hash): the runs differ in their "
-               "training text as well as in the probe, so the comparison does not isolate the probe."))
+               "training text as well as in the probe, so the comparison does not isolate the probe.")
+            + (" The two scored BERT at different events (the training corruption, where 10% of the scored "
+               "tokens are visible, against [MASK] at every scored position), so their validation losses are "
+               "not comparable." if bert and len(events) > 1 else ""))
+
+
+def probe_comparison_along(config: str, results_dir: str | Path = RESULTS_DIR,
+                           earlier_dir: str | Path = EARLIER_DIR) -> pd.DataFrame:
+    """`probe_comparison` along training: per seed pair and snapshot of either curve, r under the earlier and
+    the current probe (NaN where that curve has no such snapshot), the current curve's mean-of-log r and its
+    runs' smaller tower gap (Eq. 3's relative gap in mean p: near 0, the primary tower is a coin flip).
+    Why: a sign that flips along training shows here, and not at the end alone. Empty if no earlier curve."""
+    earlier_dir = Path(earlier_dir)
+    if not (earlier_dir / f"{config}.parquet").exists():
+        return pd.DataFrame()
+    (_, _, old), (_, _, new) = _earlier_and_current(config, Path(results_dir), earlier_dir)
+    keep = ["pair", "tokens", "r"]
+    current = new.assign(**{"smaller tower gap": new[["margin_a", "margin_b"]].min(axis=1)})
+    table = old[keep].merge(current[keep + ["r_mean_log", "smaller tower gap"]], on=["pair", "tokens"], how="outer",
+                            suffixes=(" (earlier)", " (current)"))
+    return (table.rename(columns={"r_mean_log": "r mean log p (current)"})
+            .sort_values(["pair", "tokens"]).set_index(["pair", "tokens"]))
 
 
 def _tokens_label(tokens: int) -> str:
@@ -320,6 +343,9 @@ def describe(curves: pd.DataFrame, crossing: pd.DataFrame, threshold: float = 0.
             text += (f"; at {int(low['tokens']):,} tokens r = {low['r']:+.2f}" + (f" (pair {low['pair']})" if several else "")
                      + ": the two runs agree on how the vocabulary is split between their towers, but the tower Eq. 3 "
                      "calls primary in one run matches the secondary tower of the other")
+        if not np.isnan(row[f"tokens to r >= {threshold}"]) and row["last r"] < threshold:   # reached, then lost
+            text += (f"; it first reached r ≥ {threshold} at {int(row[f'tokens to r >= {threshold}']):,} tokens (highest "
+                     f"{row['best r']:.2f}, at {int(row['at tokens']):,}) and ends below it")
         if np.isnan(row[f"tokens to r >= {threshold}"]):
             t = extrapolate(g, threshold)
             if np.isfinite(t):
