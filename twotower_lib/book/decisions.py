@@ -16,6 +16,7 @@ from twotower_lib.book.paper_tables import number
 from twotower_lib.emergence import curves as em
 from twotower_lib.errors import UserError
 from twotower_lib.probe_config import probe_label
+from twotower_lib.run_names import model_of
 
 KEY = re.compile(r"\{\{\s*(\w+)\s*\}\}")
 
@@ -115,16 +116,50 @@ def study_numbers(curves: pd.DataFrame) -> dict[str, str]:
     return out
 
 
+def against_controls(rows: pd.DataFrame) -> str:
+    """Which of a profile's same-configuration pairs (`publish.same_config_table` rows) count as above their
+    controls, by the scorecard's rule (their `verdict`: the 95% CI above every control of the pair's own model,
+    and above 0), as one sentence. Why computed: which pairs pass changes when a profile is measured again."""
+    from twotower_lib.book.paper_tables import MODEL_NAMES
+
+    names = rows["pair"].str.split(" vs ").str[0].map(lambda run: MODEL_NAMES.get(model_of(run), run))
+    above = rows["verdict"].isin(("reproduced", "partly"))
+    if above.all():
+        return (f"Each pair's 95% CI lies above every control of its own model (the highest: "
+                f"{_n(rows['highest control'].max())}) and above 0.")
+    below = "; ".join(f"{n}: CI [{_n(lo)}, {_n(hi)}], highest control {_n(c)}"
+                      for n, lo, hi, c in zip(names[~above], rows["ci_low"][~above], rows["ci_high"][~above],
+                                              rows["highest control"][~above]))
+    if not above.any():
+        return f"No pair's 95% CI lies above every control of its own model and above 0 ({below})."
+    passed = (f"The {names[above].iloc[0]} pair's 95% CI lies" if above.sum() == 1 else
+              f"The {' and '.join(names[above])} pairs' 95% CIs lie")
+    return (f"{passed} above every control of its own model and above 0; "
+            f"not {' or '.join(n + chr(39) + 's' for n in names[~above])} ({below}).")
+
+
 def published_numbers(published: dict) -> dict[str, str]:
     """Each published profile's same-configuration pairs (`cpulong_gpt`, …), its cost and probe version."""
     out: dict[str, str] = {}
     pairs = publish.same_config_table(published)
+    pair_key = lambda profile, run: f"{profile.replace('-', '')}_{model_of(run).replace('-', '_')}"  # noqa: E731
     for _, row in pairs.iterrows():
-        key = f"{row['profile'].replace('-', '')}_{row['pair'].split('-s')[0].replace('-', '_')}"
-        out.update({key: _n(row["r"]), f"{key}_ci": f"[{_n(row['ci_low'])}, {_n(row['ci_high'])}]",
-                    f"{key}_control": _n(row["highest control"])})
+        k = pair_key(row["profile"], row["pair"].split(" vs ")[0])
+        out.update({k: _n(row["r"]), f"{k}_ci": f"[{_n(row['ci_low'])}, {_n(row['ci_high'])}]",
+                    f"{k}_control": _n(row["highest control"])})
+    for profile, pub in published.items():  # the authors' variant; the runs whose primary tower depends on the rule
+        summary = pub["sections"].get("03_correlations", {}).get("summary", {})
+        for pair in summary.get("same_config_logmean", []):
+            out[f"{pair_key(profile, pair['a'])}_mean_log"] = _n(pair["r"])
+        probing = pub["sections"].get("02_probing", {}).get("summary", {})
+        if "order_rules_disagree" in probing:
+            out[f"{profile.replace('-', '')}_rules_disagree"] = (", ".join(f"`{r}`" for r in probing["order_rules_disagree"])
+                                                                 or "no run")
     for profile, rows in pairs.groupby("profile"):
         out[f"{profile.replace('-', '')}_control_max"] = _n(rows["highest control"].max())
+        out.update({f"{profile.replace('-', '')}_abs_min": _n(rows["r"].abs().min()),
+                    f"{profile.replace('-', '')}_abs_max": _n(rows["r"].abs().max())})
+        out[f"{profile.replace('-', '')}_against_controls"] = against_controls(rows)
     for _, row in publish.overview(published).iterrows():
         key = row["profile"].replace("-", "")
         out.update({f"{key}_train_minutes": f"{row['run-minutes of training']:.0f}", f"{key}_runs": str(row["training runs"]),

@@ -161,8 +161,12 @@ def probes_used(curves: pd.DataFrame) -> str:
     return "; ".join(named) + (f"; probe {most} for every other configuration" if most else "")
 
 
-def _earlier_and_current(config: str, results_dir: Path, earlier_dir: Path) -> list[tuple[str, dict, pd.DataFrame]]:
-    return [(label, read_json(d / f"{config}.json"), load_curves(d, [config]))
+def _earlier_and_current(config: str, results_dir: str | Path,
+                         earlier_dir: str | Path) -> list[tuple[str, dict, pd.DataFrame]] | None:
+    """(label, metadata, curve) of the kept earlier curve and the current one; None if no earlier curve is kept."""
+    if not (Path(earlier_dir) / f"{config}.parquet").exists():
+        return None
+    return [(label, read_json(Path(d) / f"{config}.json"), load_curves(Path(d), [config]))
             for label, d in (("earlier", earlier_dir), ("current", results_dir))]
 
 
@@ -173,11 +177,11 @@ def probe_comparison(config: str, results_dir: str | Path = RESULTS_DIR,
     validation-text ceiling; two last rows hold the mean and SD over the pairs (which share runs: a
     description, not independent draws). Empty if no earlier curve is kept (`probe_comparison_note` names
     the two probes and data)."""
-    earlier_dir = Path(earlier_dir)
-    if not (earlier_dir / f"{config}.parquet").exists():
+    both = _earlier_and_current(config, results_dir, earlier_dir)
+    if both is None:
         return pd.DataFrame()
     frames = []
-    for label, _, c in _earlier_and_current(config, Path(results_dir), earlier_dir):
+    for label, _, c in both:
         end = c[c["tokens"] == c["tokens"].max()].set_index("pair")
         frames.append(pd.DataFrame({f"r ({label})": end["r"], f"r mean log p ({label})": end["r_mean_log"],
                                     f"|r_physical| ({label})": end["r_physical"].abs(),
@@ -188,9 +192,9 @@ def probe_comparison(config: str, results_dir: str | Path = RESULTS_DIR,
 
 def probe_comparison_note(config: str, results_dir: str | Path = RESULTS_DIR, earlier_dir: str | Path = EARLIER_DIR) -> str:
     """Which probes and which prepared data the two curves of `probe_comparison` used, in one sentence."""
-    if not (Path(earlier_dir) / f"{config}.parquet").exists():
+    both = _earlier_and_current(config, results_dir, earlier_dir)
+    if both is None:
         return f"*`{config}` has not been measured with a second probe.*"
-    both = _earlier_and_current(config, Path(results_dir), Path(earlier_dir))
     parts = [f"{label}: probe {curve_probe(meta)}, data {meta['data']['data_hash'][:12]}, written "
              f"{meta['provenance'].get('created', '?')[:10]}" for label, meta, _ in both]
     same = len({meta["data"]["data_hash"] for _, meta, _ in both}) == 1
@@ -212,10 +216,10 @@ def probe_comparison_along(config: str, results_dir: str | Path = RESULTS_DIR,
     the current probe (NaN where that curve has no such snapshot), the current curve's mean-of-log r and its
     runs' smaller tower gap (Eq. 3's relative gap in mean p: near 0, the primary tower is a coin flip).
     Why: a sign that flips along training shows here, and not at the end alone. Empty if no earlier curve."""
-    earlier_dir = Path(earlier_dir)
-    if not (earlier_dir / f"{config}.parquet").exists():
+    both = _earlier_and_current(config, results_dir, earlier_dir)
+    if both is None:
         return pd.DataFrame()
-    (_, _, old), (_, _, new) = _earlier_and_current(config, Path(results_dir), earlier_dir)
+    (_, _, old), (_, _, new) = both
     keep = ["pair", "tokens", "r"]
     current = new.assign(**{"smaller tower gap": new[["margin_a", "margin_b"]].min(axis=1)})
     table = old[keep].merge(current[keep + ["r_mean_log", "smaller tower gap"]], on=["pair", "tokens"], how="outer",
