@@ -30,6 +30,9 @@ the profile's probe as it is.
   tol5e-4         a plateau is an epoch that improves no head by more than 0.0005 nats (default 0.005)
   drops2          trained longer: the first two plateaus (tolerance 0.001) divide the rate by 5, the third starts the cool-down
   wd0, wd1e-2     no weight decay (the maximum-likelihood head), or AdamW's decay of 0.01
+  unigram         each head's output bias starts at the log unigram frequency of the training split
+                  (add-one), not at 0: the heads start near the unigram loss (not a `ProbeConfig` field:
+                  the benchmark sets it on the fresh heads; a test of whether it saves epochs)
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -48,7 +52,30 @@ CHANGES = {"base": {}, "tied": {"head": "tied"}, "cool1": {"cooldown_epochs": 1}
            "avg": {"cooldown_average": True}, "lr1e-3": {"lr": 1e-3}, "lr1e-2": {"lr": 1e-2}, "batch4k": {"batch_size": 4096},
            "linear": {"head": "linear"}, "cool0": {"cooldown_epochs": 0},
            "white": {"precondition": "whiten"}, "nowhite": {"precondition": "none"}, "tol5e-4": {"tol": 5e-4},
-           "drops2": {"lr_drops": 2, "tol": 1e-3}, "wd0": {"weight_decay": 0.0}, "wd1e-2": {"weight_decay": 0.01}}
+           "drops2": {"lr_drops": 2, "tol": 1e-3}, "wd0": {"weight_decay": 0.0}, "wd1e-2": {"weight_decay": 0.01},
+           "unigram": {}}  # the bias start: `unigram_bias`
+
+
+@contextmanager
+def unigram_bias(counts, on: bool = True):
+    """While active, `train_heads` starts every head's output bias at log((count + 1) / total) of `counts`."""
+    import twotower_lib.probe_training as pt
+
+    original = pt.new_heads
+
+    def new_heads(model, cfg, seeds):
+        heads = original(model, cfg, seeds)
+        logp = torch.log(torch.tensor(counts, dtype=torch.float32) + 1)
+        with torch.no_grad():
+            for head in heads:
+                head.decoder_weights()[1].copy_(logp - torch.logsumexp(logp, 0))
+        return heads
+
+    pt.new_heads = new_heads if on else original
+    try:
+        yield
+    finally:
+        pt.new_heads = original
 
 
 def variant_config(base, name: str):
@@ -82,7 +109,8 @@ def measure_run(run: Path, base, variants: list[str], top_n: int, reference: str
     for name in variants:
         cfg = variant_config(base, name)
         t0 = time.perf_counter()
-        trained, record = train_heads(model, data, cfg, show=False, head_seed=seed, features=feats)
+        with unigram_bias(data.counts, on="unigram" in name.split("+")):
+            trained, record = train_heads(model, data, cfg, show=False, head_seed=seed, features=feats)
         rows.append({"run": run.name, "variant": name, "minutes": round((time.perf_counter() - t0) / 60, 2),
                      "epochs": record["epochs"], "heldout_curve": [c["heldout_loss"] for c in record["curve"]],
                      "config": asdict(cfg)})
