@@ -40,7 +40,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -57,7 +57,7 @@ CHANGES = {"base": {}, "tied": {"head": "tied"}, "cool1": {"cooldown_epochs": 1}
 
 
 @contextmanager
-def unigram_bias(counts, on: bool = True):
+def unigram_bias(counts):
     """While active, `train_heads` starts every head's output bias at log((count + 1) / total) of `counts`."""
     import twotower_lib.probe_training as pt
 
@@ -71,7 +71,7 @@ def unigram_bias(counts, on: bool = True):
                 head.decoder_weights()[1].copy_(logp - torch.logsumexp(logp, 0))
         return heads
 
-    pt.new_heads = new_heads if on else original
+    pt.new_heads = new_heads
     try:
         yield
     finally:
@@ -109,7 +109,7 @@ def measure_run(run: Path, base, variants: list[str], top_n: int, reference: str
     for name in variants:
         cfg = variant_config(base, name)
         t0 = time.perf_counter()
-        with unigram_bias(data.counts, on="unigram" in name.split("+")):
+        with unigram_bias(data.counts) if "unigram" in name.split("+") else nullcontext():
             trained, record = train_heads(model, data, cfg, show=False, head_seed=seed, features=feats)
         rows.append({"run": run.name, "variant": name, "minutes": round((time.perf_counter() - t0) / 60, 2),
                      "epochs": record["epochs"], "heldout_curve": [c["heldout_loss"] for c in record["curve"]],

@@ -138,34 +138,35 @@ def against_controls(rows: pd.DataFrame) -> str:
             f"not {' or '.join(n + chr(39) + 's' for n in names[~above])} ({below}).")
 
 
+def _key(profile: str, run: str | None = None) -> str:
+    """A published number's key: `cpulong`, or with a run's model `cpulong_bert_base`."""
+    return profile.replace("-", "") + ("" if run is None else "_" + model_of(run).replace("-", "_"))
+
+
 def published_numbers(published: dict) -> dict[str, str]:
     """Each published profile's same-configuration pairs (`cpulong_gpt`, …), its cost and probe version."""
     out: dict[str, str] = {}
     pairs = publish.same_config_table(published)
-    pair_key = lambda profile, run: f"{profile.replace('-', '')}_{model_of(run).replace('-', '_')}"  # noqa: E731
     for _, row in pairs.iterrows():
-        k = pair_key(row["profile"], row["pair"].split(" vs ")[0])
+        k = _key(row["profile"], row["pair"].split(" vs ")[0])
         out.update({k: _n(row["r"]), f"{k}_ci": f"[{_n(row['ci_low'])}, {_n(row['ci_high'])}]",
                     f"{k}_control": _n(row["highest control"])})
     for profile, pub in published.items():  # the authors' variant; the runs whose primary tower depends on the rule
         summary = pub["sections"].get("03_correlations", {}).get("summary", {})
         for pair in summary.get("same_config_logmean", []):
-            out[f"{pair_key(profile, pair['a'])}_mean_log"] = _n(pair["r"])
+            out[f"{_key(profile, pair['a'])}_mean_log"] = _n(pair["r"])
         probing = pub["sections"].get("02_probing", {}).get("summary", {})
         if "order_rules_disagree" in probing:
-            out[f"{profile.replace('-', '')}_rules_disagree"] = (", ".join(f"`{r}`" for r in probing["order_rules_disagree"])
-                                                                 or "no run")
+            out[f"{_key(profile)}_rules_disagree"] = ", ".join(f"`{r}`" for r in probing["order_rules_disagree"]) or "no run"
     for profile, rows in pairs.groupby("profile"):
-        out[f"{profile.replace('-', '')}_control_max"] = _n(rows["highest control"].max())
-        out.update({f"{profile.replace('-', '')}_abs_min": _n(rows["r"].abs().min()),
-                    f"{profile.replace('-', '')}_abs_max": _n(rows["r"].abs().max())})
-        out[f"{profile.replace('-', '')}_against_controls"] = against_controls(rows)
+        k = _key(profile)
+        out.update({f"{k}_control_max": _n(rows["highest control"].max()), f"{k}_abs_min": _n(rows["r"].abs().min()),
+                    f"{k}_abs_max": _n(rows["r"].abs().max()), f"{k}_against_controls": against_controls(rows)})
     for _, row in publish.overview(published).iterrows():
-        key = row["profile"].replace("-", "")
-        out.update({f"{key}_train_minutes": f"{row['run-minutes of training']:.0f}", f"{key}_runs": str(row["training runs"]),
-                    f"{key}_probe": "probe version " + probe_label(published[row["profile"]]["probe"]["version"],
-                                                                   published[row["profile"]]["probe"]["config"].get("precondition"))
-                    if "probe" in published[row["profile"]] else "an earlier probe"})
+        pub, k = published[row["profile"]], _key(row["profile"])
+        out.update({f"{k}_train_minutes": f"{row['run-minutes of training']:.0f}", f"{k}_runs": str(row["training runs"]),
+                    f"{k}_probe": "probe version " + probe_label(pub["probe"]["version"], pub["probe"]["config"].get("precondition"))
+                    if "probe" in pub else "an earlier probe"})
     return out
 
 
