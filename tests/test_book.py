@@ -454,6 +454,35 @@ def test_a_committed_command_names_no_folder_of_the_machine():
     assert cmd == "python benchmarks/x.py runs/cpu/probing probing-old --top-n 5 results/probe/x.json"
 
 
+@pytest.mark.slow
+def test_the_probing_stage_floor_adds_up(built_book, tmp_path):
+    """`benchmarks/probe_stage_floor.py` on a pipeline's probing folder: every probe with trained heads
+    counted once, its FLOPs those of its steps, and the stage at the floor = the rest + heads at the floor."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("probe_stage_floor", ROOT / "benchmarks" / "probe_stage_floor.py")
+    floor = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(floor)
+    probing = built_book["pipe"].root / "probing"
+    with_heads = [m for m in probing.glob("**/manifest.json") if json.loads(m.read_text()).get("heads")]
+    assert with_heads
+    out = tmp_path / "floor.json"
+    assert floor.main([str(probing), "--repeats", "2", "--out", str(out)]) == 0
+    found = json.loads(out.read_text())
+    rows, s = found["probes"], found["summary"]
+    assert sorted(r["probe"] for r in rows) == sorted(m.parent.relative_to(probing).as_posix() for m in with_heads)
+    for r in rows:
+        steps = -(-r["positions"] // floor.BATCH) * r["epochs"] * r["heads"]
+        assert 0 < r["head_gflop"] <= steps * floor.step_flops(r["H"], r["E"], r["V"]) / 1e9 + 0.001
+        assert 0 <= r["head_seconds"] <= r["seconds"] and r["head_seconds_at_floor"] >= 0
+    assert s["stage_minutes_at_floor"] == pytest.approx(s["outside_heads_minutes"] + s["head_minutes_at_floor"], abs=0.02)
+    assert s["probe_minutes"] == pytest.approx(sum(r["seconds"] for r in rows) / 60, abs=0.01)
+    assert floor.step_flops(128, 256, 8192) == 4 * 1024 * 128 * 8192 + 4 * 8192 * 256 * 128
+    assert floor.step_flops(128, 128, 8192) == 4 * 1024 * 128 * 8192    # no fold where H = E
+    with pytest.raises(SystemExit, match="no probe with trained heads"):
+        floor.main([str(tmp_path)])
+
+
 def test_the_committed_probe_comparisons_are_shown():
     from twotower_lib.book import probing
 

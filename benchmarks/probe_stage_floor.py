@@ -1,0 +1,168 @@
+"""How fast a profile's probing stage could be: its head training at the floor of its matrix products.
+
+    python benchmarks/probe_stage_floor.py PROBING_DIR [--goal-minutes 15] [--repeats 21] [--out FILE] [--note TEXT]
+
+PROBING_DIR is a profile's `probing/` folder after a run (e.g. `runs/cpu/probing`). Every probe under it
+with trained heads records its seconds (all of it, and the head training), its epochs, its training
+positions and its head sets. On this machine, for each shape of head among them (tower width H,
+embedding width E, vocabulary V), this times one head's training step as the probe takes it
+(`ProbeHead.loss` with bf16 matmuls, forward and backward, 1,024 positions) and the same step's matrix
+products alone: the logits x Wᵀ (N, V), the gradient Dᵀ x (V, H), and the fold W = E A with its
+backward (V, E) x (E, H), all bf16 with the step's shapes, whole-batch (the fastest way to run them
+here). The products are the work no softmax kernel removes: a probe's head training FLOPs (those
+products, for every step of every head in every epoch, the held-out losses left out) at their rate
+is the least its head training could take with the probe's recipe (epochs x positions x heads)
+unchanged: the softmax, the conversions, the feature reads and the bookkeeping free.
+
+Printed, per probe and in total: the measured minutes, the head-training minutes, those at the floor,
+and the head-training FLOPs with the rate they ran at; then the stage at the floor (measured time
+outside head training + head training at the floor) against the goal, and how many times fewer
+head-epoch positions the goal would need even at the floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+BATCH = 1024  # the probe's positions per head-training step (ProbeConfig.batch_size)
+
+
+def best_time(fn, repeats: int) -> float:
+    """The fastest of `repeats` calls: the floor is meant to be the most favourable case (on a shared
+    machine the medians of two runs differed by up to 1.5x)."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def embedding_width(run_dir: Path) -> int:
+    from safetensors import safe_open
+
+    with safe_open(str(run_dir / "model.safetensors"), "pt") as f:
+        return int(f.get_slice("tok_emb.weight").get_shape()[1])
+
+
+def step_and_floor(H: int, E: int, V: int, repeats: int) -> tuple[float, float]:
+    """Seconds of one head's training step, and of its matrix products alone (bf16)."""
+    from twotower_lib.models.heads import ProbeHead
+
+    g = torch.Generator().manual_seed(0)
+    head = ProbeHead(H, V, "linear", torch.randn(V, E, generator=g) * 0.05)
+    h, y = torch.randn(BATCH, H, generator=g), torch.randint(V, (BATCH,), generator=g)
+
+    def step():
+        head.zero_grad()
+        head.loss(h, y, torch.bfloat16).backward()
+
+    bf = torch.bfloat16
+    emb, a = head.embedding.to(bf), head.dense.weight.detach().to(bf)          # (V, E), (E, H)
+    x, d = h.to(bf), torch.randn(BATCH, V, generator=g).to(bf)                   # (N, H), (N, V)
+    dw = torch.randn(V, H, generator=g).to(bf)                                   # (V, H)
+    folds = head.folds
+
+    def products():
+        w = emb @ a if folds else emb                                            # (V, H): the fold
+        x @ w.t()                                                                # (N, V): logits
+        d.t() @ x                                                                # (V, H): gradient
+        if folds:
+            emb.t() @ dw                                                         # (E, H): the fold's backward
+
+    return best_time(step, repeats), best_time(products, repeats)
+
+
+def step_flops(H: int, E: int, V: int, n: int = BATCH) -> float:
+    """FLOPs of one head's training step in matrix products: logits and gradient (N, H) x (H, V) twice, and the
+    fold E A forward and backward (V, E) x (E, H) twice where the head folds (H < E)."""
+    return 4 * n * H * V + (4 * V * E * H if H < E else 0)
+
+
+def probes(probing_dir: Path) -> list[dict]:
+    rows = []
+    for manifest in sorted(probing_dir.glob("**/manifest.json")):
+        m = json.loads(manifest.read_text())
+        heads = m.get("heads")
+        if not heads or "seconds" not in m:
+            continue                                        # a pair of probes, or a record without timings
+        mc = m["model_config"]
+        sets = len(heads.get("head_seeds", [0]))
+        rows.append({"probe": manifest.parent.relative_to(probing_dir).as_posix(),
+                     "seconds": m["seconds"]["total"], "head_seconds": m["seconds"]["train_heads"],
+                     "epochs": heads["epochs"], "positions": heads["train_positions"],
+                     "heads": mc["towers"] * sets, "H": mc["hidden"], "V": mc["vocab_size"],
+                     "E": embedding_width(Path(m["run"]))})
+    if not rows:
+        raise SystemExit(f"{probing_dir}: no probe with trained heads and timings under it; give a profile's "
+                         "probing folder after a run (e.g. runs/cpu/probing)")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("probing_dir", type=Path)
+    ap.add_argument("--goal-minutes", type=float, default=15.0)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=21)
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--note", default="", help="what PROBING_DIR is (the file records the folder by its last name)")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    import twotower_lib  # noqa: F401  (its allocator setting, as in the pipeline)
+    from twotower_lib.artifacts import portable_command, provenance
+
+    rows = probes(args.probing_dir)
+    shapes = {}
+    for shape in sorted({(r["H"], r["E"], r["V"]) for r in rows}):
+        step, floor = step_and_floor(*shape, args.repeats)
+        rate = step_flops(*shape) / floor
+        shapes[shape] = {"H": shape[0], "E": shape[1], "V": shape[2], "step_ms": round(step * 1e3, 2),
+                         "products_ms": round(floor * 1e3, 2), "products_gflops": round(rate / 1e9, 1)}
+        print(f"H {shape[0]}, E {shape[1]}, V {shape[2]}: a head's step {step * 1e3:.1f} ms, its matrix products "
+              f"{floor * 1e3:.1f} ms ({floor / step:.0%}; {rate / 1e9:.0f} GFLOP/s)")
+    print(f"\n{'probe':<28} {'min':>6} {'heads min':>9} {'at floor':>8} {'TFLOP':>6} {'GFLOP/s':>7}")
+    for r in rows:
+        rate = shapes[(r["H"], r["E"], r["V"])]["products_gflops"] * 1e9
+        steps = -(-r["positions"] // BATCH) * r["epochs"] * r["heads"]
+        flops = steps * step_flops(r["H"], r["E"], r["V"]) * r["positions"] / (-(-r["positions"] // BATCH) * BATCH)
+        r.update(head_seconds_at_floor=round(flops / rate, 3), head_gflop=round(flops / 1e9, 3),
+                 head_gflops=round(flops / r["head_seconds"] / 1e9, 1) if r["head_seconds"] else None)
+        print(f"{r['probe']:<28} {r['seconds'] / 60:6.2f} {r['head_seconds'] / 60:9.2f} "
+              f"{r['head_seconds_at_floor'] / 60:8.2f} {r['head_gflop'] / 1e3:6.1f} {r['head_gflops'] or 0:7.0f}")
+    total, heads = sum(r["seconds"] for r in rows), sum(r["head_seconds"] for r in rows)
+    at_floor = sum(r["head_seconds_at_floor"] for r in rows)
+    stage_floor = total - heads + at_floor
+    goal = args.goal_minutes * 60
+    outside = total - heads
+    needed = at_floor / (goal - outside) if goal > outside else float("inf")
+    summary = {"probe_minutes": round(total / 60, 2), "head_minutes": round(heads / 60, 2),
+               "head_minutes_at_floor": round(at_floor / 60, 2), "outside_heads_minutes": round(outside / 60, 2),
+               "stage_minutes_at_floor": round(stage_floor / 60, 2), "goal_minutes": args.goal_minutes,
+               "fewer_head_epoch_positions_needed_at_floor": round(needed, 2) if needed != float("inf") else None,
+               "head_tflop": round(sum(r["head_gflop"] for r in rows) / 1e3, 1)}
+    print(f"\nprobing, {total / 60:.1f} probe-minutes: head training {heads / 60:.1f}, the rest {outside / 60:.1f}")
+    print(f"head training at the floor of its products: {at_floor / 60:.1f} min ({heads / max(at_floor, 1e-9):.2f}x faster)")
+    print(f"the stage at that floor: {stage_floor / 60:.1f} min against the goal of {args.goal_minutes:g}")
+    print("at the floor, " + ("the stage meets the goal" if needed <= 1 else
+                              f"head training needs {needed:.2f}x fewer head-epoch positions to meet the goal"
+                              if needed != float("inf") else "the time outside head training is already over the goal"))
+    if args.out:
+        out = {"command": portable_command("benchmarks/probe_stage_floor.py", sys.argv[1:] if argv is None else argv), "note": args.note,
+               "threads": args.threads, "batch": BATCH, "shapes": list(shapes.values()), "probes": rows,
+               "summary": summary, "provenance": provenance()}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(out, indent=1) + "\n")
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
