@@ -1,4 +1,4 @@
-"""How fast a profile's probing stage could be: its head training at the floor of its matrix products.
+"""How fast a profile's probing stage could be: its head training at the floor of its matrix products and exponentials.
 
     python benchmarks/probe_stage_floor.py PROBING_DIR [--goal-minutes 15] [--repeats 21] [--out FILE] [--note TEXT]
 
@@ -9,10 +9,12 @@ embedding width E, vocabulary V), this times one head's training step as the pro
 (`ProbeHead.loss` with bf16 matmuls, forward and backward, 1,024 positions) and the same step's matrix
 products alone: the logits x Wᵀ (N, V), the gradient Dᵀ x (V, H), and the fold W = E A with its
 backward (V, E) x (E, H), all bf16 with the step's shapes, whole-batch (the fastest way to run them
-here). The products are the work no softmax kernel removes: a probe's head training FLOPs (those
-products, for every step of every head in every epoch, the held-out losses left out) at their rate
-is the least its head training could take with the probe's recipe (epochs x positions x heads)
-unchanged: the softmax, the conversions, the feature reads and the bookkeeping free.
+here); and one exponential of every fp32 logit, a block of rows at a time in cache (the least any
+softmax does). That is the work no faster kernel removes: a probe's head training (those products
+and exponentials for every step of every head in every epoch, the held-out losses left out) at the
+measured rate is the least its head training could take with the probe's recipe (epochs x positions
+x heads) unchanged: the rest of the softmax, the conversions, the feature reads and the bookkeeping
+free. Both floors are printed: the products alone, and with the exponentials (the floor used).
 
 Printed, per probe and in total: the measured minutes, the head-training minutes, those at the floor,
 and the head-training FLOPs with the rate they ran at; then the stage at the floor (measured time
@@ -52,9 +54,10 @@ def embedding_width(run_dir: Path) -> int:
         return int(f.get_slice("tok_emb.weight").get_shape()[1])
 
 
-def step_and_floor(H: int, E: int, V: int, repeats: int) -> tuple[float, float]:
-    """Seconds of one head's training step, and of its matrix products alone (bf16)."""
-    from twotower_lib.models.heads import ProbeHead
+def step_and_floor(H: int, E: int, V: int, repeats: int) -> tuple[float, float, float]:
+    """Seconds of one head's training step, of its matrix products alone (bf16), and of one exponential
+    per logit (fp32, by blocks of rows as the probe's softmax runs)."""
+    from twotower_lib.models.heads import ProbeHead, rows_per_chunk
 
     g = torch.Generator().manual_seed(0)
     head = ProbeHead(H, V, "linear", torch.randn(V, E, generator=g) * 0.05)
@@ -77,7 +80,14 @@ def step_and_floor(H: int, E: int, V: int, repeats: int) -> tuple[float, float]:
         if folds:
             emb.t() @ dw                                                         # (E, H): the fold's backward
 
-    return best_time(step, repeats), best_time(products, repeats)
+    rows = rows_per_chunk(V, torch.device("cpu"))
+    logits, out = torch.randn(BATCH, V, generator=g), torch.empty(rows, V)
+
+    def exponentials():
+        for r in range(0, BATCH, rows):
+            torch.exp(logits[r:r + rows], out=out[:len(logits[r:r + rows])])
+
+    return best_time(step, repeats), best_time(products, repeats), best_time(exponentials, repeats)
 
 
 def step_flops(H: int, E: int, V: int, n: int = BATCH) -> float:
@@ -122,34 +132,41 @@ def main(argv: list[str] | None = None) -> int:
     rows = probes(args.probing_dir)
     shapes = {}
     for shape in sorted({(r["H"], r["E"], r["V"]) for r in rows}):
-        step, floor = step_and_floor(*shape, args.repeats)
-        rate = step_flops(*shape) / floor
+        step, products, exps = step_and_floor(*shape, args.repeats)
         shapes[shape] = {"H": shape[0], "E": shape[1], "V": shape[2], "step_ms": round(step * 1e3, 2),
-                         "products_ms": round(floor * 1e3, 2), "products_gflops": round(rate / 1e9, 1)}
-        print(f"H {shape[0]}, E {shape[1]}, V {shape[2]}: a head's step {step * 1e3:.1f} ms, its matrix products "
-              f"{floor * 1e3:.1f} ms ({floor / step:.0%}; {rate / 1e9:.0f} GFLOP/s)")
+                         "products_ms": round(products * 1e3, 2), "exp_ms": round(exps * 1e3, 2),
+                         "products_gflops": round(step_flops(*shape) / products / 1e9, 1),
+                         "floor_ms": round((products + exps) * 1e3, 2)}
+        print(f"H {shape[0]}, E {shape[1]}, V {shape[2]}: a head's step {step * 1e3:.1f} ms; its matrix products "
+              f"{products * 1e3:.1f} ms ({step_flops(*shape) / products / 1e9:.0f} GFLOP/s), one exp per logit "
+              f"{exps * 1e3:.1f} ms: floor {(products + exps) / step:.0%} of the step")
     print(f"\n{'probe':<28} {'min':>6} {'heads min':>9} {'at floor':>8} {'TFLOP':>6} {'GFLOP/s':>7}")
     for r in rows:
-        rate = shapes[(r["H"], r["E"], r["V"])]["products_gflops"] * 1e9
+        shape = shapes[(r["H"], r["E"], r["V"])]
         steps = -(-r["positions"] // BATCH) * r["epochs"] * r["heads"]
-        flops = steps * step_flops(r["H"], r["E"], r["V"]) * r["positions"] / (-(-r["positions"] // BATCH) * BATCH)
-        r.update(head_seconds_at_floor=round(flops / rate, 3), head_gflop=round(flops / 1e9, 3),
+        full = r["positions"] / (-(-r["positions"] // BATCH) * BATCH)          # the last step of an epoch is short
+        flops = steps * step_flops(r["H"], r["E"], r["V"]) * full
+        r.update(head_seconds_at_products=round(steps * full * shape["products_ms"] / 1e3, 3),
+                 head_seconds_at_floor=round(steps * full * shape["floor_ms"] / 1e3, 3), head_gflop=round(flops / 1e9, 3),
                  head_gflops=round(flops / r["head_seconds"] / 1e9, 1) if r["head_seconds"] else None)
         print(f"{r['probe']:<28} {r['seconds'] / 60:6.2f} {r['head_seconds'] / 60:9.2f} "
               f"{r['head_seconds_at_floor'] / 60:8.2f} {r['head_gflop'] / 1e3:6.1f} {r['head_gflops'] or 0:7.0f}")
     total, heads = sum(r["seconds"] for r in rows), sum(r["head_seconds"] for r in rows)
     at_floor = sum(r["head_seconds_at_floor"] for r in rows)
+    at_products = sum(r["head_seconds_at_products"] for r in rows)
     stage_floor = total - heads + at_floor
     goal = args.goal_minutes * 60
     outside = total - heads
     needed = at_floor / (goal - outside) if goal > outside else float("inf")
     summary = {"probe_minutes": round(total / 60, 2), "head_minutes": round(heads / 60, 2),
-               "head_minutes_at_floor": round(at_floor / 60, 2), "outside_heads_minutes": round(outside / 60, 2),
+               "head_minutes_at_products": round(at_products / 60, 2), "head_minutes_at_floor": round(at_floor / 60, 2),
+               "outside_heads_minutes": round(outside / 60, 2),
                "stage_minutes_at_floor": round(stage_floor / 60, 2), "goal_minutes": args.goal_minutes,
                "fewer_head_epoch_positions_needed_at_floor": round(needed, 2) if needed != float("inf") else None,
                "head_tflop": round(sum(r["head_gflop"] for r in rows) / 1e3, 1)}
     print(f"\nprobing, {total / 60:.1f} probe-minutes: head training {heads / 60:.1f}, the rest {outside / 60:.1f}")
-    print(f"head training at the floor of its products: {at_floor / 60:.1f} min ({heads / max(at_floor, 1e-9):.2f}x faster)")
+    print(f"head training at the floor: {at_floor / 60:.1f} min ({heads / max(at_floor, 1e-9):.2f}x faster; "
+          f"its matrix products alone {at_products / 60:.1f} min)")
     print(f"the stage at that floor: {stage_floor / 60:.1f} min against the goal of {args.goal_minutes:g}")
     print("at the floor, " + ("the stage meets the goal" if needed <= 1 else
                               f"head training needs {needed:.2f}x fewer head-epoch positions to meet the goal"
