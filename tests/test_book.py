@@ -452,6 +452,8 @@ def test_a_committed_command_names_no_folder_of_the_machine():
     cmd = portable_command("benchmarks/x.py", ["/work/a/runs/cpu/probing", "/tmp/exp/probing-old", "--top-n", "5",
                                                 "results/probe/x.json"])
     assert cmd == "python benchmarks/x.py runs/cpu/probing probing-old --top-n 5 results/probe/x.json"
+    assert portable_command("b.py", ["big=/tmp/exp/p3200000", "cpu=/work/a/runs/cpu/probing", "--note", "a=b"]) == \
+        "python b.py big=p3200000 cpu=runs/cpu/probing --note a=b"
 
 
 @pytest.mark.slow
@@ -481,6 +483,36 @@ def test_the_probing_stage_floor_adds_up(built_book, tmp_path):
     assert floor.step_flops(128, 128, 8192) == 4 * 1024 * 128 * 8192    # no fold where H = E
     with pytest.raises(SystemExit, match="no probe with trained heads"):
         floor.main([str(tmp_path)])
+
+
+@pytest.mark.slow
+def test_probings_at_several_sizes_are_compared_from_their_tables(built_book, tmp_path):
+    """`benchmarks/probe_positions.py` reads a probe's manifest and tables only (checked by sha256): the
+    same probing given twice, once without its per-position files, agrees with itself at 1 and gives one
+    pair r (with an interval only where doc_stats came along); a table from another probe is refused."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("probe_positions", ROOT / "benchmarks" / "probe_positions.py")
+    positions = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(positions)
+    root = built_book["pipe"].root
+    probing, data = root / "probing", root / "data" / "prepared"
+    light = tmp_path / "light"                            # as brought back from another machine: no per-position files
+    for run in ("gpt-s1", "gpt-s2"):
+        (light / run).mkdir(parents=True)
+        for name in ("manifest.json", "preference.parquet"):
+            shutil.copy(probing / run / name, light / run / name)
+    out = tmp_path / "positions.json"
+    assert positions.main([f"full={probing}", f"light={light}", "--data", str(data), "--profile", "tiny",
+                           "--n-boot", "50", "--out", str(out)]) == 0
+    full, light_row = json.loads(out.read_text())["rows"]
+    assert "ci_low" in full["r_score"] and "ci_low" not in light_row["r_score"]    # doc_stats only in the full probe
+    assert full["r_score"]["r"] == light_row["r_score"]["r"]
+    for run in ("gpt-s1", "gpt-s2"):
+        assert full["runs"][run]["agreement_with_last"] == {"score": 1.0, "score_logmean": 1.0}
+    shutil.copy(probing / "gpt-s2" / "preference.parquet", light / "gpt-s1" / "preference.parquet")
+    with pytest.raises(SystemExit, match="sha256 does not match"):
+        positions.main([f"full={probing}", f"light={light}", "--data", str(data), "--profile", "tiny"])
 
 
 def test_the_committed_probe_comparisons_are_shown():

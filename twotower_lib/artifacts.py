@@ -196,8 +196,11 @@ def provenance(**extra: Any) -> dict[str, Any]:
 def portable_command(script: str, args: list[str]) -> str:
     """The command line a committed result records: a path inside a runs folder is shown from `runs/`
     on (it lives under $TWOTOWER_RUNS), any other absolute path by its last component; a committed
-    file must not name the folders of the machine that made it."""
+    file must not name the folders of the machine that made it (also after `NAME=`, as in `label=DIR`)."""
     def portable(arg: str) -> str:
+        name, sep, rest = arg.partition("=")
+        if sep and os.path.isabs(rest) and not os.path.isabs(name):
+            return f"{name}={portable(rest)}"
         if not os.path.isabs(arg):
             return arg
         parts = Path(arg).parts
