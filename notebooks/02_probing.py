@@ -341,6 +341,25 @@ probing.probe_change(probing.RESULTS / "defined_cases.json", between_runs=True)
 probing.probe_change(probing.RESULTS / "positions_800k_cases.json", between_runs=True)
 
 # %% [markdown]
+# ### Where r stops moving with the probe's training data
+#
+# The same two runs probed once more on a GPU, with a second head seed, at
+# sixteen times the default's positions (3.17M; committed in `results/probe/positions_cases.json`,
+# `benchmarks/probe_positions.py` computes it from the probes' tables). A GPU probe at the default's
+# 198k reproduces the CPU's (`gpu-200k`: validation losses within 0.002 nats, r 0.350 against
+# 0.352), so the device is not what changes. The heads gain another 0.02 nats from 792k to 3.17M, and
+# the pair's r settles: 0.35 at 198k, 0.42 at 792k, 0.41 [0.41, 0.48] at 3.17M (mean of log p 0.45,
+# 0.43, 0.41). Each run's scores agree with the 3.17M probe's at 0.94–0.96 from 792k but at only
+# 0.80–0.84 from the default's 198k, while the default's probe-seed reliability is 0.995: two head
+# seeds on the same 198k positions agree with each other far better than either agrees with heads that
+# saw more text. The probe-seed reliability is a ceiling on the optimiser's noise, not on the
+# error of the heads' finite training data; for this pair that error moves r by 0.06 (one pair of
+# runs; the scores of one head seed per size).
+
+# %%
+probing.training_positions()
+
+# %% [markdown]
 # ## Probe recipes on the same runs
 #
 # What the probe changes is measured directly on the default profile's GPT pair (committed in

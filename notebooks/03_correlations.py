@@ -181,10 +181,15 @@ bert_controls["quality"].round(3) if isinstance(bert_controls, dict) else None
 #   It holds the probing heads fixed, so it says nothing about the heads.
 # - **Probe ceiling.** Each case was also probed with heads that differ only in their seed
 #   (section 02); the correlation of the two score vectors is that run's probe-seed reliability,
-#   and √(rel_a · rel_b) of the two runs is the ceiling the instrument puts on r.
+#   and √(rel_a · rel_b) of the two runs is the ceiling the heads' seed puts on r. It does not see
+#   the error of the heads' finite training data: on the default profile's GPT runs, scores from the
+#   default's 198k training positions agree with those of a probe that saw sixteen times as many at
+#   only 0.80–0.84, at a probe-seed reliability of 0.995, and the pair's r moves from 0.35 to 0.41
+#   (section 02, "Where r stops moving with the probe's training data").
 #
 # Where r lies far below both ceilings, what separates the two runs is their training, not the
-# text or the heads they were measured with.
+# text or the heads' seed they were measured with; the heads' training data can still move r by
+# about ±0.1 at the CPU profiles' 198k positions.
 
 # %%
 ceiling = pd.concat([analyses.ceilings(ctx, scores, col) for col in probing.VARIANTS], ignore_index=True)

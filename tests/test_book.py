@@ -528,6 +528,13 @@ def test_the_committed_probe_comparisons_are_shown():
         between = probing.probe_change(probing.RESULTS / name, between_runs=True)
         assert ("gpt-s1", "gpt-s2") in between.index and between.shape[1] == 4
         assert ((between.abs() <= 1).all().all())
+    # one pair at several training sizes: the largest agrees with itself, one pair r per probing
+    sizes = probing.training_positions()
+    last = sizes.index.get_level_values("probing")[-1]
+    assert (sizes.loc[last].filter(like=f"agreement with {last}") == 1.0).all().all()
+    assert sizes.groupby(level="probing")["pair r (log of mean p, Eq. 4)"].nunique().eq(1).all()
+    assert sizes["training positions"].groupby(level="probing", sort=False).first().is_monotonic_increasing
+    assert isinstance(probing.training_positions(ROOT / "results" / "probe" / "absent.json"), str)
 
 
 def test_the_committed_optimum_measurements_are_shown(tmp_path):

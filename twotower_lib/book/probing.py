@@ -221,6 +221,35 @@ def probe_change(path: Path | None = None, between_runs: bool = False) -> pd.Dat
     return pd.DataFrame(out).set_index("case")
 
 
+def training_positions(path: Path | None = None) -> pd.DataFrame | str:
+    """A committed study of one pair probed at several training sizes (`benchmarks/probe_positions.py`):
+    per probing and run, the training positions, epochs, head-training seconds, validation loss per tower
+    head and the agreement of its scores with the largest probing's, beside the pair's r in both score
+    variants (with the document-bootstrap interval where measured); or how to produce it."""
+    import pandas as pd
+
+    path = path or RESULTS / "positions_cases.json"
+    if not path.exists():
+        return f"not measured yet: python benchmarks/probe_positions.py LABEL=DIR ... --out {path.relative_to(PROJECT_ROOT)}"
+    found = read_json(path)
+    last = found["rows"][-1]["probing"]
+    out = []
+    for row in found["rows"]:
+        pair = {}
+        for c in VARIANTS:
+            r = row[f"r_{c}"]
+            pair[f"pair r ({VARIANTS[c]})"] = r["r"]
+            if "ci_low" in r:
+                pair[f"95% CI ({VARIANTS[c]})"] = f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}]"
+        for run, v in row["runs"].items():
+            out.append({"probing": row["probing"], "run": run, "training positions": v["train_positions"],
+                        "epochs": v["epochs"], "head-training s": v["head_seconds"],
+                        **{f"val loss, tower {j}": x for j, x in enumerate(v["val_loss"])},
+                        **{f"agreement with {last} ({VARIANTS[c]})": x for c, x in v["agreement_with_last"].items()},
+                        **pair})
+    return pd.DataFrame(out).set_index(["probing", "run"])
+
+
 def optimum_benchmark(folder: Path | None = None) -> dict[str, pd.DataFrame]:
     """The committed measurements of `benchmarks/probe_optimum.py` (one file per experiment in `folder`):
     per experiment and recipe (`recipes`): the run, its training positions, minutes, held-out loss per tower head and the certificate
