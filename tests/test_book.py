@@ -506,13 +506,16 @@ def test_probings_at_several_sizes_are_compared_from_their_tables(built_book, tm
     assert positions.main([f"full={probing}", f"light={light}", "--data", str(data), "--profile", "tiny",
                            "--n-boot", "50", "--out", str(out)]) == 0
     full, light_row = json.loads(out.read_text())["rows"]
-    assert "ci_low" in full["r_score"] and "ci_low" not in light_row["r_score"]    # doc_stats only in the full probe
-    assert full["r_score"]["r"] == light_row["r_score"]["r"]
+    (pair,), (light_pair,) = full["pairs"], light_row["pairs"]
+    assert "ci_low" in pair["r_score"] and "ci_low" not in light_pair["r_score"]  # doc_stats only in the full probe
+    assert pair["r_score"]["r"] == light_pair["r_score"]["r"] and (pair["a"], pair["b"]) == ("gpt-s1", "gpt-s2")
     for run in ("gpt-s1", "gpt-s2"):
         assert full["runs"][run]["agreement_with_last"] == {"score": 1.0, "score_logmean": 1.0}
     shutil.copy(probing / "gpt-s2" / "preference.parquet", light / "gpt-s1" / "preference.parquet")
     with pytest.raises(SystemExit, match="sha256 does not match"):
         positions.main([f"full={probing}", f"light={light}", "--data", str(data), "--profile", "tiny"])
+    with pytest.raises(SystemExit, match="two different runs"):
+        positions.main([f"full={probing}", f"light={light}", "--data", str(data), "--pair", "gpt-s1,gpt-s1"])
 
 
 def test_the_committed_probe_comparisons_are_shown():
@@ -529,11 +532,13 @@ def test_the_committed_probe_comparisons_are_shown():
         assert ("gpt-s1", "gpt-s2") in between.index and between.shape[1] == 4
         assert ((between.abs() <= 1).all().all())
     # one pair at several training sizes: the largest agrees with itself, one pair r per probing
-    sizes = probing.training_positions()
-    last = sizes.index.get_level_values("probing")[-1]
-    assert (sizes.loc[last].filter(like=f"agreement with {last}") == 1.0).all().all()
-    assert sizes.groupby(level="probing")["pair r (log of mean p, Eq. 4)"].nunique().eq(1).all()
-    assert sizes["training positions"].groupby(level="probing", sort=False).first().is_monotonic_increasing
+    for name in ("positions_cases.json", "positions_largest.json"):
+        sizes = probing.training_positions(probing.RESULTS / name)
+        runs, pairs = sizes["runs"], sizes["pairs"]
+        last = runs.index.get_level_values("probing")[-1]
+        assert (runs.loc[last].filter(like=f"agreement with {last}") == 1.0).all().all()
+        assert runs["training positions"].groupby(level="probing", sort=False).max().is_monotonic_increasing
+        assert pairs.index.get_level_values("pair").is_unique is False and (pairs.filter(like="r (").abs() <= 1).all().all()
     assert isinstance(probing.training_positions(ROOT / "results" / "probe" / "absent.json"), str)
 
 

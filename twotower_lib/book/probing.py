@@ -221,11 +221,12 @@ def probe_change(path: Path | None = None, between_runs: bool = False) -> pd.Dat
     return pd.DataFrame(out).set_index("case")
 
 
-def training_positions(path: Path | None = None) -> pd.DataFrame | str:
-    """A committed study of one pair probed at several training sizes (`benchmarks/probe_positions.py`):
-    per probing and run, the training positions, epochs, head-training seconds, validation loss per tower
-    head and the agreement of its scores with the largest probing's, beside the pair's r in both score
-    variants (with the document-bootstrap interval where measured); or how to produce it."""
+def training_positions(path: Path | None = None) -> dict[str, pd.DataFrame] | str:
+    """A committed study of runs probed at several training sizes (`benchmarks/probe_positions.py`):
+    `runs`, per probing and run, the training positions, epochs, head-training seconds, validation loss
+    per tower head and the agreement of its scores with the largest probing's; `pairs`, per probing and
+    pair, r in both score variants (with the document-bootstrap interval where measured); or how to
+    produce it."""
     import pandas as pd
 
     path = path or RESULTS / "positions_cases.json"
@@ -233,21 +234,23 @@ def training_positions(path: Path | None = None) -> pd.DataFrame | str:
         return f"not measured yet: python benchmarks/probe_positions.py LABEL=DIR ... --out {path.relative_to(PROJECT_ROOT)}"
     found = read_json(path)
     last = found["rows"][-1]["probing"]
-    out = []
+    runs, pairs = [], []
     for row in found["rows"]:
-        pair = {}
-        for c in VARIANTS:
-            r = row[f"r_{c}"]
-            pair[f"pair r ({VARIANTS[c]})"] = r["r"]
-            if "ci_low" in r:
-                pair[f"95% CI ({VARIANTS[c]})"] = f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}]"
         for run, v in row["runs"].items():
-            out.append({"probing": row["probing"], "run": run, "training positions": v["train_positions"],
-                        "epochs": v["epochs"], "head-training s": v["head_seconds"],
-                        **{f"val loss, tower {j}": x for j, x in enumerate(v["val_loss"])},
-                        **{f"agreement with {last} ({VARIANTS[c]})": x for c, x in v["agreement_with_last"].items()},
-                        **pair})
-    return pd.DataFrame(out).set_index(["probing", "run"])
+            runs.append({"probing": row["probing"], "run": run, "training positions": v["train_positions"],
+                         "epochs": v["epochs"], "head-training s": v["head_seconds"],
+                         **{f"val loss, tower {j}": x for j, x in enumerate(v["val_loss"])},
+                         **{f"agreement with {last} ({VARIANTS[c]})": x for c, x in v["agreement_with_last"].items()}})
+        for p in row["pairs"]:
+            out = {"probing": row["probing"], "pair": f"{p['a']} vs {p['b']}"}
+            for c in VARIANTS:
+                out[f"r ({VARIANTS[c]})"] = p[f"r_{c}"]["r"]
+                if "ci_low" in p[f"r_{c}"]:
+                    out[f"95% CI ({VARIANTS[c]})"] = f"[{p[f'r_{c}']['ci_low']:.2f}, {p[f'r_{c}']['ci_high']:.2f}]"
+            pairs.append(out)
+    order = list(dict.fromkeys(p["pair"] for p in pairs))          # each pair's probings together, in the file's order
+    pairs.sort(key=lambda p: order.index(p["pair"]))
+    return {"runs": pd.DataFrame(runs).set_index(["probing", "run"]), "pairs": pd.DataFrame(pairs).set_index(["pair", "probing"])}
 
 
 def optimum_benchmark(folder: Path | None = None) -> dict[str, pd.DataFrame]:
