@@ -172,8 +172,8 @@ def main(argv: list[str] | None = None) -> int:
                               f"head training needs {needed:.2f}x fewer head-epoch positions to meet the goal"
                               if needed != float("inf") else "the time outside head training is already over the goal"))
     if args.out:
-        out = {"command": portable_command("benchmarks/probe_stage_floor.py", sys.argv[1:] if argv is None else argv), "note": args.note,
-               "threads": args.threads, "batch": BATCH, "shapes": list(shapes.values()), "probes": rows,
+        out = {"command": portable_command("benchmarks/probe_stage_floor.py", sys.argv[1:] if argv is None else argv),
+               "note": args.note, "threads": args.threads, "batch": BATCH, "shapes": list(shapes.values()), "probes": rows,
                "summary": summary, "provenance": provenance()}
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(out, indent=1) + "\n")
