@@ -12,7 +12,8 @@ machine (a GPU) can be brought back without their per-position files.
 
 Printed per probing, in the order given, for each run: its training positions, epochs, head-training
 seconds, validation loss per tower head, and the agreement (Pearson r over the top-N tokens) of its
-scores with those of the last probing given (the most positions, by convention); then each pair's r in
+scores with those of the last probing given (the most positions, by convention; the file holds its
+agreement with every other probing too: two draws of the same size give the probe data's own noise); then each pair's r in
 both score variants (Eq. 4; mean of log p) over the profile's top-N tokens, with a basic bootstrap
 interval over validation documents where both runs' doc_stats came along.
 """
@@ -88,9 +89,11 @@ def main(argv: list[str] | None = None) -> int:
                                 "head_seconds": m["seconds"]["train_heads"], "platform": m["provenance"]["platform"],
                                 "val_loss": [round(v, 4) for k, v in m["val_loss"].items() if k.endswith("_head")],
                                 "primary_tower": m["ordering"]["primary_tower"],
-                                "agreement_with_last": {c: round(float(same_run_agreement(
-                                    probes[label][run]["preference.parquet"], probes[last][run]["preference.parquet"],
-                                    data.counts, top_n, c)), 4) for c in SCORE_COLUMNS}}
+                                "agreement": {other: {c: round(float(same_run_agreement(
+                                    probes[label][run]["preference.parquet"], probes[other][run]["preference.parquet"],
+                                    data.counts, top_n, c)), 4) for c in SCORE_COLUMNS}
+                                    for other, _ in labelled if other != label}}
+            row["runs"][run]["agreement_with_last"] = row["runs"][run]["agreement"].get(last, {c: 1.0 for c in SCORE_COLUMNS})
         for a, b in pairs:
             tables = {run: probes[label][run]["preference.parquet"] for run in (a, b)}
             stats = {run: probes[label][run].get("doc_stats.parquet") for run in (a, b)}
