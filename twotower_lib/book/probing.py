@@ -225,8 +225,9 @@ def training_positions(path: Path | None = None) -> dict[str, pd.DataFrame] | st
     """A committed study of runs probed at several training sizes (`benchmarks/probe_positions.py`):
     `runs`, per probing and run, the training positions, epochs, head-training seconds, validation loss
     per tower head and the agreement of its scores with the largest probing's; `pairs`, per probing and
-    pair, r in both score variants (with the document-bootstrap interval where measured); or how to
-    produce it."""
+    pair, r in both score variants (with the document-bootstrap interval where measured); `agreement`,
+    per run, every two probings' agreement (Eq. 4; two draws of one size show the probe data's own
+    noise); or how to produce it."""
     import pandas as pd
 
     path = path or RESULTS / "positions_cases.json"
@@ -234,9 +235,11 @@ def training_positions(path: Path | None = None) -> dict[str, pd.DataFrame] | st
         return f"not measured yet: python benchmarks/probe_positions.py LABEL=DIR ... --out {path.relative_to(PROJECT_ROOT)}"
     found = read_json(path)
     last = found["rows"][-1]["probing"]
-    runs, pairs = [], []
+    runs, pairs, agreement = [], [], []
     for row in found["rows"]:
         for run, v in row["runs"].items():
+            agreement.append({"run": run, "probing": row["probing"], row["probing"]: 1.0,
+                              **{other: a["score"] for other, a in v.get("agreement", {}).items()}})
             runs.append({"probing": row["probing"], "run": run, "training positions": v["train_positions"],
                          "epochs": v["epochs"], "head-training s": v["head_seconds"],
                          **{f"val loss, tower {j}": x for j, x in enumerate(v["val_loss"])},
@@ -250,7 +253,10 @@ def training_positions(path: Path | None = None) -> dict[str, pd.DataFrame] | st
             pairs.append(out)
     order = list(dict.fromkeys(p["pair"] for p in pairs))          # each pair's probings together, in the file's order
     pairs.sort(key=lambda p: order.index(p["pair"]))
-    return {"runs": pd.DataFrame(runs).set_index(["probing", "run"]), "pairs": pd.DataFrame(pairs).set_index(["pair", "probing"])}
+    labels = [row["probing"] for row in found["rows"]]
+    agreement.sort(key=lambda a: a["run"])                        # stable: each run's probings in the file's order
+    return {"runs": pd.DataFrame(runs).set_index(["probing", "run"]), "pairs": pd.DataFrame(pairs).set_index(["pair", "probing"]),
+            "agreement": pd.DataFrame(agreement, columns=["run", "probing", *labels]).set_index(["run", "probing"])}
 
 
 def optimum_benchmark(folder: Path | None = None) -> dict[str, pd.DataFrame]:
