@@ -539,6 +539,9 @@ def test_the_committed_probe_comparisons_are_shown():
         assert (runs.loc[last].filter(like=f"agreement with {last}") == 1.0).all().all()
         most = runs["training positions"].groupby(level="probing", sort=False).max()
         assert most.idxmax() == last                                  # the last probing saw the most positions
+        for run, matrix in sizes["agreement"].groupby(level="run"):
+            m = matrix.droplevel("run")
+            assert (m.to_numpy().diagonal() == 1).all() and (m == m.T).all().all()   # every two probings, once each way
         assert pairs.index.get_level_values("pair").is_unique is False and (pairs.filter(like="r (").abs() <= 1).all().all()
     assert isinstance(probing.training_positions(ROOT / "results" / "probe" / "absent.json"), str)
 
