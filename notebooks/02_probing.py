@@ -367,21 +367,30 @@ positions["runs"]
 # %% [markdown]
 # Is that error noise of the probe's training data, or a bias of heads trained on little of it? Two
 # independent draws of 99k positions (`--seed 1` and `--seed 2`: each draws its own blocks, sharing 12
-# of 782, and its own head start) tell the two apart. Each run's agreement between every two probings
-# (Eq. 4): the two draws agree with each other at 0.65 (gpt-s1) and 0.80 (gpt-s2), about as well as
-# each agrees with the 3.17M probe (0.66–0.68, 0.78–0.79), so it is noise. Stepped up with the
-# Spearman–Brown formula, 2r / (1 + r), to two draws' worth, they predict the 198k probe's agreement
-# with 3.17M: 0.79 and 0.89 against 0.80 and 0.84 measured; to eight, the 792k probe's: 0.94 and 0.97
-# against 0.94 and 0.95. And the ceiling this noise puts on the pair, √(0.79 · 0.89) = 0.84, corrects
-# the default's r of 0.35 to 0.42, where the larger probes read it (0.41–0.42). So a *probe-data
-# ceiling* (two draws of half the positions each, stepped up) measures this error at the cost of one
-# more probe per run, where the probe-seed reliability misses it; it is not yet part of the pipeline.
-# The `halves` experiment above split the positions of the *same* blocks (and kept the head start):
-# halves of one set of blocks share their documents and contexts, so they agreed at 0.93; independent
-# draws of blocks are what a new probe of the run would see. One pair of runs.
+# of 782, and its own head start) tell the two apart; the agreement of every two probings of each run
+# (Eq. 4) is the first table below. If the small probes were the large one plus independent noise, two
+# draws that agree at r would each agree with an exact probe at √r, better than with each other. They
+# do not: the draws agree with each other at 0.65 (gpt-s1) and 0.80 (gpt-s2) and with the 3.17M probe
+# about as well (0.67, 0.79), not at √r (0.81, 0.90). Likewise the 198k probe, whose reliability the
+# draws step up to 0.79 and 0.89 (Spearman–Brown), would agree with an exact probe at 0.89 and 0.94;
+# with the 3.17M probe it agrees at 0.80 and 0.84 (the second table). So part of a small probe's error
+# is shared by every probe of its size: a bias of heads trained on little data, which comparing probes
+# of one size cannot see and only more positions show. The rest is noise, which a probe-data ceiling
+# from two draws would measure: at 198k it is √(0.79 · 0.89) = 0.84, and the GPT pair's 0.35
+# corrected for that noise alone is 0.42, where the larger probes read the pair (0.41–0.42; one pair
+# of runs). The `halves` experiment above split the positions of the *same* blocks and kept the head
+# start: halves of one set of blocks share their documents and contexts, so they agreed at 0.93;
+# independent draws of blocks are what another probe of the run would see.
 
 # %%
 positions["agreement"]
+
+# %%
+noise = probing.probe_data_noise()
+noise["runs"]
+
+# %%
+noise["pairs"]
 
 # %% [markdown]
 # The Bert-large pair and Table 2's four GPT–Bert-large pairs, each run probed with the most positions

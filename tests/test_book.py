@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -544,6 +545,15 @@ def test_the_committed_probe_comparisons_are_shown():
             assert (m.to_numpy().diagonal() == 1).all() and (m == m.T).all().all()   # every two probings, once each way
         assert pairs.index.get_level_values("pair").is_unique is False and (pairs.filter(like="r (").abs() <= 1).all().all()
     assert isinstance(probing.training_positions(ROOT / "results" / "probe" / "absent.json"), str)
+    # noise or bias: the committed draws, stepped up, and the pair corrected for their noise alone
+    noise = probing.probe_data_noise()
+    runs = noise["runs"]
+    assert np.allclose(runs["with an exact probe, if noise only"], np.sqrt(runs["draws agree"]))
+    assert (runs.filter(like="reliability at").iloc[:, 0] > runs["draws agree"]).all()     # twice the positions
+    pair = noise["pairs"].iloc[0]
+    assert pair["r corrected for noise"] == pytest.approx(pair["r at cpu-198k"] / pair["noise ceiling"])
+    with pytest.raises(UserError, match="has no probing"):
+        probing.probe_data_noise(draws=("cpu-99k-a", "absent"))
 
 
 def test_the_committed_optimum_measurements_are_shown(tmp_path):

@@ -162,6 +162,15 @@ def test_bootstrap_interval_has_width_under_noise_and_none_for_identical_runs():
     assert same["r"] == pytest.approx(1.0) and same["ci_low"] == pytest.approx(1.0) and same["ci_high"] == pytest.approx(1.0)
 
 
+def test_spearman_brown_steps_a_reliability_up_and_down():
+    from twotower_lib.analysis.uncertainty import spearman_brown
+
+    assert spearman_brown(0.5, 2) == pytest.approx(2 / 3)          # half-text r 0.5 -> whole text
+    assert spearman_brown(0.7, 1) == pytest.approx(0.7)
+    assert spearman_brown(spearman_brown(0.6, 4), 0.25) == pytest.approx(0.6)   # k and 1/k undo each other
+    assert spearman_brown(0.3, 1000) > 0.99
+
+
 def test_split_half_reliability_and_text_ceiling():
     """Reliability is the share of a run's score variance that is not noise of the text: it matches
     corr(score, true score)^2 of the synthetic runs, and r / ceiling recovers the unlimited-text r."""

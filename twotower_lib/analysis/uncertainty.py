@@ -130,6 +130,12 @@ def basic_interval(replicates: np.ndarray, estimate: np.ndarray, level: float = 
 MIN_SPLIT_DOCS = 4  # two halves of at least two documents each
 
 
+def spearman_brown(r: float, k: float) -> float:
+    """The reliability of a measurement k times as long as one whose two parallel forms correlate at r:
+    k r / (1 + (k - 1) r) (a half-text correlation stepped up to the whole text: k = 2)."""
+    return k * r / (1 + (k - 1) * r)
+
+
 def split_half_reliability(doc_stats: pd.DataFrame, token_ids: np.ndarray, n_splits: int = 20, seed: int = 0,
                            score_col: str = "score") -> float:
     """How well one run's scores of `token_ids` would reproduce on another validation text of the same size.
@@ -150,8 +156,7 @@ def split_half_reliability(doc_stats: pd.DataFrame, token_ids: np.ndarray, n_spl
     r = correlate_rows(first, second, "pearson", None)
     if not np.isfinite(r).all():
         raise UserError("a split half left fewer than 3 scored tokens; use more validation documents or fewer tokens")
-    half = float(np.mean(r))
-    return 2 * half / (1 + half)
+    return spearman_brown(float(np.mean(r)), 2)
 
 
 def text_ceiling(tables: Mapping[str, pd.DataFrame], doc_stats: Mapping[str, pd.DataFrame], train_counts: np.ndarray,

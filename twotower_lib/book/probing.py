@@ -259,6 +259,47 @@ def training_positions(path: Path | None = None) -> dict[str, pd.DataFrame] | st
             "agreement": pd.DataFrame(agreement, columns=["run", "probing", *labels]).set_index(["run", "probing"])}
 
 
+def probe_data_noise(path: Path | None = None, draws: tuple[str, str] = ("cpu-99k-a", "cpu-99k-b"),
+                     full: str = "cpu-198k") -> dict[str, pd.DataFrame]:
+    """Noise or bias? From a committed study with two independent draws of one size (`draws`: other blocks,
+    another head start) and larger probings (`benchmarks/probe_positions.py`), in the Eq. 4 variant.
+
+    `runs`, per run: the two draws' agreement r (the reliability of a probe of their size, if they differ
+    only by noise); the agreement each would have with an exact probe if that were so, sqrt(r); what
+    each draw's agreement with the largest probing is; the same for `full`, its reliability stepped up
+    (Spearman-Brown) from the draws' size. Draws that agree with each other about as
+    well as with the largest share a departure from it: a bias of small probes, which comparing probes
+    of one size cannot see. `pairs`, per pair: r at `full`, the noise ceiling sqrt(rel_a rel_b) at its
+    size, r corrected for that noise alone, and r at the largest probing."""
+    import numpy as np
+    import pandas as pd
+
+    from twotower_lib.analysis.uncertainty import spearman_brown
+
+    path = path or RESULTS / "positions_cases.json"
+    rows = {row["probing"]: row for row in read_json(path)["rows"]}
+    missing = [label for label in (*draws, full) if label not in rows]
+    if missing:
+        raise UserError(f"{path} has no probing {missing}; it holds {list(rows)}")
+    largest = list(rows)[-1]
+    runs, reliability = [], {}
+    for run, first in rows[draws[0]]["runs"].items():
+        r = first["agreement"][draws[1]]["score"]
+        k = rows[full]["runs"][run]["train_positions"] / np.mean([rows[d]["runs"][run]["train_positions"] for d in draws])
+        reliability[run] = spearman_brown(r, k)
+        runs.append({"run": run, "draws agree": r, "with an exact probe, if noise only": np.sqrt(r),
+                     f"draws with {largest}": np.mean([rows[d]["runs"][run]["agreement"][largest]["score"] for d in draws]),
+                     f"reliability at {full} (stepped up x{k:.2f})": reliability[run],
+                     f"{full} with an exact probe, if noise only": np.sqrt(reliability[run]),
+                     f"{full} with {largest}": rows[full]["runs"][run]["agreement"][largest]["score"]})
+    pairs = []
+    for p, big in zip(rows[full]["pairs"], rows[largest]["pairs"]):
+        ceiling = np.sqrt(reliability[p["a"]] * reliability[p["b"]])
+        pairs.append({"pair": f"{p['a']} vs {p['b']}", f"r at {full}": p["r_score"]["r"], "noise ceiling": ceiling,
+                      "r corrected for noise": p["r_score"]["r"] / ceiling, f"r at {largest}": big["r_score"]["r"]})
+    return {"runs": pd.DataFrame(runs).set_index("run"), "pairs": pd.DataFrame(pairs).set_index("pair")}
+
+
 def optimum_benchmark(folder: Path | None = None) -> dict[str, pd.DataFrame]:
     """The committed measurements of `benchmarks/probe_optimum.py` (one file per experiment in `folder`):
     per experiment and recipe (`recipes`): the run, its training positions, minutes, held-out loss per tower head and the certificate
