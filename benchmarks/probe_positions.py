@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     from twotower_lib.analysis.correlation import SCORE_COLUMNS
     from twotower_lib.analysis.table2 import CorrelationConfig, pairwise_correlations
     from twotower_lib.analysis.uncertainty import same_run_agreement
-    from twotower_lib.artifacts import portable_command, provenance
+    from twotower_lib.artifacts import atomic_write_json, portable_command, provenance
     from twotower_lib.book.profiles import get_profile
     from twotower_lib.data import load_prepared
 
@@ -118,11 +118,10 @@ def main(argv: list[str] | None = None) -> int:
             ci = f" [{r4['ci_low']:.2f}, {r4['ci_high']:.2f}]" if "ci_low" in r4 else ""
             print(f"  {p['a']} vs {p['b']}: r {r4['r']:+.3f}{ci} (mean log p {rl['r']:+.3f})")
     if args.out:
-        out = {"command": portable_command("benchmarks/probe_positions.py", sys.argv[1:] if argv is None else argv),
-               "note": args.note, "profile": args.profile, "top_n": top_n, "pairs": pairs, "n_boot": args.n_boot,
-               "interval_unit": "validation documents", "rows": rows, "provenance": provenance()}
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(out, indent=1) + "\n")
+        atomic_write_json(args.out, {
+            "command": portable_command("benchmarks/probe_positions.py", sys.argv[1:] if argv is None else argv),
+            "note": args.note, "profile": args.profile, "top_n": top_n, "pairs": pairs, "n_boot": args.n_boot,
+            "interval_unit": "validation documents", "rows": rows, "provenance": provenance()})
         print(f"wrote {args.out}")
     return 0
 

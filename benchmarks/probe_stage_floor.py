@@ -27,7 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
+import timeit
 from pathlib import Path
 
 import torch
@@ -36,15 +36,10 @@ BATCH = 1024  # the probe's positions per head-training step (ProbeConfig.batch_
 
 
 def best_time(fn, repeats: int) -> float:
-    """The fastest of `repeats` calls: the floor is meant to be the most favourable case (on a shared
-    machine the medians of two runs differed by up to 1.5x)."""
+    """The fastest of `repeats` calls after a warm-up: the floor is meant to be the most favourable case (on
+    a shared machine the medians of two runs differed by up to 1.5x)."""
     fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+    return min(timeit.repeat(fn, number=1, repeat=repeats))
 
 
 def embedding_width(run_dir: Path) -> int:
@@ -127,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     import twotower_lib  # noqa: F401  (its allocator setting, as in the pipeline)
-    from twotower_lib.artifacts import portable_command, provenance
+    from twotower_lib.artifacts import atomic_write_json, portable_command, provenance
 
     rows = probes(args.probing_dir)
     shapes = {}
@@ -172,11 +167,10 @@ def main(argv: list[str] | None = None) -> int:
                               f"head training needs {needed:.2f}x fewer head-epoch positions to meet the goal"
                               if needed != float("inf") else "the time outside head training is already over the goal"))
     if args.out:
-        out = {"command": portable_command("benchmarks/probe_stage_floor.py", sys.argv[1:] if argv is None else argv),
-               "note": args.note, "threads": args.threads, "batch": BATCH, "shapes": list(shapes.values()), "probes": rows,
-               "summary": summary, "provenance": provenance()}
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(out, indent=1) + "\n")
+        atomic_write_json(args.out, {
+            "command": portable_command("benchmarks/probe_stage_floor.py", sys.argv[1:] if argv is None else argv),
+            "note": args.note, "threads": args.threads, "batch": BATCH, "shapes": list(shapes.values()), "probes": rows,
+            "summary": summary, "provenance": provenance()})
         print(f"wrote {args.out}")
     return 0
 
