@@ -355,7 +355,9 @@ probing.probe_change(probing.RESULTS / "positions_800k_cases.json", between_runs
 # seeds on the same 198k positions agree with each other far better than either agrees with heads that
 # saw more text. The probe-seed reliability is a ceiling on the optimiser's noise, not on the
 # error of the heads' finite training data; for this pair that error moves r by 0.06 (one pair of
-# runs; the scores of one head seed per size).
+# runs; the scores of one head seed per size). Its validation-text ceiling is 0.82 (section 03, with
+# the default probe's heads), and one seed pair is not a spread over seeds: the six pairs of four GPT
+# seeds at 2M tokens spread with SD 0.43 (section 07), far more than the probe's data moves r.
 
 # %%
 positions = probing.training_positions()
