@@ -45,12 +45,46 @@ import itertools
 import pandas as pd
 from IPython.display import HTML, Markdown
 
-from twotower_lib.book import analyses, charts, paper_tables, probing, scorecard, sections, single_source
+from twotower_lib.book import analyses, charts, paper_tables, probing, scorecard, sections, seeds, single_source
 from twotower_lib.analysis.table2 import correlation_matrix, fig3_data
 
 ctx = sections.open_section("03_correlations", globals())
 charts.enable()
 ctx.parameter_table()
+
+# %% [markdown]
+# ## Over seeds: the distribution that decides
+#
+# > "Pair-wise correlation ... In light of the stable positive correlation, it can be concluded that
+# > there exists a stable pattern of preference scores among two-tower language models." — Section 5.1
+#
+# One pair of seeds is one draw. The seed study trains several seeds of every family at this
+# profile's sizes and budgets and probes them with the same probe; every same-configuration and
+# cross-type claim is then a distribution over seed pairs, held against control pairs measured with
+# the same statistic (untrained towers, independent single-tower pairs, shuffled labels). Pairs that
+# share a run are not independent: the range describes the trained pairs, it is not an interval.
+
+# %%
+seed_study = seeds.load(ctx.profile.name)
+Markdown(seeds.section_markdown(seed_study, ctx.profile.name))
+
+# %%
+seeds.strip_chart(seed_study)
+
+# %% [markdown]
+# Per family: r in both score variants, the order-free |r| beside the controls' |r| (a null's |r| is
+# not zero), the share of pairs whose sign depends on the order rule, and the runs' tower margins.
+
+# %%
+seeds.family_table(seed_study)
+
+# %% [markdown]
+# Every negative same-configuration pair, and what made it negative: a *near tie* (one run's two
+# order rules name different primary towers, so the sign is the rule's choice) or a *mirrored*
+# division (both rules agree in both runs: the towers' roles really are swapped).
+
+# %%
+seeds.sign_flip_table(seed_study)
 
 # %% [markdown]
 # ## Table 2: pair-wise correlation

@@ -44,7 +44,7 @@
 #   associations, not causes.
 #
 # The curves take hours of CPU time, so they are computed once by
-# `python -m twotower_lib emergence --all` and committed (`results/emergence/`, each with a
+# `python -m studies.emergence --all` and committed (`results/emergence/`, each with a
 # manifest of the configuration, data hash, code version and packages); this notebook reads them.
 
 # %% tags=["parameters"]
@@ -56,7 +56,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from twotower_lib.book import charts, publish, sections
-from twotower_lib.emergence import curves as em
+from twotower_lib.book import emergence_curves as em
 
 ctx = sections.open_section("07_emergence", globals())
 charts.enable()

@@ -1,13 +1,15 @@
 """The emergence study: r against tokens seen from the snapshots of a same-configuration pair."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from twotower_lib.artifacts import read_json
-from twotower_lib.emergence import curves as ec, study as es
+from studies.emergence import study as es
+from twotower_lib.book import emergence_curves as ec
 from twotower_lib.errors import UserError
 from twotower_lib.probe import ProbeConfig
 from twotower_lib.probe_config import PROBE_VERSION, probe_label
@@ -194,10 +196,13 @@ def test_first_crossing_and_extrapolation():
 
 
 def test_cli_refuses_unknown_configurations():
-    from twotower_lib.__main__ import main as cli
+    import subprocess
+    import sys
 
-    assert cli(["emergence", "no-such-config"]) == 1
-    assert cli(["emergence"]) == 1
+    root = Path(__file__).resolve().parents[1]
+    for args in (["no-such-config"], []):
+        done = subprocess.run([sys.executable, "-m", "studies.emergence", *args], cwd=root, capture_output=True, text=True)
+        assert done.returncode == 1 and "error:" in done.stderr, done.stderr[-2000:]
 
 
 def test_study_presets_exist_and_differ_in_width_depth_vocabulary():

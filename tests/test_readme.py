@@ -2,8 +2,7 @@
 
 Each `python -m twotower_lib ...` line of the block is run from a scratch directory (so its relative
 paths land there) with only what a test machine needs changed: the generated corpus instead of the
-registry's, the emergence study's `tiny-test` configuration instead of an hours-long one, and the
-`tiny` profile (its run copied from the session's end-to-end build, `top_n` at its own N) for
+registry's, and the `tiny` profile (its run copied from the session's end-to-end build, `top_n` at its own N) for
 `run`, `book` and `publish`. A README line of a command this test does not know fails it: a new line needs its tiny
 form here.
 """
@@ -55,11 +54,6 @@ def test_every_readme_command_runs_as_written(built_book, tiny_corpus_dir, tmp_p
             return args + ["--data", "prepared"]
         if command == "probe":
             return args
-        if command == "emergence":  # the study's own small configuration, on small data
-            subprocess.run(_cli("data", "prepare", "--corpus", str(tmp_path / "corpus"), "--vocab-size", "300", "--seq-len", "32",
-                                "--out", "prepared-32"), cwd=tmp_path, check=True, env=_env(tmp_path))
-            return ["emergence", "tiny-test", "--runs", "study", "--results", "curves", "--data", "prepared-32",
-                    "--top-n", "50", "--bootstrap", "20"]
         if command == "run":  # top_n at the tiny profile's own N (its vocabulary is 300 tokens)
             args = [str(get_profile("tiny").top_n) if prev == "top_n" else a for prev, a in zip([""] + args, args)]
             return args + ([] if "--profile" in args else tiny[:2]) + tiny[2:]
@@ -71,13 +65,12 @@ def test_every_readme_command_runs_as_written(built_book, tiny_corpus_dir, tmp_p
         raise AssertionError(f"README command {' '.join(args)!r} has no tiny form in {__file__}")
 
     lines = readme_commands()
-    assert len(lines) >= 7
+    assert len(lines) >= 6
     for line in lines:
         args = tiny_form(line.split()[3:])
         done = subprocess.run(_cli(*args), cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True)
         assert done.returncode == 0, f"README line {line!r} failed (as {args}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     assert (tmp_path / "runs" / "gpt-s1" / "probe" / "preference.parquet").exists()
-    assert list((tmp_path / "curves").glob("tiny-test*"))
     assert (tmp_path / "_build" / "html" / "index.html").exists()
     assert (tmp_path / "profiles" / "tiny.json").exists()
 

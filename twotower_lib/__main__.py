@@ -1,4 +1,4 @@
-"""Command line: `python -m twotower_lib data prepare | train | probe | run | book` (and `emergence`, `publish`).
+"""Command line: `python -m twotower_lib data prepare | train | probe | run | book` (and `publish`); the studies have their own runners (`python -m studies.NAME`).
 
 Thin: each subcommand lives in the module that does the work and exposes
 `add_arguments(parser)` and `main(args) -> int`. Modules are imported only when their
@@ -18,7 +18,6 @@ from twotower_lib.errors import UserError
 COMMANDS = {
     "train": ("twotower_lib.train", "train a two-tower (or single-tower) language model with DeepSpeed"),
     "probe": ("twotower_lib.probe", "train per-tower probing heads and write the preference-score table"),
-    "emergence": ("twotower_lib.emergence.study", "the emergence study: cross-seed r of preference scores against tokens seen"),
     "run": ("twotower_lib.book.pipeline", "run the book's sections (papermill) at a profile"),
     "book": ("twotower_lib.book.build", "build the jupyter-book from the executed sections"),
     "publish": ("twotower_lib.book.publish", "commit a finished profile run's scorecard and summaries to results/profiles/"),

@@ -20,7 +20,7 @@ import torch
 from twotower_lib.errors import UserError
 
 if TYPE_CHECKING:
-    from twotower_lib.train import TrainConfig
+    from twotower_lib.train_config import TrainConfig
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 

@@ -19,7 +19,7 @@ A number is only as good as what measured it, so the probe is built to be checke
 - **Whitened features, by default** (`precondition="whiten"`; `"none"` trains on the features as they
   are, the default until 26 Nov 2026). Each head trains on its tower's features whitened with the mean
   and Cov^(-1/2) of its training features (directions of near-zero variance left out as constant) and
-  is folded back into a head on the features as they are (`probe_training.Whitening`), so nothing
+  is folded back into a head on the features as they are (`probe_whitening.Whitening`), so nothing
   downstream changes. It is a reparametrisation, not a new model: a converged probe would give the
   same scores either way. At the probe's 200k positions it does not: each recipe passes every
   convergence check (held-out plateau, cool-down, probe-seed reliability 0.97-0.99) and yet their

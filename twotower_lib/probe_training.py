@@ -23,6 +23,7 @@ from twotower_lib.errors import UserError
 from twotower_lib.models import make_batch
 from twotower_lib.models.heads import ProbeHead, token_logprob
 from twotower_lib.preference import TowerSums
+from twotower_lib.probe_whitening import Whitening  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
     from twotower_lib.probe_config import ProbeConfig
@@ -203,65 +204,6 @@ def training_features(model, data, cfg: ProbeConfig, head_seed: int, show: bool 
     if len(labels) == 0:
         raise UserError("the probe's training blocks hold no position to predict; use more training blocks")
     return HeadFeatures(feats, labels, held, held_labels)
-
-
-@dataclass
-class Whitening:
-    """Per tower, the affine map that whitens the heads' input features: x -> (x - mean) @ map, with
-    map = Cov^(-1/2) (symmetric), estimated on the probe's training features.
-
-    Why: a head's first layer is linear in the features, so a head trained on whitened features and
-    then folded back (`fold`) is a head of the same family on the original ones, trained in other
-    coordinates. The towers' features are correlated and unevenly scaled (`condition`: the
-    covariance's largest over smallest kept eigenvalue, 1e4-5e4 at the `cpu` profile), and AdamW's
-    per-weight scaling does not undo correlations. Neither parametrisation reaches the optimum
-    everywhere (lower loss whitened for ELMo and GPT, as they are for BERT), and their scores differ:
-    see `twotower_lib.probe`; that is why this is an option, not the default.
-    """
-    mean: torch.Tensor       # (k, H)
-    map: torch.Tensor        # (k, H, H)
-    condition: list[float]   # per tower, over the directions kept
-    dropped: list[int]       # per tower, directions left out as constant
-
-    @classmethod
-    def fit(cls, feats: torch.Tensor, floor: float = 1e-5, chunk: int = 65_536) -> "Whitening":
-        """From features (N, k, H). A direction whose variance is below `floor` x the largest is treated
-        as constant and left out (its mean goes into the bias): the features are cached in bf16, whose
-        rounding noise is a few 1e-7 of the largest variance at these widths, and whitening such a direction
-        would blow that noise up to unit variance (the towers' joint LayerNorm leaves one per tower)."""
-        n, k, H = feats.shape
-        total = torch.zeros(k, H, dtype=torch.float64)
-        outer = torch.zeros(k, H, H, dtype=torch.float64)
-        for b in range(0, n, chunk):
-            x = feats[b:b + chunk].double()                                 # (c, k, H)
-            total += x.sum(0)
-            outer += torch.einsum("nki,nkj->kij", x, x)
-        mean = total / max(1, n)
-        cov = outer / max(1, n) - mean[:, :, None] * mean[:, None, :]     # (k, H, H)
-        ev, U = torch.linalg.eigh(cov)
-        top = ev[:, -1:].clamp_min(1e-30)
-        kept = ev >= floor * top
-        scale = torch.where(kept, ev.clamp_min(1e-30).rsqrt(), torch.zeros_like(ev))
-        maps = (U * scale[:, None, :]) @ U.transpose(1, 2)
-        condition = [float(top[j, 0] / ev[j][kept[j]].min()) for j in range(k)]
-        return cls(mean.float(), maps.float(), condition, (~kept).sum(1).tolist())
-
-    def apply(self, feats: torch.Tensor, chunk: int = 65_536) -> torch.Tensor:
-        """Whitened features (N, k, H), stored in the dtype of `feats`."""
-        out = torch.empty_like(feats)
-        for b in range(0, len(feats), chunk):
-            x = feats[b:b + chunk].float() - self.mean                      # (c, k, H)
-            out[b:b + chunk] = torch.einsum("nki,kij->nkj", x, self.map).to(feats.dtype)
-        return out
-
-    @torch.no_grad()
-    def fold(self, head: ProbeHead, tower: int) -> None:
-        """Turn a head trained on whitened features of `tower` into the same head on its raw features:
-        A M (x - m) + c = (A M) x + (c - A M m), M symmetric: weight <- A M, bias <- c - A M m."""
-        mean, m = self.mean[tower].to(head.dense.weight), self.map[tower].to(head.dense.weight)
-        weight = head.dense.weight @ m                                          # (width, H)
-        head.dense.bias.sub_(weight @ mean)
-        head.dense.weight.copy_(weight)
 
 
 def new_heads(model, cfg: ProbeConfig, seeds: list[int]) -> nn.ModuleList:

@@ -30,7 +30,7 @@ from twotower_lib.errors import MissingDependencyError, UserError
 
 PAGES_DIR = PROJECT_ROOT / "book"
 LIBRARY_PARENT = Path(__file__).resolve().parents[2]  # the directory that holds twotower_lib/
-_PLACEHOLDER = re.compile(r"<!-- (PROFILES|PICTURE|SCORECARD|PUBLISHED|API|RELEASED|RELEASED_ELMO|GPU_TESTS|GPU_BENCH|GPU_TABLE2|REGISTER): .*?-->", re.DOTALL)
+_PLACEHOLDER = re.compile(r"<!-- ([A-Z0-9_]+): replaced by .*?-->", re.DOTALL)
 
 
 def _sync(data: bytes, dest: Path) -> None:
@@ -71,20 +71,39 @@ def picture_markdown(card: dict) -> str:
 
     if not card.get("points"):
         return "*No correlation the paper reports was measured at this profile.*\n"
-    chart = charts.paper_vs_ours(pd.DataFrame(card["points"]))
+    return chart_markdown(charts.paper_vs_ours(pd.DataFrame(card["points"])))
+
+
+def chart_markdown(chart) -> str:
+    """An altair chart as a raw-HTML block: the offline chart over its PNG."""
     return "```{raw} html\n" + charts.mimebundle(chart.to_dict())["text/html"] + "\n```\n"
 
 
 def fill_placeholders(text: str, card: dict) -> str:
-    from twotower_lib.book import paper_scale, publish, released, single_source
+    """Replace every `<!-- NAME: replaced by ... -->` of a book page with what it names, computed from
+    the run's scorecard and from results/; an unknown name is an error."""
+    from twotower_lib.analysis.seed_spread import RULE
+    from twotower_lib.book import error_budget, front, paper_scale, publish, released, seeds, single_source
+
+    def strip() -> str:
+        study = seeds.load(card["profile"])
+        if study is None:
+            return f"*No seed study is committed for profile `{card['profile']}`.*\n"
+        return chart_markdown(charts.seed_strips(seeds.strip_points(study)))
 
     parts = {"PROFILES": profiles_markdown, "SCORECARD": lambda: scorecard.to_markdown(card), "API": api_markdown,
+             "ANSWER": lambda: front.verdict_markdown(card), "LEAD": lambda: chart_markdown(front.lead_chart(card)) + "\n" + front.LEAD_KEY + "\n",
+             "SCALE": lambda: front.scale_sentence(card["profile"]), "SPREAD": lambda: front.spread_sentence(card["profile"]),
+             "RULE": lambda: RULE, "ERROR_BUDGET": lambda: error_budget.markdown(card["profile"]), "SEED_STRIPS": strip,
              "PICTURE": lambda: picture_markdown(card),
              "PUBLISHED": lambda: publish.markdown(publish.load_published(exclude=card["profile"])),
              "RELEASED": lambda: released.to_markdown(released.load("cpu"), released.load_recipes()),
              "RELEASED_ELMO": lambda: released.elmo_sentence(released.load("cpu")),
              "GPU_TESTS": paper_scale.tests_markdown, "GPU_BENCH": paper_scale.bench_markdown,
              "GPU_TABLE2": paper_scale.table2_markdown, "REGISTER": single_source.sentence}
+    unknown = sorted(set(_PLACEHOLDER.findall(text)) - set(parts))
+    if unknown:
+        raise UserError(f"book page placeholder(s) {unknown} are not known; known: {', '.join(parts)}")
     text = _PLACEHOLDER.sub(lambda m: parts[m.group(1)](), text)
     return decisions.fill(text) if decisions.KEY.search(text) else text
 

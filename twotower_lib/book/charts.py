@@ -334,3 +334,21 @@ def group_word_lists(members: pd.DataFrame, title: str = "Example word groups") 
         tooltip=[alt.Tooltip("token:N"), alt.Tooltip("count:Q", title="frequency", format=","),
                  alt.Tooltip("value:Q", title="component value", format=".2f")],
     ).facet(facet=alt.Facet("group:N", title=None, sort=list(dict.fromkeys(members["group"]))), columns=3, title=title)
+
+
+def seed_strips(points: pd.DataFrame, title: str = "Every seed pair, its controls' pairs, and the paper's value") -> alt.Chart:
+    """Small multiples, one per claim (`book.seeds.strip_points`): each seed pair a dot in the top lane,
+    each control's pairs in a lane of their own, the paper's value a red line. `points`: claim, group,
+    value, pair, paper."""
+    order = list(dict.fromkeys(points["claim"]))
+    scale = alt.Scale(domain=[-1, 1])
+    base = alt.Chart(width=300, height=alt.Step(14))
+    dots = base.mark_circle(size=50, opacity=0.8).encode(
+        x=alt.X("value:Q", scale=scale, title="r (Pearson) or rho (Spearman)"),
+        y=alt.Y("group:N", title=None, sort=["seed pairs"]), color=alt.Color("group:N", legend=None),
+        tooltip=["claim:N", "group:N", "pair:N", alt.Tooltip("value:Q", format=".2f")])
+    paper = base.mark_rule(color="#e45756", strokeWidth=2).encode(x=alt.X("paper:Q", scale=scale))
+    zero = base.mark_rule(color="#ccc").encode(x=alt.X("zero:Q", scale=scale))
+    return alt.layer(zero, dots, paper, data=points.assign(zero=0.0)).facet(
+        row=alt.Row("claim:N", sort=order, title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelLimit=220)),
+        title=title).resolve_scale(y="independent")

@@ -13,7 +13,7 @@ import pandas as pd
 
 from twotower_lib.book import publish
 from twotower_lib.book.paper_tables import number
-from twotower_lib.emergence import curves as em
+from twotower_lib.book import emergence_curves as em
 from twotower_lib.errors import UserError
 from twotower_lib.probe_config import probe_label
 from twotower_lib.run_names import model_of
@@ -35,7 +35,7 @@ def _snapshot(curves: pd.DataFrame, config: str, tokens: int | None = None) -> p
     g = curves[curves["config"] == config]
     if g.empty:
         raise UserError(f"the decisions page needs the emergence curve {config!r}, which results/emergence/ lacks; "
-                        f"produce it with  python -m twotower_lib emergence {config}")
+                        f"produce it with  python -m studies.emergence {config}")
     have = np.sort(g["tokens"].unique())
     t = have[-1] if tokens is None else have[np.abs(have - tokens).argmin()]
     return g[g["tokens"] == t]

@@ -73,6 +73,19 @@ SAME_CONFIG_R = 0.94
 TABLES = {"table2": (TABLE2, PAPER_CASES), "table4": (TABLE4, TABLE4_CASES)}
 
 
+def correlation_verdict(ci: tuple[float, float], paper_r: float, control_max: float | None,
+                        tolerance: float = 0.1) -> str:
+    """The scorecard's rule for a correlation. The pattern counts only if the 95% CI of r lies above every control's value
+    (and above 0: the paper's correlations are positive); then "reproduced" if the CI reaches within
+    `tolerance` of the paper's r, else "partly". Without a control there is no verdict."""
+    lo, hi = ci
+    if control_max is None:
+        return "not attempted"
+    if lo <= max(control_max, 0.0):
+        return "not"
+    return "reproduced" if hi >= paper_r - tolerance else "partly"
+
+
 def paper_value(a: str, b: str, table: str = "table2") -> float | None:
     """The paper's value for our cases `a` and `b` in `table` ("table2" or "table4"), or None."""
     values, names = TABLES[table]
@@ -86,9 +99,7 @@ def compare(by_variant: Mapping[str, pd.DataFrame], table: str = "table2",
     """One row per pair: the paper's value, ours in every score variant (r, ci_low, ci_high with the
     variant's column as suffix, e.g. `r_score`), and, where `control` is given, the highest control
     the pair is held against (its own model's for a same-configuration pair, any model's otherwise)
-    and the scorecard's verdict on the first variant (`scorecard.correlation_verdict`)."""
-    from twotower_lib.book.scorecard import correlation_verdict
-
+    and the scorecard's verdict on the first variant (`correlation_verdict`)."""
     variants = list(by_variant)
     out = None
     for col in variants:

@@ -17,6 +17,7 @@ import pandas as pd
 
 from twotower_lib.artifacts import atomic_write_json, read_json
 from twotower_lib.book import paper_tables
+from twotower_lib.book.paper_tables import correlation_verdict  # noqa: F401 (the scorecard's rule, re-exported)
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import model_of
 
@@ -100,19 +101,6 @@ def record(ctx, item_id: str, ours: str, verdict: str, note: str = "", points: l
         entries = {}
     entries[item_id] = {"ours": ours, "verdict": verdict, "note": note, **({"points": points} if points else {})}
     return atomic_write_json(path, entries)
-
-
-def correlation_verdict(ci: tuple[float, float], paper_r: float, control_max: float | None,
-                        tolerance: float = 0.1) -> str:
-    """The scorecard's rule for a correlation. The pattern counts only if the 95% CI of r lies above every control's value
-    (and above 0: the paper's correlations are positive); then "reproduced" if the CI reaches within
-    `tolerance` of the paper's r, else "partly". Without a control there is no verdict."""
-    lo, hi = ci
-    if control_max is None:
-        return "not attempted"
-    if lo <= max(control_max, 0.0):
-        return "not"
-    return "reproduced" if hi >= paper_r - tolerance else "partly"
 
 
 def record_table1(ctx) -> None:
@@ -381,8 +369,31 @@ def build(root: Path, sections) -> dict[str, Any]:
             else:
                 row["note"] = f"section {section.name} ran but did not measure this item"
         rows.append(row)
+    rows = decide_over_seeds(rows, root.name)
     counts = {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
     return {"profile": root.name, "rows": rows, "counts": counts, "points": picture}
+
+
+def decide_over_seeds(rows: list[dict], profile: str, results: Path | None = None) -> list[dict]:
+    """Where the profile has a committed seed study (`book.seeds`), the correlation items' verdicts are
+    decided by the distribution over seed pairs (`analysis.seed_spread.RULE`); this run's own pair and
+    its note stay beside it as one point of that distribution."""
+    from twotower_lib.book import seeds
+
+    study = seeds.load(profile, *([results] if results else []))
+    if study is None:
+        return rows
+    entries = seeds.scorecard_entries(study)
+    out = []
+    for row in rows:
+        e = entries.get(row["id"])
+        if e is None:
+            out.append(row)
+            continue
+        ours = e["seeds"] + (f". This run: {row['ours']}" if row["ours"] else "")
+        out.append({**row, "ours": ours, "verdict": e["verdict"], "decided_by": "seeds",
+                    "note": f"verdict over seed pairs; {e['controls']}" + (f". This run: {row['note']}" if row.get("note") else "")})
+    return out
 
 
 def write(root: Path, sections) -> dict[str, Any]:

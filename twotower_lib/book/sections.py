@@ -54,7 +54,7 @@ SECTIONS: tuple[Section, ...] = (
             ("00_data", "01_training"), committed=("results/probe",)),
     Section("03_correlations", "Correlation of preference scores", "correlations",
             ("cases", "top_n", "bootstrap", "controls", "control_models"), ("00_data", "01_training", "02_probing"),
-            committed=("results/register", "results/bert-controls")),
+            committed=("results/register", "results/bert-controls", "results/seeds")),
     Section("04_pos", "Part-of-speech preference", "pos", ("cases", "top_n", "pos_docs", "pos_backend"),
             ("00_data", "02_probing")),
     Section("05_ica", "ICA word groups", "ica", ("cases", "ica_reference", "ica_tokens", "ica_dim", "ica_starts", "top_n"),

@@ -139,7 +139,7 @@ CPU_PRESETS: dict[str, dict[str, Any]] = {
     # The CPU stand-in for Bert-base next to `cpu` as Bert-large: half the layers and 3/4 of the
     # width, as Table 1's 12 x 384 against 24 x 512.
     "cpu-small": dict(n_layer=1, hidden=96, intermediate=384, n_head=4, seq_len=128, max_position=512, dropout=0.0),
-    # Width and depth variants of `cpu` for the emergence study (twotower_lib.emergence.study).
+    # Width and depth variants of `cpu` for the emergence study (studies/emergence).
     "cpu-wide": dict(n_layer=2, hidden=256, intermediate=1024, n_head=4, seq_len=128, max_position=512, dropout=0.0),
     "cpu-deep": dict(n_layer=4, hidden=128, intermediate=512, n_head=4, seq_len=128, max_position=512, dropout=0.0),
 }

@@ -16,7 +16,7 @@ validation loss (5.69) than four runs that ended at 1M (5.87-5.91). Only each cu
 the end of a run.
 
 A study is a list of named configurations (`STUDY`): a tower family, a size preset, a
-vocabulary size, a token budget and two or more seeds. `python -m twotower_lib emergence NAME ...` trains
+vocabulary size, a token budget and two or more seeds. `python -m studies.emergence NAME ...` trains
 what is missing (resuming), probes every snapshot (up-to-date probes are reused) and writes
 `results/emergence/<NAME>.parquet` with a provenance manifest beside it; the book's emergence
 section reads those files, so it shows hours of CPU time without recomputing them.
@@ -38,15 +38,7 @@ from twotower_lib.data.config import data_home
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import seed_pair_name
 
-RESULTS_DIR = Path(__file__).resolve().parents[2] / "results" / "emergence"
-
-
-DEFAULT_LR = 1e-3  # the peak of configs/deepspeed_cpu.json (the paper's), used where a configuration sets none
-
-
-CURVE_COLUMNS = ["config", "pair", "tokens", "r", "ci_low", "ci_high", "p_value", "r_partial_logfreq", "n_tokens",
-                 "val_loss_a", "val_loss_b", "head_loss_a", "head_loss_b", "margin_a", "margin_b",
-                 "primary_a", "primary_b", "r_physical", "ceiling", "r_mean_log"]
+from twotower_lib.book.emergence_curves import CURVE_COLUMNS, DEFAULT_LR, RESULTS_DIR  # the format the book reads
 
 
 @dataclass(frozen=True)
@@ -74,7 +66,7 @@ class StudyConfig:
         return list(itertools.combinations(self.seeds, 2))
 
 
-# The study run for the book (`python -m twotower_lib emergence --all`). Each configuration asks one
+# The study run for the book (`python -m studies.emergence --all`). Each configuration asks one
 # question (its comment); what it answered is on the decisions page (book/decisions.md, computed from
 # results/emergence/) and in section 07.
 STUDY: dict[str, StudyConfig] = {c.name: c for c in (
@@ -280,7 +272,7 @@ def run_study(cfg: StudyConfig, runs_dir: str | Path, results_dir: str | Path = 
         "runs": [portable_path(r, runs_dir, "") for r in runs.values()], "pairs": [seed_pair_name(a, b) for a, b in cfg.pairs()],
         "train_minutes": [round(read_json(r / "manifest.json")["wall_time_s"] / 60, 2) for r in runs.values()],
         "seconds_this_call": round(time.time() - t0, 1),
-        "command": f"python -m twotower_lib emergence {cfg.name} --top-n {top_n} --bootstrap {n_boot} --min-tokens "
+        "command": f"python -m studies.emergence {cfg.name} --top-n {top_n} --bootstrap {n_boot} --min-tokens "
                    f"{min_tokens}" + (f" --data {data_name}" if data_dir else ""),
         "provenance": provenance()})
     return path

@@ -1,7 +1,7 @@
 """The emergence study's committed curves, read and summarised for the book (section 07):
 the spread over seed pairs, each run's end, the first crossing of a threshold, the relation to
 the tower gap, the budget tables, and the paragraph that describes them. Nothing here trains or
-probes; `study` produced the curves."""
+probes; the study (`python -m studies.emergence`, in `studies/emergence/`) produced the curves."""
 
 from __future__ import annotations
 
@@ -11,13 +11,19 @@ import numpy as np
 import pandas as pd
 
 from twotower_lib.artifacts import read_json
-from twotower_lib.emergence.study import CURVE_COLUMNS, DEFAULT_LR, RESULTS_DIR
+from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.errors import UserError
 from twotower_lib.probe_config import probe_label
 from twotower_lib.run_names import seed_pair_name
 
 
-EARLIER_DIR = RESULTS_DIR / "earlier-probe"  # curves kept after being measured again, for the book to compare
+RESULTS_DIR = PROJECT_ROOT / "results" / "emergence"
+EARLIER_DIR = RESULTS_DIR / "earlier-probe"
+DEFAULT_LR = 1e-3  # the peak of configs/deepspeed_cpu.json (the paper's), used where a configuration sets none
+# The columns of a committed curve (one row per pair of seeds and snapshot), as the study writes them.
+CURVE_COLUMNS = ["config", "pair", "tokens", "r", "ci_low", "ci_high", "p_value", "r_partial_logfreq", "n_tokens",
+                 "val_loss_a", "val_loss_b", "head_loss_a", "head_loss_b", "margin_a", "margin_b",
+                 "primary_a", "primary_b", "r_physical", "ceiling", "r_mean_log"]  # curves kept after being measured again, for the book to compare
 
 
 def curve_probe(meta: dict) -> str:
@@ -51,7 +57,7 @@ def load_curves(results_dir: str | Path = RESULTS_DIR, names: list[str] | None =
                                    final_lr_fraction=meta["config"].get("final_lr_fraction", 0.0),
                                    probe=curve_probe(meta)))
     if not frames:
-        raise UserError(f"no emergence curves in {results_dir}; produce them with  python -m twotower_lib emergence --all")
+        raise UserError(f"no emergence curves in {results_dir}; produce them with  python -m studies.emergence --all")
     return pd.concat(frames, ignore_index=True)
 
 

@@ -1,0 +1,5 @@
+import sys
+
+from studies.seeds.runner import cli
+
+sys.exit(cli())

@@ -1,0 +1,154 @@
+"""The seed study's report: every pair of probed runs and every control pair as rows of one table.
+
+Writes `results/seeds/<profile>/`:
+
+- `runs.csv`: one row per probe (cases, untrained towers, independent pseudo-models): which tower
+  each order rule calls primary (Eq. 3's mean p, the authors' mean log p), the towers' relative
+  margin in mean p, and the Spearman correlation of the run's scores with frequency rank (Table 4's
+  last column);
+- `pairs.csv`: one row per pair: kind (`same`, `cross`, `untrained`, `independent`, `shuffled`),
+  the two families and runs, Pearson r of Eq. 4's score and of the mean of log p, Spearman's rho
+  (Table 4), r with both towers ordered by the other rule, and whether the sign of r depends on the
+  rule;
+- `study.json`: what ran (profile, seeds, probe configuration, data hash, code and package
+  versions, training and probing minutes, the command).
+
+The book reads these files (`twotower_lib.analysis.seed_spread` summarises them); nothing here is
+imported by the library.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from twotower_lib.analysis.correlation import correlate, scored_top_tokens
+from twotower_lib.artifacts import atomic_write_bytes, atomic_write_json, provenance, read_json
+from twotower_lib.preference import frequency_rank, load_artifact
+from twotower_lib.run_names import case_name
+
+RESULTS = Path(__file__).resolve().parents[2] / "results" / "seeds"
+SHUFFLE_SEED = 0
+
+
+def _probes(layout, seeds: int, families: tuple[str, ...]) -> dict[tuple[str, str, int], Path]:
+    """(kind, family, seed or pseudo-model index) -> probe directory, for every probe that exists."""
+    found = {}
+    for m in families:
+        for s in range(1, seeds + 1):
+            for kind in ("cases", "untrained"):
+                p = layout.probe_dir(kind, case_name(m, s))
+                if (p / "manifest.json").exists():
+                    found[(kind, m, s)] = p
+            p = layout.probe_dir("pairs", f"{m}-pair-{s}")
+            if (p / "manifest.json").exists():
+                found[("independent", m, s)] = p
+    return found
+
+
+def _rule_sign(manifest: dict) -> int:
+    """+1 when the mean-log-p rule names the same primary tower as Eq. 3's mean-p rule, else -1."""
+    o = manifest.get("ordering")
+    if o is None:  # a pairing of single-tower runs records its order in its own manifest
+        return 1
+    logp = o["mean_logp"]
+    return 1 if int(np.argmax(logp)) == o["primary_tower"] else -1
+
+
+def run_rows(arts: dict, counts: np.ndarray, top_n: int) -> pd.DataFrame:
+    rank = frequency_rank(counts)
+    rows = []
+    for (kind, model, seed), art in arts.items():
+        o = art.manifest.get("ordering", {})
+        mean_p = o.get("mean_p")
+        ids = scored_top_tokens({"x": art.table}, counts, top_n, "score")
+        rows.append({"kind": kind if kind != "cases" else "case", "family": model, "seed": seed,
+                     "run": art.path.name, "primary_eq3": o.get("primary_tower"),
+                     "rules_agree": _rule_sign(art.manifest) == 1,
+                     "margin": abs(mean_p[0] - mean_p[1]) / max(mean_p) if mean_p else np.nan,
+                     "rho_frequency_rank": correlate(art.table["score"].to_numpy()[ids], rank[ids], "spearman"),
+                     "val_loss_cooperative": art.manifest["val_loss"].get("cooperative", np.nan),
+                     "probe_minutes": round(art.manifest.get("seconds", {}).get("total", np.nan) / 60, 2)})
+    return pd.DataFrame(rows)
+
+
+def pair_row(kind: str, a: tuple, b: tuple, art_a, art_b, counts: np.ndarray, top_n: int,
+             shuffle: np.random.Generator | None = None) -> dict:
+    """One pair's statistics over the top-N tokens both runs scored."""
+    ids = scored_top_tokens({"a": art_a.table, "b": art_b.table}, counts, top_n, "score")
+    x = {c: art_a.table[c].to_numpy()[ids] for c in ("score", "score_logmean")}
+    y = {c: art_b.table[c].to_numpy()[ids] for c in ("score", "score_logmean")}
+    if shuffle is not None:  # token labels of b permuted: the same statistics with no shared division
+        perm = shuffle.permutation(len(ids))
+        y = {c: v[perm] for c, v in y.items()}
+    r = correlate(x["score"], y["score"])
+    flip = _rule_sign(art_a.manifest) * _rule_sign(art_b.manifest)
+    return {"kind": kind, "family_a": a[1], "family_b": b[1], "a": art_a.path.name, "b": art_b.path.name,
+            "seed_a": a[2], "seed_b": b[2], "n_tokens": len(ids), "r": r,
+            "r_logmean": correlate(x["score_logmean"], y["score_logmean"]),
+            "rho": correlate(x["score"], y["score"], "spearman"),
+            "r_other_rule": r * flip, "sign_depends_on_rule": flip == -1}
+
+
+def pair_rows(arts: dict, counts: np.ndarray, top_n: int) -> pd.DataFrame:
+    rng = np.random.default_rng(SHUFFLE_SEED)
+    rows = []
+    cases = sorted(k for k in arts if k[0] == "cases")
+    for a, b in itertools.combinations(cases, 2):
+        kind = "same" if a[1] == b[1] else "cross"
+        rows.append(pair_row(kind, a, b, arts[a], arts[b], counts, top_n))
+        if kind == "same":
+            rows.append(pair_row("shuffled", a, b, arts[a], arts[b], counts, top_n, shuffle=rng))
+    for kind in ("untrained", "independent"):
+        keys = sorted(k for k in arts if k[0] == kind)
+        for a, b in itertools.combinations(keys, 2):
+            if a[1] == b[1]:
+                rows.append(pair_row(kind, a, b, arts[a], arts[b], counts, top_n))
+    return pd.DataFrame(rows)
+
+
+def _train_minutes(layout, families, seeds) -> dict[str, float]:
+    out = {}
+    for m in families:
+        for s in range(1, 2 * seeds + 1):
+            for towers in (2, 1):
+                run = layout.run_dir(m, s, towers)
+                if (run / "manifest.json").exists():
+                    out[run.name] = round(read_json(run / "manifest.json")["wall_time_s"] / 60, 2)
+    return out
+
+
+def write_report(layout, seeds: int, families: tuple[str, ...], controls: tuple[str, ...], out: Path,
+                 study_seconds: float, command: str) -> Path:
+    """Write runs.csv, pairs.csv and study.json from every finished probe; return `out`."""
+    from dataclasses import asdict
+
+    from twotower_lib.data import load_prepared
+
+    data = load_prepared(layout.data)
+    arts = {k: load_artifact(p) for k, p in _probes(layout, seeds, families).items()}
+    if not arts:
+        raise SystemExit(f"error: no finished probe of the seed study under {layout.study}; run it first")
+    top_n = layout.profile.top_n
+    runs, pairs = run_rows(arts, data.counts, top_n), pair_rows(arts, data.counts, top_n)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(out / "runs.csv", runs.to_csv(index=False, float_format="%.6g").encode())
+    atomic_write_bytes(out / "pairs.csv", pairs.to_csv(index=False, float_format="%.6g").encode())
+    previous = read_json(out / "study.json") if (out / "study.json").exists() else {}
+    probe_cfg = layout.profile.probe_config(replicate=False)
+    threads = sorted({a.manifest.get("provenance", {}).get("torch_threads") for a in arts.values()} - {None})
+    atomic_write_json(out / "study.json", {
+        "profile": layout.profile.name, "seeds": seeds, "families": list(families), "controls": list(controls),
+        "top_n": top_n, "probe_config": asdict(probe_cfg), "probe_threads": threads,
+        "data_hash": data.data_hash,
+        "train_settings": {m: {"preset": layout.profile.models[m].preset, "tokens": layout.profile.tokens_for(m)}
+                           for m in families},
+        "train_minutes": _train_minutes(layout, families, seeds),
+        "probe_minutes": {f"{k[0]}/{a.path.name}": round(a.manifest.get("seconds", {}).get("total", 0) / 60, 2)
+                          for k, a in arts.items()},
+        "wall_minutes_calls": previous.get("wall_minutes_calls", []) + [round(study_seconds / 60, 1)],
+        "command": command, "provenance": provenance()})
+    return out

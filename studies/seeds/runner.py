@@ -1,0 +1,179 @@
+"""Train and probe the seed study, resumably, then write its report.
+
+`python -m studies.seeds` trains four seeds (`--seeds`) of every tower family of a profile at that
+profile's sizes, budgets and data, probes them with the profile's probe, and measures the controls
+with as many pairs as each family has:
+
+- *untrained*: every seed's towers at 0 tokens (the run's first snapshot), probed the same way;
+- *independent*: single-tower runs paired as if they were two towers (`probe.pair_runs`), two
+  single-tower seeds a pseudo-model, so 2 x seeds single-tower runs give as many pairs as the cases;
+- *shuffled*: one pair's token labels permuted (computed in the report, no training).
+
+Work goes in order of what it tells: the cases family by family, then the untrained controls, then
+the independent runs, so an interrupted study leaves whole families behind it. Runs and probes that
+are finished are kept (an interrupted command resumes). Runs the profile's own pipeline trains
+(its cases, e.g. gpt:1 and gpt:2 of `cpu`, and its independent-control runs) are trained into the
+pipeline's `training/` folder with the same configuration, so the two share them bit for bit.
+
+Everything lands under `runs/<profile>/seeds/`; the report writes `results/seeds/<profile>/`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from twotower_lib.artifacts import read_json
+from twotower_lib.book.profiles import Profile, get_profile, profile_dir
+from twotower_lib.errors import UserError
+from twotower_lib.run_names import case_name, control_name
+
+FAMILIES = ("gpt", "bert-large", "bert-base", "elmo")  # the order the work goes in
+CONTROL_KINDS = ("untrained", "independent", "shuffled")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a profile's seed study keeps its runs and probes."""
+
+    profile: Profile
+    root: Path                                   # runs/<profile>/
+
+    @property
+    def study(self) -> Path:
+        return self.root / "seeds"
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data" / "prepared"  # the pipeline's 00_data output: one prepared corpus for both
+
+    def run_dir(self, model: str, seed: int, towers: int = 2) -> Path:
+        """A two-tower case or a single-tower control run: in the pipeline's training folder when the
+        profile's pipeline trains it too, else in the study's own."""
+        name = case_name(model, seed) if towers == 2 else control_name(model, seed)
+        shared = (model, seed) in (self.profile.case_list() if towers == 2 else self.profile.independent_runs())
+        return (self.root / "training" if shared else self.study / "training") / name
+
+    def probe_dir(self, kind: str, name: str) -> Path:
+        """kind: "cases", "untrained", "independent" (single-tower probes) or "pairs" (their pairings)."""
+        return self.study / "probing" / kind / name
+
+
+def probe_job(run_dir: str, cfg, data_dir: str, out: str, snapshot: int | None = None) -> str:
+    """One probe, from paths only (a module-level function: `workers.run_jobs` runs it in a worker)."""
+    from twotower_lib.probe import probe_run
+
+    return str(probe_run(run_dir, cfg, snapshot=snapshot, data_dir=data_dir, out=out, show=False))
+
+
+def _finished(run: Path, steps: int) -> bool:
+    return (run / "manifest.json").exists() and read_json(run / "manifest.json")["steps"] >= steps
+
+
+def _probed(out: Path) -> bool:
+    return (out / "manifest.json").exists()
+
+
+def train_runs(layout: Layout, runs: list[tuple[str, int, int]], threads: int) -> None:
+    """Train (or resume) every (model, seed, towers) not yet finished, side by side."""
+    from twotower_lib.train import train_job
+    from twotower_lib.workers import run_jobs
+
+    jobs = []
+    for model, seed, towers in runs:
+        tcfg = layout.profile.train_config(model, seed, layout.data, towers=towers)
+        out = layout.run_dir(model, seed, towers)
+        if not _finished(out, tcfg.max_steps):
+            jobs.append({"tcfg": tcfg, "data_path": str(layout.data), "out": str(out)})
+    run_jobs(train_job, jobs, threads, "seed study: training", label=lambda j: Path(j["out"]).name)
+
+
+def probe_runs(layout: Layout, probes: list[dict], threads: int) -> None:
+    """Probe every job of `probes` (run_dir, out, snapshot) whose artifact is missing or out of date
+    (`probe_run` itself keeps an up-to-date one)."""
+    from twotower_lib.workers import run_jobs
+
+    cfg = layout.profile.probe_config(replicate=False)
+    jobs = [{"run_dir": p["run_dir"], "cfg": cfg, "data_dir": str(layout.data), "out": p["out"],
+             "snapshot": p.get("snapshot")} for p in probes if not _probed(Path(p["out"]))]
+    run_jobs(probe_job, jobs, threads, "seed study: probing", label=lambda j: Path(j["out"]).name)
+
+
+def run_study(profile: Profile, seeds: int, families: tuple[str, ...], controls: tuple[str, ...],
+              threads: int, root: Path | None = None) -> Layout:
+    """Prepare the data, then each family's cases, then the controls; every step resumes."""
+    from twotower_lib.data.prepare import prepare_data
+    from twotower_lib.probe import pair_runs
+
+    layout = Layout(profile, root or profile_dir(profile.name))
+    prepare_data(profile.data_config(), out=layout.data)
+    seed_list = range(1, seeds + 1)
+    for model in families:
+        t0 = time.time()
+        train_runs(layout, [(model, s, 2) for s in seed_list], threads)
+        probe_runs(layout, [{"run_dir": str(layout.run_dir(model, s)), "out": str(layout.probe_dir("cases", case_name(model, s)))}
+                            for s in seed_list], threads)
+        print(f"seed study: {model} cases done ({(time.time() - t0) / 60:.1f} min this call)", flush=True)
+    if "untrained" in controls:
+        probe_runs(layout, [{"run_dir": str(layout.run_dir(m, s)), "snapshot": 0,
+                             "out": str(layout.probe_dir("untrained", case_name(m, s)))}
+                            for m in families for s in seed_list], threads)
+    if "independent" in controls:
+        singles = [(m, s, 1) for m in families for s in range(1, 2 * seeds + 1)]
+        train_runs(layout, singles, threads)
+        probe_runs(layout, [{"run_dir": str(layout.run_dir(m, s, 1)), "out": str(layout.probe_dir("independent", control_name(m, s)))}
+                            for m, s, _ in singles], threads)
+        for m in families:
+            for i in range(1, seeds + 1):
+                a, b = (layout.probe_dir("independent", control_name(m, s)) for s in (2 * i - 1, 2 * i))
+                out = layout.probe_dir("pairs", f"{m}-pair-{i}")
+                if not _probed(out):
+                    pair_runs(a, b, out, show=False)
+    return layout
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", default="cpu", help="the profile whose sizes, budgets, data and probe the study uses")
+    p.add_argument("--seeds", type=int, default=4, help="seeds per family (pairs: seeds x (seeds - 1) / 2)")
+    p.add_argument("--families", default=",".join(FAMILIES), help="tower families, in the order they are run")
+    p.add_argument("--controls", default=",".join(CONTROL_KINDS),
+                   help=f"controls measured beside the cases: any of {', '.join(CONTROL_KINDS)}")
+    p.add_argument("--threads-per-run", type=int, default=1,
+                   help="CPU threads per training run or probe, as many side by side as the cores allow")
+    p.add_argument("--report-only", action="store_true", help="write the report from what is finished; train nothing")
+    p.add_argument("--results", default=None, help="the study's results folder (default results/seeds); the report "
+                                                  "goes into its <profile>/ subfolder")
+
+
+def cli(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m studies.seeds", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        profile = get_profile(args.profile)
+        families = tuple(f.strip() for f in args.families.split(",") if f.strip())
+        unknown = [f for f in families if f not in profile.models]
+        if unknown or not families:
+            raise UserError(f"--families {args.families!r}: profile {profile.name!r} defines {sorted(profile.models)}")
+        controls = tuple(c.strip() for c in args.controls.split(",") if c.strip())
+        if set(controls) - set(CONTROL_KINDS):
+            raise UserError(f"--controls {args.controls!r}: choose among {', '.join(CONTROL_KINDS)}")
+        if args.seeds < 2:
+            raise UserError(f"--seeds {args.seeds}: a distribution over pairs needs at least 2 seeds (4 give 6 pairs)")
+        t0 = time.time()
+        layout = Layout(profile, profile_dir(profile.name))
+        if not args.report_only:
+            run_study(profile, args.seeds, families, controls, args.threads_per_run)
+        from studies.seeds.report import RESULTS, write_report  # read when the work is done
+
+        out = (Path(args.results) if args.results else RESULTS) / profile.name
+        write_report(layout, args.seeds, families, controls, out, study_seconds=time.time() - t0,
+                     command="python -m studies.seeds " + " ".join(argv if argv is not None else sys.argv[1:]))
+        print(f"seed study report -> {out}")
+        return 0
+    except UserError as e:
+        print(f"error: {e}")
+        return 1

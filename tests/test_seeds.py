@@ -1,0 +1,131 @@
+"""Distributions over seed pairs: the summary, the verdict rule, the sign flips, the scorecard and the
+front page that read them, and the seed study's runner at the tiny profile."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from twotower_lib.analysis import seed_spread
+from twotower_lib.book import front, seeds
+from twotower_lib.book.scorecard import decide_over_seeds
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_summarize_gives_the_median_and_the_central_range():
+    s = seed_spread.summarize([0.1, 0.2, 0.3, 0.4, 0.5, np.nan])
+    assert s["n"] == 5 and s["median"] == pytest.approx(0.3)
+    assert s["low"] == pytest.approx(0.14) and s["high"] == pytest.approx(0.46)  # 10th and 90th percentile
+    assert seed_spread.summarize([])["n"] == 0
+
+
+@pytest.mark.parametrize("ours, controls, paper, expected", [
+    ([0.8, 0.9, 0.99, 0.85], [0.0, 0.1, -0.1], 0.94, "reproduced"),     # above the null, the paper inside our range
+    ([0.3, 0.4, 0.35, 0.45], [0.0, 0.1, -0.1], 0.94, "partly"),         # above the null, the paper outside
+    ([-0.4, 0.4, -0.3, 0.3], [0.0, 0.1, -0.1], 0.94, "not"),            # the median is not above the null's high end
+    ([0.3, 0.4, 0.35, 0.45], [0.3, 0.5, 0.6], 0.94, "not"),             # a null as strong as the pairs
+    ([0.5, 0.6], [0.0, 0.1], (0.55, 0.58), "reproduced"),              # a range of cells overlapping ours
+    ([0.9], [0.0], 0.94, "not attempted"),                              # one pair is no distribution
+    ([0.9, 0.8], [], 0.94, "not attempted"),                            # no null
+])
+def test_the_verdict_rule(ours, controls, paper, expected):
+    assert seed_spread.verdict(ours, controls, paper) == expected
+
+
+def _study() -> seeds.SeedStudy:
+    """Four GPT seeds, one of them (s4) with its towers' roles mirrored; s3's order rules disagree."""
+    runs = pd.DataFrame({"kind": "case", "family": "gpt", "seed": [1, 2, 3, 4],
+                         "run": [f"gpt-s{i}" for i in range(1, 5)], "primary_eq3": [1, 1, 1, 0],
+                         "rules_agree": [True, True, False, True], "margin": [0.05, 0.04, 0.001, 0.06]})
+    rows, null = [], iter([-0.05, 0.05, -0.02, 0.02, 0.01, -0.01])
+    for a in range(1, 5):
+        for b in range(a + 1, 5):
+            r = 0.5 * (-1 if 4 in (a, b) else 1)
+            rows.append({"kind": "same", "family_a": "gpt", "family_b": "gpt", "a": f"gpt-s{a}", "b": f"gpt-s{b}",
+                         "r": r, "r_logmean": r, "rho": r, "sign_depends_on_rule": 3 in (a, b)})
+            rows.append({"kind": "shuffled", "family_a": "gpt", "family_b": "gpt", "a": f"gpt-s{a}", "b": f"gpt-s{b}",
+                         "r": next(null), "r_logmean": 0.0, "rho": 0.0, "sign_depends_on_rule": False})
+    return seeds.SeedStudy(pd.DataFrame(rows), runs, {"seeds": 4, "families": ["gpt"]})
+
+
+def test_sign_flips_say_whether_a_near_tie_or_a_mirrored_division():
+    s = _study()
+    flips = seed_spread.sign_flips(s.pairs[s.pairs["kind"] == "same"], s.runs)
+    assert set(zip(flips["a"], flips["b"])) == {("gpt-s1", "gpt-s4"), ("gpt-s2", "gpt-s4"), ("gpt-s3", "gpt-s4")}
+    reading = dict(zip(zip(flips["a"], flips["b"]), flips["reading"]))
+    assert reading[("gpt-s3", "gpt-s4")] == "near tie" and reading[("gpt-s1", "gpt-s4")] == "mirrored"
+
+
+def test_family_summary_counts_pairs_controls_and_rule_dependence():
+    s = _study()
+    t = seed_spread.family_summary(s.pairs, s.runs).iloc[0]
+    assert t["pairs"] == 6 and t["control pairs"] == 6
+    assert t["median r"] == pytest.approx(0.0) and t["median |r|"] == pytest.approx(0.5)
+    assert t["sign depends on rule"] == pytest.approx(0.5)
+
+
+def _write(study: seeds.SeedStudy, root: Path, profile: str) -> Path:
+    d = root / profile
+    d.mkdir(parents=True)
+    study.pairs.to_csv(d / "pairs.csv", index=False)
+    study.runs.to_csv(d / "runs.csv", index=False)
+    (d / "study.json").write_text('{"seeds": 4, "families": ["gpt"]}')
+    return root
+
+
+def test_the_scorecard_decides_correlations_over_seeds_and_keeps_the_run_as_a_point(tmp_path):
+    results = _write(_study(), tmp_path, "p")
+    rows = [{"id": "same-config.other", "item": "x", "paper": "y", "section": "03_correlations",
+             "ours": "gpt-s1 vs gpt-s2: r = 0.50", "verdict": "partly", "note": "controls: ..."},
+            {"id": "fig5", "item": "x", "paper": "y", "section": "05_ica", "ours": "80%", "verdict": "reproduced", "note": ""}]
+    out = decide_over_seeds(rows, "p", results)
+    assert out[0]["verdict"] == "not"  # median 0.0 over six pairs is not above the shuffled pairs' high end
+    assert "median +0.00" not in out[0]["ours"] and "median 0.00" in out[0]["ours"] and "This run: gpt-s1 vs gpt-s2" in out[0]["ours"]
+    assert out[1] == rows[1]
+    assert decide_over_seeds(rows, "no-such-profile", results) == rows
+
+
+def test_claim_rows_recompute_from_the_table_by_the_rule(tmp_path):
+    s = _study()
+    t = seeds.claim_rows(s)
+    row = t[t["claim"].str.startswith("GPT")].iloc[0]
+    same = s.pairs[s.pairs["kind"] == "same"]["r"]
+    ctrl = s.pairs[s.pairs["kind"] == "shuffled"]["r"]
+    assert row["median"] == pytest.approx(np.median(same)) and row["pairs"] == 6
+    assert row["verdict"] == seed_spread.verdict(same, ctrl, 0.94)
+
+
+def test_the_readme_table_is_up_to_date_with_the_committed_results():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert front.readme_block("cpu") in text, ("README.md's verdict table is out of date with results/profiles/cpu.json "
+                                               "or results/seeds/cpu/: run  python -m twotower_lib publish --readme")
+
+
+def test_a_book_page_with_an_unknown_placeholder_fails_the_build():
+    from twotower_lib.book.build import fill_placeholders
+    from twotower_lib.errors import UserError
+
+    with pytest.raises(UserError, match="NO_SUCH"):
+        fill_placeholders("<!-- NO_SUCH: replaced by nothing -->", {"profile": "tiny", "rows": [], "counts": {}, "points": []})
+
+
+@pytest.mark.slow
+def test_the_seed_study_runs_resumes_and_reports_at_the_tiny_profile(tmp_path):
+    env = {**__import__("os").environ, "TWOTOWER_RUNS": str(tmp_path / "runs"), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "studies.seeds", "--profile", "tiny", "--seeds", "2", "--families", "gpt",
+           "--controls", "shuffled,untrained", "--results", str(tmp_path / "out")]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    pairs = pd.read_csv(tmp_path / "out" / "tiny" / "pairs.csv")
+    assert sorted(pairs["kind"]) == ["same", "shuffled", "untrained"]
+    again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)  # resumes: nothing retrained
+    assert again.returncode == 0 and "training" not in again.stderr
+    assert pd.read_csv(tmp_path / "out" / "tiny" / "pairs.csv").equals(pairs)
+    bad = subprocess.run(cmd[:3] + ["--profile", "tiny", "--families", "nope"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert bad.returncode == 1 and "nope" in bad.stdout

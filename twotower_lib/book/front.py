@@ -1,0 +1,200 @@
+"""The answer first: the verdict table and the lead figure of the front page and the README.
+
+Both are built from a scorecard (`scorecard.build`, or a published profile's in `results/profiles/`)
+and, where the profile has one, its seed study (`book.seeds`); nothing in them is typed by hand.
+`readme_block` is what `python -m twotower_lib publish --readme` writes into README.md between its
+markers, and a test fails when the README is out of date with the committed results.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from twotower_lib.artifacts import read_json
+from twotower_lib.book import seeds
+from twotower_lib.book.sections import PROJECT_ROOT
+from twotower_lib.book.scorecard import POINT_LABELS, decide_over_seeds
+from twotower_lib.run_names import model_of
+
+# Short names of the scorecard items for the front table (the scorecard page has the long ones).
+SHORT = {"table1": "Table 1: model sizes", "table2.same-config": "Table 2: two seeds of Bert-large agree",
+         "same-config.other": "Two seeds of GPT, ELMo, Bert-base agree (not in the paper)",
+         "table2.base-large": "Table 2: Bert-base vs Bert-large", "table2.cross-type": "Table 2: Bert-large vs ELMo, GPT",
+         "table2.elmo-gpt": "Table 2: ELMo vs GPT", "table2.bert-base-others": "Table 2: Bert-base vs ELMo, GPT",
+         "controls": "Pairs above their controls (not in the paper)", "register": "Same pairs on one corpus source (not in the paper)",
+         "fig3": "Fig. 3: score curves", "fig4": "Fig. 4: POS preference", "fig5": "Fig. 5: sparse ICA vectors",
+         "fig6": "Fig. 6: word groups per word", "fig7": "Fig. 7: example groups", "table3": "Table 3: ICA groups' scores",
+         "fig8": "Fig. 8: no trend with frequency", "table4": "Table 4: Spearman between types"}
+MARK = {"reproduced": "✅ reproduced", "partly": "◐ partly", "not": "✗ not", "not attempted": "— not attempted"}
+PUBLISHED = PROJECT_ROOT / "results" / "profiles"
+README_START, README_END = "<!-- VERDICTS:start -->", "<!-- VERDICTS:end -->"
+
+
+def _brief(text: str, limit: int = 90) -> str:
+    """As many of `text`'s "; "-separated clauses as fit in `limit` characters (at least the first, cut)."""
+    out = ""
+    for clause in str(text).split(";"):
+        clause = clause.strip()
+        longer = f"{out}; {clause}" if out else clause
+        if len(longer) > limit:
+            return (out + "; …") if out else clause[: limit - 1].rstrip() + "…"
+        out = longer
+    return out
+
+
+def verdict_rows(card: dict) -> pd.DataFrame:
+    """One row per paper item: what the paper says, ours in brief (the spread over seeds where the seed
+    study decided it), the verdict, and whether it rests on one pair only."""
+    study = seeds.load(card["profile"])
+    claims = seeds.claim_rows(study) if study is not None else pd.DataFrame(columns=["item"])
+    rows = []
+    for r in card["rows"]:
+        mine = claims[claims["item"] == r["id"]]
+        if len(mine):
+            ours = "; ".join(f"{c['median']:+.2f} ({c['low']:+.2f} to {c['high']:+.2f}, {c['pairs']} pairs)"
+                             for _, c in mine.iterrows())
+            basis = f"{int(mine['pairs'].min())}+ seed pairs"
+        else:
+            ours = _brief(r["ours"])
+            basis = "one run" if r["id"].startswith(("table2", "same-config", "table4", "fig3", "controls")) else "this run"
+        rows.append({"paper item": SHORT.get(r["id"], r["item"]), "paper": _brief(r["paper"], 60), "ours": ours,
+                     "rests on": basis, "verdict": MARK[r["verdict"]]})
+    return pd.DataFrame(rows)
+
+
+def verdict_markdown(card: dict) -> str:
+    """The front page's table, with the counts of each verdict above it."""
+    t = verdict_rows(card)
+    counts = ", ".join(f"{n} {v}" for v, n in card["counts"].items() if n)
+    lines = [f"Profile **{card['profile']}**: {counts}.", "",
+             "| paper item | the paper | ours | rests on | verdict |", "|---|---|---|---|---|"]
+    for _, r in t.iterrows():
+        lines.append("| " + " | ".join(str(v).replace("|", "\\|") for v in r) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def lead_points(card: dict) -> pd.DataFrame:
+    """The lead figure's rows: one per correlation claim the paper reports, with the paper's value,
+    this run's pair(s) (their median, where a claim pools several), the seed pairs' central range and
+    median, and the controls' high end."""
+    study = seeds.load(card["profile"])
+    claims = seeds.claim_rows(study) if study is not None else pd.DataFrame(columns=["claim"])
+    rows = []
+    for c in seeds.CLAIMS:
+        row = {"claim": c.label, "paper": c.paper[0], "this run": this_run(card, c)}
+        got = claims[claims["claim"] == c.label]
+        if len(got):
+            g = got.iloc[0]
+            row.update(median=g["median"], low=g["low"], high=g["high"], controls_high=g[seeds.HIGH], pairs=g["pairs"])
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    return out.dropna(subset=[c for c in ("median", "this run") if c in out], how="all").reset_index(drop=True)
+
+
+def this_run(card: dict, claim: seeds.Claim) -> float | None:
+    """The median of the profile run's own pairs of `claim`'s families (the scorecard's points)."""
+    label = POINT_LABELS.get(claim.item)
+    wanted = {frozenset(f) for f in claim.families}
+    values = [p["ours"] for p in card.get("points", []) if p["item"] == label
+              and frozenset(model_of(x.strip()) for x in p["pair"].split(" vs ")) in wanted]
+    return float(pd.Series(values).median()) if values else None
+
+
+def lead_chart(card: dict):
+    """The lead figure: per claim, the paper's value (red diamond), the spread over seed pairs (bar:
+    central range; dot: median), this run's pair (open circle) and the controls' band (grey, up to
+    their 90th percentile)."""
+    import altair as alt
+
+    df = lead_points(card)
+    y = alt.Y("claim:N", sort=None, title=None, axis=alt.Axis(labelLimit=260))
+    x = alt.Scale(domain=[-1, 1])
+    base = alt.Chart(df, width=420, height=alt.Step(26),
+                     title="Each correlation the paper reports: the paper's value against ours")
+    layers = [alt.Chart(pd.DataFrame({"v": [0.0]})).mark_rule(color="#bbb").encode(
+        x=alt.X("v:Q", scale=x, title="r (Table 2) or rho (Table 4)"))]
+    if "controls_high" in df:
+        layers.append(base.mark_bar(color="#ddd", height=16).encode(
+            x=alt.X("zero:Q", scale=x), x2="controls_high:Q", y=y).transform_calculate(zero="0"))
+    if "low" in df:
+        layers += [base.mark_rule(strokeWidth=3, color="#4c78a8").encode(x=alt.X("low:Q", scale=x), x2="high:Q", y=y),
+                   base.mark_point(filled=True, size=60, color="#4c78a8").encode(
+                       x=alt.X("median:Q", scale=x), y=y,
+                       tooltip=["claim", alt.Tooltip("median:Q", format=".2f"), alt.Tooltip("low:Q", format=".2f"),
+                                alt.Tooltip("high:Q", format=".2f"), "pairs:Q"])]
+    if "this run" in df:
+        layers.append(base.mark_point(size=60, color="#333").encode(x=alt.X("this run:Q", scale=x), y=y))
+    layers.append(base.mark_point(shape="diamond", filled=True, size=90, color="#e45756").encode(
+        x=alt.X("paper:Q", scale=x), y=y, tooltip=["claim", alt.Tooltip("paper:Q", format=".2f")]))
+    return alt.layer(*layers)
+
+
+LEAD_KEY = ("Red diamond: the paper's value. Open circle: this build's own pair (the median of its pairs where a "
+            "claim covers several). Blue: the median over seed pairs, with their central range (10th to 90th "
+            "percentile). Grey: the control pairs, from 0 to their 90th percentile.")
+
+
+def published_card(profile: str = "cpu", results: Path = PUBLISHED) -> dict:
+    """A published profile's scorecard (`results/profiles/<profile>.json`, written by `publish`) with the
+    seed study's verdicts applied (`scorecard.decide_over_seeds`)."""
+    card = dict(read_json(Path(results) / f"{profile}.json")["scorecard"])
+    card["rows"] = decide_over_seeds(card["rows"], profile)
+    card["counts"] = {v: sum(r["verdict"] == v for r in card["rows"]) for v in MARK}
+    return card
+
+
+def readme_block(profile: str = "cpu") -> str:
+    """What README.md holds between its markers: the published default profile's verdict table."""
+    return f"{README_START}\n{verdict_markdown(published_card(profile))}{README_END}"
+
+
+def update_readme(path: Path, profile: str = "cpu") -> bool:
+    """Rewrite README.md's block between the markers; True if it changed."""
+    text = path.read_text(encoding="utf-8")
+    pattern = re.compile(re.escape(README_START) + ".*?" + re.escape(README_END), re.S)
+    if not pattern.search(text):
+        raise ValueError(f"{path} has no {README_START} ... {README_END} block")
+    new = pattern.sub(lambda _: readme_block(profile), text)
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+    return new != text
+
+
+def scale_sentence(profile_name: str) -> str:
+    """What a profile trains, against Table 1: each family's layers x width and its training tokens."""
+    from twotower_lib.book.paper_tables import MODEL_NAMES, TABLE1
+    from twotower_lib.book.profiles import get_profile
+
+    p = get_profile(profile_name)
+    parts = []
+    for model in dict.fromkeys(m for m, _ in p.case_list()):
+        c, (layers, hidden, _, _) = p.model_config(model), TABLE1[MODEL_NAMES[model]]
+        parts.append(f"{MODEL_NAMES[model]} {c.n_layer} x {c.hidden} (paper {layers} x {hidden}), "
+                     f"{p.tokens_for(model) / 1e6:g}M tokens")
+    return (f"Profile `{p.name}` trains {'; '.join(parts)}, with a vocabulary of {p.vocab_size:,} word pieces "
+            f"and blocks of {p.seq_len} tokens; the paper trained each case for about a day on six GPUs.")
+
+
+def spread_sentence(profile_name: str) -> str:
+    """The spread over seeds in one sentence: the profile's seed study where it has one, else the one
+    committed configuration with four seeds (the emergence study's GPT at 2M tokens)."""
+    import numpy as np
+
+    study = seeds.load(profile_name)
+    if study is not None:
+        t = seeds.family_table(study)
+        fams = "; ".join(f"{f} median {r['median r']:+.2f} ({r['r low']:+.2f} to {r['r high']:+.2f}, {int(r['pairs'])} pairs)"
+                         for f, r in t.iterrows())
+        ctrl = study.pairs[study.pairs["kind"].isin(seeds.CONTROL_KINDS)]["r"].abs()
+        return (f"Over {study.study['seeds']} seeds per family, the same-configuration pairs' r reads: {fams}. "
+                f"The controls' pairs reach |r| up to {ctrl.max():.2f}.")
+    from twotower_lib.book.emergence_curves import load_curves
+
+    name = "gpt-cpu-v8192-2M-4seeds"
+    ends = load_curves(names=[name]).groupby("pair").tail(1)["r"]
+    return (f"No seed study is committed for profile `{profile_name}` yet. The one configuration trained with "
+            f"four seeds ({name}, emergence study): {len(ends)} pairs from {ends.min():+.2f} to {ends.max():+.2f}, "
+            f"mean {ends.mean():+.2f}, SD {np.std(ends, ddof=1):.2f}.")
