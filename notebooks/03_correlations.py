@@ -14,6 +14,10 @@
 # %% [markdown]
 # # Correlation of preference scores
 #
+# > "[W]e conclude the pair-wise correlation among the five cases we've experimented with in Table 2.
+# > In light of the stable positive correlation, it can be concluded that there exists a stable
+# > pattern of preference scores among two-tower language models." — Section 5.1
+#
 # If the preference of a token for one tower were an accident of initialisation, the score
 # vectors $s$ of two independently trained models would be unrelated. The paper's central
 # evidence (Section 5.1, Table 2, Fig. 3) is that they are not: over the 5000 most frequent
@@ -54,9 +58,6 @@ ctx.parameter_table()
 
 # %% [markdown]
 # ## Over seeds: the distribution that decides
-#
-# > "Pair-wise correlation ... In light of the stable positive correlation, it can be concluded that
-# > there exists a stable pattern of preference scores among two-tower language models." — Section 5.1
 #
 # One pair of seeds is one draw. The seed study trains several seeds of every family at this
 # profile's sizes and budgets and probes them with the same probe; every same-configuration and
@@ -107,6 +108,9 @@ control = control_by["score"]
 table2 = paper_tables.compare(pairs_by, "table2", probing.same_config_pairs(ctx), control)
 HTML(paper_tables.matrix_html(
     table2, list(scores), caption=f"Table 2, ours (Eq. 4) [95% CI] and the paper's, top {ctx.profile.top_n} tokens"))
+
+# %%
+Markdown(analyses.result_box(ctx, pairs, probing.same_config_pairs(ctx)))
 
 # %% [markdown]
 # The same pairs one per row, in both score variants, with the highest control each pair is held
@@ -216,14 +220,11 @@ bert_controls["quality"].round(3) if isinstance(bert_controls, dict) else None
 # - **Probe ceiling.** Each case was also probed with heads that differ only in their seed
 #   (section 02); the correlation of the two score vectors is that run's probe-seed reliability,
 #   and √(rel_a · rel_b) of the two runs is the ceiling the heads' seed puts on r. It does not see
-#   the error of the heads' finite training data: on the default profile's GPT runs, scores from the
-#   default's 198k training positions agree with those of a probe that saw sixteen times as many at
-#   only 0.80–0.84, at a probe-seed reliability of 0.995, and the pair's r moves from 0.35 to 0.41
-#   (section 02, "Where r stops moving with the probe's training data").
+#   the error of the heads' finite training data, which the appendix "How the probe was validated"
+#   measures with the other sources of error in one budget.
 #
 # Where r lies far below both ceilings, what separates the two runs is their training, not the
-# text or the heads' seed they were measured with; the heads' training data can still move r by
-# about ±0.1 at the CPU profiles' 198k positions.
+# text or the heads' seed they were measured with.
 
 # %%
 ceiling = pd.concat([analyses.ceilings(ctx, scores, col) for col in probing.VARIANTS], ignore_index=True)
@@ -295,3 +296,12 @@ ctx.finish(pairs=len(pairs), top_n=ctx.profile.top_n,
            quality=quality_by["score"][["quality of", "a", "r", "ci_low", "ci_high"]].to_dict("records")
            if len(quality_by["score"]) else [],
            register_fit=register["fit"].to_dict("records"), register_pairs=register["pairs"].to_dict("records"));
+
+# %% [markdown]
+# ## Summary
+#
+# The paper's evidence for a stable preference is that independently trained models' scores
+# correlate. What this chapter measured, generated from the runs above:
+
+# %%
+Markdown(analyses.result_box(ctx, pairs, probing.same_config_pairs(ctx)) + "\n\n" + seeds.section_markdown(seed_study, ctx.profile.name))

@@ -70,16 +70,15 @@ Markdown("Measured with " + em.probes_used(curves) + ".")
 # %% [markdown]
 # ## Cross-seed r against tokens seen
 #
-# One line per configuration and pair of seeds (log scale; the untrained point at 0 tokens is in
-# the table below). Hover for r and its interval.
+# One line per configuration (the mean r over its seed pairs; the band runs from the lowest to the
+# highest pair, the spread over seeds), one panel per tower family, tokens on a log scale (the
+# untrained point at 0 tokens is in the table below). Hover for the values.
 
 # %%
-several = curves.groupby("config")["pair"].transform("nunique") > 1
-curves["line"] = curves["config"].where(~several, curves["config"] + " " + curves["pair"])
-trained = curves[curves["tokens"] > 0]
-charts.curve_with_band(trained, "tokens", "r", "ci_low", "ci_high", "line",
-                       title="Same-configuration, different-seed correlation of preference scores",
-                       x_title="tokens seen (log scale)", y_title="Pearson r (95% CI)", log_x=True)
+spread = em.seed_spread(curves[curves["tokens"] > 0])
+charts.curve_with_band(spread, "tokens", "r", "r_min", "r_max", "config",
+                       title="Same-configuration, different-seed correlation: mean over seed pairs and their range",
+                       x_title="tokens seen (log scale)", y_title="Pearson r", log_x=True, panel="model_type")
 
 # %% [markdown]
 # The same curves with word frequency partialled out (the correlation of the two runs' scores
@@ -87,10 +86,10 @@ charts.curve_with_band(trained, "tokens", "r", "ci_low", "ci_high", "line",
 # runs treat frequent and rare tokens differently", and how much is specific to the token.
 
 # %%
-charts.curve_with_band(trained.assign(lo=trained["r_partial_logfreq"], hi=trained["r_partial_logfreq"]),
-                       "tokens", "r_partial_logfreq", "lo", "hi", "line",
-                       title="Cross-seed r with log-frequency partialled out", x_title="tokens seen (log scale)",
-                       y_title="partial Pearson r", log_x=True)
+charts.curve_with_band(em.seed_spread(curves[curves["tokens"] > 0], "r_partial_logfreq"), "tokens", "r", "r_min", "r_max",
+                       "config", title="Cross-seed r with log-frequency partialled out (mean over seed pairs, range)",
+                       x_title="tokens seen (log scale)",
+                       y_title="partial Pearson r", log_x=True, panel="model_type")
 
 # %% [markdown]
 # ## Which tower is primary?

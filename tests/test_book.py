@@ -576,3 +576,23 @@ def test_the_committed_optimum_measurements_are_shown(tmp_path):
     assert {("adam-whiten+refined15", "adam+refined15"), ("half1:adam", "half2:adam")} <= counterparts
     assert not {("adam", "adam+refined15"), ("adam-whiten", "half1:adam")} & counterparts
     assert probing.optimum_benchmark(tmp_path) == {}
+
+
+@pytest.mark.slow
+def test_a_number_in_the_prose_follows_a_parameter(built_book, tmp_path):
+    """Section 03's result sentence is written by code: re-run with another top_n, its text changes with it."""
+    from twotower_lib.book import pipeline
+
+    pipe = built_book["pipe"]
+    runs = tmp_path / "runs"
+    shutil.copytree(pipe.root, runs / "tiny")
+
+    def result_text(p) -> str:
+        nb = nbformat.read(p.executed(next(s for s in p.sections if s.name == "03_correlations")), as_version=4)
+        return "\n".join(o["data"].get("text/markdown", "") for c in nb.cells for o in c.get("outputs", []) if "data" in o)
+
+    n = pipe.profile.top_n
+    assert f"over the top {n} tokens" in result_text(pipe)
+    changed = pipeline.make_pipeline("tiny", {**pipe.overrides, "top_n": str(n - 10)}, runs)
+    assert changed.run("03_correlations", log=print) == ["03_correlations"]
+    assert f"over the top {n - 10} tokens" in result_text(changed) and f"over the top {n} tokens" not in result_text(changed)

@@ -112,7 +112,7 @@ def test_a_book_page_with_an_unknown_placeholder_fails_the_build():
     from twotower_lib.errors import UserError
 
     with pytest.raises(UserError, match="NO_SUCH"):
-        fill_placeholders("<!-- NO_SUCH: replaced by nothing -->", {"profile": "tiny", "rows": [], "counts": {}, "points": []})
+        fill_placeholders("<!-- NO_SUCH: nothing -->", {"profile": "tiny", "rows": [], "counts": {}, "points": []})
 
 
 @pytest.mark.slow

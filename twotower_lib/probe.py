@@ -3,78 +3,42 @@ convergence, score every validation token with each head, and write the preferen
 
 A number is only as good as what measured it, so the probe is built to be checked:
 
-- **Features, once.** The embedding and towers are frozen, so their features never change while
-  the heads train: the towers run once over the probe's training blocks and the features of the
-  predicted positions are cached (bf16). `features` picks what the heads read: `joint_ln` (each
-  tower's slice of the frozen joint LayerNorm over the concatenation: what the cooperative decoder
-  read, and what the authors' heads read) or `raw` (the tower's output as it is).
-- **Trained to convergence, and shown to be.** A held-out share of the training blocks decides
-  when to stop: after every epoch each head's held-out loss is measured; when no head improved by
-  more than `tol` nats (a plateau), the learning rate falls linearly to zero over `cooldown_epochs`
-  (two), the heads end at the average of their weights over that cool-down (`cooldown_average`),
-  and training stops (or at `max_epochs`). Each head keeps its best held-out state; the curve goes
-  into the probe manifest. Why: AdamW moves every weight by about the rate at every step, so a head
-  stopped at a constant rate is a random draw around its optimum; the cool-down and the average
-  leave less of the last steps' noise (`benchmarks/bench_probe_reliability.py`).
-- **Whitened features, by default** (`precondition="whiten"`; `"none"` trains on the features as they
-  are, the default until 26 Nov 2026). Each head trains on its tower's features whitened with the mean
-  and Cov^(-1/2) of its training features (directions of near-zero variance left out as constant) and
-  is folded back into a head on the features as they are (`probe_whitening.Whitening`), so nothing
-  downstream changes. It is a reparametrisation, not a new model: a converged probe would give the
-  same scores either way. At the probe's 200k positions it does not: each recipe passes every
-  convergence check (held-out plateau, cool-down, probe-seed reliability 0.97-0.99) and yet their
-  scores agree only at r = 0.48-0.85 (log of mean) per case (`results/probe/whitening_cases.json`),
-  and each recipe trained about twice as long stays with its own answer (`results/probe/whitening.json`).
-  Why whitened is the default: in all three families it lands nearest the head *defined* by an
-  objective (below): r = 0.88-0.91 at 200k positions, 0.986 on gpt-s1 at 800k, where AdamW on the
-  features as they are lands at 0.35-0.64, and it has the lower held-out loss for GPT and ELMo
-  (Bert-base: 0.006-0.009 nats higher). It also stops in fewer epochs. Weight decay is not what
-  separates the recipes (on bert-base-s1 without it both held-out losses moved by < 0.001 nats).
-- **What the recipes disagree about** (`benchmarks/probe_optimum.py`, `results/probe/optimum/`, gpt-s1).
-  Not the data: one recipe on two disjoint halves of the training positions agrees with itself at
-  r = 0.93 (Eq. 4; mean of log p 0.95), while the two recipes on the same half agree at 0.43 (0.69).
-  Not the biases: every head misses the bias optimum (each token's predicted count equal to its count)
-  by a median of ~6%, and fitting the biases (`probe_optimum.calibrate_biases`) changes no recipe's
-  scores (r = 0.99 with its own) nor brings the two together. The read-out differs, in directions the
-  data determine weakly: where a held-out plateau stops the optimiser depends on its coordinates (an
-  implicit regulariser). `probe_optimum.refine_head` defines the head instead (an explicit ridge, its
-  optimum reached by full-batch L-BFGS in coordinates fixed by the data, certified by
-  `probe_optimum.certificate`). Started from the two recipes' heads, 40 passes each bring them to the
-  same objective value and their scores to r = 0.99 (from 0.47). With the ridge on the logits' variance
-  (`penalty="logit"`) 15 iterations do it (~105 s per head in bf16), and the scores barely move between
-  ridges 0.003 and 0.1. It is an option (`refine_iters`, `ridge`, `penalty`; profile `probe_refine_iters`,
-  `probe_ridge`; each head's certificate before and after is in the manifest's `heads` record), not the
-  default: at the default profile's 200k positions those heads' held-out loss is 0.04 nats above whitened
-  AdamW's at every ridge tried (at 800k positions on gpt-s1: 0.002), and refining costs ~3.5 minutes a case.
+- **Features, once.** The embedding and towers are frozen, so the towers run once over the probe's
+  training blocks and the features of the predicted positions are cached (bf16). `features` picks
+  what the heads read: `joint_ln` (each tower's slice of the frozen joint LayerNorm over the
+  concatenation: what the cooperative decoder read, and what the authors' heads read) or `raw`.
+- **Trained to convergence, and shown to be.** A held-out share of the training blocks decides when
+  to stop: when no head's held-out loss improves by more than `tol` nats, the learning rate falls
+  linearly to zero over `cooldown_epochs`, the heads end at the average of their weights over that
+  cool-down (`cooldown_average`), and training stops (or at `max_epochs`). The curve goes into the
+  manifest. Why: AdamW stopped at a constant rate leaves a random draw around the optimum.
+- **Whitened features** (`precondition="whiten"`, the default; `"none"` trains on the features as
+  they are). Each head trains on its tower's features whitened with their mean and Cov^(-1/2)
+  (`probe_whitening.Whitening`) and is folded back into a head on the raw features, so nothing
+  downstream changes. A converged probe would give the same scores either way; a probe stopped on a
+  plateau does not, and whitened coordinates land nearest the head defined by an objective (below).
+- **The defined head, optionally** (`refine_iters` > 0, with `ridge`): the head taken by full-batch
+  L-BFGS to the optimum of an explicit objective, one answer from every start, certified
+  (`probe_optimum.refine_head`).
 - **The head of Eq. 2, read out linearly** (`head="linear"`, the default): a linear map of the
   tower's features whose output vectors are the frozen input embedding, plus a bias per token. Its
-  likelihood is concave in the weights, so two head seeds train towards one optimum: the instrument
-  agrees with itself (`results/probe/reliability.json`). The `"tied"` head puts GELU and LayerNorm
-  before the embedding (the cooperative decoder's shape): a little lower loss, but each seed finds
-  its own optimum: on the default runs two seeds agreed at r = 0.62-0.93, and with the averaged
-  two-epoch cool-down at 0.69 (bert-base-s1) and 0.90 (gpt-s1), where linear heads agreed at 0.995. The authors' untied decoder (`"mlp"`, 2.1M weights at V = 8192) over-fits the probe's
-  200k positions after four epochs and agreed with a second seed less still.
+  likelihood is concave, so two head seeds train towards one optimum. `"tied"` puts GELU and
+  LayerNorm before the embedding (the cooperative decoder's shape); `"mlp"` is the authors' untied
+  decoder.
 - **BERT at [MASK].** Eq. 1 defines BERT's state at a predicted position with [MASK] there, so by
-  default (`bert_events="mask"`) every position the heads train on or are scored at has [MASK] at
-  the input. `"corrupt"` keeps the training corruption (80% [MASK], 10% random, 10% unchanged),
-  the earlier scoring, in which the unchanged 10% show the answer.
-- **Fast where it is exact.** The heads spend nearly all their time on (N, V) logits. The linear
-  head is one affine map of the tower's features, (h Aᵀ + c) Eᵀ + b = h (E A)ᵀ + (E c + b), so its
-  logits are computed from the H-wide tower state, not the 2H-wide embedding (`ProbeHead.folded`),
-  and the softmax with its gradient runs a block of rows at a time in cache
-  (`heads.LinearCrossEntropy`). Where the heads train in bf16 (`precision`), held-out and validation
-  positions take the log-sum-exp from bf16-input logits while the true token's logit stays exact
-  fp32 (`score_precision`): on `gpt-s1` of the default profile that scored 2x faster, and its scores
-  correlated with the fp32 ones at r = 1.0000 over the top 1,000 tokens (largest difference over all
-  tokens 0.015; validation losses 0.0007 nats apart).
+  default (`bert_events="mask"`) every probed position has [MASK] at the input; `"corrupt"` keeps
+  the training corruption (80/10/10), in which the unchanged tenth shows the answer.
+- **Fast where it is exact.** The linear head's logits are computed from the H-wide tower state
+  (`ProbeHead.folded`), and the softmax with its gradient runs a block of rows at a time in cache
+  (`heads.LinearCrossEntropy`). Where the heads train in bf16, held-out and validation positions
+  take the log-sum-exp from bf16-input logits while the true token's logit stays exact fp32. The
+  manifest records the dtypes that ran (`resolved_precision`).
 - **A second head seed** (`replicate=True`): a second set of heads, differing only in the seed,
-  trains in the same loop on the same features; its scores give the probe-seed reliability, the
-  ceiling the instrument itself puts on any correlation.
+  trains on the same features; its scores give the probe-seed reliability.
 
-`ProbeConfig.legacy()` is the earlier recipe (raw features, 80/10/10 events, three epochs on a
-linear schedule, no held-out stop), kept for comparison (`benchmarks/bench_probe.py`, section 02).
-`ProbeConfig.as_released()` is the recipe of the authors' released code, as far as it carries over
-(`benchmarks/compare_probe_recipes.py` measures it beside the others).
+`ProbeConfig.legacy()` is the earlier recipe and `ProbeConfig.as_released()` the recipe of the
+authors' released code, kept for comparison. What the probe studies measured, and why the defaults
+are what they are: `results/probe/README.md`.
 
 Objective per model type is the model's own (`make_batch`): next token for GPT, cloze for ELMo,
 masked tokens for BERT. Special tokens ([SEP] between documents, ...) are never scored.
@@ -97,7 +61,7 @@ from twotower_lib.models import load_model, snapshot_tokens, weights_path
 from twotower_lib.preference import (TowerSums, document_stats, load_artifact, load_positions, order_towers,
                                      preference_table, save_artifact)
 from twotower_lib.probe_config import BERT_EVENTS, FEATURES, HEAD_KINDS, HEAD_LR, PRECONDITIONS, PROBE_VERSION, ProbeConfig
-from twotower_lib.probe_training import score_validation, train_heads
+from twotower_lib.probe_training import resolved_precision, score_validation, train_heads
 
 
 def probe_dir(run_dir: Path, snapshot: str | int | None) -> Path:
@@ -186,6 +150,7 @@ def probe_run(run_dir: str | os.PathLike, cfg: ProbeConfig | None = None, *, sna
         "val_loss": val_loss,
         "heads": record,
         "seconds": {"train_heads": round(t_train, 2), "total": round(time.time() - t0, 2)},
+        "resolved_precision": resolved_precision(cfg, next(model.parameters()).device),
         "provenance": provenance(),
     }
     if cfg.replicate:

@@ -2,10 +2,8 @@
 
 Why: the linear head of Eq. 2 (`heads.ProbeHead`, kind "linear") is a softmax regression of the token
 on one tower's features, logits = E (A h + c) + b with the frozen embedding E (V, D). With mini-batch
-AdamW stopped on a held-out plateau, the heads of one frozen run trained on the features as they are
-and on whitened features (a change of coordinates only) gave scores that agreed at r = 0.48-0.85
-(`results/probe/whitening_cases.json`): where the optimiser stops depends on its coordinates, and that
-decides the scores. A probe needs a head defined by an objective, not by an optimiser's path: here,
+AdamW stopped on a held-out plateau, where the optimiser stops depends on its coordinates, and that
+decides the scores (`results/probe/README.md`). A probe needs a head defined by an objective, not by an optimiser's path: here,
 the mean cross-entropy over the training positions plus (ridge/2) x a penalty on B, the read-out of the
 whitened features, and (bias_ridge/2)|beta - beta0|² (beta the logits at the mean feature; by default
 tiny and centred at 0, it keeps tokens never seen finite; `bias_prior="unigram"` centres it at the
@@ -26,8 +24,8 @@ iterations; the head it writes is certified by one more pass in fp32.
   so Eᵀ F E is at most G = Eᵀ(diag f - f fᵀ)E; B = G^(-1/2) C.
 - Biases: the Fisher's diagonal at the optimum is f: beta = (f + 1/N)^(-1/2) ⊙ gamma.
 
-The start is the head as it is or the unigram model. On planted problems L-BFGS converges in 30-70
-passes from any start (tests/test_probe_optimum.py); on real tower features it needs more (below).
+The start is the head as it is or the unigram model; on planted problems L-BFGS converges from any
+start (tests/test_probe_optimum.py).
 
 The certificate (`certificate`), computed from the exact full-batch gradient at the end:
 - `bias_residual`: per token, (predicted count - observed count) / observed count over the training
@@ -39,16 +37,6 @@ The certificate (`certificate`), computed from the exact full-batch gradient at 
 - `grad_norm`: the preconditioned gradient's norm, the quantity L-BFGS stops on.
 
 `calibrate_biases` moves only the biases to their optimum given the read-out (proportional fitting).
-
-What was measured with these on the default profile's gpt-s1 (`benchmarks/probe_optimum.py`,
-`results/probe/optimum/`): the AdamW recipes' heads (features as they are, or whitened) miss the bias
-optimum by a median of ~6% per token, yet fitting the biases changes neither recipe's scores; the two
-recipes' disagreement is in the read-out. Full-batch L-BFGS from the unigram model was not at its
-tolerance after 40 passes per head (~9.5 s each at 198k positions, V = 8,192, on 2 cores; 4.5 s with
-bf16 matmuls); from each recipe's heads, 40 passes brought both to one objective value (within 3e-4)
-and their scores to r = 0.99 (from 0.47). With the "logit" penalty 15 iterations did the same (r = 0.99,
-bf16), and ridges from 0.003 to 0.1 gave scores agreeing at 0.96-0.99 (either variant); the held-out loss of those heads
-was 0.04 nats above the whitened AdamW recipe's at every one of those ridges.
 """
 
 from __future__ import annotations

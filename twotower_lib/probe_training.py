@@ -37,16 +37,22 @@ def _device(model) -> torch.device:
     return next(iter(model.parameters()), torch.empty(0)).device
 
 
-def _autocast(cfg: ProbeConfig, device: torch.device):
+def _tower_dtype(cfg: ProbeConfig, device: torch.device) -> torch.dtype:
     """The frozen towers' forward pass: bf16 autocast on GPUs (fp16 where bf16 is missing) and on CPUs
-    where bf16 matmuls are faster (`bf16_matmul_pays_off`); fp32 otherwise. On the reference CPU the
-    towers ran 1.8x faster in bf16, and the cooperative model's log-probability moved by 0.0014 nats
-    per position (per-token means: 0.0004 sd, against a probe's score spread of ~0.2); the features
-    are cached in bf16 anyway."""
+    where bf16 matmuls are faster (`bf16_matmul_pays_off`); fp32 otherwise. The features are cached in
+    bf16 anyway."""
     if device.type == "cuda":
-        dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        return torch.autocast("cuda", dtype=dtype, enabled=cfg.precision != "fp32")
-    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=_head_dtype(cfg, device) == torch.bfloat16)
+        if cfg.precision == "fp32":
+            return torch.float32
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.bfloat16 if _head_dtype(cfg, device) == torch.bfloat16 else torch.float32
+
+
+def _autocast(cfg: ProbeConfig, device: torch.device):
+    """The autocast context of the towers' forward pass (`_tower_dtype`)."""
+    dtype = _tower_dtype(cfg, device)
+    return torch.autocast(device.type, dtype=dtype if dtype != torch.float32 else torch.bfloat16,
+                          enabled=dtype != torch.float32)
 
 
 _BF16_PAYS_OFF: bool | None = None
@@ -89,6 +95,13 @@ def _score_dtype(cfg: ProbeConfig, device: torch.device) -> torch.dtype:
     if cfg.score_precision == "bf16" or (cfg.score_precision == "auto" and _head_dtype(cfg, device) == torch.bfloat16):
         return torch.bfloat16
     return torch.float32
+
+
+def resolved_precision(cfg: ProbeConfig, device: torch.device) -> dict[str, str]:
+    """The dtypes a probe with `cfg` runs with on `device` (what `precision="auto"` resolved to): the
+    towers' forward pass, the head-training matmuls and the scoring logits. Recorded in the manifest."""
+    name = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
+    return {"towers": name[_tower_dtype(cfg, device)], "heads": name[_head_dtype(cfg, device)], "scoring": name[_score_dtype(cfg, device)]}
 
 
 def _labels_without_specials(labels: torch.Tensor, special_ids: dict[str, int]) -> torch.Tensor:

@@ -29,6 +29,24 @@ def correlations(ctx: SectionContext, scores: dict, score_col: str = "score") ->
                                  doc_stats={k: r.doc_stats for k, r in scores.items()}).assign(variant=score_col)
 
 
+def result_box(ctx: SectionContext, pairs: pd.DataFrame, same_config: list[tuple[str, str]]) -> str:
+    """Section 03's result in two generated sentences: this build's same-configuration pairs against the
+    paper's Bert-large pair, and its pairs of different models against Table 2's range."""
+    from twotower_lib.book.paper_tables import SAME_CONFIG_R, TABLE2
+
+    same = {frozenset(p) for p in same_config}
+    is_same = [frozenset((a, b)) in same for a, b in zip(pairs["a"], pairs["b"])]
+    mine, other = pairs[is_same], pairs[[not x for x in is_same]]
+    lo, hi = min(TABLE2.values()), max(v for v in TABLE2.values() if v != SAME_CONFIG_R)
+    text = f"**This build, over the top {ctx.profile.top_n} tokens.** "
+    text += ("Same configuration, two seeds: " + "; ".join(f"{r.a} vs {r.b} r = {r.r:+.2f}" for r in mine.itertuples())
+             + f" (the paper's Bert-large pair: {SAME_CONFIG_R:.2f}). ") if len(mine) else "No same-configuration pair. "
+    if len(other):
+        text += (f"Different models: {len(other)} pairs, median r = {other['r'].median():+.2f} (from {other['r'].min():+.2f} "
+                 f"to {other['r'].max():+.2f}; the paper's Table 2: {lo:.2f} to {hi:.2f}).")
+    return text + " One build is one draw per pair; the seed study above gives the spread."
+
+
 def side_by_side(by_variant: dict[str, pd.DataFrame], keys: tuple[str, ...] = ("a", "b")) -> pd.DataFrame:
     """Rows of the same pairs in both score variants, r and CI of each next to each other."""
     import pandas as pd

@@ -30,7 +30,7 @@ from twotower_lib.errors import MissingDependencyError, UserError
 
 PAGES_DIR = PROJECT_ROOT / "book"
 LIBRARY_PARENT = Path(__file__).resolve().parents[2]  # the directory that holds twotower_lib/
-_PLACEHOLDER = re.compile(r"<!-- ([A-Z0-9_]+): replaced by .*?-->", re.DOTALL)
+_PLACEHOLDER = re.compile(r"<!-- ([A-Z][A-Z0-9_]*): .*?-->", re.DOTALL)
 
 
 def _sync(data: bytes, dest: Path) -> None:
@@ -187,7 +187,16 @@ def assemble(pipe: Pipeline, stage: Path) -> list[str]:
                 data = fill_placeholders(data.decode("utf-8"), card).encode("utf-8")
             _sync(data, stage / "book" / src.relative_to(PAGES_DIR))
     charts.write_bundle(stage / "_static")
+    _sync(READER_CSS.encode("utf-8"), stage / "_static" / "twotower.css")  # jupyter-book links every _static/*.css
     return chapters
+
+
+# Nothing a reader sees is clipped at the page's right edge: long code lines wrap, wide tables scroll in
+# their own box with wrapping cells.
+READER_CSS = """div.highlight pre, div.cell_input pre, div.output pre { white-space: pre-wrap; overflow-wrap: anywhere; }
+.bd-article table { display: block; max-width: 100%; overflow-x: auto; }
+.bd-article table td, .bd-article table th { white-space: normal; }
+"""
 
 
 def jupyter_book_command() -> list[str]:

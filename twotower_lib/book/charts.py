@@ -197,17 +197,22 @@ def score_vs_rank(scores: pd.DataFrame, title: str = "Preference score against f
 
 
 def curve_with_band(df: pd.DataFrame, x: str, y: str, lo: str, hi: str, series: str,
-                    title: str, x_title: str, y_title: str, log_x: bool = False) -> alt.Chart:
-    """A line per `series` with its confidence band, e.g. cross-seed r against tokens seen."""
+                    title: str, x_title: str, y_title: str, log_x: bool = False, panel: str | None = None) -> alt.Chart:
+    """A line per `series` with its confidence band, e.g. cross-seed r against tokens seen; with `panel`,
+    one small chart per value of that column (so that each holds a handful of lines)."""
     xs = alt.X(f"{x}:Q", title=x_title, scale=alt.Scale(type="log") if log_x else alt.Scale())
-    base = alt.Chart(df, title=title, width=WIDTH, height=320)
-    color = alt.Color(f"{series}:N", legend=LEGEND_BELOW)
+    width = WIDTH if panel is None else WIDTH // 2
+    base = alt.Chart(width=width, height=320 if panel is None else 220)
+    color = alt.Color(f"{series}:N", legend=LEGEND_BELOW if panel is None else alt.Legend(orient="right", labelLimit=220))
     band = base.mark_area(opacity=0.2).encode(x=xs, y=alt.Y(f"{lo}:Q", title=y_title), y2=f"{hi}:Q", color=color)
     line = base.mark_line(point=True).encode(
         x=xs, y=f"{y}:Q", color=color,
         tooltip=[f"{series}:N", alt.Tooltip(f"{x}:Q", format=","), alt.Tooltip(f"{y}:Q", format=".3f"),
                  alt.Tooltip(f"{lo}:Q", format=".3f"), alt.Tooltip(f"{hi}:Q", format=".3f")])
-    return (band + line).interactive()
+    chart = alt.layer(band, line, data=df)
+    if panel is None:
+        return chart.properties(title=title).interactive()
+    return chart.facet(row=alt.Row(f"{panel}:N", title=None), title=title).resolve_scale(color="independent")
 
 
 def gap_scatter(points: pd.DataFrame, title: str = "Cross-seed agreement against the smaller tower gap") -> alt.Chart:

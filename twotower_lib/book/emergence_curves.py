@@ -61,13 +61,16 @@ def load_curves(results_dir: str | Path = RESULTS_DIR, names: list[str] | None =
     return pd.concat(frames, ignore_index=True)
 
 
-def seed_spread(curves: pd.DataFrame) -> pd.DataFrame:
-    """Per (configuration, tokens): how many seed pairs, their mean r, its spread (SD, min, max) and the
-    mean order-free strength |r_physical| (see `curve`). One pair: SD is NaN, min = max = its r."""
+def seed_spread(curves: pd.DataFrame, column: str = "r") -> pd.DataFrame:
+    """Per (configuration, tokens): how many seed pairs, their mean r (or another `column`, e.g. the partial
+    r), its spread (SD, min, max), the tower family and the mean order-free strength |r_physical| (see
+    `curve`). One pair: SD is NaN, min = max = its r."""
     if "pair" not in curves:
         curves = curves.assign(pair="")
-    cols = {"pairs": ("pair", "nunique"), "r": ("r", "mean"), "r_sd": ("r", "std"), "r_min": ("r", "min"),
-            "r_max": ("r", "max")}
+    if "model_type" not in curves:
+        curves = curves.assign(model_type="")
+    cols = {"pairs": ("pair", "nunique"), "model_type": ("model_type", "first"), "r": (column, "mean"),
+            "r_sd": (column, "std"), "r_min": (column, "min"), "r_max": (column, "max")}
     if "r_physical" in curves:
         curves = curves.assign(abs_r_physical=curves["r_physical"].abs())
         cols["mean |r_physical|"] = ("abs_r_physical", "mean")
@@ -192,7 +195,7 @@ def probe_comparison(config: str, results_dir: str | Path = RESULTS_DIR,
         frames.append(pd.DataFrame({f"r ({label})": end["r"], f"r mean log p ({label})": end["r_mean_log"],
                                     f"|r_physical| ({label})": end["r_physical"].abs(),
                                     f"ceiling ({label})": end["ceiling"]}))
-    table = pd.concat(frames, axis=1)
+    table = pd.concat(frames, axis=1).dropna(axis=1, how="all")  # a variant the earlier curve did not record
     return pd.concat([table, pd.DataFrame([table.mean(), table.std()], index=["mean over pairs", "SD over pairs"])])
 
 

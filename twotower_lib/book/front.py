@@ -68,8 +68,9 @@ def verdict_rows(card: dict) -> pd.DataFrame:
 def verdict_markdown(card: dict) -> str:
     """The front page's table, with the counts of each verdict above it."""
     t = verdict_rows(card)
-    counts = ", ".join(f"{n} {v}" for v, n in card["counts"].items() if n)
-    lines = [f"Profile **{card['profile']}**: {counts}.", "",
+    n = sum(card["counts"].values())
+    counts = ", ".join(f"**{k}** {v}" for v, k in card["counts"].items() if k)
+    lines = [f"Of the {n} items below, at profile `{card['profile']}`: {counts}.", "",
              "| paper item | the paper | ours | rests on | verdict |", "|---|---|---|---|---|"]
     for _, r in t.iterrows():
         lines.append("| " + " | ".join(str(v).replace("|", "\\|") for v in r) + " |")
@@ -173,7 +174,7 @@ def scale_sentence(profile_name: str) -> str:
     for model in dict.fromkeys(m for m, _ in p.case_list()):
         c, (layers, hidden, _, _) = p.model_config(model), TABLE1[MODEL_NAMES[model]]
         parts.append(f"{MODEL_NAMES[model]} {c.n_layer} x {c.hidden} (paper {layers} x {hidden}), "
-                     f"{p.tokens_for(model) / 1e6:g}M tokens")
+                     f"{p.tokens_for(model):,} tokens")
     return (f"Profile `{p.name}` trains {'; '.join(parts)}, with a vocabulary of {p.vocab_size:,} word pieces "
             f"and blocks of {p.seq_len} tokens; the paper trained each case for about a day on six GPUs.")
 

@@ -29,8 +29,8 @@ def probe_cases(ctx: SectionContext) -> pd.DataFrame:
 
     Every case's probe also trains heads with a second seed (`ProbeConfig.replicate`), for the
     probe-seed reliability. Probes run one at a time on every core, unlike training runs
-    (`threads_per_run`): two probes side by side on one thread each took 1.05x longer than one after
-    the other on the reference machine (their (N, V) logits compete for memory bandwidth)."""
+    (`threads_per_run`): their (N, V) logits compete for memory bandwidth when side by side
+    (`benchmarks/bench_workers.py` measures it)."""
     import pandas as pd
 
     from twotower_lib.preference import load_artifact

@@ -98,7 +98,28 @@ def claim_rows(s: SeedStudy) -> pd.DataFrame:
                      "pairs": o["n"], "median": o["median"], "low": o["low"], "high": o["high"],
                      "control pairs": n["n"], "controls' median": n["median"], HIGH: n["high"],
                      "verdict": seed_spread.verdict(ours, ctrl, c.paper)})
+    freq = s.runs[s.runs["family"].isin(FREQUENCY_FAMILIES)] if "rho_frequency_rank" in s.runs else s.runs.iloc[:0]
+    if len(freq):
+        ours = freq[freq["kind"] == "case"]["rho_frequency_rank"]
+        ctrl = freq[freq["kind"] == "untrained"]["rho_frequency_rank"]
+        o, n = seed_spread.summarize(ours), seed_spread.summarize(ctrl)
+        rows.append({"item": "table4", "claim": FREQUENCY_CLAIM, "paper": FREQUENCY_PAPER, "statistic": "Spearman rho",
+                     "pairs": o["n"], "median": o["median"], "low": o["low"], "high": o["high"], "control pairs": n["n"],
+                     "controls' median": n["median"], HIGH: n["high"],
+                     "verdict": _frequency_verdict(ours, ctrl)})
     return pd.DataFrame(rows)
+
+
+# Table 4's last column: each run's scores against frequency rank (one value per run, not per pair).
+FREQUENCY_FAMILIES = ("elmo", "gpt", "bert-large")
+FREQUENCY_CLAIM = "ELMo, GPT, Bert-large vs frequency rank, Spearman (Table 4)"
+FREQUENCY_PAPER = (0.16, 0.22)
+
+
+def _frequency_verdict(ours: pd.Series, untrained: pd.Series) -> str:
+    """The paper's claim is a weak positive rho with frequency rank: `seed_spread.RULE` with the untrained
+    towers' runs as the null, over runs instead of pairs."""
+    return seed_spread.verdict(ours, untrained, FREQUENCY_PAPER)
 
 
 def strip_points(s: SeedStudy) -> pd.DataFrame:
