@@ -520,21 +520,21 @@ def test_probings_at_several_sizes_are_compared_from_their_tables(built_book, tm
 
 
 def test_the_committed_probe_comparisons_are_shown():
-    from twotower_lib.book import probing
+    from twotower_lib.book import probe_studies
 
-    cases = probing.probe_change()
+    cases = probe_studies.probe_change()
     assert not isinstance(cases, str) and {"elmo-s1", "gpt-s1", "bert-base-s1"} <= set(cases.index)
     agree = cases.filter(like="agreement")
     assert agree.shape[1] == 2 and ((agree.abs() <= 1).all().all())
-    assert isinstance(probing.probe_change(ROOT / "results" / "probe" / "absent.json"), str)
+    assert isinstance(probe_studies.probe_change(ROOT / "results" / "probe" / "absent.json"), str)
     # the defined head, and four times the positions, against the default: every two cases under each probe
     for name in ("defined_cases.json", "positions_800k_cases.json"):
-        between = probing.probe_change(probing.RESULTS / name, between_runs=True)
+        between = probe_studies.probe_change(probe_studies.RESULTS / name, between_runs=True)
         assert ("gpt-s1", "gpt-s2") in between.index and between.shape[1] == 4
         assert ((between.abs() <= 1).all().all())
     # one pair at several training sizes: the largest agrees with itself, one pair r per probing
     for name in ("positions_cases.json", "positions_largest.json"):
-        sizes = probing.training_positions(probing.RESULTS / name)
+        sizes = probe_studies.training_positions(probe_studies.RESULTS / name)
         runs, pairs = sizes["runs"], sizes["pairs"]
         last = runs.index.get_level_values("probing")[-1]
         assert (runs.loc[last].filter(like=f"agreement with {last}") == 1.0).all().all()
@@ -544,24 +544,24 @@ def test_the_committed_probe_comparisons_are_shown():
             m = matrix.droplevel("run")
             assert (m.to_numpy().diagonal() == 1).all() and (m == m.T).all().all()   # every two probings, once each way
         assert pairs.index.get_level_values("pair").is_unique is False and (pairs.filter(like="r (").abs() <= 1).all().all()
-    assert isinstance(probing.training_positions(ROOT / "results" / "probe" / "absent.json"), str)
+    assert isinstance(probe_studies.training_positions(ROOT / "results" / "probe" / "absent.json"), str)
     # noise or bias: the committed draws, stepped up, and the pair corrected for their noise alone
-    noise = probing.probe_data_noise()
+    noise = probe_studies.probe_data_noise()
     runs = noise["runs"]
     assert np.allclose(runs["with an exact probe, if noise only"], np.sqrt(runs["draws agree"]))
     assert (runs.filter(like="reliability at").iloc[:, 0] > runs["draws agree"]).all()     # twice the positions
     pair = noise["pairs"].iloc[0]
     assert pair["r corrected for noise"] == pytest.approx(pair["r at cpu-198k"] / pair["noise ceiling"])
     with pytest.raises(UserError, match="has no probing"):
-        probing.probe_data_noise(draws=("cpu-99k-a", "absent"))
+        probe_studies.probe_data_noise(draws=("cpu-99k-a", "absent"))
 
 
 def test_the_committed_optimum_measurements_are_shown(tmp_path):
     """Section 02's tables of `benchmarks/probe_optimum.py`: one row per experiment and recipe with both
     towers' held-out loss and certificate, and every two recipes of an experiment compared once."""
-    from twotower_lib.book import probing
+    from twotower_lib.book import probe_studies
 
-    found = probing.optimum_benchmark()
+    found = probe_studies.optimum_benchmark()
     recipes, agreement = found["recipes"], found["agreement"]
     assert {"halves", "calibrated", "lbfgs"} <= set(recipes.index.get_level_values("experiment"))
     assert {f"count gap median, tower {j}" for j in (0, 1)} | {"run", "training positions"} <= set(recipes.columns)
@@ -575,7 +575,7 @@ def test_the_committed_optimum_measurements_are_shown(tmp_path):
     counterparts = {(a, b) for _, a, b in found["counterparts"].index}
     assert {("adam-whiten+refined15", "adam+refined15"), ("half1:adam", "half2:adam")} <= counterparts
     assert not {("adam", "adam+refined15"), ("adam-whiten", "half1:adam")} & counterparts
-    assert probing.optimum_benchmark(tmp_path) == {}
+    assert probe_studies.optimum_benchmark(tmp_path) == {}
 
 
 @pytest.mark.slow

@@ -287,7 +287,7 @@ def test_section_notebooks_declare_exactly_their_parameters_and_stay_thin():
 
 
 # Sections that only read artifacts: their kernels must not pay for torch and transformers (~3 s each).
-NO_TORCH_SECTIONS = ("00_data", "03_correlations", "05_ica", "06_frequency", "07_emergence")
+NO_TORCH_SECTIONS = ("00_data", "03_correlations", "05_ica", "06_frequency", "07_emergence", "08_probe_validation")
 
 
 def test_sections_that_only_read_artifacts_do_not_import_torch():

@@ -122,11 +122,13 @@ def run_study(profile: Profile, seeds: int, families: tuple[str, ...], controls:
                              "out": str(layout.probe_dir("untrained", case_name(m, s)))}
                             for m in families for s in seed_list], threads)
     if "independent" in controls:
-        singles = [(m, s, 1) for m in families for s in range(1, 2 * seeds + 1)]
+        # the independent control costs 2 x seeds single-tower runs a family: the profile's control_models only
+        controlled = [m for m in families if not profile.control_models or m in profile.control_models]
+        singles = [(m, s, 1) for m in controlled for s in range(1, 2 * seeds + 1)]
         train_runs(layout, singles, threads)
         probe_runs(layout, [{"run_dir": str(layout.run_dir(m, s, 1)), "out": str(layout.probe_dir("independent", control_name(m, s)))}
                             for m, s, _ in singles], threads)
-        for m in families:
+        for m in controlled:
             for i in range(1, seeds + 1):
                 a, b = (layout.probe_dir("independent", control_name(m, s)) for s in (2 * i - 1, 2 * i))
                 out = layout.probe_dir("pairs", f"{m}-pair-{i}")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from twotower_lib.artifacts import read_json
-from twotower_lib.book.sections import PROJECT_ROOT, SectionContext, load_data, run_command
+from twotower_lib.book.sections import SectionContext, load_data, run_command
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import case_name, control_name, independent_pair_name, quality_name
 
@@ -16,9 +16,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-RESULTS = PROJECT_ROOT / "results" / "probe"  # committed measurements of the instrument
-RECIPES = RESULTS / "recipes.json"             # the committed probe-recipe comparison
-DEFAULT_RECIPE = "linear, cool-down, average (default)"          # the profile's own probe, by its name there
 
 # The two score variants by their column in the preference table.
 VARIANTS = {"score": "log of mean p, Eq. 4", "score_logmean": "mean of log p, authors' code"}
@@ -160,196 +157,6 @@ def probe_reliability(ctx: SectionContext, scores: dict) -> pd.DataFrame:
         rows.append({"case": name, **{f"reliability ({VARIANTS[c]})": r for c, r in reliability.items()},
             "replicate names the same primary": art.manifest["replicate"]["ordering"][0] == art.manifest["ordering"]["primary_tower"]})
     return pd.DataFrame(rows).set_index("case")
-
-
-def recipe_comparison(path: Path | None = None) -> dict[str, pd.DataFrame]:
-    """The committed comparison of probe recipes on the same frozen runs (`benchmarks/compare_probe_recipes.py`):
-    per run and recipe (`runs`), the runs' correlation per recipe (`pairs`) and each run's agreement
-    between recipes (`across_recipes`). Empty when it was not measured."""
-    import pandas as pd
-
-    path = path or RECIPES
-    if not path.exists():
-        return {}
-    found = read_json(path)
-    return {"runs": pd.DataFrame(found["runs"]).set_index(["run", "recipe"]),
-            "pairs": pd.DataFrame(found["pairs"]).set_index(["recipe", "a", "b"]),
-            "across_recipes": pd.DataFrame(found["across_recipes"]).set_index(["run", "a", "b"])}
-
-
-def reliability_benchmark(path: Path | None = None) -> pd.DataFrame | str:
-    """A committed comparison of head recipes (`benchmarks/bench_probe_reliability.py`): per run and
-    recipe, epochs, each tower head's validation loss, the reliability in both score variants and,
-    where measured, the agreement with a reference recipe; or how to produce it."""
-    import pandas as pd
-
-    path = path or RESULTS / "reliability.json"
-    if not path.exists():
-        return f"not measured yet: python benchmarks/bench_probe_reliability.py --out {path.relative_to(PROJECT_ROOT)}"
-    rows = read_json(path)["rows"]
-    return pd.DataFrame([{"run": r["run"], "recipe": r["variant"], "epochs": r["epochs"], "minutes": r["minutes"],
-                          **{f"val loss, tower {j}": v for j, v in enumerate(r["val_loss"])},
-                          **{f"reliability ({VARIANTS[c]})": v for c, v in r["reliability"].items()},
-                          **{f"agreement with {r['reference']} ({VARIANTS[c]})": v
-                             for c, v in r.get("agreement_with_reference", {}).items()}}
-                         for r in rows]).set_index(["run", "recipe"])
-
-
-def probe_change(path: Path | None = None, between_runs: bool = False) -> pd.DataFrame | str:
-    """A committed comparison of two probings of the same frozen runs (`benchmarks/compare_probe_versions.py`):
-    per case, each probing's validation loss per tower head, its probe-seed reliability, and how far
-    the two probings' scores agree; with `between_runs`, every two of those cases correlated under each
-    probing; or how to produce it."""
-    import pandas as pd
-
-    path = path or RESULTS / "whitening_cases.json"
-    if not path.exists():
-        return f"not measured yet: python benchmarks/compare_probe_versions.py OLD NEW --out {path.relative_to(PROJECT_ROOT)}"
-    found = read_json(path)
-    if between_runs:
-        return pd.DataFrame([{"a": p["a"], "b": p["b"], **{f"{name}: r ({VARIANTS[c]})": r for name in ("old", "new")
-                                                           for c, r in p[f"{name}_r"].items()}}
-                             for p in found.get("pairs", [])]).set_index(["a", "b"])
-    out = []
-    for r in found["rows"]:
-        row = {"case": r["case"], "probe versions": f"{r['old_version']} -> {r['new_version']}"}
-        for name in ("old", "new"):
-            row.update({f"{name}: val loss, tower {j}": v for j, v in enumerate(r[f"{name}_val_loss"])})
-            row.update({f"{name}: reliability ({VARIANTS[c]})": v for c, v in r.get(f"{name}_reliability", {}).items()})
-        row.update({f"agreement ({VARIANTS[c]})": v for c, v in r.get("agreement", {}).items()})
-        out.append(row)
-    return pd.DataFrame(out).set_index("case")
-
-
-def training_positions(path: Path | None = None) -> dict[str, pd.DataFrame] | str:
-    """A committed study of runs probed at several training sizes (`benchmarks/probe_positions.py`):
-    `runs`, per probing and run, the training positions, epochs, head-training seconds, validation loss
-    per tower head and the agreement of its scores with the largest probing's; `pairs`, per probing and
-    pair, r in both score variants (with the document-bootstrap interval where measured); `agreement`,
-    per run, every two probings' agreement (Eq. 4; two draws of one size show the probe data's own
-    noise); or how to produce it."""
-    import pandas as pd
-
-    path = path or RESULTS / "positions_cases.json"
-    if not path.exists():
-        return f"not measured yet: python benchmarks/probe_positions.py LABEL=DIR ... --out {path.relative_to(PROJECT_ROOT)}"
-    found = read_json(path)
-    last = found["rows"][-1]["probing"]
-    runs, pairs, agreement = [], [], []
-    for row in found["rows"]:
-        for run, v in row["runs"].items():
-            agreement.append({"run": run, "probing": row["probing"], row["probing"]: 1.0,
-                              **{other: a["score"] for other, a in v.get("agreement", {}).items()}})
-            runs.append({"probing": row["probing"], "run": run, "training positions": v["train_positions"],
-                         "epochs": v["epochs"], "head-training s": v["head_seconds"],
-                         **{f"val loss, tower {j}": x for j, x in enumerate(v["val_loss"])},
-                         **{f"agreement with {last} ({VARIANTS[c]})": x for c, x in v["agreement_with_last"].items()}})
-        for p in row["pairs"]:
-            out = {"probing": row["probing"], "pair": f"{p['a']} vs {p['b']}"}
-            for c in VARIANTS:
-                out[f"r ({VARIANTS[c]})"] = p[f"r_{c}"]["r"]
-                if "ci_low" in p[f"r_{c}"]:
-                    out[f"95% CI ({VARIANTS[c]})"] = f"[{p[f'r_{c}']['ci_low']:.2f}, {p[f'r_{c}']['ci_high']:.2f}]"
-            pairs.append(out)
-    order = list(dict.fromkeys(p["pair"] for p in pairs))          # each pair's probings together, in the file's order
-    pairs.sort(key=lambda p: order.index(p["pair"]))
-    labels = [row["probing"] for row in found["rows"]]
-    agreement.sort(key=lambda a: a["run"])                        # stable: each run's probings in the file's order
-    return {"runs": pd.DataFrame(runs).set_index(["probing", "run"]), "pairs": pd.DataFrame(pairs).set_index(["pair", "probing"]),
-            "agreement": pd.DataFrame(agreement, columns=["run", "probing", *labels]).set_index(["run", "probing"])}
-
-
-def probe_data_noise(path: Path | None = None, draws: tuple[str, str] = ("cpu-99k-a", "cpu-99k-b"),
-                     full: str = "cpu-198k") -> dict[str, pd.DataFrame]:
-    """Noise or bias? From a committed study with two independent draws of one size (`draws`: other blocks,
-    another head start) and larger probings (`benchmarks/probe_positions.py`), in the Eq. 4 variant.
-
-    `runs`, per run: the two draws' agreement r (the reliability of a probe of their size, if they differ
-    only by noise); the agreement each would have with an exact probe if that were so, sqrt(r); what
-    each draw's agreement with the largest probing is; the same for `full`, its reliability stepped up
-    (Spearman-Brown) from the draws' size. Draws that agree with each other about as
-    well as with the largest share a departure from it: a bias of small probes, which comparing probes
-    of one size cannot see. `pairs`, per pair: r at `full`, the noise ceiling sqrt(rel_a rel_b) at its
-    size, r corrected for that noise alone, and r at the largest probing."""
-    import numpy as np
-    import pandas as pd
-
-    from twotower_lib.analysis.uncertainty import spearman_brown
-
-    path = path or RESULTS / "positions_cases.json"
-    rows = {row["probing"]: row for row in read_json(path)["rows"]}
-    missing = [label for label in (*draws, full) if label not in rows]
-    if missing:
-        raise UserError(f"{path} has no probing {missing}; it holds {list(rows)}")
-    largest = list(rows)[-1]
-    runs, reliability = [], {}
-    for run, first in rows[draws[0]]["runs"].items():
-        r = first["agreement"][draws[1]]["score"]
-        k = rows[full]["runs"][run]["train_positions"] / np.mean([rows[d]["runs"][run]["train_positions"] for d in draws])
-        reliability[run] = spearman_brown(r, k)
-        runs.append({"run": run, "draws agree": r, "with an exact probe, if noise only": np.sqrt(r),
-                     f"draws with {largest}": np.mean([rows[d]["runs"][run]["agreement"][largest]["score"] for d in draws]),
-                     f"reliability at {full} (stepped up x{k:.2f})": reliability[run],
-                     f"{full} with an exact probe, if noise only": np.sqrt(reliability[run]),
-                     f"{full} with {largest}": rows[full]["runs"][run]["agreement"][largest]["score"]})
-    pairs = []
-    for p, big in zip(rows[full]["pairs"], rows[largest]["pairs"]):
-        ceiling = np.sqrt(reliability[p["a"]] * reliability[p["b"]])
-        pairs.append({"pair": f"{p['a']} vs {p['b']}", f"r at {full}": p["r_score"]["r"], "noise ceiling": ceiling,
-                      "r corrected for noise": p["r_score"]["r"] / ceiling, f"r at {largest}": big["r_score"]["r"]})
-    return {"runs": pd.DataFrame(runs).set_index("run"), "pairs": pd.DataFrame(pairs).set_index("pair")}
-
-
-def optimum_benchmark(folder: Path | None = None) -> dict[str, pd.DataFrame]:
-    """The committed measurements of `benchmarks/probe_optimum.py` (one file per experiment in `folder`):
-    per experiment and recipe (`recipes`): the run, its training positions, minutes, held-out loss per tower head and the certificate
-    (each token's predicted count against its count on the training positions: median and largest
-    relative gap; the preconditioned gradient's norm); and the agreement of every two recipes' scores
-    (`agreement`); empty when nothing was measured (`python benchmarks/probe_optimum.py --out
-    results/probe/optimum/NAME.json` measures)."""
-    import pandas as pd
-
-    folder = folder or RESULTS / "optimum"
-    files = sorted(folder.glob("*.json")) if folder.is_dir() else []
-    if not files:
-        return {}
-    recipes, agreement, shown = [], [], set()
-    for path in files:
-        found = read_json(path)
-        for r in found["rows"]:
-            row = {"experiment": path.stem, "recipe": r["recipe"], "run": found["run"],
-                   "training positions": found.get("train_positions", "the profile's"), "minutes": r["minutes"]}
-            for j, (held, cert) in enumerate(zip(r["heldout_loss"], r["certificate"])):
-                row |= {f"held-out loss, tower {j}": held, f"count gap median, tower {j}": cert["bias_residual_median"],
-                        f"count gap largest, tower {j}": cert["bias_residual_max"],
-                        f"gradient norm, tower {j}": round(cert["grad_norm"], 3)}
-            recipes.append(row)
-            for other, rs in r["agreement"].items():
-                if (path.stem, frozenset((r["recipe"], other))) not in shown:      # each pair once
-                    shown.add((path.stem, frozenset((r["recipe"], other))))
-                    agreement.append({"experiment": path.stem, "a": r["recipe"], "b": other,
-                                      **{f"r ({VARIANTS[c]})": v for c, v in rs.items()}})
-    agreement = pd.DataFrame(agreement).set_index(["experiment", "a", "b"])
-    return {"recipes": pd.DataFrame(recipes).set_index(["experiment", "recipe"]), "agreement": agreement,
-            "counterparts": agreement[[_counterparts(a, b) for _, a, b in agreement.index]]}
-
-
-def _counterparts(a: str, b: str) -> bool:
-    """Whether recipes `a` and `b` differ in one thing only: where they start (AdamW on the features as
-    they are or whitened: `adam...` / `adam-whiten...`, after the same further steps) or which half of
-    the positions they train on (`half1:` / `half2:`): the pairs whose agreement says whether the start,
-    or the data, decide the scores."""
-    (pa, _, ra), (pb, _, rb) = a.rpartition(":"), b.rpartition(":")
-    if pa != pb:
-        return bool(pa and pb) and ra == rb
-    return ra != rb and ra.replace("adam-whiten", "adam", 1) == rb.replace("adam-whiten", "adam", 1)
-
-
-def probe_benchmark(path: Path | None = None) -> str:
-    """The committed output of `benchmarks/bench_probe.py` (the earlier and the current probe timed
-    side by side on the same runs), or how to produce it."""
-    path = path or RESULTS / "bench_probe.log"
-    return path.read_text() if path.exists() else "not measured yet: python benchmarks/bench_probe.py > results/probe/bench_probe.log"
 
 
 def compare_bert_events(ctx: SectionContext, case: str) -> pd.DataFrame:

@@ -22,7 +22,8 @@ from pathlib import Path
 from statistics import mean
 
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json
-from twotower_lib.book.probing import DEFAULT_RECIPE, RECIPES, tower_order
+from twotower_lib.book.probe_studies import DEFAULT_RECIPE, RECIPES
+from twotower_lib.book.probing import tower_order
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.errors import UserError
 from twotower_lib.probe_config import measured_with

@@ -62,6 +62,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("06_frequency", "Preference and word frequency", "frequency", ("cases", "top_n", "bootstrap"), ("00_data", "02_probing")),
     Section("07_emergence", "When the preference emerges", "emergence", (), ("03_correlations",),
             committed=("results/emergence", "results/profiles")),
+    Section("08_probe_validation", "Appendix: the probe's validation studies", "probe_validation", (),
+            committed=("results/probe",)),
 )
 
 
