@@ -96,7 +96,8 @@ seeds.sign_flip_table(seed_study)
 # mean probability) and the authors' public code (the mean of the log-probability). The scorecard
 # judges the paper's. The interval says how much the finite validation text moves r; it says
 # nothing about seeds — the spread over seed pairs (section 07) is the uncertainty that decides
-# whether a result reproduces.
+# whether a result reproduces. An interval marked † does not contain its estimate: resampled text
+# attenuates r, and the basic interval's correction for that can move it past the estimate.
 
 # %%
 scores = probing.load_scores(ctx)

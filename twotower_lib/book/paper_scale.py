@@ -155,6 +155,13 @@ def bench_markdown(path: Path = RESULTS / "bench_gpu.json", baseline: Path | Non
             f"profile's); measured {bench['created'][:10]}.*\n")
 
 
+def _shape(case: dict) -> str:
+    """Layers x width as Table 1 gives it: for ELMo the LSTM cells' width (its projections beside it)."""
+    if case.get("model_type") == "elmo":
+        return f"{case['layers']} × {case['intermediate']} LSTM cells, {case['hidden']}-wide projections"
+    return f"{case['layers']} × {case['hidden']}"
+
+
 def table2_markdown(path: Path = RESULTS / "paper_cases.json") -> str:
     """What each case's GPU time bought, then Table 2 at Table 1 sizes beside the CPU profile and the paper."""
     if not path.is_file():
@@ -163,7 +170,7 @@ def table2_markdown(path: Path = RESULTS / "paper_cases.json") -> str:
     cases = ("| Case | Preset (layers × width) | Tokens seen | Epochs | Training time (s) | Validation loss | "
              "Probe-seed reliability (Eq. 4 / mean log p) |\n|---|---|---|---|---|---|---|\n")
     cases += "\n".join(
-        f"| {c} | {v['preset']} ({v['layers']} × {v['hidden']}) | {v['tokens_seen'] / 1e6:.1f}M | {v['epochs']:.1f} | "
+        f"| {c} | {v['preset']} ({_shape(v)}) | {v['tokens_seen'] / 1e6:.1f}M | {v['epochs']:.1f} | "
         f"{v['wall_time_s']:.0f} | {v['val_loss']:.2f} | {v['reliability_score']:.2f} / {v['reliability_score_logmean']:.2f} |"
         for c, v in found["cases"].items())
     pairs = ("| Pair | Score | r [95% interval] | Text ceiling | `cpu` profile | Paper |\n|---|---|---|---|---|---|\n")

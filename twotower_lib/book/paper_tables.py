@@ -134,10 +134,19 @@ def number(x: float | None, fmt: str = "+.2f") -> str:
     return "—" if x is None or pd.isna(x) else format(x, fmt).replace("-", "−")
 
 
+OUTSIDE = "†"  # marks an interval that does not contain its estimate (the scorecard page says why)
+
+
+def interval(r: float, lo: float, hi: float) -> str:
+    """"[lo, hi]", followed by `OUTSIDE` where the interval does not contain r: the basic bootstrap
+    interval corrects for the attenuation of resampled r and can lie beside the estimate."""
+    return f"[{lo:.2f}, {hi:.2f}]" + ("" if lo <= r <= hi else OUTSIDE)
+
+
 def _r_with_ci(r: float, lo: float, hi: float) -> str:
     if r is None or pd.isna(r):
         return "—"
-    return f"{r:.2f}" + ("" if lo is None or pd.isna(lo) else f" [{lo:.2f}, {hi:.2f}]")
+    return f"{r:.2f}" + ("" if lo is None or pd.isna(lo) else f" {interval(r, lo, hi)}")
 
 
 def _short(case: str, table: str) -> str:
@@ -166,7 +175,7 @@ def matrix_html(comparison: pd.DataFrame, cases: list[str], variant: str = "scor
     for row in comparison.itertuples():
         r, lo, hi = (getattr(row, f"{c}_{variant}") for c in ("r", "ci_low", "ci_high"))
         ours = "—" if pd.isna(r) else (f"<b>{r:.2f}</b>" + ("" if pd.isna(lo) else
-                                                           f"<br><span class='tt-ci'>[{lo:.2f}, {hi:.2f}]</span>"))
+                                                           f"<br><span class='tt-ci'>{interval(r, lo, hi)}</span>"))
         paper = "" if pd.isna(row.paper) else f"<br><span class='tt-paper'>paper {row.paper:.2f}</span>"
         cells[frozenset((row.a, row.b))] = ours + paper
     head = "".join(f"<th>{_label_html(c, table)}</th>" for c in cases)

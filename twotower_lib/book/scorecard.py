@@ -153,7 +153,7 @@ def record_correlations(ctx, pairs, control, same_config: list[tuple[str, str]],
         if selected.empty:
             record(ctx, item_id, "", "not attempted", f"this profile's cases include no {what} pair")
             return "not attempted"
-        text = "; ".join(f"{r.a} vs {r.b}: r = {r.r:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}]{other(r.a, r.b)}"
+        text = "; ".join(f"{r.a} vs {r.b}: r = {r.r:.2f} {paper_tables.interval(r.r, r.ci_low, r.ci_high)}{other(r.a, r.b)}"
                          for r in selected.itertuples())
         if own_controls:  # a same-configuration pair: its own model's controls
             verdicts = [verdict_of(row, paper_r, control_values(model_of(row["a"]))) for _, row in selected.iterrows()]

@@ -31,7 +31,7 @@ class Claim:
     item: str                                # the scorecard item it decides
     label: str                               # what a reader sees
     families: tuple[tuple[str, str], ...]    # the family pairs whose seed pairs it pools
-    paper: tuple[float, float]               # the paper's value, or the range of the cells it covers
+    paper: tuple[float, float]               # the paper's value, or the range of its cells (Bert-large's two runs)
     statistic: str = "r"                     # "r" (Pearson, Eq. 4's score) or "rho" (Spearman, Table 4)
 
 
@@ -41,11 +41,11 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("same-config.other", "ELMo, two seeds (not in the paper)", (("elmo", "elmo"),), (0.94, 0.94)),
     Claim("same-config.other", "Bert-base, two seeds (not in the paper)", (("bert-base", "bert-base"),), (0.94, 0.94)),
     Claim("table2.base-large", "Bert-base vs Bert-large (Table 2)", (("bert-base", "bert-large"),), (0.62, 0.72)),
-    Claim("table2.cross-type", "Bert-large vs ELMo, GPT (Table 2)", (("bert-large", "elmo"), ("bert-large", "gpt")),
-          (0.57, 0.63)),
+    Claim("table2.cross-type", "Bert-large vs ELMo (Table 2)", (("bert-large", "elmo"),), (0.57, 0.61)),
+    Claim("table2.cross-type", "Bert-large vs GPT (Table 2)", (("bert-large", "gpt"),), (0.57, 0.63)),
     Claim("table2.elmo-gpt", "ELMo vs GPT (Table 2)", (("elmo", "gpt"),), (0.91, 0.91)),
-    Claim("table2.bert-base-others", "Bert-base vs ELMo, GPT (Table 2)", (("bert-base", "elmo"), ("bert-base", "gpt")),
-          (0.26, 0.27)),
+    Claim("table2.bert-base-others", "Bert-base vs ELMo (Table 2)", (("bert-base", "elmo"),), (0.27, 0.27)),
+    Claim("table2.bert-base-others", "Bert-base vs GPT (Table 2)", (("bert-base", "gpt"),), (0.26, 0.26)),
     Claim("table4", "ELMo vs GPT, Spearman (Table 4)", (("elmo", "gpt"),), (0.93, 0.93), "rho"),
     Claim("table4", "GPT vs Bert-large, Spearman (Table 4)", (("gpt", "bert-large"),), (0.65, 0.65), "rho"),
     Claim("table4", "ELMo vs Bert-large, Spearman (Table 4)", (("elmo", "bert-large"),), (0.56, 0.56), "rho"),
@@ -149,6 +149,9 @@ def scorecard_entries(s: SeedStudy) -> dict[str, dict]:
         text = "; ".join(f"{r['claim']}: {_fmt(r)}" for _, r in group.iterrows())
         note = "; ".join(f"{r['claim']}: the controls' {r['control pairs']} pairs reach {r[HIGH]:.2f} at their "
                          "90th percentile" for _, r in group.iterrows())
+        missing = [c.label for c in CLAIMS if c.item == item and c.label not in set(group["claim"])]
+        if missing:
+            text += f"; not yet in the seed study: {', '.join(missing)}"
         out[item] = {"seeds": text, "verdict": max(group["verdict"], key=seed_spread.VERDICTS.index),
                      "controls": note}
     return out
