@@ -197,8 +197,8 @@ em.size_table(curves, by_size).round(3)
 # %% [markdown]
 # ## The learning-rate schedule at the default's budgets
 #
-# A GPT run of the default profile takes 244 optimiser steps (1M tokens in batches of 32 blocks
-# of 128 tokens). The paper's peak learning rate, 1e-3, warmed up over 6% of them and decayed
+# A GPT run of the default profile takes only a few hundred optimiser steps (its token budget in
+# batches of `micro_batch` blocks; section 01 lists them). The paper's peak learning rate, 1e-3, warmed up over 6% of them and decayed
 # linearly to 0, leaves such a short run under-trained: the snapshot at 1M tokens of the 4M run,
 # which took most of its steps near the peak, had a lower validation loss than every run that
 # ended at 1M. Configurations with the same budget and four seeds each (six pairs) vary the

@@ -26,10 +26,23 @@ profile = None           # None: $TWOTOWER_PROFILE, else cpu (only its name is s
 runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
 
 # %% tags=["hide-cell"]
-from twotower_lib.book import charts, probe_studies as probing, sections
+from twotower_lib.book import charts, error_budget, probe_studies as probing, sections
 
 ctx = sections.open_section("08_probe_validation", globals())
 charts.enable()
+
+# %% [markdown]
+# ## The error budget
+#
+# How far each source of error moves the default profile's GPT same-configuration pair, in units of
+# r, each read from a committed study (the table says which).
+
+# %%
+budget = error_budget.budget(ctx.profile.name)
+charts.error_budget_bars(budget)
+
+# %%
+budget.set_index("source").round(3)
 
 # %% [markdown]
 # ## Why the linear read-out: the probe-seed reliability of head recipes

@@ -152,7 +152,7 @@ def test_default_lr_is_the_deepspeed_configs():
     from twotower_lib.deepspeed_setup import CONFIG_DIR
 
     cfg = json.loads((CONFIG_DIR / "deepspeed_cpu.json").read_text())
-    assert cfg["optimizer"]["params"]["lr"] == es.DEFAULT_LR
+    assert cfg["optimizer"]["params"]["lr"] == ec.DEFAULT_LR
 
 
 def test_study_configurations_need_two_different_seeds():

@@ -34,11 +34,10 @@ import numpy as np
 import pandas as pd
 
 from twotower_lib.artifacts import atomic_write_bytes, atomic_write_json, provenance, read_json
+from twotower_lib.book.emergence_curves import CURVE_COLUMNS, RESULTS_DIR  # the format the book reads
 from twotower_lib.data.config import data_home
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import seed_pair_name
-
-from twotower_lib.book.emergence_curves import CURVE_COLUMNS, DEFAULT_LR, RESULTS_DIR  # the format the book reads
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,7 @@ def run_rows(arts: dict, counts: np.ndarray, top_n: int) -> pd.DataFrame:
                      "margin": abs(mean_p[0] - mean_p[1]) / max(mean_p) if mean_p else np.nan,
                      "rho_frequency_rank": correlate(art.table["score"].to_numpy()[ids], rank[ids], "spearman"),
                      "val_loss_cooperative": art.manifest["val_loss"].get("cooperative", np.nan),
+                     "precision": "/".join(art.manifest.get("resolved_precision", {}).values()) or "not recorded",
                      "probe_minutes": round(art.manifest.get("seconds", {}).get("total", np.nan) / 60, 2)})
     return pd.DataFrame(rows)
 
@@ -124,8 +125,6 @@ def _train_minutes(layout, families, seeds) -> dict[str, float]:
 def write_report(layout, seeds: int, families: tuple[str, ...], controls: tuple[str, ...], out: Path,
                  study_seconds: float, command: str) -> Path:
     """Write runs.csv, pairs.csv and study.json from every finished probe; return `out`."""
-    from dataclasses import asdict
-
     from twotower_lib.data import load_prepared
 
     data = load_prepared(layout.data)
@@ -138,11 +137,10 @@ def write_report(layout, seeds: int, families: tuple[str, ...], controls: tuple[
     atomic_write_bytes(out / "runs.csv", runs.to_csv(index=False, float_format="%.6g").encode())
     atomic_write_bytes(out / "pairs.csv", pairs.to_csv(index=False, float_format="%.6g").encode())
     previous = read_json(out / "study.json") if (out / "study.json").exists() else {}
-    probe_cfg = layout.profile.probe_config(replicate=False)
     threads = sorted({a.manifest.get("provenance", {}).get("torch_threads") for a in arts.values()} - {None})
     atomic_write_json(out / "study.json", {
         "profile": layout.profile.name, "seeds": seeds, "families": list(families), "controls": list(controls),
-        "top_n": top_n, "probe_config": asdict(probe_cfg), "probe_threads": threads,
+        "top_n": top_n, "probe_config": next(iter(arts.values())).manifest.get("probe_config"), "probe_threads": threads,
         "data_hash": data.data_hash,
         "train_settings": {m: {"preset": layout.profile.models[m].preset, "tokens": layout.profile.tokens_for(m)}
                            for m in families},

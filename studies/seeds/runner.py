@@ -91,19 +91,20 @@ def train_runs(layout: Layout, runs: list[tuple[str, int, int]], threads: int) -
     run_jobs(train_job, jobs, threads, "seed study: training", label=lambda j: Path(j["out"]).name)
 
 
-def probe_runs(layout: Layout, probes: list[dict], threads: int) -> None:
+def probe_runs(layout: Layout, probes: list[dict], threads: int, precision: str | None = None) -> None:
     """Probe every job of `probes` (run_dir, out, snapshot) whose artifact is missing or out of date
     (`probe_run` itself keeps an up-to-date one)."""
     from twotower_lib.workers import run_jobs
 
-    cfg = layout.profile.probe_config(replicate=False)
+    cfg = layout.profile.probe_config(replicate=False, **({"precision": precision, "score_precision": precision}
+                                                          if precision else {}))
     jobs = [{"run_dir": p["run_dir"], "cfg": cfg, "data_dir": str(layout.data), "out": p["out"],
              "snapshot": p.get("snapshot")} for p in probes if not _probed(Path(p["out"]))]
     run_jobs(probe_job, jobs, threads, "seed study: probing", label=lambda j: Path(j["out"]).name)
 
 
 def run_study(profile: Profile, seeds: int, families: tuple[str, ...], controls: tuple[str, ...],
-              threads: int, root: Path | None = None) -> Layout:
+              threads: int, root: Path | None = None, precision: str | None = None) -> Layout:
     """Prepare the data, then each family's cases, then the controls; every step resumes."""
     from twotower_lib.data.prepare import prepare_data
     from twotower_lib.probe import pair_runs
@@ -115,19 +116,19 @@ def run_study(profile: Profile, seeds: int, families: tuple[str, ...], controls:
         t0 = time.time()
         train_runs(layout, [(model, s, 2) for s in seed_list], threads)
         probe_runs(layout, [{"run_dir": str(layout.run_dir(model, s)), "out": str(layout.probe_dir("cases", case_name(model, s)))}
-                            for s in seed_list], threads)
+                            for s in seed_list], threads, precision)
         print(f"seed study: {model} cases done ({(time.time() - t0) / 60:.1f} min this call)", flush=True)
     if "untrained" in controls:
         probe_runs(layout, [{"run_dir": str(layout.run_dir(m, s)), "snapshot": 0,
                              "out": str(layout.probe_dir("untrained", case_name(m, s)))}
-                            for m in families for s in seed_list], threads)
+                            for m in families for s in seed_list], threads, precision)
     if "independent" in controls:
         # the independent control costs 2 x seeds single-tower runs a family: the profile's control_models only
         controlled = [m for m in families if not profile.control_models or m in profile.control_models]
         singles = [(m, s, 1) for m in controlled for s in range(1, 2 * seeds + 1)]
         train_runs(layout, singles, threads)
         probe_runs(layout, [{"run_dir": str(layout.run_dir(m, s, 1)), "out": str(layout.probe_dir("independent", control_name(m, s)))}
-                            for m, s, _ in singles], threads)
+                            for m, s, _ in singles], threads, precision)
         for m in controlled:
             for i in range(1, seeds + 1):
                 a, b = (layout.probe_dir("independent", control_name(m, s)) for s in (2 * i - 1, 2 * i))
@@ -145,6 +146,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"controls measured beside the cases: any of {', '.join(CONTROL_KINDS)}")
     p.add_argument("--threads-per-run", type=int, default=1,
                    help="CPU threads per training run or probe, as many side by side as the cores allow")
+    p.add_argument("--probe-precision", choices=("fp32", "bf16"), default=None,
+                   help="pin the probes' matmul precision (default: the profile's probe, whose `auto` resolves by a "
+                        "timing on the machine; each probe records what it resolved to)")
     p.add_argument("--report-only", action="store_true", help="write the report from what is finished; train nothing")
     p.add_argument("--results", default=None, help="the study's results folder (default results/seeds); the report "
                                                   "goes into its <profile>/ subfolder")
@@ -168,7 +172,7 @@ def cli(argv: list[str] | None = None) -> int:
         t0 = time.time()
         layout = Layout(profile, profile_dir(profile.name))
         if not args.report_only:
-            run_study(profile, args.seeds, families, controls, args.threads_per_run)
+            run_study(profile, args.seeds, families, controls, args.threads_per_run, precision=args.probe_precision)
         from studies.seeds.report import RESULTS, write_report  # read when the work is done
 
         out = (Path(args.results) if args.results else RESULTS) / profile.name

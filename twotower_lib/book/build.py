@@ -94,7 +94,9 @@ def fill_placeholders(text: str, card: dict) -> str:
     parts = {"PROFILES": profiles_markdown, "SCORECARD": lambda: scorecard.to_markdown(card), "API": api_markdown,
              "ANSWER": lambda: front.verdict_markdown(card), "LEAD": lambda: chart_markdown(front.lead_chart(card)) + "\n" + front.LEAD_KEY + "\n",
              "SCALE": lambda: front.scale_sentence(card["profile"]), "SPREAD": lambda: front.spread_sentence(card["profile"]),
-             "RULE": lambda: RULE, "ERROR_BUDGET": lambda: error_budget.markdown(card["profile"]), "SEED_STRIPS": strip,
+             "RULE": lambda: RULE,
+             "ERROR_BUDGET": lambda: (chart_markdown(charts.error_budget_bars(error_budget.budget(card["profile"])))
+                                      + "\n" + error_budget.markdown(card["profile"])), "SEED_STRIPS": strip,
              "PICTURE": lambda: picture_markdown(card),
              "PUBLISHED": lambda: publish.markdown(publish.load_published(exclude=card["profile"])),
              "RELEASED": lambda: released.to_markdown(released.load("cpu"), released.load_recipes()),

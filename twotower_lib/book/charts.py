@@ -357,3 +357,10 @@ def seed_strips(points: pd.DataFrame, title: str = "Every seed pair, its control
     return alt.layer(zero, dots, paper, data=points.assign(zero=0.0)).facet(
         row=alt.Row("claim:N", sort=order, title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelLimit=220)),
         title=title).resolve_scale(y="independent")
+
+
+def error_budget_bars(budget: pd.DataFrame, title: str = "How far each source of error moves one pair's r") -> alt.Chart:
+    """The probe's error budget (`book.error_budget.budget`): one bar per source, in units of r."""
+    return alt.Chart(budget, title=title, width=WIDTH * 0.7, height=alt.Step(28)).mark_bar().encode(
+        x=alt.X("size (units of r):Q", title="units of r"), y=alt.Y("source:N", sort="-x", title=None),
+        tooltip=["source:N", alt.Tooltip("size (units of r):Q", format=".2f"), "how it is measured:N", "from:N"])
