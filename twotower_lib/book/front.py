@@ -16,6 +16,7 @@ import pandas as pd
 from twotower_lib.artifacts import read_json
 from twotower_lib.book import seeds
 from twotower_lib.book.sections import PROJECT_ROOT
+from twotower_lib.book.paper_tables import mark_outside
 from twotower_lib.book.scorecard import POINT_LABELS, decide_over_seeds
 from twotower_lib.run_names import model_of
 
@@ -53,13 +54,16 @@ def verdict_rows(card: dict) -> pd.DataFrame:
     rows = []
     for r in card["rows"]:
         mine = claims[claims["item"] == r["id"]]
-        if len(mine):
-            ours = "; ".join(f"{c['median']:+.2f} ({c['low']:+.2f} to {c['high']:+.2f}, {c['pairs']} pairs)"
-                             for _, c in mine.iterrows())
-            basis = f"{int(mine['pairs'].min())}+ seed pairs"
+        if r.get("decided_by") == "seeds":
+            ours = "; ".join(f"{c['claim'].split(' (')[0]}: {c['median']:+.2f} ({c['low']:+.2f} to {c['high']:+.2f}, "
+                             f"{c['pairs']} {c['unit']})" for _, c in mine.iterrows())
+            missing = [c.label.split(" (")[0] for c in seeds.CLAIMS if c.item == r["id"] and c.label not in set(mine["claim"])]
+            ours += f"; not yet measured over seeds: {' and '.join(missing)}" if missing else ""
+            basis = "seed study"
         else:
-            ours = _brief(r["ours"])
-            basis = "one run" if r["id"].startswith(("table2", "same-config", "table4", "fig3", "controls")) else "this run"
+            ours = mark_outside(_brief(r["ours"]))
+            one = r["id"].startswith(("table2", "same-config", "table4", "fig3", "controls"))
+            basis = ("one run" if one else "this run") + (" (seed study incomplete)" if len(mine) else "")
         rows.append({"paper item": SHORT.get(r["id"], r["item"]), "paper": _brief(r["paper"], 60), "ours": ours,
                      "rests on": basis, "verdict": MARK[r["verdict"]]})
     return pd.DataFrame(rows)

@@ -143,6 +143,18 @@ def interval(r: float, lo: float, hi: float) -> str:
     return f"[{lo:.2f}, {hi:.2f}]" + ("" if lo <= r <= hi else OUTSIDE)
 
 
+def mark_outside(text: str) -> str:
+    """`text` with `OUTSIDE` after every "r = x [lo, hi]" whose interval does not contain x (for texts
+    written before the mark existed, such as published scorecards)."""
+    import re
+
+    def mark(m: re.Match) -> str:
+        r, lo, hi = (float(m.group(i).replace("−", "-")) for i in (1, 2, 3))
+        return m.group(0) + ("" if lo <= r <= hi or m.group(0).endswith(OUTSIDE) else OUTSIDE)
+
+    return re.sub(r"r = ([-−]?\d+\.\d+),? (?:CI )?\[([-−]?\d+\.\d+), ([-−]?\d+\.\d+)\]", mark, text)
+
+
 def _r_with_ci(r: float, lo: float, hi: float) -> str:
     if r is None or pd.isna(r):
         return "—"

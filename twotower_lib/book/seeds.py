@@ -94,7 +94,7 @@ def claim_rows(s: SeedStudy) -> pd.DataFrame:
         ctrl = controls_for(s.pairs, c)[c.statistic]
         o, n = seed_spread.summarize(ours), seed_spread.summarize(ctrl)
         rows.append({"item": c.item, "claim": c.label, "paper": c.paper[0] if c.paper[0] == c.paper[1] else c.paper,
-                     "statistic": "Pearson r" if c.statistic == "r" else "Spearman rho",
+                     "statistic": "Pearson r" if c.statistic == "r" else "Spearman rho", "unit": "seed pairs",
                      "pairs": o["n"], "median": o["median"], "low": o["low"], "high": o["high"],
                      "control pairs": n["n"], "controls' median": n["median"], HIGH: n["high"],
                      "verdict": seed_spread.verdict(ours, ctrl, c.paper)})
@@ -104,6 +104,7 @@ def claim_rows(s: SeedStudy) -> pd.DataFrame:
         ctrl = freq[freq["kind"] == "untrained"]["rho_frequency_rank"]
         o, n = seed_spread.summarize(ours), seed_spread.summarize(ctrl)
         rows.append({"item": "table4", "claim": FREQUENCY_CLAIM, "paper": FREQUENCY_PAPER, "statistic": "Spearman rho",
+                     "unit": "runs",
                      "pairs": o["n"], "median": o["median"], "low": o["low"], "high": o["high"], "control pairs": n["n"],
                      "controls' median": n["median"], HIGH: n["high"],
                      "verdict": _frequency_verdict(ours, ctrl)})
@@ -138,7 +139,8 @@ def strip_points(s: SeedStudy) -> pd.DataFrame:
 
 
 def _fmt(row) -> str:
-    return f"median {row['median']:.2f} ({row['low']:.2f} to {row['high']:.2f}) over {row['pairs']} seed pair{'s' if row['pairs'] != 1 else ''}"
+    unit = row.get("unit", "seed pairs")
+    return f"median {row['median']:.2f} ({row['low']:.2f} to {row['high']:.2f}) over {row['pairs']} {unit}"
 
 
 def scorecard_entries(s: SeedStudy) -> dict[str, dict]:
@@ -146,13 +148,16 @@ def scorecard_entries(s: SeedStudy) -> dict[str, dict]:
     item's claims) and a note naming the controls. The run's own pair stays in the text beside it."""
     out: dict[str, dict] = {}
     for item, group in claim_rows(s).groupby("item", sort=False):
+        decided = group[group["verdict"] != "not attempted"]
+        if decided.empty:  # the study cannot decide this item yet: the build's own verdict stands
+            continue
         text = "; ".join(f"{r['claim']}: {_fmt(r)}" for _, r in group.iterrows())
         note = "; ".join(f"{r['claim']}: the controls' {r['control pairs']} pairs reach {r[HIGH]:.2f} at their "
                          "90th percentile" for _, r in group.iterrows())
         missing = [c.label for c in CLAIMS if c.item == item and c.label not in set(group["claim"])]
         if missing:
             text += f"; not yet in the seed study: {', '.join(missing)}"
-        out[item] = {"seeds": text, "verdict": max(group["verdict"], key=seed_spread.VERDICTS.index),
+        out[item] = {"seeds": text, "verdict": max(decided["verdict"], key=seed_spread.VERDICTS.index),
                      "controls": note}
     return out
 
