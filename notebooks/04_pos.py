@@ -14,6 +14,10 @@
 # %% [markdown]
 # # Part-of-speech preference
 #
+# > "It can be seen that VERB, ADP, ADV, and AUX are constantly preferred by the primary tower, PROPN
+# > is preferred by the secondary tower, while NOUN and ADJ are more spread out across the two towers.
+# > This phenomenon is consistent within all three model types." — Section 5.2
+#
 # Which kinds of tokens does each tower prefer? The paper (Section 5.2, Fig. 4) tags a subset of
 # the corpus with Stanza, gives every vocabulary token its most frequent universal POS tag, and
 # looks at the preference scores of seven tags. Its claim, in every model type: VERB, ADP, ADV and
@@ -36,6 +40,8 @@ pos_docs = None          # None: the profile's number of training documents to t
 pos_backend = None       # None: the profile's backend, auto | stanza | spacy
 
 # %% tags=["hide-cell"]
+from IPython.display import Markdown
+
 from twotower_lib.book import analyses, charts, probing, scorecard, sections
 from twotower_lib.analysis import pos
 
@@ -98,3 +104,12 @@ summary.round(3)
 scorecard.record_pos(ctx, summary, backend)
 ctx.finish(backend=backend, tagged_tokens=len(tags), claims_held=int(summary.query("against == 'median'")["holds"].fillna(False).astype(bool).sum()),
            claims_held_against_zero=int(summary.query("against == 'zero'")["holds"].fillna(False).astype(bool).sum()));
+
+# %% [markdown]
+# ## Summary
+#
+# What this chapter measured against the paper, generated from its own records (the scorecard's rows
+# for this section):
+
+# %%
+Markdown(scorecard.result_box(ctx))

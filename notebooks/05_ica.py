@@ -14,6 +14,10 @@
 # %% [markdown]
 # # ICA word groups
 #
+# > "Another interesting trend that can be seen from the table is that syntactic words which have
+# > less semantic meaning tend to have larger preference scores. In contrast, words with more solid
+# > semantic meaning tend to have smaller preference scores." — Section 5.3
+#
 # Section 5.3 of the paper looks for preference at the level of meaning. It takes the word
 # vectors of a corpus sample, reduces them with PCA to $d = 128$ of their 1,024 dimensions and unmixes them
 # with independent component analysis (Amari's natural-gradient rule, Eq. 6–7). After ICA the
@@ -44,6 +48,7 @@ top_n = None             # None: the profile's N: Fig. 6's shares over the N mos
 # %% tags=["hide-cell"]
 import numpy as np
 import pandas as pd
+from IPython.display import Markdown
 
 from twotower_lib.book import analyses, charts, probing, scorecard, sections
 from twotower_lib.analysis.word_groups import fig5_data, fig6_data, group_members, table3, table3_agreement
@@ -169,3 +174,12 @@ scorecard.record_ica(ctx, groups_per_word, within_1, int(members["component"].nu
 ctx.finish(reference=reference, d=d, converged=fitted.ica.converged, ica_steps=fitted.ica.n_iter, groups=len(t3),
            ica_starts=analyses.ica_starts_summary(fitted.ica),
            **groups_per_word, fig6_all_tokens=fig6[f"all {len(token_ids)} tokens"][1]);
+
+# %% [markdown]
+# ## Summary
+#
+# What this chapter measured against the paper, generated from its own records (the scorecard's rows
+# for this section):
+
+# %%
+Markdown(scorecard.result_box(ctx))

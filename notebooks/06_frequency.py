@@ -14,6 +14,10 @@
 # %% [markdown]
 # # Preference and word frequency
 #
+# > "Figure 8: Word preference score v.s. word index which is sorted in descending order." — Section 8.1
+# > (with Table 4: "Pair-wise Spearman's rank correlation among Bert-large, ELMo, GPT, and frequency
+# > rank, calculated on the most frequent 5000 words.")
+#
 # Could the preference score be a disguised word frequency, one tower simply being better at
 # frequent words? The paper's supplementary Section 8.1 answers no: Fig. 8 shows the scores in
 # frequency order without a strong trend, and in Table 4 the Spearman correlation of each model's
@@ -32,7 +36,7 @@ top_n = None             # None: the profile's N, the most frequent tokens compa
 bootstrap = None         # None: the profile's number of bootstrap resamples
 
 # %% tags=["hide-cell"]
-from IPython.display import HTML
+from IPython.display import HTML, Markdown
 
 from twotower_lib.book import charts, paper_tables, probing, scorecard, sections
 from twotower_lib.analysis.table2 import CorrelationConfig, correlation_matrix
@@ -98,3 +102,12 @@ partial_correlations(tables, counts, CorrelationConfig(n=ctx.profile.top_n, n_bo
 scorecard.record_frequency(ctx, t4)
 ctx.finish(top_n=ctx.profile.top_n, frequency_rho={f"{v}, {n}": grid.xs("frequency rank", level="b")[(v, n)].to_dict()
                                                   for v, n in grid.columns});
+
+# %% [markdown]
+# ## Summary
+#
+# What this chapter measured against the paper, generated from its own records (the scorecard's rows
+# for this section):
+
+# %%
+Markdown(scorecard.result_box(ctx))

@@ -103,6 +103,21 @@ def record(ctx, item_id: str, ours: str, verdict: str, note: str = "", points: l
     return atomic_write_json(path, entries)
 
 
+def result_box(ctx) -> str:
+    """A chapter's summary, generated: every paper item this section recorded, the paper's value, ours and
+    the verdict (the scorecard's rows for this section, decided over seeds where the profile has a study)."""
+    try:
+        entries = read_json(ctx.out / SECTION_FILE)
+    except FileNotFoundError:
+        return "*This section recorded no paper item.*"
+    rows = [{**asdict(i), "ours": entries[i.id]["ours"], "verdict": entries[i.id]["verdict"]}
+            for i in PAPER_ITEMS if i.id in entries]
+    rows = decide_over_seeds(rows, ctx.profile.name)
+    lines = ["| paper item | the paper | ours | verdict |", "|---|---|---|---|"]
+    lines += [f"| {r['item']} | {r['paper']} | {r['ours'] or '—'} | **{r['verdict']}** |".replace("\n", " ") for r in rows]
+    return "\n".join(lines)
+
+
 def record_table1(ctx) -> None:
     """Record the model sizes trained (Table 1 is reproduced only by the paper-size presets)."""
     from twotower_lib.models.config import PAPER_PRESETS
