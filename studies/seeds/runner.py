@@ -73,8 +73,19 @@ def _finished(run: Path, steps: int) -> bool:
     return (run / "manifest.json").exists() and read_json(run / "manifest.json")["steps"] >= steps
 
 
-def _probed(out: Path) -> bool:
-    return (out / "manifest.json").exists()
+def _probed(out: Path, cfg=None) -> bool:
+    """A finished probe at `out` (with `cfg`'s settings and the current probe version, where `cfg` is given;
+    `probe_run` itself also checks the weights and data it was made from)."""
+    if not (out / "manifest.json").exists():
+        return False
+    if cfg is None:
+        return True
+    from dataclasses import asdict
+
+    from twotower_lib.probe_config import PROBE_VERSION
+
+    identity = read_json(out / "manifest.json").get("identity", {})
+    return identity.get("version") == PROBE_VERSION and identity.get("probe") == asdict(cfg)
 
 
 def train_runs(layout: Layout, runs: list[tuple[str, int, int]], threads: int) -> None:
@@ -99,7 +110,7 @@ def probe_runs(layout: Layout, probes: list[dict], threads: int, precision: str 
     cfg = layout.profile.probe_config(replicate=False, **({"precision": precision, "score_precision": precision}
                                                           if precision else {}))
     jobs = [{"run_dir": p["run_dir"], "cfg": cfg, "data_dir": str(layout.data), "out": p["out"],
-             "snapshot": p.get("snapshot")} for p in probes if not _probed(Path(p["out"]))]
+             "snapshot": p.get("snapshot")} for p in probes if not _probed(Path(p["out"]), cfg)]
     run_jobs(probe_job, jobs, threads, "seed study: probing", label=lambda j: Path(j["out"]).name)
 
 
