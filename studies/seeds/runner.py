@@ -6,7 +6,8 @@ with as many pairs as each family has:
 
 - *untrained*: every seed's towers at 0 tokens (the run's first snapshot), probed the same way;
 - *independent*: single-tower runs paired as if they were two towers (`probe.pair_runs`), two
-  single-tower seeds a pseudo-model, so 2 x seeds single-tower runs give as many pairs as the cases;
+  single-tower seeds a pseudo-model, so 2 x seeds single-tower runs give as many pairs as the cases
+  (for the profile's `control_models`, or every family where it names none);
 - *shuffled*: one pair's token labels permuted (computed in the report, no training).
 
 Work goes in order of what it tells: the cases family by family, then the untrained controls, then
