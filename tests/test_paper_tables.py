@@ -131,3 +131,12 @@ def test_tower_order_reports_both_rules_and_the_margin():
     assert table.loc["a-s1", "primary tower (mean p, Eq. 3)"] == 0 and table.loc["a-s1", "primary tower (mean log p)"] == 1
     assert not table.loc["a-s1", "rules agree"] and table.loc["a-s2", "rules agree"]
     assert table.loc["a-s1", "relative margin"] == pytest.approx(0.0002 / 0.0098)
+
+
+def test_intervals_that_miss_their_estimate_are_marked():
+    from twotower_lib.book.paper_tables import OUTSIDE, interval, mark_outside
+
+    assert interval(0.73, 0.75, 0.82) == "[0.75, 0.82]" + OUTSIDE and interval(0.8, 0.75, 0.82) == "[0.75, 0.82]"
+    text = "a vs b: r = 0.73 [0.75, 0.82] (x); c: r = 0.35, CI [0.35, 0.42]; d: r = −0.04 [−0.08, −0.01]"
+    assert mark_outside(text) == text.replace("[0.75, 0.82]", "[0.75, 0.82]" + OUTSIDE)
+    assert mark_outside(mark_outside(text)) == mark_outside(text)  # marks once
