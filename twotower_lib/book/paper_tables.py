@@ -150,9 +150,9 @@ def mark_outside(text: str) -> str:
 
     def mark(m: re.Match) -> str:
         r, lo, hi = (float(m.group(i).replace("−", "-")) for i in (1, 2, 3))
-        return m.group(0) + ("" if lo <= r <= hi or m.group(0).endswith(OUTSIDE) else OUTSIDE)
+        return m.group(0) + ("" if lo <= r <= hi else OUTSIDE)
 
-    return re.sub(r"r = ([-−]?\d+\.\d+),? (?:CI )?\[([-−]?\d+\.\d+), ([-−]?\d+\.\d+)\]", mark, text)
+    return re.sub(r"r = ([-−]?\d+\.\d+),? (?:CI )?\[([-−]?\d+\.\d+), ([-−]?\d+\.\d+)\](?!" + OUTSIDE + ")", mark, text)
 
 
 def _r_with_ci(r: float, lo: float, hi: float) -> str:
