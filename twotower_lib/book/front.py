@@ -56,7 +56,8 @@ def verdict_rows(card: dict) -> pd.DataFrame:
         mine = claims[claims["item"] == r["id"]]
         if r.get("decided_by") == "seeds":
             ours = "; ".join(f"{c['claim'].split(' (')[0]}: {c['median']:+.2f} ({c['low']:+.2f} to {c['high']:+.2f}, "
-                             f"{c['pairs']} {c['unit']})" for _, c in mine.iterrows())
+                             f"{c['pairs']} {c['unit']}; order-free |r| {c.get('median |r|', float('nan')):.2f}, "
+                             f"controls' 90th percentile {c[seeds.HIGH]:.2f})" for _, c in mine.iterrows())
             missing = [c.label.split(" (")[0] for c in seeds.CLAIMS if c.item == r["id"] and c.label not in set(mine["claim"])]
             ours += f"; not yet measured over seeds: {' and '.join(missing)}" if missing else ""
             basis = "seed study"

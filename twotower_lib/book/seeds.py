@@ -96,7 +96,7 @@ def claim_rows(s: SeedStudy) -> pd.DataFrame:
         rows.append({"item": c.item, "claim": c.label, "paper": c.paper[0] if c.paper[0] == c.paper[1] else c.paper,
                      "statistic": "Pearson r" if c.statistic == "r" else "Spearman rho", "unit": "seed pairs",
                      "pairs": o["n"], "median": o["median"], "low": o["low"], "high": o["high"],
-                     "control pairs": n["n"], "controls' median": n["median"], HIGH: n["high"],
+                     "median |r|": float(ours.abs().median()), "control pairs": n["n"], "controls' median": n["median"], HIGH: n["high"],
                      "verdict": seed_spread.verdict(ours, ctrl, c.paper)})
     freq = s.runs[s.runs["family"].isin(FREQUENCY_FAMILIES)] if "rho_frequency_rank" in s.runs else s.runs.iloc[:0]
     if len(freq):
