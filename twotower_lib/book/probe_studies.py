@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from twotower_lib.artifacts import read_json
+from twotower_lib.book.probing import VARIANTS  # the two score variants, named once
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.errors import UserError
 
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
 RESULTS = PROJECT_ROOT / "results" / "probe"  # committed measurements of the instrument
 RECIPES = RESULTS / "recipes.json"             # the committed probe-recipe comparison
 DEFAULT_RECIPE = "linear, cool-down, average (default)"          # the profile's own probe, by its name there
-VARIANTS = {"score": "log of mean p, Eq. 4", "score_logmean": "mean of log p, authors' code"}
 
 
 def recipe_comparison(path: Path | None = None) -> dict[str, pd.DataFrame]:
