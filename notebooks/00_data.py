@@ -17,7 +17,7 @@
 # The paper trains on BookCorpus and English Wikipedia (about 3 billion words) with an uncased
 # WordPiece vocabulary of about 30K tokens (Section 4.1). Neither corpus can be downloaded here,
 # so the CPU profiles use real English text that ships inside packages on the package registries:
-# 17 Project Gutenberg books, 10,033 Wikipedia lead sections and the Brown corpus, each pinned by
+# Project Gutenberg books, Wikipedia lead sections and the Brown corpus, each pinned by
 # its sha256. The `paper` profile reads BookCorpus through Hugging Face `datasets` instead.
 #
 # This section prepares the corpus of the chosen profile: it cleans the text, cuts it into

@@ -18,8 +18,8 @@
 # of the same configuration with independent random initialisation, and an output layer tied to
 # the embedding that reads the two towers' concatenated states (Eq. 1). The paper trains five
 # cases (Table 2's rows): ELMo, GPT, a smaller and a larger BERT, and the larger BERT a second
-# time with another seed. It used DeepSpeed, Adam (β = 0.9, 0.98, weight decay 0.01, learning
-# rate 1e-3) and about a day on six V100 GPUs per case (Section 4.3); Table 1 lists the sizes.
+# time with another seed. It used DeepSpeed, Adam ($\beta_1 = 0.9$, $\beta_2 = 0.98$, weight decay
+# 0.01, learning rate 1e-3) and about a day on six V100 GPUs per case (Section 4.3); Table 1 lists the sizes.
 #
 # This section trains the cases of the chosen profile with the same optimiser settings through
 # DeepSpeed, for the profile's token budget (per model where `model_tokens` sets one), with the

@@ -30,9 +30,8 @@
 # controls: the same pairs before training, independently trained single-tower pairs, and
 # shuffled token labels.
 #
-# The ELMo here is the bidirectional one the paper's text describes. The authors' released code
-# builds a different one (its backward outputs are always zero): the page "The paper, its code,
-# and this companion" measures that ELMo beside this one, and every pair of both.
+# The ELMo here is the bidirectional one the paper's text describes; the page "The paper, its
+# code, and this companion" measures the released code's ELMo beside it.
 
 # %% tags=["parameters"]
 profile = None           # None: $TWOTOWER_PROFILE, else cpu; or tiny | cpu-long | gpu | paper (twotower_lib.book.profiles)
@@ -55,6 +54,9 @@ from twotower_lib.analysis.table2 import correlation_matrix, fig3_data
 ctx = sections.open_section("03_correlations", globals())
 charts.enable()
 ctx.parameter_table()
+
+# %%
+Markdown(ctx.rerun_markdown())
 
 # %% [markdown]
 # ## Over seeds: the distribution that decides
@@ -234,13 +236,10 @@ ceiling.round(3)
 # %% [markdown]
 # ## Does s read the register?
 #
-# The corpus mixes sources of different registers (here 19th-century fiction, Wikipedia and 1960s
-# American prose; the paper's BookCorpus fiction and Wikipedia), and on a second corpus of a
-# single register (speeches) the same-configuration GPT pair did not correlate (measured with an
-# earlier probe). One explanation fits both: the towers split the *registers*, and a token's s
-# follows which source it belongs to — a different claim from the paper's division of linguistic
-# labour. Three tests, none in the
-# paper, from what the pipeline already has (`twotower_lib.analysis.register`):
+# The corpus mixes sources of different registers (here fiction, Wikipedia and American prose; the
+# paper's BookCorpus fiction and Wikipedia). If the towers split the *registers*, a token's s would
+# follow which source it belongs to — a different claim from the paper's division of linguistic
+# labour. Three tests, none in the paper (`twotower_lib.analysis.register`):
 #
 # - **Per-source tower gap**: each run's primary minus secondary mean log-probability on each
 #   source's validation text (nats per position). A register split shows as a gap that changes sign.
@@ -250,9 +249,7 @@ ceiling.round(3)
 # - **Partial r**: each pair's r once the register fit is removed from both scores. What survives is
 #   agreement beyond register.
 #
-# These are associations over tokens, not a causal test; training on each source alone (`-p corpus
-# registry:books`, and the other sources; see {doc}`How to re-run <../book/rerun>`) is the direct one,
-# at the end of this part.
+# These are associations over tokens; training on each source alone is the direct test, below.
 
 # %%
 register = analyses.register_tests(ctx, scores, list(itertools.combinations(scores, 2)))
@@ -269,13 +266,10 @@ register["pairs"].pivot_table(index=["a", "b"], columns="variant", values=["r", 
     if len(register["pairs"]) else register["pairs"]
 
 # %% [markdown]
-# **Training on one source alone**, the direct test: the same-configuration pairs of this profile
-# trained and probed on each source by itself, beside the mixed corpus. Each corpus is a whole
-# pipeline run (hours of CPU), so the pairs are collected once and committed
-# (`results/register/single_source.json`, with the probe version and the commands;
-# `twotower_lib.book.single_source`). One seed pair per corpus: there is no spread over seeds, and
-# each r is read against its own ceilings (a single source leaves less validation text, so a lower
-# text ceiling). If the towers split the registers, the pairs would agree less on a single source.
+# **Training on one source alone**: the same-configuration pairs of this profile trained and probed
+# on each source by itself (`-p corpus registry:books` and the others), beside the mixed corpus,
+# committed once in `results/register/single_source.json`. One seed pair per corpus, each read
+# against its own ceilings. If the towers split the registers, the pairs would agree less here.
 
 # %%
 single_source.load().round(3)

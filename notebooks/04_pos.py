@@ -50,6 +50,9 @@ backend, tagger = pos.choose_tagger(ctx.profile.pos_backend)  # stops here if th
 charts.enable()
 ctx.parameter_table()
 
+# %%
+Markdown(ctx.rerun_markdown())
+
 # %% [markdown]
 # ## Each token's majority tag
 #
@@ -89,7 +92,7 @@ charts.score_distributions(
 # first: against the run's own median score over its tagged words (the threshold shown after
 # "vs"), and against zero, the paper's literal reading. Per tag and case: ✓ or ✗ with the number
 # that decided it — the tag's median score for "primary" (above the threshold) and "secondary"
-# (below it), the share of the tag's tokens above the threshold for "spread" (25% to 75%). The
+# (below it), the share of the tag's tokens above the threshold for "spread" (between a quarter and three quarters). The
 # collapsed cell below holds every tag's numbers.
 
 # %%

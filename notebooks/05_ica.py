@@ -32,7 +32,7 @@
 # $\sqrt{S_d}$, but ICA needs *whitened* input, so we use $P = (X - \bar x)\, V_d\, S_d^{-1/2}$;
 # Eq. 7 is taken as $g(y) = \operatorname{sgn}(y)\,(1 - e^{-\sqrt{2}|y|})/2$. The rule's fixed
 # point is the paper's; it is driven by preconditioned steps with a convergence test instead of
-# 10,000 fixed steps (see `twotower_lib.analysis.ica`). Each component is then scaled to unit
+# a fixed number of steps (see `twotower_lib.analysis.ica`). Each component is then scaled to unit
 # variance, so that the threshold 2.5 means 2.5 standard deviations.
 
 # %% tags=["parameters"]
@@ -57,6 +57,9 @@ ctx = sections.open_section("05_ica", globals())
 reference = analyses.ica_reference(ctx)  # the case name; stops here if it is not one of the cases
 charts.enable()
 ctx.parameter_table()
+
+# %%
+Markdown(ctx.rerun_markdown())
 
 # %% [markdown]
 # ## PCA whitening and ICA
@@ -150,7 +153,7 @@ t3.round(3)
 
 # %% [markdown]
 # Do the groups rank alike in every case? Spearman correlation of the groups' mean scores
-# (the paper's three columns correlate at 0.85–0.97 over its 22 groups).
+# (the paper's three columns rank its 22 groups closely alike).
 
 # %%
 table3_agreement(t3, runs).round(3) if len(runs) > 1 else "one case only: nothing to compare"

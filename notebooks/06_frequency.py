@@ -46,6 +46,9 @@ ctx = sections.open_section("06_frequency", globals())
 charts.enable()
 ctx.parameter_table()
 
+# %%
+Markdown(ctx.rerun_markdown())
+
 # %% [markdown]
 # ## Fig. 8: scores in frequency order
 

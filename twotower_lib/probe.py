@@ -78,9 +78,8 @@ def head_seed_of(weights_sha256: str, seed: int) -> int:
 
     With one probe seed for every model, head j of run A and head j of run B would start from the
     same weights and see positions in the same order; whatever of that start survives training is
-    shared between the two runs *by tower index*, and it made the scores of two untrained models
-    correlate at r = -0.34 (primary towers 1 and 0) and inflated trained pairs whose primary towers
-    had the same index. Deriving the seed from the weights keeps every probe deterministic and the
+    shared between the two runs *by tower index*: it makes the scores of two untrained models
+    correlate and inflates trained pairs whose primary towers have the same index. Deriving the seed from the weights keeps every probe deterministic and the
     heads of different models independent."""
     return (seed * 1_000_003 + int(weights_sha256[:15], 16)) % 2**62
 

@@ -21,9 +21,9 @@ HEAD_KINDS = ("mlp", "tied", "linear")  # see models.heads
 #    log-sum-exp from bf16 logits where the heads train in bf16 (`score_precision`).
 # 7: the linear head's fold in bf16 where its training matmuls are bf16, the softmax of a block of rows as one
 #    fused operation, the read-out of a trained head computed once for scoring (`ProbeHead.scorer`).
-# Since 26 Nov 2026 the heads train on whitened features by default (`precondition="whiten"`). That is a
-# default, not a new computation: the option is version 7's, and every identity holds the whole config, so
-# a probe made with either setting stays valid. The book names a probe by both (`probe_label`).
+# Whitened features (`precondition="whiten"`) are a default of version 7, not a new computation: every
+# identity holds the whole config, so a probe made with either setting stays valid. The book names a probe
+# by both (`probe_label`); the changelog appendix says when each default changed.
 PROBE_VERSION = 7
 FEATURES = ("joint_ln", "raw")
 PRECONDITIONS = ("whiten", "none")

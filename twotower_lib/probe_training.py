@@ -61,8 +61,8 @@ _BF16_PAYS_OFF: bool | None = None
 def bf16_matmul_pays_off() -> bool:
     """Whether a head-sized bf16 matmul (fp32 accumulation) beats fp32 on this CPU, measured once.
 
-    Why measured: on CPUs with native bf16 (AVX-512 BF16, AMX) it ran about 2x faster than fp32 on the
-    reference machine; on others bf16 is emulated and runs at half the fp32 rate.
+    Why measured: on CPUs with native bf16 units (AVX-512 BF16, AMX) it is faster than fp32; on others
+    bf16 is emulated and slower. The probe's manifest records what was chosen (`resolved_precision`).
     """
     global _BF16_PAYS_OFF
     if _BF16_PAYS_OFF is None:

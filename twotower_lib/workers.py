@@ -1,13 +1,11 @@
 """Running on a CPU: several training runs at once, each on a fixed number of threads, and an
 allocator setting that keeps freed memory for reuse (`keep_freed_memory`).
 
-Why: the CPU-sized towers are small, so their matrix products do not keep two cores busy. On the
-2-core reference machine the default profile's ten training runs took 43.8 min of one-thread
-time and finished in 23.5 min two at a time, where one after the other on both threads each run
-is 1.5-1.9x faster than on one: side by side gets through about 1.13x more work
-(`benchmarks/bench_workers.py` measures it on your machine). Probes are different: their
-(N, V) logits are large matrix products that use both cores well, and two probes side by side
-took 1.05x longer than one after the other, so the pipeline runs probes one at a time.
+Why: the CPU-sized towers are small, so their matrix products do not keep two cores busy, and runs
+side by side on one thread each get through more work than the same runs one after the other on
+every thread. Probes are different: their (N, V) logits are large matrix products that use every
+core well, so the pipeline runs probes one at a time. `benchmarks/bench_workers.py` measures both on
+your machine.
 
 A second reason: on a CPU, float sums are split across threads, so a run's weights depend on its
 thread count. With a fixed `threads_per_run` they do not depend on how many cores the machine has

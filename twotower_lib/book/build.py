@@ -107,7 +107,9 @@ def fill_placeholders(text: str, card: dict) -> str:
     if unknown:
         raise UserError(f"book page placeholder(s) {unknown} are not known; known: {', '.join(parts)}")
     text = _PLACEHOLDER.sub(lambda m: parts[m.group(1)](), text)
-    return decisions.fill(text) if decisions.KEY.search(text) else text
+    if not decisions.KEY.search(text):
+        return text
+    return decisions.fill(text, {**decisions.numbers(), **paper_scale.numbers()})
 
 
 # ---------------------------------------------------------------------- assembling and building

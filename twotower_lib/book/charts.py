@@ -197,9 +197,11 @@ def score_vs_rank(scores: pd.DataFrame, title: str = "Preference score against f
 
 
 def curve_with_band(df: pd.DataFrame, x: str, y: str, lo: str, hi: str, series: str,
-                    title: str, x_title: str, y_title: str, log_x: bool = False, panel: str | None = None) -> alt.Chart:
+                    title: str, x_title: str, y_title: str, log_x: bool = False, panel: str | None = None,
+                    reference: tuple[float, str] | None = None) -> alt.Chart:
     """A line per `series` with its confidence band, e.g. cross-seed r against tokens seen; with `panel`,
-    one small chart per value of that column (so that each holds a handful of lines)."""
+    one small chart per value of that column (so that each holds a handful of lines); with `reference`
+    (value, label), a dashed horizontal rule there, e.g. the paper's r."""
     xs = alt.X(f"{x}:Q", title=x_title, scale=alt.Scale(type="log") if log_x else alt.Scale())
     width = WIDTH if panel is None else WIDTH // 2
     base = alt.Chart(width=width, height=320 if panel is None else 220)
@@ -209,7 +211,11 @@ def curve_with_band(df: pd.DataFrame, x: str, y: str, lo: str, hi: str, series: 
         x=xs, y=f"{y}:Q", color=color,
         tooltip=[f"{series}:N", alt.Tooltip(f"{x}:Q", format=","), alt.Tooltip(f"{y}:Q", format=".3f"),
                  alt.Tooltip(f"{lo}:Q", format=".3f"), alt.Tooltip(f"{hi}:Q", format=".3f")])
-    chart = alt.layer(band, line, data=df)
+    layers = [band, line]
+    if reference is not None:
+        layers.append(base.mark_rule(strokeDash=[6, 4], color="black").encode(
+            y=alt.datum(reference[0]), tooltip=alt.value(f"{reference[1]}: {reference[0]}")))
+    chart = alt.layer(*layers, data=df)
     if panel is None:
         return chart.properties(title=title).interactive()
     return chart.facet(row=alt.Row(f"{panel}:N", title=None), title=title).resolve_scale(color="independent")

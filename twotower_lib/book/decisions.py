@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from twotower_lib.book import publish
-from twotower_lib.book.paper_tables import number
+from twotower_lib.book.paper_tables import number, tokens_label as tokens
 from twotower_lib.book import emergence_curves as em
 from twotower_lib.errors import UserError
 from twotower_lib.probe_config import probe_label
@@ -56,7 +56,7 @@ def _pairs(prefix: str, curves: pd.DataFrame, config: str) -> dict[str, str]:
             f"{prefix}_min": _n(end["r_min"]), f"{prefix}_max": _n(end["r_max"]),
             f"{prefix}_positive": str(int((rows["r"] > 0).sum())), f"{prefix}_loss": _n(end["val loss"]),
             f"{prefix}_abs_min": _n(rows["r"].abs().min()), f"{prefix}_abs_max": _n(rows["r"].abs().max()),
-            f"{prefix}_tokens": f"{end['tokens'] / 1e6:.0f}M",
+            f"{prefix}_tokens": tokens(end["tokens"]),
             f"{prefix}_gap_min": _pct(gaps.min()), f"{prefix}_gap_max": _pct(gaps.max())}
 
 
@@ -64,7 +64,7 @@ def _one(key: str, rows: pd.DataFrame) -> dict[str, str]:
     """A one-pair snapshot: r, |r|, its 95% interval (resampling validation documents), the towers' gaps, and
     where the curve records them r under the mean of log p and the validation-text ceiling."""
     row, gaps = rows.iloc[0], _gaps(rows)
-    return {key: _n(row["r"]), f"{key}_abs": _n(abs(row["r"])), f"{key}_ci": f"[{_n(row['ci_low'])}, {_n(row['ci_high'])}]",
+    return {key: _n(row["r"]), f"{key}_abs": _n(abs(row["r"])), f"{key}_at": tokens(row["tokens"]), f"{key}_ci": f"[{_n(row['ci_low'])}, {_n(row['ci_high'])}]",
             f"{key}_gap_min": _pct(gaps.min()), f"{key}_gap_max": _pct(gaps.max()),
             f"{key}_mean_log": _n(row["r_mean_log"]) if pd.notna(row["r_mean_log"]) else "not recorded",
             f"{key}_ceiling": _n(row["ceiling"]) if pd.notna(row["ceiling"]) else "not measured"}
@@ -170,11 +170,30 @@ def published_numbers(published: dict) -> dict[str, str]:
     return out
 
 
+def design_numbers() -> dict[str, str]:
+    """The settings the page names: the profiles' budgets (`cpu_gpt_budget`, `cpulong_bert_base_budget`, …),
+    the schedule's warm-up share and BERT's masked share, read from the code that uses them."""
+    import inspect
+
+    from twotower_lib.book.profiles import get_profile
+    from twotower_lib.models import make_batch
+    from twotower_lib.train_config import TrainConfig
+
+    out = {"warmup": f"{100 * TrainConfig.__dataclass_fields__['warmup_fraction'].default:.0f}%",
+           "mask_rate": f"{100 * inspect.signature(make_batch).parameters['mask_prob'].default:.0f}%"}
+    for name in ("cpu", "cpu-long"):
+        profile = get_profile(name)
+        for model in ("elmo", "gpt", "bert-base", "bert-large"):
+            out[f"{_key(name, model + '-s1')}_budget"] = tokens(profile.tokens_for(model))
+        out[f"{_key(name)}_bert_budget"] = tokens(profile.tokens_for("bert-large"))
+    return out
+
+
 def numbers(curves: pd.DataFrame | None = None, published: dict | None = None) -> dict[str, str]:
-    """Every `{{ key }}` of the decisions page, computed from the committed results."""
+    """Every `{{ key }}` of the decisions page, computed from the committed results and the profiles."""
     curves = em.load_curves() if curves is None else curves
     published = publish.load_published() if published is None else published
-    return {**study_numbers(curves), **published_numbers(published)}
+    return {**study_numbers(curves), **published_numbers(published), **design_numbers()}
 
 
 def fill(text: str, values: dict[str, str] | None = None) -> str:
@@ -182,6 +201,6 @@ def fill(text: str, values: dict[str, str] | None = None) -> str:
     values = numbers() if values is None else values
     missing = sorted({m.group(1) for m in KEY.finditer(text)} - set(values))
     if missing:
-        raise UserError(f"the decisions page names numbers that twotower_lib.book.decisions does not compute: "
-                        f"{', '.join(missing)}; add them to decisions.numbers or fix the page")
+        raise UserError(f"a book page names numbers that no code computes: {', '.join(missing)}; add them to "
+                        "twotower_lib.book.decisions.numbers (or paper_scale.numbers) or fix the page")
     return KEY.sub(lambda m: values[m.group(1)], text)

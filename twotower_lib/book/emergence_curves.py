@@ -12,6 +12,7 @@ import pandas as pd
 
 from twotower_lib.artifacts import read_json
 from twotower_lib.book.sections import PROJECT_ROOT
+from twotower_lib.book.paper_tables import number, tokens_label
 from twotower_lib.errors import UserError
 from twotower_lib.probe_config import probe_label
 from twotower_lib.run_names import seed_pair_name
@@ -237,10 +238,6 @@ def probe_comparison_along(config: str, results_dir: str | Path = RESULTS_DIR,
             .sort_values(["pair", "tokens"]).set_index(["pair", "tokens"]))
 
 
-def _tokens_label(tokens: int) -> str:
-    return f"{tokens / 1e6:g}M" if tokens >= 1_000_000 else f"{tokens / 1e3:g}k"
-
-
 def size_table(curves: pd.DataFrame, configs: list[str] | None = None,
                at: tuple[int, ...] = (1_000_000, 2_000_000, 4_000_000), tolerance: float = 0.1) -> pd.DataFrame:
     """Per configuration (or `configs`, in that order): its size and vocabulary, and the mean r over its seed
@@ -264,7 +261,7 @@ def size_table(curves: pd.DataFrame, configs: list[str] | None = None,
         for target in at:
             near = s[(s["tokens"] - target).abs() <= tolerance * target]
             hit = near.loc[(near["tokens"] - target).abs().idxmin()] if len(near) else None
-            row[f"r at {_tokens_label(target)}"] = hit["r"] if hit is not None else np.nan
+            row[f"r at {tokens_label(target)}"] = hit["r"] if hit is not None else np.nan
             last = hit if hit is not None else last
         row["|r_physical| at the last of these"] = last["mean |r_physical|"] if last is not None else np.nan
         rows.append(row)
@@ -380,3 +377,56 @@ def profile_note(profile) -> str:
     items = [f"{m} (preset `{profile.models[m].preset}`) for {profile.tokens_for(m):,} tokens" for m in models]
     return (f"This book's profile, `{profile.name}`, trains its same-configuration pair{'s' * (len(items) > 1)} "
             + " and ".join(items) + "; section 03 gives what they reach.")
+
+
+PAPER_R = 0.94  # Table 2: Bert-large run 1 against run 2, where the paper's training ended
+
+
+def result_box(curves: pd.DataFrame, paper: float = PAPER_R) -> str:
+    """The chapter's result box: per configuration with several seed pairs, the end of training as a
+    distribution over pairs (median and central range, `seed_spread.CENTRAL`), the order-free |r|, the
+    untrained point of the same pairs as the control, and the verdict by the scorecard's rule
+    (`seed_spread.verdict`) against the paper's r at the end of its training."""
+    from twotower_lib.analysis.seed_spread import CENTRAL, summarize, verdict
+
+    lines = [f"| configuration | probe | tokens | pairs | r: median [{CENTRAL[0]:.0%}–{CENTRAL[1]:.0%}] | median abs r "
+             f"| untrained abs r, highest | the paper | verdict |", "|---|---|---|---|---|---|---|---|---|"]
+    for config, g in _per_config(curves, None):
+        end = g[g["tokens"] == g["tokens"].max()]
+        if end["pair"].nunique() < 2:
+            continue
+        control = g.loc[g["tokens"] == 0, "r"]
+        s = summarize(end["r"])
+        lines.append(f"| `{config}` | {g['probe'].iloc[0]} | {tokens_label(int(end['tokens'].iloc[0]))} | {s['n']} | "
+                     f"{number(s['median'])} [{number(s['low'])}, {number(s['high'])}] | {end['r'].abs().median():.2f} | "
+                     f"{control.abs().max():.2f} | {paper} | **{verdict(end['r'], control.abs(), paper)}** |"
+                     if len(control) else
+                     f"| `{config}` | {g['probe'].iloc[0]} | {tokens_label(int(end['tokens'].iloc[0]))} | {s['n']} | "
+                     f"{number(s['median'])} [{number(s['low'])}, {number(s['high'])}] | {end['r'].abs().median():.2f} | "
+                     f"— | {paper} | **not attempted** |")
+    return "\n".join(lines) + "\n"
+
+
+def summary(curves: pd.DataFrame) -> str:
+    """The chapter's closing summary in sentences, every number from the curves: the highest end-of-training
+    median r of a multi-seed configuration measured with the current probe, how widely its pairs spread,
+    and the seeds' share of the answer."""
+    from twotower_lib.analysis.seed_spread import summarize
+
+    current = curves[~curves["probe"].str.startswith("earliest")]
+    rows = []
+    for config, g in _per_config(current if len(current) else curves, None):
+        end = g[g["tokens"] == g["tokens"].max()]
+        if end["pair"].nunique() >= 2:
+            s = summarize(end["r"])
+            rows.append((config, s, end["r"].abs().median(), tokens_label(int(end["tokens"].iloc[0]))))
+    if not rows:
+        return "No configuration here has several seed pairs, so no curve gives a spread over seeds."
+    parts = [f"`{c}` ends at a median r of {number(s['median'])} over {s['n']} seed pairs after {t} tokens "
+             f"(pairs from {number(s['min'])} to {number(s['max'])}; median |r| {a:.2f})" for c, s, a, t in rows]
+    text = ("With the current probe, " + "; ".join(parts) + f". The paper's two Bert-large runs agree at "
+            f"r = {PAPER_R} after a day on six GPUs.")
+    if any(a - abs(s["median"]) > 0.1 for _, s, a, _ in rows):
+        text += (" The runs share a division of the vocabulary more often than its sign: which tower ends up the "
+                 "better one differs between seeds, so a single pair's r is one draw from a wide distribution.")
+    return text

@@ -16,7 +16,7 @@ import pandas as pd
 from twotower_lib.artifacts import read_json
 from twotower_lib.book import seeds
 from twotower_lib.book.sections import PROJECT_ROOT
-from twotower_lib.book.paper_tables import mark_outside
+from twotower_lib.book.paper_tables import mark_outside, number
 from twotower_lib.book.scorecard import POINT_LABELS, decide_over_seeds
 from twotower_lib.run_names import model_of
 
@@ -35,38 +35,61 @@ README_START, README_END = "<!-- VERDICTS:start -->", "<!-- VERDICTS:end -->"
 
 
 def _brief(text: str, limit: int = 90) -> str:
-    """As many of `text`'s "; "-separated clauses as fit in `limit` characters (at least the first, cut)."""
+    """As many of `text`'s "; "-separated clauses as fit in `limit` characters (at least the first, cut at
+    a word)."""
     out = ""
     for clause in str(text).split(";"):
         clause = clause.strip()
         longer = f"{out}; {clause}" if out else clause
         if len(longer) > limit:
-            return (out + "; …") if out else clause[: limit - 1].rstrip() + "…"
+            return (out + "; …") if out else clause[:limit].rsplit(" ", 1)[0].rstrip(",:(") + " …"
         out = longer
     return out
 
 
+# The one-line caveat of each item the seed study does not decide (the scorecard page has the full notes).
+CAVEATS = {"table1": "the `paper` profile trains Table 1's sizes",
+           "controls": "this build's pairs only; the seed study's controls are in the rows above",
+           "register": "one seed pair per corpus source", "fig3": "judged with Table 2's same-configuration pair",
+           "fig5": "components scaled to unit variance", "fig6": "the share depends on the ICA dimension d",
+           "fig7": "meaning is not judged automatically: read the groups in section 05",
+           "table3": "all groups with enough members, not the paper's hand-picked ones",
+           "fig8": "judged with Table 4: a flat curve means something only if the runs agree"}
+
+
+def _claim_cells(mine: pd.DataFrame) -> tuple[str, str, str]:
+    """A seed-decided row's "ours" (each claim's median), "spread" (its central range and pairs) and caveat
+    (how high the controls reach, and whether the division agrees more than its sign)."""
+    many = len(mine) > 1
+    name = (lambda c: c["claim"].split(" (")[0] + ": ") if many else (lambda c: "")
+    ours = "; ".join(f"{name(c)}{number(c['median'])}" for _, c in mine.iterrows())
+    spread = "; ".join(f"{name(c)}{number(c['low'])} to {number(c['high'])} ({c['pairs']} {c['unit']})"
+                       for _, c in mine.iterrows())
+    high = mine[seeds.HIGH].max()
+    caveat = "no control measured yet" if pd.isna(high) else f"controls' pairs reach {high:.2f}"
+    free = mine["median |r|"] if "median |r|" in mine else pd.Series(dtype=float)
+    if len(free.dropna()) and (free - mine["median"].abs()).max() > 0.1:
+        caveat += f"; order-free |r| up to {free.max():.2f}: the seeds share the division more than its sign"
+    return ours, spread, caveat
+
+
 def verdict_rows(card: dict) -> pd.DataFrame:
-    """One row per paper item: what the paper says, ours in brief (the spread over seeds where the seed
-    study decided it), the verdict, and whether it rests on one pair only."""
+    """One row per paper item: what the paper says, ours (each claim's median over seed pairs where the
+    seed study decided it), the spread over seeds (or that it rests on one run), the verdict and a
+    one-line caveat."""
     study = seeds.load(card["profile"])
     claims = seeds.claim_rows(study) if study is not None else pd.DataFrame(columns=["item"])
     rows = []
     for r in card["rows"]:
         mine = claims[claims["item"] == r["id"]]
-        if r.get("decided_by") == "seeds":
-            ours = "; ".join(f"{c['claim'].split(' (')[0]}: {c['median']:+.2f} ({c['low']:+.2f} to {c['high']:+.2f}, "
-                             f"{c['pairs']} {c['unit']}; order-free |r| {c.get('median |r|', float('nan')):.2f}, "
-                             f"controls' 90th percentile {c[seeds.HIGH]:.2f})" for _, c in mine.iterrows())
-            missing = [c.label.split(" (")[0] for c in seeds.CLAIMS if c.item == r["id"] and c.label not in set(mine["claim"])]
-            ours += f"; not yet measured over seeds: {' and '.join(missing)}" if missing else ""
-            basis = "seed study"
+        if r.get("decided_by") == "seeds" and len(mine):
+            ours, spread, caveat = _claim_cells(mine)
         else:
-            ours = mark_outside(_brief(r["ours"]))
+            ours, caveat = mark_outside(_brief(r["ours"], 70)), CAVEATS.get(r["id"]) or _brief(r.get("note", ""), 70)
             one = r["id"].startswith(("table2", "same-config", "table4", "fig3", "controls"))
-            basis = ("one run" if one else "this run") + (" (seed study incomplete)" if len(mine) else "")
-        rows.append({"paper item": SHORT.get(r["id"], r["item"]), "paper": _brief(r["paper"], 60), "ours": ours,
-                     "rests on": basis, "verdict": MARK[r["verdict"]]})
+            spread = "one pair" if one else "one run"
+        rows.append({"claim": SHORT.get(r["id"], r["item"]), "the paper": _brief(r["paper"], 50), "ours": ours,
+                     "spread over seeds": spread, "verdict": MARK[r["verdict"]], "caveat": caveat})
     return pd.DataFrame(rows)
 
 
@@ -76,7 +99,7 @@ def verdict_markdown(card: dict) -> str:
     n = sum(card["counts"].values())
     counts = ", ".join(f"**{k}** {v}" for v, k in card["counts"].items() if k)
     lines = [f"Of the {n} items below, at profile `{card['profile']}`: {counts}.", "",
-             "| paper item | the paper | ours | rests on | verdict |", "|---|---|---|---|---|"]
+             "| " + " | ".join(t.columns) + " |", "|" + "---|" * len(t.columns)]
     for _, r in t.iterrows():
         lines.append("| " + " | ".join(str(v).replace("|", "\\|") for v in r) + " |")
     return "\n".join(lines) + "\n"
@@ -170,18 +193,27 @@ def update_readme(path: Path, profile: str = "cpu") -> bool:
 
 
 def scale_sentence(profile_name: str) -> str:
-    """What a profile trains, against Table 1: each family's layers x width and its training tokens."""
-    from twotower_lib.book.paper_tables import MODEL_NAMES, TABLE1
+    """At what scale a profile measures, against Table 1: its towers' depths and widths, training tokens and
+    vocabulary as ranges beside the paper's (the rerun page's profile table gives each model)."""
+    from twotower_lib.book.paper_tables import MODEL_NAMES, TABLE1, tokens_label as tokens
     from twotower_lib.book.profiles import get_profile
 
     p = get_profile(profile_name)
-    parts = []
-    for model in dict.fromkeys(m for m, _ in p.case_list()):
-        c, (layers, hidden, _, _) = p.model_config(model), TABLE1[MODEL_NAMES[model]]
-        parts.append(f"{MODEL_NAMES[model]} {c.n_layer} x {c.hidden} (paper {layers} x {hidden}), "
-                     f"{p.tokens_for(model):,} tokens")
-    return (f"Profile `{p.name}` trains {'; '.join(parts)}, with a vocabulary of {p.vocab_size:,} word pieces "
-            f"and blocks of {p.seq_len} tokens; the paper trained each case for about a day on six GPUs.")
+    models = list(dict.fromkeys(m for m, _ in p.case_list()))
+    ours = [p.model_config(m) for m in models]
+    paper = [TABLE1[MODEL_NAMES[m]] for m in models]
+
+    def span(values, fmt=lambda v: f"{v:,}") -> str:
+        lo, hi = min(values), max(values)
+        return fmt(lo) if lo == hi else f"{fmt(lo)}–{fmt(hi)}"
+
+    return (f"**Scale.** Profile `{p.name}` trains towers of {span([c.n_layer for c in ours])} layers and "
+            f"{span([c.hidden for c in ours])} units (Table 1: {span([t[0] for t in paper])} layers, "
+            f"{span([t[1] for t in paper])} units) for {span([p.tokens_for(m) for m in models], tokens)} tokens each, "
+            f"with {p.vocab_size:,} word pieces (the paper: {TABLE1_VOCAB:,}, about a day per case on six GPUs).")
+
+
+TABLE1_VOCAB = 30522  # the paper's WordPiece vocabulary (Section 4.1)
 
 
 def spread_sentence(profile_name: str) -> str:
@@ -192,11 +224,12 @@ def spread_sentence(profile_name: str) -> str:
     study = seeds.load(profile_name)
     if study is not None:
         t = seeds.family_table(study)
-        fams = "; ".join(f"{f} median {r['median r']:+.2f} ({r['r low']:+.2f} to {r['r high']:+.2f}, {int(r['pairs'])} pairs)"
+        fams = "; ".join(f"{f} {number(r['median r'])} ({number(r['r low'])} to {number(r['r high'])})"
                          for f, r in t.iterrows())
         ctrl = study.pairs[study.pairs["kind"].isin(seeds.CONTROL_KINDS)]["r"].abs()
-        return (f"Over {study.study['seeds']} seeds per family, the same-configuration pairs' r reads: {fams}. "
-                f"The controls' pairs reach |r| up to {ctrl.max():.2f}.")
+        return (f"**Spread over seeds.** Two runs of one configuration with different seeds agree, as a median "
+                f"over {int(t['pairs'].max())} seed pairs (10th to 90th percentile): {fams}. Their controls' pairs "
+                f"reach |r| of {ctrl.max():.2f} at most; the paper's Bert-large pair reads 0.94.")
     from twotower_lib.book.emergence_curves import load_curves
 
     name = "gpt-cpu-v8192-2M-4seeds"

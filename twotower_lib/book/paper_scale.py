@@ -155,6 +155,37 @@ def bench_markdown(path: Path = RESULTS / "bench_gpu.json", baseline: Path | Non
             f"profile's); measured {bench['created'][:10]}.*\n")
 
 
+def numbers(results: Path = RESULTS) -> dict[str, str]:
+    """The `{{ gpu_... }}` numbers of the paper-scale page's prose, from the committed bench and cases:
+    how much the transformer families' utilisation rose from 64 sequences a step to the bench's, a
+    two-tower step against two one-tower steps, and what the cases' training and probes measured."""
+    out: dict[str, str] = {}
+    bench, small = results / "bench_gpu.json", results / "bench_gpu_micro64.json"
+    if bench.is_file():
+        rows = [r for r in read_json(bench)["rows"] if "error" not in r]
+        ratio = [r["two_vs_two_single"] for r in rows]
+        out.update(gpu_two_vs_one_min=f"{min(ratio):.1f}", gpu_two_vs_one_max=f"{max(ratio):.1f}")
+        if small.is_file():
+            at_64 = {(r["model"], r["precision"]): r.get("mfu") for r in read_json(small)["rows"]}
+            rise = [r["mfu"] / at_64[(r["model"], r["precision"])] for r in rows
+                    if r["model"] != "elmo" and at_64.get((r["model"], r["precision"]))]
+            if rise:
+                out.update(gpu_rise_min=f"{min(rise):.1f}", gpu_rise_max=f"{max(rise):.1f}")
+    cases = results / "paper_cases.json"
+    if cases.is_file():
+        found = read_json(cases)
+        c = found["cases"].values()
+        reliability = [min(v["reliability_score"], v["reliability_score_logmean"]) for v in c]
+        ceilings = [p["text_ceiling"] for p in found["pairs"]]
+        seconds = [v["wall_time_s"] for v in c]
+        out.update(gpu_corpus_tokens=f"{min(v['tokens_seen'] / v['epochs'] for v in c) / 1e6:.1f}M",
+                   gpu_epochs_min=f"{min(v['epochs'] for v in c):.0f}", gpu_epochs_max=f"{max(v['epochs'] for v in c):.0f}",
+                   gpu_seconds_min=f"{min(seconds):.0f}", gpu_seconds_max=f"{max(seconds):.0f}",
+                   gpu_reliability_min=f"{min(reliability):.2f}",
+                   gpu_ceiling_min=f"{min(ceilings):.2f}", gpu_ceiling_max=f"{max(ceilings):.2f}")
+    return out
+
+
 def _shape(case: dict) -> str:
     """Layers x width as Table 1 gives it: for ELMo the LSTM cells' width (its projections beside it)."""
     if case.get("model_type") == "elmo":

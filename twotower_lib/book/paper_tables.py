@@ -134,6 +134,15 @@ def number(x: float | None, fmt: str = "+.2f") -> str:
     return "—" if x is None or pd.isna(x) else format(x, fmt).replace("-", "−")
 
 
+def tokens_label(t: float) -> str:
+    """A token count as the book prints it, to within a tenth: 500k, 1M, 16M (a snapshot at 2**21
+    tokens reads 2M; 0 stays 0)."""
+    if t >= 1e6:
+        m = t / 1e6
+        return f"{m:.0f}M" if abs(m - round(m)) <= 0.1 * m else f"{m:.1f}M"
+    return f"{t / 1e3:.0f}k" if t else "0"
+
+
 OUTSIDE = "†"  # marks an interval that does not contain its estimate (the scorecard page says why)
 
 

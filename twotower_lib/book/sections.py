@@ -17,6 +17,7 @@ from typing import Any
 
 from twotower_lib.artifacts import atomic_write_json, read_json
 from twotower_lib.book.profiles import DEFAULT_PROFILE, PROFILE_ENV, Profile, get_profile, profile_dir, runs_root
+from twotower_lib.book import tables
 from twotower_lib.errors import UserError
 
 
@@ -110,6 +111,16 @@ class SectionContext:
         values = self.profile.values()
         return {k: values[k] for k in self.section.parameters}
 
+    def rerun_markdown(self) -> str:
+        """How to re-run this chapter with a new parameter, as one line a reader can copy: the command with
+        its first parameter at its current value, and the names of the others."""
+        params = self.parameters
+        if not params:
+            return f"**Re-run:** `{run_command(self.section.name, self.profile.name)}`."
+        first, value = next(iter(params.items()))
+        return (f"**Re-run with new parameters:** `{run_command(self.section.name, self.profile.name, {first: value})}` "
+                f"(parameters: {', '.join(f'`{k}`' for k in params)}; papermill takes the same names).")
+
     def parameter_table(self):
         """The resolved parameters as a one-column table, headed by the profile (each section shows it)."""
         import pandas as pd
@@ -164,6 +175,7 @@ def open_section(name: str, namespace: dict[str, Any], sections: tuple[Section, 
                          {k: getattr(profile, k) for k in overrides}, sections)
     for up in section.upstream:
         ctx.input_dir(up)
+    tables.enable()
     return ctx
 
 

@@ -1,0 +1,74 @@
+"""What a reader sees: tables rendered for reading, the front page's scale and verdict table, the
+chapters' re-run line, and the emergence chapter's generated result box."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from twotower_lib.book import emergence_curves as em
+from twotower_lib.book import front, tables
+from twotower_lib.book.paper_tables import tokens_label
+from twotower_lib.book.sections import SectionContext, find_section
+from twotower_lib.book.profiles import get_profile, profile_dir
+
+
+def test_a_table_reaches_the_reader_flat_rounded_and_without_empty_columns():
+    df = pd.DataFrame({"case": ["a", "b"], "r": [0.123456, -0.5], "n": [np.int64(1234567), np.int64(3)],
+                       "earlier": [np.nan, np.nan], "ok": [True, False]}).set_index("case")
+    html = tables.reader_html(df)
+    assert "<th>case</th>" in html and "earlier" not in html          # the index is a column; all-NaN column dropped
+    assert "0.123" in html and "0.123456" not in html and "−0.5" in html
+    assert "1,234,567" in html and ">yes<" in html and ">no<" in html
+    assert html.count("<tr>") == 3                                     # one header row, not pandas' two
+
+
+def test_a_long_table_shows_its_first_rows_and_says_how_many():
+    html = tables.reader_html(pd.DataFrame({"x": range(tables.MAX_ROWS + 5)}))
+    assert html.count("<tr>") == tables.MAX_ROWS + 1 and f"of {tables.MAX_ROWS + 5:,} rows" in html
+
+
+def test_multi_level_columns_are_joined():
+    df = pd.DataFrame([[1.0, 2.0]], columns=pd.MultiIndex.from_tuples([("r", "Eq. 4"), ("r", "mean log p")]))
+    assert list(tables.for_reader(df).columns) == ["r · Eq. 4", "r · mean log p"]
+
+
+@pytest.mark.parametrize("tokens, label", [(0, "0"), (500_000, "500k"), (1 << 20, "1M"), (1 << 21, "2M"),
+                                           (16_003_072, "16M"), (3_500_000, "3.5M")])
+def test_token_counts_read_as_a_reader_writes_them(tokens, label):
+    assert tokens_label(tokens) == label
+
+
+def test_the_scale_sentence_follows_the_profile():
+    assert "500k–2M tokens" in front.scale_sentence("cpu")
+    assert "10k–10k" not in front.scale_sentence("tiny") and "10k tokens" in front.scale_sentence("tiny")
+
+
+def test_the_rerun_line_names_the_section_and_a_parameter_at_its_value():
+    profile = get_profile("cpu")
+    ctx = SectionContext(find_section("03_correlations"), profile, profile_dir("cpu"))
+    line = ctx.rerun_markdown()
+    assert "python -m twotower_lib run 03_correlations --profile cpu -p cases " in line and "`top_n`" in line
+
+
+def test_the_front_table_has_one_row_per_item_and_a_caveat_each():
+    card = front.published_card("cpu")
+    rows = front.verdict_rows(card)
+    assert list(rows.columns) == ["claim", "the paper", "ours", "spread over seeds", "verdict", "caveat"]
+    assert len(rows) == len(card["rows"]) and rows["caveat"].str.len().gt(0).all()
+    seeded = rows[rows["spread over seeds"].str.contains("seed pairs")]
+    assert len(seeded) >= 5   # Table 2's cells and Table 4 rest on the seed study
+
+
+def _curves(end_r: list[float]) -> pd.DataFrame:
+    rows = [{"config": "c", "pair": f"p{i}", "tokens": t, "r": r0 if t == 0 else r, "probe": "7 (whitened)",
+             "model_type": "gpt"} for i, r in enumerate(end_r) for t, r0 in ((0, 0.01 * (i + 1)), (1000, None))]
+    return pd.DataFrame(rows)
+
+
+def test_the_emergence_result_box_applies_the_rule_to_the_end_of_training():
+    box = em.result_box(_curves([0.9, 0.92, 0.95, 0.97]))
+    assert "| `c` |" in box and "**reproduced**" in box
+    assert "**not**" in em.result_box(_curves([0.01, -0.02, 0.03, 0.0]))
+    assert "median r of" in em.summary(_curves([0.9, 0.92, 0.95, 0.97]))

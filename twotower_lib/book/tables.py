@@ -1,0 +1,69 @@
+"""How a table reaches the reader: every pandas DataFrame a chapter displays is rendered by
+`reader_html`, not by pandas' default, so that no index-style header, all-empty column, raw float or
+thousand-row dump reaches the book. `enable` registers it in the running IPython kernel."""
+
+from __future__ import annotations
+
+import html
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+MAX_ROWS = 40  # longer tables show their first rows and say how many there are
+
+
+def cell(value: Any) -> str:
+    """A value as the reader sees it: three decimals at most (a true minus sign), thousands separated,
+    yes/no for truth values, a dash for a missing value."""
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, numbers.Integral):
+        return f"{int(value):,}".replace("-", "−")
+    if isinstance(value, numbers.Real):
+        x = float(value)
+        if math.isnan(x):
+            return "—"
+        if 0 < abs(x) < 0.001:
+            return f"{x:.1e}".replace("-", "−")
+        text = f"{x:,.0f}" if abs(x) >= 1000 else (f"{x:.3f}".rstrip("0").rstrip(".") or "0")
+        return "0" if text in ("-0", "0") else text.replace("-", "−")
+    if value is None or value is pd.NA or value is pd.NaT:
+        return "—"
+    return html.escape(str(value))
+
+
+def for_reader(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` flattened for reading: named index levels become ordinary columns, multi-level column
+    names are joined, and columns with no value at all are dropped."""
+    out = df.copy()
+    if isinstance(out.columns, pd.MultiIndex):
+        out.columns = [" · ".join(str(p) for p in c if str(p)) for c in out.columns]
+    if any(name is not None for name in out.index.names) or not isinstance(out.index, pd.RangeIndex):
+        out = out.reset_index()
+    out.columns = [str(c) for c in out.columns]
+    return out.loc[:, out.notna().any(axis=0)] if len(out) else out
+
+
+def reader_html(df: pd.DataFrame) -> str:
+    """The HTML of `df` as a chapter shows it (`for_reader`, `cell`), at most `MAX_ROWS` rows."""
+    flat = for_reader(df)
+    shown = flat.head(MAX_ROWS)
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in shown.columns)
+    body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>"
+                   for row in shown.itertuples(index=False, name=None))
+    note = (f'<p class="table-note">The first {MAX_ROWS} of {len(flat):,} rows.</p>' if len(flat) > MAX_ROWS else "")
+    return f'<table class="reader-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}'
+
+
+def enable() -> None:
+    """Render every DataFrame displayed in this IPython kernel with `reader_html` (no-op outside IPython)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    ip = get_ipython()
+    if ip is not None:
+        ip.display_formatter.formatters["text/html"].for_type(pd.DataFrame, reader_html)
