@@ -35,7 +35,7 @@ runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, el
 import pandas as pd
 from IPython.display import Markdown, display
 
-from twotower_lib.analysis.seed_spread import RULE
+from twotower_lib.analysis import seed_spread
 from twotower_lib.book import charts, publish, sections
 from twotower_lib.book import emergence_curves as em
 
@@ -52,7 +52,7 @@ curves = em.load_curves()
 # training.
 
 # %%
-Markdown(em.result_box(curves) + "\n" + RULE)
+Markdown(em.result_box(curves) + "\n" + seed_spread.RULE)
 
 # %%
 spread = em.seed_spread(curves[curves["tokens"] > 0])
