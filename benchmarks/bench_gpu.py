@@ -119,7 +119,7 @@ def main() -> int:
     name = torch.cuda.get_device_name()
     peak = device_peak(name, args.peak_tflops)
     driver = _driver()
-    paper_tokens = get_profile("paper").train_tokens
+    paper_tokens = get_profile("paper").train.tokens
     shapes = [(f, f"paper-{f}") for f in args.families]
     if args.released:
         shapes += [(f + "-released", f"released-{f}") for f in args.families]

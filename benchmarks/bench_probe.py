@@ -46,7 +46,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     runs = args.runs or [args.runs_dir / n for n in ("gpt-k1-s1", "gpt-s1", "bert-large-s1")]
     profile = get_profile("cpu")
-    recipes = {"old": ProbeConfig.legacy(train_positions=profile.probe_tokens),
+    recipes = {"old": ProbeConfig.legacy(train_positions=profile.probe.train_positions),
                "unwhite": profile.probe_config(precondition="none"), "new": profile.probe_config()}
     print(f"threads {args.threads}; " + "\n".join(f"{name} = {cfg}" for name, cfg in recipes.items()))
     print(f"{'run':16} {'recipe':7} {'minutes':>8} {'epochs':>7} {'head - coop (nats)':>19}")

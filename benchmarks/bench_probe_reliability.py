@@ -162,9 +162,9 @@ def main() -> None:
         raise SystemExit(f"--reference {reference!r} is not one of --variants {variants}")
     rows = []
     for run in runs:
-        rows += measure_run(run, base, variants, args.top_n or profile.top_n, reference)
+        rows += measure_run(run, base, variants, args.top_n or profile.analysis.top_n, reference)
         if args.out:
-            atomic_write_json(args.out, {"profile": args.profile, "top_n": args.top_n or profile.top_n, "rows": rows,
+            atomic_write_json(args.out, {"profile": args.profile, "top_n": args.top_n or profile.analysis.top_n, "rows": rows,
                                          "command": portable_command("benchmarks/bench_probe_reliability.py", sys.argv[1:]),
                                          "provenance": provenance()})
     print(f"{'run':14} {'variant':22} {'min':>5} {'ep':>3} {'val loss per tower':>20} {'rel Eq.4':>9} {'rel mean log':>12}"

@@ -52,7 +52,7 @@ def main() -> None:
     data = load_prepared(root / "data" / "prepared")
     runs = args.runs.split(",")
     plateau = dict(lr=1e-3, lr_drops=1, cooldown_epochs=0, cooldown_average=False)  # a rate drop at the first plateau, stop at the second
-    recipes = {"earlier": (ProbeConfig.legacy(train_positions=profile.probe_tokens, replicate=True), "legacy-{run}"),
+    recipes = {"earlier": (ProbeConfig.legacy(train_positions=profile.probe.train_positions, replicate=True), "legacy-{run}"),
                "untied, plateau, raw": (profile.probe_config(True, head="mlp", features="raw", **plateau), "{run}-raw"),
                "untied, plateau": (profile.probe_config(True, head="mlp", **plateau), "{run}-joint_ln"),
                "tied, plateau": (profile.probe_config(True, head="tied", **plateau), "{run}-tied"),
@@ -60,7 +60,7 @@ def main() -> None:
                "tied, cool-down": (profile.probe_config(True, head="tied", cooldown_epochs=1, cooldown_average=False),
                                    "{run}-tied-cooldown"),
                DEFAULT_RECIPE: (profile.probe_config(True), None),
-               "as released": (ProbeConfig.as_released(train_positions=profile.probe_tokens, replicate=True),
+               "as released": (ProbeConfig.as_released(train_positions=profile.probe.train_positions, replicate=True),
                                "released-{run}")}
     unknown = {r for r in args.probe.split(",") if r} - set(recipes)
     if unknown:
@@ -85,7 +85,7 @@ def main() -> None:
                    "head_minus_cooperative": round(min(heads) - m["val_loss"]["cooperative"], 4)}
             if m["towers"] == 2:                       # a single tower has no preference score to agree on
                 tables[recipe, run] = art.table
-                row |= {f"reliability_{c}": round(r, 4) for c, r in probe_seed_reliability(art, data, profile.top_n).items()}
+                row |= {f"reliability_{c}": round(r, 4) for c, r in probe_seed_reliability(art, data, profile.analysis.top_n).items()}
             rows.append(row)
             print(rows[-1], flush=True)
         for a, b in combinations(runs, 2):
@@ -93,12 +93,12 @@ def main() -> None:
                 continue
             pairs.append({"recipe": recipe, "a": a, "b": b,
                           **{f"r_{c}": round(same_run_agreement(tables[recipe, a], tables[recipe, b], data.counts,
-                                                                profile.top_n, c), 4) for c in SCORE_COLUMNS}})
+                                                                profile.analysis.top_n, c), 4) for c in SCORE_COLUMNS}})
     across = [{"run": run, "a": ra, "b": rb,
-               **{f"r_{c}": round(same_run_agreement(tables[ra, run], tables[rb, run], data.counts, profile.top_n, c), 4)
+               **{f"r_{c}": round(same_run_agreement(tables[ra, run], tables[rb, run], data.counts, profile.analysis.top_n, c), 4)
                   for c in SCORE_COLUMNS}}
               for run in runs for ra, rb in combinations(recipes, 2) if (ra, run) in tables and (rb, run) in tables]
-    atomic_write_json(RESULT, {"profile": profile.name, "top_n": profile.top_n, "probe_version": PROBE_VERSION,
+    atomic_write_json(RESULT, {"profile": profile.name, "top_n": profile.analysis.top_n, "probe_version": PROBE_VERSION,
                                "recipes": {k: asdict(cfg) for k, (cfg, _) in recipes.items()},
                                "runs": rows, "pairs": pairs, "across_recipes": across,
                                "data_hash": data.data_hash, "provenance": provenance(),

@@ -88,7 +88,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--note", default=None, help="what the two probings are, kept in the file")
     args = ap.parse_args()
-    top_n = get_profile(args.profile).top_n
+    top_n = get_profile(args.profile).analysis.top_n
     rows = compare(args.old, args.new, top_n)
     cases = [r["case"] for r in rows if "agreement" in r]
     between = pairs(args.old, args.new, cases, top_n) if len(cases) > 1 else []

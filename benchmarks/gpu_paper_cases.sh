@@ -2,7 +2,7 @@
 # The paper's five cases (Table 2's rows) at Table 1 sizes on one GPU: train each two-tower model
 # through DeepSpeed (bf16) within a wall-clock budget and a token cap, then probe it with the
 # converged probe (second head seed included). This is the command behind results/gpu/paper-cases/
-# (collected with `python -m twotower_lib.book.paper_scale collect RUNS`).
+# (collected with `python -m studies.paper_scale pack RUNS OUT`).
 #
 #   benchmarks/gpu_paper_cases.sh DATA RUNS
 #     DATA  prepared data at the paper's vocabulary:

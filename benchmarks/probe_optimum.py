@@ -165,7 +165,7 @@ def main() -> None:
         row["minutes"] = round((time.perf_counter() - t0) / 60, 2)
         row["certificate"] = [certificate(heads[j], train_feats.train[:, j], train_feats.labels, cert_cfg) for j in range(k)]
         row["heldout_loss"] = [round(x, 5) for x in _heldout_losses(heads, feats.held, feats.held_labels, k, cpu)]
-        row["heldout_loss_by_target"] = heldout_by_target(heads, feats, data.counts, profile.top_n)
+        row["heldout_loss_by_target"] = heldout_by_target(heads, feats, data.counts, profile.analysis.top_n)
         rows.append(row)
         sets.append(heads.eval())
         print(json.dumps({key: v for key, v in row.items() if key != "refine"}), flush=True)
@@ -179,11 +179,11 @@ def main() -> None:
         row["primary_tower"] = int(primary)
     for i, row in enumerate(rows):
         row["agreement"] = {other["recipe"]: {c: round(float(same_run_agreement(tables[i], tables[j], data.counts,
-                                                                                  profile.top_n, c)), 4)
+                                                                                  profile.analysis.top_n, c)), 4)
                                               for c in SCORE_COLUMNS}
                             for j, other in enumerate(rows) if j != i}
     if args.out:
-        atomic_write_json(args.out, {"run": args.run.name, "profile": args.profile, "top_n": profile.top_n,
+        atomic_write_json(args.out, {"run": args.run.name, "profile": args.profile, "top_n": profile.analysis.top_n,
                                      "train_positions": int(len(feats.labels)), "heldout_positions": int(len(feats.held_labels)),
                                      "refine": {"ridge": rcfg.ridge, "bias_ridge": rcfg.bias_ridge, "gtol": rcfg.gtol,
                                                 "max_iter": rcfg.max_iter, "precision": rcfg.precision,

@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     if any(len(p) != 2 or p[0] == p[1] for p in pairs):
         raise SystemExit(f"--pair {args.pair}: each names two different runs, comma-separated")
     runs = list(dict.fromkeys(r for p in pairs for r in p))
-    top_n = get_profile(args.profile).top_n
+    top_n = get_profile(args.profile).analysis.top_n
     data = load_prepared(args.data)
     probes = {label: {run: read_probe(Path(d) / run) for run in runs} for label, d in labelled}
     for run in runs:

@@ -27,15 +27,15 @@
 # frequent" that the paper's correlations are computed over.
 
 # %% tags=["parameters"]
-profile = None           # None: $TWOTOWER_PROFILE, else cpu; or tiny | cpu-long | gpu | paper (twotower_lib.book.profiles)
-runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
-corpus = None            # None: the profile's corpus (registry, registry:brown, a .txt path, hf:NAME)
-vocab_size = None        # None: the profile's WordPiece vocabulary size
-seq_len = None           # None: the profile's block length in tokens
-data_seed = None         # None: the profile's seed of the train/validation split
-doc_words = None         # None: the profile's document length when cutting long texts
-max_docs = None          # None: the profile's; only the corpus's first this many documents (0: all)
-valid_fraction = None    # None: the profile's share of documents held out
+profile = None              # None: $TWOTOWER_PROFILE, else cpu; or tiny | cpu-long | gpu | paper (twotower_lib.book.profiles)
+runs_dir = None             # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
+data_corpus = None          # None: the profile's corpus (registry, registry:brown, a .txt path, hf:NAME)
+data_vocab_size = None      # None: the profile's WordPiece vocabulary size
+data_seq_len = None         # None: the profile's block length in tokens
+data_seed = None            # None: the profile's seed of the train/validation split
+data_doc_words = None       # None: the profile's document length when cutting long texts
+data_max_docs = None        # None: the profile's; only the corpus's first this many documents (0: all)
+data_valid_fraction = None  # None: the profile's share of documents held out
 
 # %% tags=["hide-cell"]
 import pandas as pd
@@ -85,7 +85,7 @@ pd.Series({"vocabulary (WordPiece, uncased)": data.vocab_size, "block length (to
 # ## Token frequencies
 #
 # The paper compares preference scores over the most frequent 5000 tokens "to suppress noises
-# introduced by rare words"; the CPU profiles use fewer (the profile's `top_n`), because a rare
+# introduced by rare words"; the CPU profiles use fewer (the profile's `analysis.top_n`), because a rare
 # token occurs too seldom in a small validation text to score it reliably. The chart shows the counts
 # against their rank on log-log axes (hover for the token; drag to pan, scroll to zoom).
 

@@ -22,8 +22,8 @@
 # 0.01, learning rate 1e-3) and about a day on six V100 GPUs per case (Section 4.3); Table 1 lists the sizes.
 #
 # This section trains the cases of the chosen profile with the same optimiser settings through
-# DeepSpeed, for the profile's token budget (per model where `model_tokens` sets one), with the
-# paper's peak learning rate unless `model_lr` sets another for a model. A
+# DeepSpeed, for the profile's token budget (per model where `train.model_tokens` sets one), with the
+# paper's peak learning rate unless `train.model_lr` sets another for a model. A
 # finished case is kept, so re-running this notebook only trains what is missing.
 #
 # With the `independent` control on, it also trains four single-tower models (k = 1) for every
@@ -32,21 +32,21 @@
 # (section 03).
 
 # %% tags=["parameters"]
-profile = None           # None: $TWOTOWER_PROFILE, else cpu; or tiny | cpu-long | gpu | paper (twotower_lib.book.profiles)
-runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
-cases = None             # None: the profile's cases, "model:seed" comma-separated (e.g. "gpt:1,gpt:2")
-train_tokens = None      # None: the profile's budget, in training tokens seen per case
-model_tokens = None      # None: the profile's budgets of single models (see the profile table)
-model_lr = None          # None: the profile's peak learning rates of single models (others: 1e-3)
-model_final_lr = None    # None: the profile's; where single models' decay ends, as a fraction of the peak (others: 0)
-precision = None         # None: the profile's precision (fp32 | bf16 | fp16)
-micro_batch = None       # None: the profile's blocks per process and accumulation step
-grad_accum = None        # None: the profile's accumulation steps per optimiser step
-launcher = None          # None: the profile's launcher (python | deepspeed)
-num_gpus = None          # None: the profile's GPU count for the DeepSpeed launcher
-controls = None          # None: the profile's controls; "independent" adds four single-tower runs per pair here
-control_models = None    # None: the profile's; models whose pair gets the untrained and independent controls
-threads_per_run = None   # None: the profile's; CPU threads per run, runs side by side (0: one at a time)
+profile = None                  # None: $TWOTOWER_PROFILE, else cpu; or tiny | cpu-long | gpu | paper (twotower_lib.book.profiles)
+runs_dir = None                 # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
+train_cases = None              # None: the profile's cases, 'model:seed' comma-separated (e.g. 'gpt:1,gpt:2')
+train_tokens = None             # None: the profile's budget, in training tokens seen per case
+train_model_tokens = None       # None: the profile's budgets of single models (see the profile table)
+train_model_lr = None           # None: the profile's peak learning rates of single models (others: 1e-3)
+train_model_final_lr = None     # None: the profile's; where single models' decay ends, as a fraction of the peak (others: 0)
+train_precision = None          # None: the profile's precision (fp32 | bf16 | fp16)
+train_micro_batch = None        # None: the profile's blocks per process and accumulation step
+train_grad_accum = None         # None: the profile's accumulation steps per optimiser step
+train_launcher = None           # None: the profile's launcher (python | deepspeed)
+train_num_gpus = None           # None: the profile's GPU count for the DeepSpeed launcher
+analysis_controls = None        # None: the profile's controls; 'independent' adds four single-tower runs per pair here
+analysis_control_models = None  # None: the profile's; models whose pair gets the untrained and independent controls
+train_threads_per_run = None    # None: the profile's; CPU threads per run, runs side by side (0: one at a time)
 
 # %% tags=["hide-cell"]
 import pandas as pd

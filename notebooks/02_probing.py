@@ -35,20 +35,39 @@
 # (the appendix changelog records what the shared seed once did to this book's numbers).
 
 # %% tags=["parameters"]
-profile = None           # None: $TWOTOWER_PROFILE, else cpu; or tiny | cpu-long | gpu | paper (twotower_lib.book.profiles)
-runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
-cases = None             # None: the profile's cases, "model:seed" comma-separated
-probe_tokens = None      # None: the profile's budget of training tokens for the probing heads
-probe_max_epochs = None  # None: the profile's cap on the heads' epochs (they stop once converged)
-probe_head = None        # None: the profile's; linear or tied (Eq. 2: the frozen input embedding decodes), mlp (the authors' code)
-probe_features = None    # None: the profile's; joint_ln (slice of the joint LayerNorm) or raw tower states
-probe_precondition = None  # None: the profile's; whiten (heads train on whitened features, folded back) or none
-probe_refine_iters = None  # None: the profile's; L-BFGS iterations after AdamW toward the linear heads' optimum (0: none)
-probe_ridge = None       # None: the profile's; the ridge of that objective
-bert_events = None       # None: the profile's; mask ([MASK] at every probed position) or corrupt (80/10/10)
-controls = None          # None: the profile's controls (untrained, independent, permutation)
-control_models = None    # None: the profile's; models whose pair gets the untrained and independent controls
-top_n = None             # None: the profile's N, the most frequent tokens the probe-seed reliability is read over
+profile = None                  # None: $TWOTOWER_PROFILE, else cpu; or tiny | cpu-long | gpu | paper (twotower_lib.book.profiles)
+runs_dir = None                 # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
+train_cases = None              # None: the profile's cases, 'model:seed' comma-separated
+probe_head = None               # None: the profile's; linear or tied (Eq. 2: the frozen input embedding decodes), mlp (the authors' code)
+probe_features = None           # None: the profile's; joint_ln (slice of the joint LayerNorm) or raw tower states
+probe_precondition = None       # None: the profile's; whiten (heads train on whitened features, folded back) or none
+probe_bert_events = None        # None: the profile's; mask ([MASK] at every probed position) or corrupt (80/10/10)
+probe_train_blocks = None       # None: the profile's; training blocks whose features train the heads
+probe_train_positions = None    # None: the profile's budget of training tokens for the probing heads
+probe_holdout_fraction = None   # None: the profile's; extra share of blocks held out to decide when the heads have converged
+probe_schedule = None           # None: the profile's; 'plateau': held-out stopping; 'linear': warm-up + linear decay over max_epochs
+probe_max_epochs = None         # None: the profile's cap on the heads' epochs (they stop once converged)
+probe_tol = None                # None: the profile's; nats: an epoch that improves no head's held-out loss by more is a plateau
+probe_lr_drops = None           # None: the profile's; plateaus answered by lowering the rate (x lr_drop) before the cool-down
+probe_lr_drop = None            # None: the profile's; see twotower_lib.probe_config.ProbeConfig
+probe_cooldown_epochs = None    # None: the profile's; after the last plateau: the rate falls linearly to 0 over these epochs, then stop
+probe_cooldown_average = None   # None: the profile's; the heads end at the uniform average of their weights over the cool-down
+probe_batch_size = None         # None: the profile's; positions per head-training step
+probe_lr = None                 # None: the profile's peak rate of the heads (its own None: HEAD_LR[head])
+probe_warmup_fraction = None    # None: the profile's; of the first epoch (plateau) or of all steps (linear)
+probe_weight_decay = None       # None: the profile's; see twotower_lib.probe_config.ProbeConfig
+probe_refine_iters = None       # None: the profile's; L-BFGS iterations after AdamW toward the linear heads' optimum (0: none)
+probe_ridge = None              # None: the profile's; the ridge of that objective
+probe_penalty = None            # None: the profile's; 'logit': tr(Bᵀ G B), coordinate-free; 'readout': |B|² (`probe_optimum.RefineConfig`)
+probe_eval_blocks = None        # None: the profile's; validation blocks scored (its own None: all)
+probe_bert_eval_passes = None   # None: the profile's; BERT: disjoint masking passes, so every validation token is scored once
+probe_forward_batch = None      # None: the profile's; blocks per tower forward pass
+probe_precision = None          # None: the profile's; 'auto': bf16 where it is faster (GPUs; CPUs: head-training matmuls, measured), 'fp32', 'bf16'
+probe_score_precision = None    # None: the profile's; log p of held-out and validation positions: 'fp32', 'bf16' or 'auto'
+probe_seed = None               # None: the profile's; see twotower_lib.probe_config.ProbeConfig
+analysis_controls = None        # None: the profile's controls (untrained, independent, permutation)
+analysis_control_models = None  # None: the profile's; models whose pair gets the untrained and independent controls
+analysis_top_n = None           # None: the profile's N, the most frequent tokens the probe-seed reliability is read over
 
 # %% tags=["hide-cell"]
 import pandas as pd
@@ -70,7 +89,7 @@ ctx.parameter_table()
 # What the heads read and where BERT is probed are choices the paper leaves open, and each changes
 # the numbers, so they are parameters here:
 #
-# - **head** (`probe_head`): by default the head the paper's Eq. 2 writes, read out linearly — a
+# - **head** (`probe.head`): by default the head the paper's Eq. 2 writes, read out linearly — a
 #   linear map of the tower's features whose output vectors are the frozen input embedding $x_a$,
 #   with a bias per token (`linear`). Its likelihood is concave in the weights, so two heads that
 #   differ only in their seed train towards the same optimum, and the instrument agrees with itself
@@ -80,12 +99,12 @@ ctx.parameter_table()
 #   and two seeds agree far less, with a longer cool-down too (the appendix notebook). The authors'
 #   code trains an untied decoder (`mlp`: a full V x H matrix of its own, many times the linear
 #   head's weights), whose held-out loss rises again after a few epochs of the probe's positions.
-# - **features** (`probe_features`): by default each tower's slice of the frozen joint LayerNorm
+# - **features** (`probe.features`): by default each tower's slice of the frozen joint LayerNorm
 #   over the two towers' concatenation — what the cooperative decoder itself read, and what the
 #   authors' heads read. The alternative, `raw`, is the tower's output as it is; for ELMo that is an
 #   unnormalised LSTM output whose scale differs between towers, so each tower's scale would set
 #   how fast its head learns.
-# - **BERT's events** (`bert_events`): Eq. 1 defines BERT's state at a predicted position with
+# - **BERT's events** (`probe.bert_events`): Eq. 1 defines BERT's state at a predicted position with
 #   [MASK] at that position, so every position a BERT head trains on or is scored at has [MASK] at
 #   the input. Reusing the training corruption instead (80/10/10: [MASK], a random token, unchanged)
 #   lets the towers see the answer at one position in ten; with Eq. 4's log of the *mean*
@@ -97,11 +116,11 @@ ctx.parameter_table()
 #   not after a fixed number of steps. AdamW moves every weight by about the rate at every step, so a
 #   head stopped at a constant rate is one random draw around its optimum; the cool-down and the
 #   average leave less of that draw.
-# - **whitened features** (`probe_precondition`: `whiten` by default, `none` for the features as
+# - **whitened features** (`probe.precondition`: `whiten` by default, `none` for the features as
 #   they are): each head trains on its tower's features after subtracting their mean and
 #   multiplying by the inverse square root of their covariance, and is then folded back into a head
 #   on the features as they are. A converged probe would give the same scores either way; at the
-#   profile's `probe_tokens` positions it does not, and the appendix notebook of the probe's
+#   profile's `probe.train_positions` positions it does not, and the appendix notebook of the probe's
 #   validation studies shows why whitened is the default: of the recipes tried it lands nearest the head defined by its
 #   objective, in every family.
 
@@ -178,7 +197,7 @@ reliability.round(3)
 
 # %%
 bert_cases = [c for c in summary.index if run_names.model_of(c).startswith("bert")]
-events = probing.compare_bert_events(ctx, bert_cases[-1]) if bert_cases and ctx.profile.bert_events == "mask" else None
+events = probing.compare_bert_events(ctx, bert_cases[-1]) if bert_cases and ctx.profile.probe.bert_events == "mask" else None
 events.round(3) if events is not None else "no BERT case at this profile (or it already probes with the corruption)"
 
 # %% [markdown]

@@ -25,7 +25,7 @@
 # Bert-large at 0.72, and different model types at 0.57–0.63.
 #
 # This section computes the same correlations between the cases of the chosen profile, over its
-# `top_n` most frequent tokens, and adds what the paper does not report: a 95% confidence interval
+# `analysis.top_n` most frequent tokens, and adds what the paper does not report: a 95% confidence interval
 # (validation documents resampled), a permutation p-value (token labels shuffled), and three
 # controls: the same pairs before training, independently trained single-tower pairs, and
 # shuffled token labels.
@@ -34,13 +34,13 @@
 # code, and this companion" measures the released code's ELMo beside it.
 
 # %% tags=["parameters"]
-profile = None           # None: $TWOTOWER_PROFILE, else cpu; or tiny | cpu-long | gpu | paper (twotower_lib.book.profiles)
-runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
-cases = None             # None: the profile's cases, "model:seed" comma-separated
-top_n = None             # None: the profile's N, the most frequent tokens compared (paper: 5000)
-bootstrap = None         # None: the profile's number of bootstrap resamples
-controls = None          # None: the profile's controls (untrained, independent, permutation)
-control_models = None    # None: the profile's; models whose pair gets the untrained and independent controls
+profile = None                  # None: $TWOTOWER_PROFILE, else cpu; or tiny | cpu-long | gpu | paper (twotower_lib.book.profiles)
+runs_dir = None                 # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
+train_cases = None              # None: the profile's cases, 'model:seed' comma-separated
+analysis_top_n = None           # None: the profile's N, the most frequent tokens compared (paper: 5000)
+analysis_bootstrap = None       # None: the profile's number of bootstrap resamples
+analysis_controls = None        # None: the profile's controls (untrained, independent, permutation)
+analysis_control_models = None  # None: the profile's; models whose pair gets the untrained and independent controls
 
 # %% tags=["hide-cell"]
 import itertools
@@ -110,7 +110,7 @@ control_by = {col: analyses.control_correlations(ctx, pairs_by[col], col, qualit
 control = control_by["score"]
 table2 = paper_tables.compare(pairs_by, "table2", probing.same_config_pairs(ctx), control)
 HTML(paper_tables.matrix_html(
-    table2, list(scores), caption=f"Table 2, ours (Eq. 4) [95% CI] and the paper's, top {ctx.profile.top_n} tokens"))
+    table2, list(scores), caption=f"Table 2, ours (Eq. 4) [95% CI] and the paper's, top {ctx.profile.analysis.top_n} tokens"))
 
 # %%
 Markdown(analyses.result_box(ctx, pairs, probing.same_config_pairs(ctx)))
@@ -126,7 +126,7 @@ HTML(paper_tables.pairs_html(table2, {c: f"ours, {v}" for c, v in probing.VARIAN
 
 # %% [markdown]
 # The same pairs over words only: WordPiece continuation pieces ("##s", "##ed") and tokens of
-# punctuation alone left out, the `top_n` most frequent of the rest (no intervals). The paper's
+# punctuation alone left out, the `analysis.top_n` most frequent of the rest (no intervals). The paper's
 # own Table 3 has a suffix group scoring +0.65 in Bert-large and −1.78 in GPT: such pieces alone
 # can set the sign of a cross-type r.
 
@@ -151,7 +151,7 @@ pd.concat(pairs_by.values(), ignore_index=True).round(4)
 probing.tower_order(scores).round(4)
 
 # %%
-charts.correlation_heatmap(correlation_matrix(pairs), title=f"Pearson r over the top {ctx.profile.top_n} tokens (Eq. 4)")
+charts.correlation_heatmap(correlation_matrix(pairs), title=f"Pearson r over the top {ctx.profile.analysis.top_n} tokens (Eq. 4)")
 
 # %% [markdown]
 # ## Fig. 3: the scores themselves
@@ -163,7 +163,7 @@ charts.correlation_heatmap(correlation_matrix(pairs), title=f"Pearson r over the
 # %%
 reference = probing.same_config_pairs(ctx)[-1][1] if probing.same_config_pairs(ctx) else next(iter(scores))
 fig3 = fig3_data({k: r.table for k, r in scores.items()}, sections.load_data(ctx).counts, reference,
-                 n=min(1000, ctx.profile.top_n))
+                 n=min(1000, ctx.profile.analysis.top_n))
 counts = scores[reference].table.set_index("token_id")["train_count"]
 charts.score_lines(fig3.rename(columns={"run": "case"}).assign(frequency=fig3["token_id"].map(counts)), reference=reference)
 
@@ -197,7 +197,7 @@ analyses.side_by_side(quality_by, ("quality of", "a")).round(3) if len(quality_b
 
 # %% [markdown]
 # The `cpu` profile runs these controls for GPT only. One run of it with Bert-large's controls too
-# (`-p control_models gpt,bert-large`, the same cases; committed in `results/bert-controls/`)
+# (`-p analysis.control_models gpt,bert-large`, the same cases; committed in `results/bert-controls/`)
 # gives Bert-large's controls and its quality profile. Where a case's r with a model's quality
 # profile is high, what two runs of that model agree on is associated with which tokens gain most
 # as the model gets better, and need not be a division of labour between its towers.
@@ -267,7 +267,7 @@ register["pairs"].pivot_table(index=["a", "b"], columns="variant", values=["r", 
 
 # %% [markdown]
 # **Training on one source alone**: the same-configuration pairs of this profile trained and probed
-# on each source by itself (`-p corpus registry:books` and the others), beside the mixed corpus,
+# on each source by itself (`-p data.corpus registry:books` and the others), beside the mixed corpus,
 # committed once in `results/register/single_source.json`. One seed pair per corpus, each read
 # against its own ceilings. If the towers split the registers, the pairs would agree less here.
 
@@ -281,7 +281,7 @@ Markdown(single_source.sentence())
 scorecard.record_correlations(ctx, pairs, control, probing.same_config_pairs(ctx), pairs_by["score_logmean"])
 scorecard.record_register(ctx, single_source.load())
 same = pairs[[(a, b) in probing.same_config_pairs(ctx) for a, b in zip(pairs["a"], pairs["b"])]]
-ctx.finish(pairs=len(pairs), top_n=ctx.profile.top_n,
+ctx.finish(pairs=len(pairs), top_n=ctx.profile.analysis.top_n,
            same_config=same[["a", "b", "r", "ci_low", "ci_high"]].to_dict("records"),
            same_config_logmean=pairs_by["score_logmean"].merge(same[["a", "b"]])[["a", "b", "r", "ci_low", "ci_high"]]
            .to_dict("records"),

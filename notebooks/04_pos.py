@@ -24,20 +24,20 @@
 # AUX are preferred by the primary tower ($s > 0$), PROPN by the secondary tower ($s < 0$), and
 # NOUN and ADJ are spread over both.
 #
-# This section tags `pos_docs` training documents (the backend is `pos_backend`: "auto" uses
+# This section tags `analysis.pos_docs` training documents (the backend is `analysis.pos_backend`: "auto" uses
 # Stanza, the paper's tagger, where its English model is installed, and spaCy's `en_core_web_sm`
 # otherwise), maps the tagger's words onto WordPiece tokens by character overlap, and checks each
-# of the seven claims on the `top_n` most frequent tokens of every case. WordPiece continuation
+# of the seven claims on the `analysis.top_n` most frequent tokens of every case. WordPiece continuation
 # pieces ("##s", "##ed") are parts of words, not words: they form their own category, `SUBWORD`,
 # and stay out of Fig. 4.
 
 # %% tags=["parameters"]
-profile = None           # None: $TWOTOWER_PROFILE, else cpu; or tiny | cpu-long | gpu | paper (twotower_lib.book.profiles)
-runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
-cases = None             # None: the profile's cases, "model:seed" comma-separated
-top_n = None             # None: the profile's N, the most frequent tokens compared (paper: 5000)
-pos_docs = None          # None: the profile's number of training documents to tag
-pos_backend = None       # None: the profile's backend, auto | stanza | spacy
+profile = None               # None: $TWOTOWER_PROFILE, else cpu; or tiny | cpu-long | gpu | paper (twotower_lib.book.profiles)
+runs_dir = None              # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
+train_cases = None           # None: the profile's cases, 'model:seed' comma-separated
+analysis_top_n = None        # None: the profile's N, the most frequent tokens compared (paper: 5000)
+analysis_pos_docs = None     # None: the profile's number of training documents to tag
+analysis_pos_backend = None  # None: the profile's backend, auto | stanza | spacy
 
 # %% tags=["hide-cell"]
 from IPython.display import Markdown
@@ -46,7 +46,7 @@ from twotower_lib.book import analyses, charts, probing, scorecard, sections
 from twotower_lib.analysis import pos
 
 ctx = sections.open_section("04_pos", globals())
-backend, tagger = pos.choose_tagger(ctx.profile.pos_backend)  # stops here if the backend is not installed
+backend, tagger = pos.choose_tagger(ctx.profile.analysis.pos_backend)  # stops here if the backend is not installed
 charts.enable()
 ctx.parameter_table()
 
@@ -77,11 +77,11 @@ tags["upos"].value_counts().rename("tokens").to_frame().T
 
 # %%
 scores = probing.load_scores(ctx)
-top = analyses.top_token_ids(data, ctx.profile.top_n)
+top = analyses.top_token_ids(data, ctx.profile.analysis.top_n)
 fig4 = pos.fig4_data({k: r.table for k, r in scores.items()}, tags, tags=(*pos.UPOS, pos.SUBWORD), token_ids=top)
 charts.score_distributions(
     fig4.rename(columns={"run": "case", "upos": "group"}).assign(frequency=data.counts[fig4["token_id"]]),
-    list(pos.PAPER_TAGS), title=f"Preference score by POS tag (top {ctx.profile.top_n} tokens)")
+    list(pos.PAPER_TAGS), title=f"Preference score by POS tag (top {ctx.profile.analysis.top_n} tokens)")
 
 # %% [markdown]
 # ## Does the paper's claim hold?

@@ -26,8 +26,8 @@
 # past tense; Fig. 7), and the groups' mean preference scores rank alike in Bert-large, ELMo and
 # GPT, with syntactic groups higher than semantic ones (Table 3).
 #
-# Here the word vectors are the trained input embedding of the case `ica_reference`, one row per
-# token occurrence in a sample of `ica_tokens` training tokens (so frequent words weigh more).
+# Here the word vectors are the trained input embedding of the case `analysis.ica_reference`, one row per
+# token occurrence in a sample of `analysis.ica_tokens` training tokens (so frequent words weigh more).
 # Two readings of the paper's formulas, as noted in its README: Eq. 5 as printed multiplies by
 # $\sqrt{S_d}$, but ICA needs *whitened* input, so we use $P = (X - \bar x)\, V_d\, S_d^{-1/2}$;
 # Eq. 7 is taken as $g(y) = \operatorname{sgn}(y)\,(1 - e^{-\sqrt{2}|y|})/2$. The rule's fixed
@@ -36,14 +36,14 @@
 # variance, so that the threshold 2.5 means 2.5 standard deviations.
 
 # %% tags=["parameters"]
-profile = None           # None: $TWOTOWER_PROFILE, else cpu; or tiny | cpu-long | gpu | paper (twotower_lib.book.profiles)
-runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
-cases = None             # None: the profile's cases, "model:seed" comma-separated
-ica_reference = None     # None: the profile's reference case ("model:seed") for the word vectors
-ica_tokens = None        # None: the profile's number of token occurrences in the corpus sample
-ica_dim = None           # None: the profile's d; 0: the paper's share of the embedding width (128 of 1024)
-ica_starts = None        # None: the profile's number of ICA starts (the identity first, then seeded random rotations)
-top_n = None             # None: the profile's N: Fig. 6's shares over the N most frequent words (and over all)
+profile = None                 # None: $TWOTOWER_PROFILE, else cpu; or tiny | cpu-long | gpu | paper (twotower_lib.book.profiles)
+runs_dir = None                # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
+train_cases = None             # None: the profile's cases, 'model:seed' comma-separated
+analysis_ica_reference = None  # None: the profile's reference case ('model:seed') for the word vectors
+analysis_ica_tokens = None     # None: the profile's number of token occurrences in the corpus sample
+analysis_ica_dim = None        # None: the profile's d; 0: the paper's share of the embedding width (128 of 1024)
+analysis_ica_starts = None     # None: the profile's number of ICA starts (the identity first, then seeded random rotations)
+analysis_top_n = None          # None: the profile's N: Fig. 6's shares over the N most frequent words (and over all)
 
 # %% tags=["hide-cell"]
 import numpy as np
@@ -88,7 +88,7 @@ charts.pca_spectrum(spectrum, d, title=f"{reference}: the principal directions o
 # And is what it converged to *the* answer? The ICA likelihood is not concave: on word vectors,
 # runs from different starting rotations each meet the tolerance at different optima (on the
 # default profile's Bert-large embedding, twelve starts ended up to 0.1 nats apart). So the rule
-# runs from `ica_starts` starts — $W_0 = I$ as in the paper, then seeded random rotations — and the
+# runs from `analysis.ica_starts` starts — $W_0 = I$ as in the paper, then seeded random rotations — and the
 # converged fit of highest likelihood is used. A component's *stability* is the median, over the
 # other converged starts, of its largest |correlation| with one of theirs (1: every start found it);
 # the groups of unstable components are the ones to read with care.
@@ -121,11 +121,11 @@ charts.component_heatmap(fig5, title=f"{reference}: the {fig5['word_index'].nuni
 #
 # The paper does not say which words it counted. The components were fitted with frequency
 # weights, so a rare token is an outlier on many of them; counted over every distinct token of
-# the sample, rare tokens dominate. So the shares are computed both ways: over the `top_n` most
+# the sample, rare tokens dominate. So the shares are computed both ways: over the `analysis.top_n` most
 # frequent words (what the scorecard judges) and over every distinct token of the sample.
 
 # %%
-top = np.isin(token_ids, analyses.top_token_ids(data, ctx.profile.top_n))
+top = np.isin(token_ids, analyses.top_token_ids(data, ctx.profile.analysis.top_n))
 fig6 = {f"top {int(top.sum())} words": fig6_data(components[top]), f"all {len(token_ids)} tokens": fig6_data(components)}
 hist = pd.concat([h.assign(words=name) for name, (h, _) in fig6.items()], ignore_index=True)
 groups_per_word = next(iter(fig6.values()))[1]
@@ -173,7 +173,7 @@ charts.group_word_lists(examples, title=f"Word groups most and least preferred b
 # %%
 scorecard.record_ica(ctx, groups_per_word, within_1, int(members["component"].nunique()),
                      t3[runs] if len(runs) > 1 else None, fitted.ica.converged,
-                     words=f"the {ctx.profile.top_n} most frequent", fig6_all=fig6[f"all {len(token_ids)} tokens"][1], d=d)
+                     words=f"the {ctx.profile.analysis.top_n} most frequent", fig6_all=fig6[f"all {len(token_ids)} tokens"][1], d=d)
 ctx.finish(reference=reference, d=d, converged=fitted.ica.converged, ica_steps=fitted.ica.n_iter, groups=len(t3),
            ica_starts=analyses.ica_starts_summary(fitted.ica),
            **groups_per_word, fig6_all_tokens=fig6[f"all {len(token_ids)} tokens"][1]);

@@ -29,11 +29,11 @@
 # it would vanish here.
 
 # %% tags=["parameters"]
-profile = None           # None: $TWOTOWER_PROFILE, else cpu; or tiny | cpu-long | gpu | paper (twotower_lib.book.profiles)
-runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
-cases = None             # None: the profile's cases, "model:seed" comma-separated
-top_n = None             # None: the profile's N, the most frequent tokens compared (paper: 5000)
-bootstrap = None         # None: the profile's number of bootstrap resamples
+profile = None             # None: $TWOTOWER_PROFILE, else cpu; or tiny | cpu-long | gpu | paper (twotower_lib.book.profiles)
+runs_dir = None            # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
+train_cases = None         # None: the profile's cases, 'model:seed' comma-separated
+analysis_top_n = None      # None: the profile's N, the most frequent tokens compared (paper: 5000)
+analysis_bootstrap = None  # None: the profile's number of bootstrap resamples
 
 # %% tags=["hide-cell"]
 from IPython.display import HTML, Markdown
@@ -56,7 +56,7 @@ Markdown(ctx.rerun_markdown())
 scores = probing.load_scores(ctx)
 tables = {k: r.table for k, r in scores.items()}
 counts = sections.load_data(ctx).counts
-fig8 = fig8_data(tables, counts, n=min(1000, ctx.profile.top_n))
+fig8 = fig8_data(tables, counts, n=min(1000, ctx.profile.analysis.top_n))
 charts.score_vs_rank(fig8.rename(columns={"run": "case", "count": "frequency"}))
 
 # %% [markdown]
@@ -67,7 +67,7 @@ charts.score_vs_rank(fig8.rename(columns={"run": "case", "count": "frequency"}))
 # Bert-large run and does not say which; both of ours are held against it.
 
 # %%
-config = CorrelationConfig(n=ctx.profile.top_n, method="spearman", n_boot=ctx.profile.bootstrap,
+config = CorrelationConfig(n=ctx.profile.analysis.top_n, method="spearman", n_boot=ctx.profile.analysis.bootstrap,
                            n_permutations=1000, progress=False)
 t4 = table4(tables, counts, config, doc_stats={k: r.doc_stats for k, r in scores.items()})
 HTML(paper_tables.matrix_html(paper_tables.compare({"score": t4}, "table4"), [*tables, paper_tables.FREQUENCY],
@@ -78,7 +78,7 @@ HTML(paper_tables.matrix_html(paper_tables.compare({"score": t4}, "table4"), [*t
 t4.round(4)
 
 # %%
-charts.correlation_heatmap(correlation_matrix(t4), title=f"Spearman rho over the top {ctx.profile.top_n} tokens")
+charts.correlation_heatmap(correlation_matrix(t4), title=f"Spearman rho over the top {ctx.profile.analysis.top_n} tokens")
 
 # %% [markdown]
 # The same Spearman rho without intervals, in both score variants (the paper's Eq. 4 and the
@@ -87,7 +87,7 @@ charts.correlation_heatmap(correlation_matrix(t4), title=f"Spearman rho over the
 # added at larger N are scored from fewer occurrences.
 
 # %%
-grid = table4_grid(tables, counts, [ctx.profile.top_n, 5000]).rename(columns=probing.VARIANTS, level="variant")
+grid = table4_grid(tables, counts, [ctx.profile.analysis.top_n, 5000]).rename(columns=probing.VARIANTS, level="variant")
 grid.round(3)
 
 # %% [markdown]
@@ -97,13 +97,13 @@ grid.round(3)
 # of log-frequency from both score vectors, with the 95% bootstrap interval of the partial one.
 
 # %%
-partial_correlations(tables, counts, CorrelationConfig(n=ctx.profile.top_n, n_boot=ctx.profile.bootstrap,
+partial_correlations(tables, counts, CorrelationConfig(n=ctx.profile.analysis.top_n, n_boot=ctx.profile.analysis.bootstrap,
                                                        n_permutations=1000, progress=False),
                      doc_stats={k: r.doc_stats for k, r in scores.items()}).round(3)
 
 # %%
 scorecard.record_frequency(ctx, t4)
-ctx.finish(top_n=ctx.profile.top_n, frequency_rho={f"{v}, {n}": grid.xs("frequency rank", level="b")[(v, n)].to_dict()
+ctx.finish(top_n=ctx.profile.analysis.top_n, frequency_rho={f"{v}, {n}": grid.xs("frequency rank", level="b")[(v, n)].to_dict()
                                                   for v, n in grid.columns});
 
 # %% [markdown]

@@ -22,8 +22,8 @@
 # run, as history.
 
 # %% tags=["parameters"]
-profile = None           # None: $TWOTOWER_PROFILE, else cpu (only its name is shown; the studies are committed)
-runs_dir = None          # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
+profile = None   # None: $TWOTOWER_PROFILE, else cpu (only its name is shown; the studies are committed)
+runs_dir = None  # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
 
 # %% tags=["hide-cell"]
 from twotower_lib.book import charts, error_budget, probe_studies as probing, sections
@@ -170,8 +170,8 @@ probing.reliability_benchmark(probing.RESULTS / "whitening.json")
 # ELMo (Bert-base: 0.006–0.009 nats above the unwhitened recipe). The defined head removes the
 # optimiser's part entirely (starts agree at 0.96–0.99) but at 198k positions pays 0.04 nats of
 # held-out loss for it, a gap that closes with more positions. **So the probe now trains on whitened
-# features by default** (`probe_precondition`, version 7's option; the defined head stays an option,
-# `probe_refine_iters`, at about 3.5 minutes a case). What that leaves: at the default 198k positions
+# features by default** (`probe.precondition`, version 7's option; the defined head stays an option,
+# `probe.refine_iters`, at about 3.5 minutes a case). What that leaves: at the default 198k positions
 # a whitened head's scores still agree with the defined head's at only about 0.9, so each case's
 # scores carry a recipe error of that size, which no probe-seed reliability shows; a correlation
 # between two runs is read against it as against the two ceilings.

@@ -46,7 +46,7 @@ def built_book(tiny_corpus_dir, tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("book")
     # the generated corpus has ~60 documents: the tiny profile's 2% for validation would leave one
-    overrides = {"corpus": str(tiny_corpus_dir), "valid_fraction": "0.2"}
+    overrides = {"data.corpus": str(tiny_corpus_dir), "data.valid_fraction": "0.2"}
     pipe = pipeline.make_pipeline("tiny", overrides, tmp / "runs")
     t0 = time.time()
     ran = pipe.run(log=print, jobs=pipeline.DEFAULT_JOBS)   # as the CLI runs it: the analysis sections side by side

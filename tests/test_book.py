@@ -196,7 +196,7 @@ def test_end_to_end_tiny_pipeline_and_strict_book_build(built_book):
         assert "tt-chart" in page and "data:image/png;base64" in page, f"{s.name} has no chart"
     assert (html / "_static" / "vega" / charts.BUNDLE_NAME).exists()
     assert (html / "_static" / "mathjax" / "tex-chtml.js").exists()
-    local = [str(ROOT), sys.prefix, str(pipe.root.parent), str(Path(pipe.profile.corpus).parent)]
+    local = [str(ROOT), sys.prefix, str(pipe.root.parent), str(Path(pipe.profile.data.corpus).parent)]
     for page in html.rglob("*.html"):
         text = page.read_text()
         assert not re.search(r"""<script[^>]+src=["']https?://""", text), f"{page} loads a script from the network"
@@ -229,18 +229,19 @@ def test_end_to_end_tiny_pipeline_and_strict_book_build(built_book):
 
 @pytest.mark.slow
 def test_single_source_pairs_are_collected_from_a_pipeline_run(built_book, tmp_path):
+    from studies.register import runner as register
     from twotower_lib.book import single_source
 
     pipe = built_book["pipe"]
-    rows = single_source.collect(pipe.root, "tiny corpus")
+    rows = register.collect(pipe.root, "tiny corpus")
     assert [r["pair"] for r in rows] == ["gpt-s1 vs gpt-s2"]  # the tiny profile's one same-configuration pair
     assert rows[0]["shuffled labels"] is not None and 0 < rows[0]["probe reliability"] <= 1 and rows[0]["probe version"] >= 5
     assert rows[0]["probe precondition"] == "whiten"  # the default since version 7's whitened features
     out = tmp_path / "single.json"
-    single_source.main(["--profile", "tiny", "--run", f"tiny corpus={pipe.root.parent}", "--out", str(out)])
+    register.main(["--profile", "tiny", "--run", f"tiny corpus={pipe.root.parent}", "--out", str(out)])
     assert list(single_source.load(out)["corpus"]) == ["tiny corpus"] * len(rows)
     with pytest.raises(UserError, match="has no finished 03_correlations run"):
-        single_source.collect(tmp_path / "nothing", "x")
+        register.collect(tmp_path / "nothing", "x")
     committed = single_source.load()  # the committed test: every corpus measured with one probe version
     assert committed["probe version"].nunique() == 1 and committed["probe precondition"].nunique() == 1
     assert {"mixed", "books", "wiki"} <= set(committed["corpus"])
@@ -304,7 +305,7 @@ def test_a_finished_run_is_published_and_shown(built_book, tmp_path):
     assert pub["scorecard"]["counts"] == json.loads((pipe.root / "scorecard.json").read_text())["counts"]
     assert set(pub["sections"]) == {s.name for s in pipe.sections}
     assert pub["section_seconds"] == pytest.approx(sum(s["seconds"] for s in pub["sections"].values()), abs=0.2)
-    assert pub["overrides"] == {k: pipe.overrides[k] for k in ("corpus", "valid_fraction")} and pub["provenance"]["packages"]
+    assert pub["overrides"] == {k: pipe.overrides[k] for k in ("data.corpus", "data.valid_fraction")} and pub["provenance"]["packages"]
     assert {r["run"] for r in pub["training"]} >= {"gpt-s1", "gpt-s2", "gpt-k1-s1"}
     assert {r["probe"] for r in pub["probes"]} >= {"gpt-s1", "untrained/gpt-s2", "independent/gpt-k1-s4"}
     assert all(r["minutes"] >= 0 and r["epochs"] >= 1 for r in pub["probes"]) and publish.run_minutes(pub, "probes") > 0
@@ -591,9 +592,9 @@ def test_a_number_in_the_prose_follows_a_parameter(built_book, tmp_path):
         nb = nbformat.read(p.executed(next(s for s in p.sections if s.name == "03_correlations")), as_version=4)
         return "\n".join(o["data"].get("text/markdown", "") for c in nb.cells for o in c.get("outputs", []) if "data" in o)
 
-    n = pipe.profile.top_n
+    n = pipe.profile.analysis.top_n
     assert f"over the top {n} tokens" in result_text(pipe)
-    changed = pipeline.make_pipeline("tiny", {**pipe.overrides, "top_n": str(n - 10)}, runs)
+    changed = pipeline.make_pipeline("tiny", {**pipe.overrides, "analysis.top_n": str(n - 10)}, runs)
     ran = changed.run("03_correlations", log=print)  # 02 reads top_n too (its reliability): it re-runs, reusing its probes
     assert ran[-1] == "03_correlations" and set(ran) <= {"02_probing", "03_correlations"}
     assert f"over the top {n - 10} tokens" in result_text(changed) and f"over the top {n} tokens" not in result_text(changed)

@@ -234,7 +234,7 @@ def test_profile_note_names_every_same_configuration_pair_and_its_budget():
 
     note = ec.profile_note(get_profile("cpu"))
     assert "gpt (preset `cpu`) for 1,000,000 tokens" in note and "bert-large (preset `cpu`) for 2,000,000 tokens" in note
-    assert "no same-configuration pair" in ec.profile_note(get_profile("cpu").with_overrides({"cases": "gpt:1"}))
+    assert "no same-configuration pair" in ec.profile_note(get_profile("cpu").with_overrides({"train.cases": "gpt:1"}))
 
 
 def test_a_single_pair_crossing_is_flagged_with_the_measured_seed_spread():

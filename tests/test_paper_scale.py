@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from studies.paper_scale import runner as paper_study
 from twotower_lib.book import paper_scale
 from twotower_lib.errors import UserError
 from twotower_lib.probe import ProbeConfig, probe_run
@@ -22,18 +23,18 @@ def test_pack_then_table_gives_table2_in_both_variants(tiny_data, tmp_path):
                           precision="fp32", eval_blocks=8), tiny_data, out, show_progress=False)
         probe_run(out, ProbeConfig(train_blocks=64, max_epochs=3, replicate=True), show=False)
     (runs / "unfinished").mkdir()                                   # a run without weights or probe is skipped
-    assert paper_scale.pack(runs, tmp_path / "packed") == ["bert-s1", "gpt-s1", "gpt-s2"]
+    assert paper_study.pack(runs, tmp_path / "packed") == ["bert-s1", "gpt-s1", "gpt-s2"]
     packed = tmp_path / "packed" / "gpt-s1"
     assert not list(packed.rglob("*.safetensors")) and (packed / "probe" / "replicate.parquet").is_file()
 
-    found = paper_scale.table(tmp_path / "packed", n=40, n_boot=20)
+    found = paper_study.table(tmp_path / "packed", n=40, n_boot=20)
     assert len(found["pairs"]) == 6 and {p["score"] for p in found["pairs"]} == {"score", "score_logmean"}
     for p in found["pairs"]:
         assert -1 <= p["r"] <= 1 and p["ci_low"] <= p["ci_high"]
     for case in found["cases"].values():
         assert case["tokens_seen"] == 20 * 8 * tiny_data.seq_len and -1 <= case["reliability_score"] <= 1
     with pytest.raises(UserError, match="no finished, probed run"):
-        paper_scale.pack(tmp_path / "empty", tmp_path / "x")
+        paper_study.pack(tmp_path / "empty", tmp_path / "x")
 
 
 def test_the_page_tables_come_from_the_committed_results():

@@ -33,9 +33,9 @@ def test_every_profile_is_valid_and_builds_its_models():
     assert {"tiny", "cpu", "cpu-long", "gpu", "paper"} <= set(PROFILES)
     for p in PROFILES.values():
         for model, _seed in p.case_list():
-            cfg = p.model_config(model, vocab_size=p.vocab_size)
-            assert cfg.seq_len == p.seq_len and cfg.vocab_size == p.vocab_size
-        assert p.data_config().vocab_size == p.vocab_size
+            cfg = p.model_config(model, vocab_size=p.data.vocab_size)
+            assert cfg.seq_len == p.data.seq_len and cfg.vocab_size == p.data.vocab_size
+        assert p.data_config().vocab_size == p.data.vocab_size
     # Table 1 sizes at the paper profile; bert-base narrower than bert-large at every profile.
     paper = get_profile("paper")
     assert paper.model_config("bert-large").n_layer == 24 and paper.model_config("gpt").hidden == 768
@@ -43,37 +43,37 @@ def test_every_profile_is_valid_and_builds_its_models():
         assert p.model_config("bert-base").hidden <= p.model_config("bert-large").hidden
         if p.name != "tiny":  # one size for both would train identical models at the same seed
             assert p.model_config("bert-base") != p.model_config("bert-large"), p.name
-    assert paper.launcher == "deepspeed" and paper.top_n == 5000
+    assert paper.train.launcher == "deepspeed" and paper.analysis.top_n == 5000
 
 
 def test_profiles_map_budgets_to_library_configs():
     tiny = get_profile("tiny")
     tcfg = tiny.train_config("bert-large", 2, "/data")
     assert (tcfg.model, tcfg.preset, tcfg.seed, tcfg.towers) == ("bert", "tiny", 2, 2)
-    assert tcfg.max_steps * tcfg.micro_batch * tiny.seq_len >= tiny.train_tokens > (tcfg.max_steps - 1) * tcfg.micro_batch * tiny.seq_len
+    assert tcfg.max_steps * tcfg.micro_batch * tiny.data.seq_len >= tiny.train.tokens > (tcfg.max_steps - 1) * tcfg.micro_batch * tiny.data.seq_len
     assert tcfg.eval_every_steps % tcfg.log_every_steps == 0  # validation loss is logged only on log steps
     from twotower_lib.probe_training import train_block_count
 
     pcfg = tiny.probe_config()
-    assert pcfg.train_positions == tiny.probe_tokens and not pcfg.replicate
+    assert pcfg.train_positions == tiny.probe.train_positions and not pcfg.replicate
     assert (pcfg.features, pcfg.bert_events, pcfg.schedule) == ("joint_ln", "mask", "plateau")
-    assert tiny.with_overrides({"probe_features": "raw"}).probe_config(replicate=True).features == "raw"
+    assert tiny.with_overrides({"probe.features": "raw"}).probe_config(replicate=True).features == "raw"
     assert tiny.probe_config(bert_events="corrupt").bert_events == "corrupt"
     # equal predicted positions: BERT, which predicts ~15% of a block, reads ~1/0.15 times the blocks
-    gpt_blocks, bert_blocks = (train_block_count(pcfg, m, tiny.seq_len) for m in ("gpt", "bert"))
-    assert gpt_blocks * tiny.seq_len >= tiny.probe_tokens and 6 * gpt_blocks <= bert_blocks <= 7 * gpt_blocks
+    gpt_blocks, bert_blocks = (train_block_count(pcfg, m, tiny.data.seq_len) for m in ("gpt", "bert"))
+    assert gpt_blocks * tiny.data.seq_len >= tiny.probe.train_positions and 6 * gpt_blocks <= bert_blocks <= 7 * gpt_blocks
     assert get_profile("paper").train_config("gpt", 1, "/data").precision == "fp16"  # the paper's V100 precision
 
 
 def test_per_model_budgets_and_the_independent_control_runs():
-    p = get_profile("tiny").with_overrides({"model_tokens": "gpt=20000, bert-large=30_000"})
-    assert p.tokens_for("gpt") == 20_000 and p.tokens_for("bert-large") == 30_000 and p.tokens_for("elmo") == p.train_tokens
-    assert p.train_config("gpt", 1, "/d").max_steps == -(-20_000 // (p.micro_batch * p.seq_len))
+    p = get_profile("tiny").with_overrides({"train.model_tokens": "gpt=20000, bert-large=30_000"})
+    assert p.tokens_for("gpt") == 20_000 and p.tokens_for("bert-large") == 30_000 and p.tokens_for("elmo") == p.train.tokens
+    assert p.train_config("gpt", 1, "/d").max_steps == -(-20_000 // (p.train.micro_batch * p.data.seq_len))
     # the control: four single-tower runs of the first same-configuration pair's model, at its budget
     assert p.same_config_pairs() == [(("gpt", 1), ("gpt", 2))]
     assert p.independent_runs() == [("gpt", s) for s in (1, 2, 3, 4)]
     assert p.train_config("gpt", 3, "/d", towers=1).towers == 1
-    assert p.with_overrides({"controls": "untrained,permutation"}).independent_runs() == []
+    assert p.with_overrides({"analysis.controls": "untrained,permutation"}).independent_runs() == []
     assert p.quality_runs() == [("gpt", 1)]                       # run 1 against its own half-way snapshot
     # the ELMo of the authors' released code is a model of its own, trained as released
     assert p.train_config("elmo-released", 1, "/d").as_released and not p.train_config("elmo", 1, "/d").as_released
@@ -82,43 +82,43 @@ def test_per_model_budgets_and_the_independent_control_runs():
     paper = get_profile("paper").models                           # the paper profile names the released shapes
     assert paper["gpt-released"].preset == "released-gpt" and paper["gpt-released"].as_released
     assert {m for m in paper if m.endswith("-released")} == {m + "-released" for m in ("elmo", "gpt", "bert-base", "bert-large")}
-    assert p.with_overrides({"controls": "untrained,independent"}).quality_runs() == []
+    assert p.with_overrides({"analysis.controls": "untrained,independent"}).quality_runs() == []
     with pytest.raises(UserError, match="'quality' without 'independent'"):
-        p.with_overrides({"controls": "untrained,quality"})
-    assert p.with_overrides({"cases": "gpt:1,bert-large:1"}).independent_runs() == []  # no same-config pair
-    both = p.with_overrides({"cases": "gpt:1,gpt:2,bert-large:1,bert-large:2"})
+        p.with_overrides({"analysis.controls": "untrained,quality"})
+    assert p.with_overrides({"train.cases": "gpt:1,bert-large:1"}).independent_runs() == []  # no same-config pair
+    both = p.with_overrides({"train.cases": "gpt:1,gpt:2,bert-large:1,bert-large:2"})
     assert both.independent_runs() == [(m, s) for m in ("gpt", "bert-large") for s in (1, 2, 3, 4)]
     assert both.untrained_runs() == [("gpt", 1), ("gpt", 2), ("bert-large", 1), ("bert-large", 2)]
-    only = both.with_overrides({"control_models": "bert-large"})
+    only = both.with_overrides({"analysis.control_models": "bert-large"})
     assert only.independent_runs() == [("bert-large", s) for s in (1, 2, 3, 4)]
     assert only.untrained_runs() == [("bert-large", 1), ("bert-large", 2)]
-    assert only.with_overrides({"controls": "independent,permutation"}).untrained_runs() == []
+    assert only.with_overrides({"analysis.controls": "independent,permutation"}).untrained_runs() == []
     with pytest.raises(UserError, match="control_models.*names model 'xlnet'"):
-        both.with_overrides({"control_models": "xlnet"})
+        both.with_overrides({"analysis.control_models": "xlnet"})
     for bad, match in (("gpt", "write model=tokens"), ("gpt=0", "write model=tokens"), ("xlnet=5", "names model 'xlnet'")):
         with pytest.raises(UserError, match=match):
-            get_profile("tiny").with_overrides({"model_tokens": bad})
+            get_profile("tiny").with_overrides({"train.model_tokens": bad})
 
 
 def test_per_model_learning_rates():
-    p = get_profile("tiny").with_overrides({"model_lr": "gpt=0.003"})
+    p = get_profile("tiny").with_overrides({"train.model_lr": "gpt=0.003"})
     assert p.lr_for("gpt") == 0.003 and p.lr_for("bert-large") is None
     assert p.train_config("gpt", 1, "/d").lr == 0.003 and p.train_config("gpt", 3, "/d", towers=1).lr == 0.003
     assert p.train_config("bert-large", 1, "/d").lr is None
     for bad, match in (("gpt", "write model=lr"), ("gpt=2", "write model=lr"), ("gpt=fast", "write model=lr"),
                        ("xlnet=0.001", "names model 'xlnet'")):
         with pytest.raises(UserError, match=match):
-            get_profile("tiny").with_overrides({"model_lr": bad})
+            get_profile("tiny").with_overrides({"train.model_lr": bad})
 
 
 def test_per_model_end_of_the_decay():
-    p = get_profile("tiny").with_overrides({"model_final_lr": "bert-large=1,gpt=0.25"})
+    p = get_profile("tiny").with_overrides({"train.model_final_lr": "bert-large=1,gpt=0.25"})
     assert p.final_lr_for("bert-large") == 1.0 and p.final_lr_for("gpt") == 0.25 and p.final_lr_for("elmo") == 0.0
     assert p.train_config("bert-large", 2, "/d").final_lr_fraction == 1.0
     assert p.train_config("gpt", 3, "/d", towers=1).final_lr_fraction == 0.25  # the control runs follow their model
     for bad in ("gpt=1.5", "gpt=-0.1", "gpt=all", "gpt"):
         with pytest.raises(UserError, match="write model=fraction"):
-            get_profile("tiny").with_overrides({"model_final_lr": bad})
+            get_profile("tiny").with_overrides({"train.model_final_lr": bad})
 
 
 def test_the_deepspeed_launcher_gets_every_training_setting(tmp_path):
@@ -126,7 +126,7 @@ def test_the_deepspeed_launcher_gets_every_training_setting(tmp_path):
 
     from twotower_lib import train as train_module
 
-    p = get_profile("tiny").with_overrides({"model_lr": "gpt=0.003", "model_final_lr": "gpt=0.5"})
+    p = get_profile("tiny").with_overrides({"train.model_lr": "gpt=0.003", "train.model_final_lr": "gpt=0.5"})
     tcfg = p.train_config("gpt", 2, "/data", towers=1)
     cmd = training.deepspeed_command(4, tcfg, tmp_path / "run")
     assert cmd[:5] == ["deepspeed", "--num_gpus=4", "--module", "twotower_lib", "train"]
@@ -153,11 +153,11 @@ def test_every_profile_trains_its_token_budget_whatever_the_world_size(tmp_path,
     parser = argparse.ArgumentParser()
     train_module.add_arguments(parser)
     for gpus in (1, 2, 6, 8):
-        profile = get_profile(name).with_overrides({"launcher": "deepspeed", "num_gpus": gpus})
+        profile = get_profile(name).with_overrides({"train.launcher": "deepspeed", "train.num_gpus": gpus})
         for model in ("elmo", "gpt", "bert-large"):
             tcfg = profile.train_config(model, 1, "/data")
             args = parser.parse_args(training.deepspeed_command(gpus, tcfg, tmp_path / "run")[5:])
-            per_step = args.micro_batch * args.grad_accum * args.world_size * profile.seq_len
+            per_step = args.micro_batch * args.grad_accum * args.world_size * profile.data.seq_len
             budget = profile.tokens_for(model)
             assert args.world_size == gpus and budget <= args.max_steps * per_step < budget + per_step, (gpus, model)
 
@@ -165,7 +165,7 @@ def test_every_profile_trains_its_token_budget_whatever_the_world_size(tmp_path,
 def test_the_paper_batch_is_reached_by_accumulation():
     paper = get_profile("paper")
     tcfg = paper.train_config("bert-large", 1, "/data")
-    assert tcfg.micro_batch * tcfg.grad_accum * paper.num_gpus == 3840 and tcfg.world_size == 6
+    assert tcfg.micro_batch * tcfg.grad_accum * paper.train.num_gpus == 3840 and tcfg.world_size == 6
 
 
 def test_a_run_is_trained_again_only_when_it_is_another_run():
@@ -175,12 +175,12 @@ def test_a_run_is_trained_again_only_when_it_is_another_run():
     tcfg = p.train_config("gpt", 1, "/d")
     old = {"data": {"data_hash": "a" * 64}, "train": asdict(tcfg)}
     assert training.why_retrain(old, tcfg.max_steps, tcfg, "a" * 64) is None
-    assert training.why_retrain(old, 1, p.with_overrides({"train_tokens": "20000"}).train_config("gpt", 1, "/d"),
+    assert training.why_retrain(old, 1, p.with_overrides({"train.tokens": "20000"}).train_config("gpt", 1, "/d"),
                                 "a" * 64) is None                     # a longer budget resumes
     assert "budget shrank" in training.why_retrain(old, tcfg.max_steps, p.with_overrides(
         {"train_tokens": "5000"}).train_config("gpt", 1, "/d"), "a" * 64)
     assert "data changed (data hash aaaaaaaaaaaa -> bbbbbbbbbbbb)" in training.why_retrain(old, 1, tcfg, "b" * 64)
-    held = p.with_overrides({"model_final_lr": "gpt=1"}).train_config("gpt", 1, "/d")
+    held = p.with_overrides({"train.model_final_lr": "gpt=1"}).train_config("gpt", 1, "/d")
     assert training.why_retrain(old, 1, held, "a" * 64) == "because its setup changed: final_lr_fraction 0.0 -> 1.0"
     legacy = {"data": old["data"], "train": {k: v for k, v in old["train"].items() if k not in ("lr", "final_lr_fraction")}}
     assert training.why_retrain(legacy, 1, tcfg, "a" * 64) is None   # written before the schedule knobs existed
@@ -202,18 +202,18 @@ def test_a_run_trained_again_is_moved_aside_not_deleted(tmp_path):
 
 
 def test_overrides_are_coerced_and_bad_ones_are_named():
-    p = get_profile("tiny").with_overrides({"top_n": "50", "cases": "gpt:3, bert-base:1", "valid_fraction": "0.25"})
-    assert p.top_n == 50 and p.case_list() == [("gpt", 3), ("bert-base", 1)] and p.valid_fraction == 0.25
-    with pytest.raises(UserError, match=r"unknown parameter 'topn'.*top_n"):
+    p = get_profile("tiny").with_overrides({"analysis.top_n": "50", "train.cases": "gpt:3, bert-base:1", "data.valid_fraction": "0.25"})
+    assert p.analysis.top_n == 50 and p.case_list() == [("gpt", 3), ("bert-base", 1)] and p.data.valid_fraction == 0.25
+    with pytest.raises(UserError, match=r"unknown parameter 'topn'.*analysis.top_n"):
         get_profile("tiny").with_overrides({"topn": "5"})
-    with pytest.raises(UserError, match=r"invalid value 'many' for parameter 'top_n'.*integer"):
-        get_profile("tiny").with_overrides({"top_n": "many"})
-    with pytest.raises(UserError, match=r"`top_n` = 0 must be a positive integer"):
-        get_profile("tiny").with_overrides({"top_n": "0"})
+    with pytest.raises(UserError, match=r"invalid value 'many' for parameter 'analysis.top_n'.*integer"):
+        get_profile("tiny").with_overrides({"analysis.top_n": "many"})
+    with pytest.raises(UserError, match=r"`analysis.top_n` = 0 must be a positive integer"):
+        get_profile("tiny").with_overrides({"analysis.top_n": "0"})
     with pytest.raises(UserError, match=r"names model 'xlnet'"):
-        get_profile("cpu").with_overrides({"cases": "xlnet:1"})
+        get_profile("cpu").with_overrides({"train.cases": "xlnet:1"})
     with pytest.raises(UserError, match=r"not of the form model:seed"):
-        get_profile("cpu").with_overrides({"cases": "gpt"})
+        get_profile("cpu").with_overrides({"train.cases": "gpt"})
     with pytest.raises(UserError, match=r"unknown profile 'laptop'"):
         get_profile("laptop")
 
@@ -243,13 +243,14 @@ def test_the_pipeline_passes_every_parameter_so_a_saved_notebook_default_changes
         raise RuntimeError("stop here")
 
     monkeypatch.setattr(pm, "execute_notebook", fake)
-    pipe = pipeline.make_pipeline("tiny", {"top_n": "40"}, tmp_path / "runs")
+    pipe = pipeline.make_pipeline("tiny", {"analysis.top_n": "40"}, tmp_path / "runs")
     section = sections.find_section("02_probing")
     with pytest.raises(RuntimeError, match="stop here"):
         pipe.execute(section)
     tiny = get_profile("tiny")
-    assert set(seen) == {"profile", "runs_dir", *section.parameters}
-    assert seen["cases"] == ",".join(tiny.cases) and seen["top_n"] == 40 and seen["probe_head"] == tiny.probe_head
+    assert set(seen) == {"profile", "runs_dir", *(k.replace(".", "_") for k in section.parameters)}
+    assert (seen["train_cases"] == ",".join(tiny.train.cases) and seen["analysis_top_n"] == 40
+            and seen["probe_head"] == tiny.probe.head)
 
 
 # ---------------------------------------------------------------------- the real notebooks
@@ -273,7 +274,7 @@ def test_section_notebooks_declare_exactly_their_parameters_and_stay_thin():
     for s in pipe.sections:
         src = pipe.source(s)
         params = _parameters_cell(src)
-        assert list(params) == list(sections.COMMON_PARAMETERS + s.parameters), src.name
+        assert list(params) == list(sections.COMMON_PARAMETERS) + [k.replace(".", "_") for k in s.parameters], src.name
         assert all(value is None for value in params.values()), params  # None: the profile's (or $TWOTOWER_PROFILE's) value
         # papermill must read every line of the cell too (it skips a line it cannot parse, e.g. one
         # whose comment holds quotes, and then `papermill --help-notebook` hides that parameter)
@@ -333,11 +334,11 @@ def test_cli_rejects_bad_parameters_before_running_anything(tmp_path):
         return subprocess.run([sys.executable, "-m", "twotower_lib", "run", "--runs-dir", str(tmp_path), *args],
                               capture_output=True, text=True, timeout=120)
 
-    r = cli("--profile", "tiny", "-p", "vocab_size", "lots")
-    assert r.returncode == 1 and "invalid value 'lots' for parameter 'vocab_size'" in r.stderr
+    r = cli("--profile", "tiny", "-p", "data.vocab_size", "lots")
+    assert r.returncode == 1 and "invalid value 'lots' for parameter 'data.vocab_size'" in r.stderr
     r = cli("--profile", "tiny", "-p", "bogus", "1")
     assert r.returncode == 1 and "unknown parameter 'bogus'" in r.stderr
-    r = cli("00_data", "--profile", "tiny", "-p", "top_n", "10")
+    r = cli("00_data", "--profile", "tiny", "-p", "analysis.top_n=10")
     assert r.returncode == 1 and "not read by the section(s) being run (00_data)" in r.stderr
     assert not (tmp_path / "tiny" / "notebooks").exists()
 
@@ -345,36 +346,36 @@ def test_cli_rejects_bad_parameters_before_running_anything(tmp_path):
 # ---------------------------------------------------------------------- a generated pipeline
 
 TEST_SECTIONS = (
-    sections.Section("00_first", "First", "first", ("vocab_size",)),
-    sections.Section("01_second", "Second", "second", ("top_n",), ("00_first",)),
+    sections.Section("00_first", "First", "first", ("data.vocab_size",)),
+    sections.Section("01_second", "Second", "second", ("analysis.top_n",), ("00_first",)),
 )
-_SECTIONS_SRC = ("_S = (sections.Section('00_first', 'First', 'first', ('vocab_size',)), "
-                 "sections.Section('01_second', 'Second', 'second', ('top_n',), ('00_first',)))")
+_SECTIONS_SRC = ("_S = (sections.Section('00_first', 'First', 'first', ('data.vocab_size',)), "
+                 "sections.Section('01_second', 'Second', 'second', ('analysis.top_n',), ('00_first',)))")
 NOTEBOOK_FIRST = f"""\
 # %% tags=["parameters"]
 profile = "cpu"
 runs_dir = None
-vocab_size = None
+data_vocab_size = None
 
 # %%
 from twotower_lib.book import sections
 {_SECTIONS_SRC}
 ctx = sections.open_section("00_first", globals(), sections=_S)
-(ctx.out / "value.txt").write_text(str(ctx.profile.vocab_size))
+(ctx.out / "value.txt").write_text(str(ctx.profile.data.vocab_size))
 ctx.finish()
 """
 NOTEBOOK_SECOND = f"""\
 # %% tags=["parameters"]
 profile = "cpu"
 runs_dir = None
-top_n = None
+analysis_top_n = None
 
 # %%
 from twotower_lib.book import sections
 {_SECTIONS_SRC}
 ctx = sections.open_section("01_second", globals(), sections=_S)
 upstream = int((ctx.input_dir("00_first") / "value.txt").read_text())
-(ctx.out / "value.txt").write_text(str(upstream + ctx.profile.top_n))
+(ctx.out / "value.txt").write_text(str(upstream + ctx.profile.analysis.top_n))
 ctx.finish()
 """
 
@@ -412,7 +413,7 @@ def test_staleness_reruns_exactly_what_changed(toy):
     tiny = get_profile("tiny")
     pipe = toy()
     assert pipe.run(log=lambda m: None) == ["00_first", "01_second"]
-    assert _value(pipe, "second") == tiny.vocab_size + tiny.top_n
+    assert _value(pipe, "second") == tiny.data.vocab_size + tiny.analysis.top_n
     executed = nbformat.read(pipe.executed(TEST_SECTIONS[1]), as_version=4)
     assert any("injected-parameters" in c.metadata.get("tags", []) for c in executed.cells)
     assert "injected" not in pipe.source(TEST_SECTIONS[1]).read_text()  # never written back to the source
@@ -421,10 +422,10 @@ def test_staleness_reruns_exactly_what_changed(toy):
     assert toy().run(log=messages.append) == []
     assert all("up to date" in m for m in messages)
 
-    pipe = toy(top_n="7")  # only the downstream section reads top_n
-    assert pipe.run(log=lambda m: None) == ["01_second"] and _value(pipe, "second") == tiny.vocab_size + 7
+    pipe = toy(**{"analysis.top_n": "7"})  # only the downstream section reads it
+    assert pipe.run(log=lambda m: None) == ["01_second"] and _value(pipe, "second") == tiny.data.vocab_size + 7
 
-    pipe = toy(top_n="7", vocab_size="111")  # upstream output changes, so downstream re-runs too
+    pipe = toy(**{"analysis.top_n": "7", "data.vocab_size": "111"})  # upstream output changes, so downstream re-runs too
     assert pipe.run(log=lambda m: None) == ["00_first", "01_second"] and _value(pipe, "second") == 118
 
     src = pipe.source(TEST_SECTIONS[1])
@@ -483,20 +484,48 @@ def test_a_profiles_own_published_run_is_not_an_input_of_its_sections(toy, tmp_p
 
 
 def test_missing_upstream_names_the_command(tmp_path):
-    ns = {"profile": "tiny", "runs_dir": str(tmp_path / "empty"), "top_n": 5}
+    ns = {"profile": "tiny", "runs_dir": str(tmp_path / "empty"), "analysis_top_n": 5}
     with pytest.raises(UserError, match=r"needs the output of section 00_first \(First\) at .* "
                                         r"python -m twotower_lib run 00_first --profile tiny --runs-dir .*empty$"):
         sections.open_section("01_second", ns, sections=TEST_SECTIONS)
 
 
 def test_open_section_validates_notebook_parameters(tmp_path):
-    ns = {"profile": "tiny", "runs_dir": str(tmp_path), "vocab_size": "300", "pd": pytest}  # modules are ignored
+    ns = {"profile": "tiny", "runs_dir": str(tmp_path), "data_vocab_size": "300", "pd": pytest}  # modules are ignored
     ctx = sections.open_section("00_first", ns, sections=TEST_SECTIONS)
-    assert ctx.profile.vocab_size == 300 and ctx.root == tmp_path / "tiny" and ctx.parameters == {"vocab_size": 300}
+    assert ctx.profile.data.vocab_size == 300 and ctx.root == tmp_path / "tiny" and ctx.parameters == {"data.vocab_size": 300}
     with pytest.raises(UserError, match=r"unknown parameter\(s\) \['vocab'\] for section 00_first"):
         sections.open_section("00_first", {**ns, "vocab": 3}, sections=TEST_SECTIONS)
-    with pytest.raises(UserError, match=r"invalid value 'big' for parameter 'vocab_size'"):
-        sections.open_section("00_first", {**ns, "vocab_size": "big"}, sections=TEST_SECTIONS)
+    with pytest.raises(UserError, match=r"invalid value 'big' for parameter 'data.vocab_size'"):
+        sections.open_section("00_first", {**ns, "data_vocab_size": "big"}, sections=TEST_SECTIONS)
+
+
+def test_a_profile_nests_the_stage_configs_and_old_flat_names_still_work_with_a_note(capsys):
+    from twotower_lib.data.config import DataConfig
+    from twotower_lib.probe_config import ProbeConfig
+
+    cpu = get_profile("cpu")
+    assert isinstance(cpu.data, DataConfig) and isinstance(cpu.probe, ProbeConfig)
+    assert cpu.data_config() is cpu.data and cpu.probe_config().train_positions == cpu.probe.train_positions
+    changed = cpu.with_overrides({"probe.refine_iters": "15", "probe.lr": "0.002", "data.max_docs": "none"})
+    assert (changed.probe.refine_iters, changed.probe.lr, changed.data.max_docs) == (15, 0.002, None)
+    assert "probe.refine_iters" in cpu.values() and "probe_refine_iters" not in cpu.values()
+    old = cpu.with_overrides({"probe_refine_iters": "15", "top_n": "500"})
+    assert old.probe.refine_iters == 15 and old.analysis.top_n == 500
+    err = capsys.readouterr().err
+    assert "'probe_refine_iters' (-p) is now 'probe.refine_iters'" in err and "'top_n' (-p) is now 'analysis.top_n'" in err
+    assert pipeline.parse_overrides([["probe.refine_iters=15"], ["analysis.top_n", "500"]]) == {
+        "probe.refine_iters": "15", "analysis.top_n": "500"}
+    with pytest.raises(UserError, match="write -p KEY VALUE or -p KEY=VALUE"):
+        pipeline.parse_overrides([["probe.refine_iters"]])
+
+
+def test_the_default_profiles_probe_is_the_one_the_committed_seed_study_recorded():
+    """The nested profile builds the same ProbeConfig as before, so committed probes keep their identity."""
+    from dataclasses import asdict
+
+    study = json.loads((ROOT / "results" / "seeds" / "cpu" / "study.json").read_text())
+    assert study["probe_config"] == asdict(get_profile("cpu").probe_config())
 
 
 def test_a_notebook_opened_by_hand_takes_its_profile_from_the_environment(tmp_path, monkeypatch):
@@ -621,7 +650,7 @@ def test_correlation_verdict_follows_the_control_rule():
 def test_correlation_items_are_judged_from_measured_pairs(tmp_path):
     import pandas as pd
 
-    prof = get_profile("cpu").with_overrides({"cases": "gpt:1,bert-large:1,bert-large:2"})
+    prof = get_profile("cpu").with_overrides({"train.cases": "gpt:1,bert-large:1,bert-large:2"})
     ctx = sections.SectionContext(sections.find_section("03_correlations"), prof, tmp_path / "cpu")
     pairs = pd.DataFrame({"a": ["gpt-s1", "gpt-s1", "bert-large-s1"], "b": ["bert-large-s1", "bert-large-s2", "bert-large-s2"],
                           "n_tokens": 1000, "r": [0.6, 0.2, 0.7], "ci_low": [0.5, 0.1, 0.6], "ci_high": [0.7, 0.3, 0.8],
@@ -658,7 +687,7 @@ def test_correlation_items_are_judged_from_measured_pairs(tmp_path):
 def test_each_same_config_pair_is_judged_against_its_own_models_controls(tmp_path):
     import pandas as pd
 
-    prof = get_profile("cpu").with_overrides({"cases": "gpt:1,gpt:2,bert-large:1,bert-large:2"})
+    prof = get_profile("cpu").with_overrides({"train.cases": "gpt:1,gpt:2,bert-large:1,bert-large:2"})
     assert prof.independent_runs() == [("gpt", s) for s in (1, 2, 3, 4)]  # cpu: GPT's pair only (the hour)
     assert prof.untrained_runs() == [("gpt", 1), ("gpt", 2)]
     ctx = sections.SectionContext(sections.find_section("03_correlations"), prof, tmp_path / "cpu")
@@ -732,27 +761,27 @@ def test_the_committed_bert_controls_are_read_or_their_command_is_named():
 
 def test_pos_and_ica_profile_fields_are_validated():
     tiny = get_profile("tiny")
-    assert tiny.pos_backend == "spacy" and get_profile("cpu").pos_backend == "auto" and tiny.ica_reference in tiny.cases
+    assert tiny.analysis.pos_backend == "spacy" and get_profile("cpu").analysis.pos_backend == "auto" and tiny.analysis.ica_reference in tiny.train.cases
     for p in PROFILES.values():  # the default reference is one of each profile's own cases
-        assert p.ica_reference in p.cases, p.name
-    assert tiny.with_overrides({"pos_backend": "auto", "ica_reference": "gpt:2"}).ica_reference == "gpt:2"
-    with pytest.raises(UserError, match=r"`pos_backend` = 'nltk' must be one of \('auto', 'stanza', 'spacy'\)"):
-        tiny.with_overrides({"pos_backend": "nltk"})
-    with pytest.raises(UserError, match=r"`ica_reference` = 'gpt-s1' is not of the form model:seed"):
-        tiny.with_overrides({"ica_reference": "gpt-s1"})
-    with pytest.raises(UserError, match=r"`ica_reference` = 'xlnet:1' names model 'xlnet'"):
-        tiny.with_overrides({"ica_reference": "xlnet:1"})
-    with pytest.raises(UserError, match=r"`pos_docs` = 0 must be a positive integer"):
-        tiny.with_overrides({"pos_docs": "0"})
+        assert p.analysis.ica_reference in p.train.cases, p.name
+    assert tiny.with_overrides({"analysis.pos_backend": "auto", "analysis.ica_reference": "gpt:2"}).analysis.ica_reference == "gpt:2"
+    with pytest.raises(UserError, match=r"`analysis.pos_backend` = 'nltk' must be one of \('auto', 'stanza', 'spacy'\)"):
+        tiny.with_overrides({"analysis.pos_backend": "nltk"})
+    with pytest.raises(UserError, match=r"`analysis.ica_reference` = 'gpt-s1' is not of the form model:seed"):
+        tiny.with_overrides({"analysis.ica_reference": "gpt-s1"})
+    with pytest.raises(UserError, match=r"`analysis.ica_reference` names model 'xlnet'"):
+        tiny.with_overrides({"analysis.ica_reference": "xlnet:1"})
+    with pytest.raises(UserError, match=r"`analysis.pos_docs` = 0 must be a positive integer"):
+        tiny.with_overrides({"analysis.pos_docs": "0"})
 
 
 def test_ica_reference_must_be_one_of_the_cases(tmp_path):
-    prof = get_profile("tiny").with_overrides({"cases": "gpt:1,gpt:2"})
+    prof = get_profile("tiny").with_overrides({"train.cases": "gpt:1,gpt:2"})
     ctx = sections.SectionContext(sections.find_section("05_ica"), prof, tmp_path / "tiny")
     with pytest.raises(UserError, match=r"ica_reference 'bert-large:1' is not one of the cases \['gpt:1', 'gpt:2'\].*"
-                                        r"-p ica_reference"):
+                                        r"-p analysis.ica_reference"):
         analyses.ica_reference(ctx)
-    ctx.profile = prof.with_overrides({"ica_reference": "gpt:2"})
+    ctx.profile = prof.with_overrides({"analysis.ica_reference": "gpt:2"})
     assert analyses.ica_reference(ctx) == "gpt-s2"
 
 

@@ -49,7 +49,7 @@ def test_the_rerun_line_names_the_section_and_a_parameter_at_its_value():
     profile = get_profile("cpu")
     ctx = SectionContext(find_section("03_correlations"), profile, profile_dir("cpu"))
     line = ctx.rerun_markdown()
-    assert "python -m twotower_lib run 03_correlations --profile cpu -p cases " in line and "`top_n`" in line
+    assert "python -m twotower_lib run 03_correlations --profile cpu -p train.cases " in line and "`analysis.top_n`" in line
 
 
 def test_the_front_table_has_one_row_per_item_and_a_caveat_each():

@@ -55,7 +55,7 @@ def test_every_readme_command_runs_as_written(built_book, tiny_corpus_dir, tmp_p
         if command == "probe":
             return args
         if command == "run":  # top_n at the tiny profile's own N (its vocabulary is 300 tokens)
-            args = [str(get_profile("tiny").top_n) if prev == "top_n" else a for prev, a in zip([""] + args, args)]
+            args = [str(get_profile("tiny").analysis.top_n) if prev == "analysis.top_n" else a for prev, a in zip([""] + args, args)]
             return args + ([] if "--profile" in args else tiny[:2]) + tiny[2:]
         if command == "book":
             return args + tiny[:2] + ["--out", "."]

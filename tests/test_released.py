@@ -88,7 +88,7 @@ def test_the_page_says_when_its_numbers_come_from_an_older_probe():
     from twotower_lib.probe_config import CURRENT_PROBE, PROBE_VERSION, probe_label
 
     old = {**_found([], []), "probe_version": PROBE_VERSION - 1, "probe_precondition": "whiten",
-           "command": "python -m twotower_lib.book.released -p x y"}
+           "command": "python -m studies.released -p x y"}
     assert f"Measured with probe version {PROBE_VERSION - 1} (whitened)" in released.to_markdown(old)
     assert "-p x y" in released.to_markdown(old)
     current = {**old, "probe_version": PROBE_VERSION}

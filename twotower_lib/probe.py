@@ -93,35 +93,18 @@ def probe_run(run_dir: str | os.PathLike, cfg: ProbeConfig | None = None, *, sna
     """
     from safetensors.torch import save as save_safetensors
 
-    from twotower_lib.data import load_prepared
-
     cfg = (cfg or ProbeConfig()).validate()
     run_dir = Path(run_dir)
-    model, mcfg = load_model(run_dir, snapshot)
-    if torch.cuda.is_available():
-        model = model.cuda()
-    run_config = read_json(run_dir / "config.json")
-    data_path = Path(data_dir) if data_dir else Path(run_config["data"]["path"])
-    data = load_prepared(data_path)
-    if data.data_hash != run_config["data"]["data_hash"]:
-        raise UserError(f"the prepared data at {data_path} (hash {data.data_hash[:12]}) is not the data run "
-                        f"{run_dir} was trained on (hash {run_config['data']['data_hash'][:12]}); pass the "
-                        "right directory with --data")
-    if mcfg.vocab_size != data.vocab_size:
-        raise UserError(f"{run_dir} has vocabulary {mcfg.vocab_size} but {data_path} has {data.vocab_size}")
+    model, mcfg, data, run_config = _load_run(run_dir, snapshot, data_dir)
     out = Path(out) if out else probe_dir(run_dir, snapshot)
     weights = weights_path(run_dir, snapshot)
     identity = {"version": PROBE_VERSION, "weights_sha256": sha256_file(weights),
                 "data_hash": data.data_hash,
                 "probe": asdict(cfg)}
-    if not force and (out / "manifest.json").exists():
-        try:
-            if read_json(out / "manifest.json").get("identity") == identity:
-                if show:
-                    print(f"probe up to date: {out}")
-                return out
-        except UserError:
-            pass
+    if not force and _up_to_date(out, identity):
+        if show:
+            print(f"probe up to date: {out}")
+        return out
 
     head_seed = head_seed_of(identity["weights_sha256"], cfg.seed)
     t0 = time.time()
@@ -161,6 +144,36 @@ def probe_run(run_dir: str | os.PathLike, cfg: ProbeConfig | None = None, *, sna
     write_preference(out, sums, data, manifest, {"heads.safetensors": save_safetensors(head_state)}, show,
                      replicate=all_sums[1] if cfg.replicate else None)
     return out
+
+
+def _load_run(run_dir: Path, snapshot: str | int | None, data_dir: str | os.PathLike | None):
+    """The frozen model (on the GPU where there is one), its config, the prepared data it was trained on
+    (checked by hash and vocabulary) and the run's config.json."""
+    from twotower_lib.data import load_prepared
+
+    model, mcfg = load_model(run_dir, snapshot)
+    if torch.cuda.is_available():
+        model = model.cuda()
+    run_config = read_json(run_dir / "config.json")
+    data_path = Path(data_dir) if data_dir else Path(run_config["data"]["path"])
+    data = load_prepared(data_path)
+    if data.data_hash != run_config["data"]["data_hash"]:
+        raise UserError(f"the prepared data at {data_path} (hash {data.data_hash[:12]}) is not the data run "
+                        f"{run_dir} was trained on (hash {run_config['data']['data_hash'][:12]}); pass the "
+                        "right directory with --data")
+    if mcfg.vocab_size != data.vocab_size:
+        raise UserError(f"{run_dir} has vocabulary {mcfg.vocab_size} but {data_path} has {data.vocab_size}")
+    return model, mcfg, data, run_config
+
+
+def _up_to_date(out: Path, identity: dict) -> bool:
+    """Whether `out` holds a finished probe with this identity (an unreadable manifest: no)."""
+    if not (out / "manifest.json").exists():
+        return False
+    try:
+        return read_json(out / "manifest.json").get("identity") == identity
+    except UserError:
+        return False
 
 
 def _positions_npz(sums: TowerSums, replicate: TowerSums | None = None) -> bytes:

@@ -260,19 +260,9 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True, head_seed: int
         held_feats = None if held_feats is None else whitening.apply(held_feats)
     heads = heads.to(device)
 
-    steps_per_epoch = max(1, math.ceil(len(labels) / cfg.batch_size))
+    params = [p for p in heads.parameters()]
+    schedule = _HeadSchedule(cfg, max(1, math.ceil(len(labels) / cfg.batch_size)), params)
     opt = torch.optim.AdamW(heads.parameters(), lr=cfg.peak_lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay)
-    if cfg.schedule == "linear":
-        rate = _lr_lambda(steps_per_epoch * cfg.max_epochs, cfg.warmup_fraction)
-    else:
-        warmup = max(1, int(steps_per_epoch * cfg.warmup_fraction))
-        rate = lambda step: min(1.0, (step + 1) / warmup)  # noqa: E731  (then constant; drops on plateaus)
-    scale, drops_left = 1.0, cfg.lr_drops
-    cooldown: tuple[int, int] | None = None  # (first step, steps) once the rate is falling to 0
-
-    def lr_at(step: int) -> float:
-        lr = cfg.peak_lr * scale * rate(step)
-        return lr if cooldown is None else lr * max(0.0, 1 - (step - cooldown[0]) / cooldown[1])
     dtype, score_dtype = _head_dtype(cfg, device), _score_dtype(cfg, device)
     orders = [torch.Generator().manual_seed(s) for s in seeds]
     best = [math.inf] * len(heads)
@@ -280,59 +270,19 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True, head_seed: int
     curve: list[dict] = []
     stopped = "max_epochs"
     bar = tqdm(total=cfg.max_epochs, desc=f"training {len(heads)} probe head(s)", unit="epoch", disable=not show)
-    step = 0
-    params = [p for p in heads.parameters()]
-    average: list[torch.Tensor] | None = None
-    average_steps = 0
     for epoch in range(cfg.max_epochs):
-        perms = [torch.randperm(len(labels), generator=g) for g in orders]     # each head set its own order
-        train_sum = torch.zeros(len(heads), dtype=torch.float64)
-        for b in range(0, len(labels), cfg.batch_size):
-            for group in opt.param_groups:
-                group["lr"] = lr_at(step)
-            losses = []
-            for s, perm in enumerate(perms):
-                idx = perm[b:b + cfg.batch_size]
-                f, y = feats[idx].to(device).float(), labels[idx].to(device)   # (n, k, H), (n,)
-                with _autocast(cfg, device):
-                    losses += [heads[s * k + j].loss(f[:, j], y, dtype) for j in range(k)]
-            opt.zero_grad(set_to_none=True)
-            sum(losses).backward()  # heads share no parameters: this trains each on its own loss
-            opt.step()
-            step += 1
-            if average is not None:                   # the cool-down's iterates, averaged uniformly
-                average_steps += 1
-                with torch.no_grad():
-                    torch._foreach_lerp_(average, params, 1 / average_steps)
-            train_sum += torch.tensor([l.item() for l in losses], dtype=torch.float64) * len(idx)
-        train_loss = (train_sum / len(labels)).tolist()
-        if average is not None and step >= sum(cooldown):
-            with torch.no_grad():
-                torch._foreach_copy_(params, average)  # the heads end at the average of the cool-down
+        train_loss = _epoch(heads, opt, schedule, feats, labels, orders, cfg, k, device, dtype)
         held = _heldout_losses(heads, held_feats, held_labels, k, device, score_dtype) if n_held else train_loss
         gain = max(b_ - h for b_, h in zip(best, held))                         # the best improvement of any head
-        for i, h in enumerate(held):
-            if h < best[i]:
-                best[i], best_state[i] = h, copy.deepcopy(heads[i].state_dict())
-        curve.append({"epoch": epoch + 1, "step": step, "lr": lr_at(step - 1),
+        for i in (i for i, h in enumerate(held) if h < best[i]):
+            best[i], best_state[i] = held[i], copy.deepcopy(heads[i].state_dict())
+        curve.append({"epoch": epoch + 1, "step": schedule.step, "lr": schedule.lr(schedule.step - 1),
                       "train_loss": [round(x, 5) for x in train_loss], "heldout_loss": [round(x, 5) for x in held]})
         bar.set_postfix(heldout=" ".join(f"{x:.3f}" for x in held), gain=f"{gain:.4f}")
         bar.update(1)
-        if cfg.schedule != "plateau":
-            continue
-        if cooldown is not None and step >= sum(cooldown):    # the rate has reached 0
+        if cfg.schedule == "plateau" and schedule.after_epoch(gain):
             stopped = "converged"
             break
-        if cooldown is None and gain < cfg.tol:                # a plateau
-            if drops_left:
-                drops_left, scale = drops_left - 1, scale * cfg.lr_drop
-            elif cfg.cooldown_epochs:
-                cooldown = (step, steps_per_epoch * cfg.cooldown_epochs)
-                if cfg.cooldown_average:
-                    average, average_steps = [p.detach().clone() for p in params], 0
-            else:
-                stopped = "converged"
-                break
     bar.close()
     if cfg.schedule == "plateau":
         for head, state in zip(heads, best_state):
@@ -343,16 +293,92 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True, head_seed: int
     record = {"curve": curve, "epochs": len(curve), "stopped": stopped if cfg.schedule == "plateau" else "fixed epochs",
               "train_positions": int(len(labels)), "heldout_positions": int(len(held_labels)) if n_held else 0,
               "head_seeds": seeds, "matmul_dtype": str(dtype).removeprefix("torch."),
-              "score_dtype": str(score_dtype).removeprefix("torch."), "precondition": cfg.precondition}
-    if whitening is not None:
-        record["feature_condition"] = [round(c, 1) for c in whitening.condition]
-        record["constant_directions"] = whitening.dropped
+              "score_dtype": str(score_dtype).removeprefix("torch."), "precondition": cfg.precondition,
+              **({"feature_condition": [round(c, 1) for c in whitening.condition],
+                  "constant_directions": whitening.dropped} if whitening is not None else {})}
     if cfg.refine_iters:
         record["refine"] = refine_heads(heads, cached, cfg, k, dtype, show)
         record["refined_heldout_loss"] = ([round(x, 5) for x in _heldout_losses(heads, cached.held, held_labels, k, device, score_dtype)]
                                           if n_held else None)
     sets = [nn.ModuleList(heads[s * k:(s + 1) * k]).eval() for s in range(len(seeds))]
     return sets, record
+
+
+class _HeadSchedule:
+    """The heads' learning rate and when they stop. `linear`: warm-up and linear decay over max_epochs.
+    `plateau`: warm-up, then constant; a plateau (no head's held-out loss improving by `tol`) lowers the
+    rate (`lr_drops` times), then starts a linear cool-down to 0 over `cooldown_epochs` whose iterates
+    are averaged (`cooldown_average`), after which the heads stop."""
+
+    def __init__(self, cfg: ProbeConfig, steps_per_epoch: int, params: list[torch.Tensor]):
+        self.cfg, self.steps_per_epoch, self.params = cfg, steps_per_epoch, params
+        if cfg.schedule == "linear":
+            self.rate = _lr_lambda(steps_per_epoch * cfg.max_epochs, cfg.warmup_fraction)
+        else:
+            warmup = max(1, int(steps_per_epoch * cfg.warmup_fraction))
+            self.rate = lambda step: min(1.0, (step + 1) / warmup)  # noqa: E731  (then constant; drops on plateaus)
+        self.scale, self.drops_left = 1.0, cfg.lr_drops
+        self.cooldown: tuple[int, int] | None = None  # (first step, steps) once the rate is falling to 0
+        self.average: list[torch.Tensor] | None = None
+        self.average_steps = 0
+        self.step = 0
+
+    def lr(self, step: int) -> float:
+        lr = self.cfg.peak_lr * self.scale * self.rate(step)
+        return lr if self.cooldown is None else lr * max(0.0, 1 - (step - self.cooldown[0]) / self.cooldown[1])
+
+    def after_step(self) -> None:
+        """Count an optimizer step; during the cool-down, fold the new iterate into the uniform average."""
+        self.step += 1
+        if self.average is not None:
+            self.average_steps += 1
+            with torch.no_grad():
+                torch._foreach_lerp_(self.average, self.params, 1 / self.average_steps)
+
+    def end_of_epoch(self) -> None:
+        """Once the cool-down is over, the heads take the average of its iterates."""
+        if self.average is not None and self.step >= sum(self.cooldown):
+            with torch.no_grad():
+                torch._foreach_copy_(self.params, self.average)
+
+    def after_epoch(self, gain: float) -> bool:
+        """React to an epoch's best held-out gain (plateau schedule); True when the heads have converged."""
+        cfg = self.cfg
+        if self.cooldown is not None and self.step >= sum(self.cooldown):    # the rate has reached 0
+            return True
+        if self.cooldown is None and gain < cfg.tol:                          # a plateau
+            if self.drops_left:
+                self.drops_left, self.scale = self.drops_left - 1, self.scale * cfg.lr_drop
+            elif cfg.cooldown_epochs:
+                self.cooldown = (self.step, self.steps_per_epoch * cfg.cooldown_epochs)
+                if cfg.cooldown_average:
+                    self.average, self.average_steps = [p.detach().clone() for p in self.params], 0
+            else:
+                return True
+        return False
+
+
+def _epoch(heads: nn.ModuleList, opt, schedule: _HeadSchedule, feats: torch.Tensor, labels: torch.Tensor,
+           orders: list[torch.Generator], cfg: ProbeConfig, k: int, device, dtype: torch.dtype) -> list[float]:
+    """One pass over the training positions, each head set in its own order; every head's mean training loss."""
+    perms = [torch.randperm(len(labels), generator=g) for g in orders]     # each head set its own order
+    train_sum = torch.zeros(len(heads), dtype=torch.float64)
+    for b in range(0, len(labels), cfg.batch_size):
+        for group in opt.param_groups:
+            group["lr"] = schedule.lr(schedule.step)
+        losses = []
+        for s, perm in enumerate(perms):
+            idx = perm[b:b + cfg.batch_size]
+            f, y = feats[idx].to(device).float(), labels[idx].to(device)   # (n, k, H), (n,)
+            with _autocast(cfg, device):
+                losses += [heads[s * k + j].loss(f[:, j], y, dtype) for j in range(k)]
+        opt.zero_grad(set_to_none=True)
+        sum(losses).backward()  # heads share no parameters: this trains each on its own loss
+        opt.step()
+        schedule.after_step()
+        train_sum += torch.tensor([l.item() for l in losses], dtype=torch.float64) * len(idx)
+    schedule.end_of_epoch()
+    return (train_sum / len(labels)).tolist()
 
 
 def refine_heads(heads: nn.ModuleList, features: HeadFeatures, cfg: ProbeConfig, k: int, dtype: torch.dtype,

@@ -170,14 +170,55 @@ def _run_identity(cfg: ModelConfig, tcfg: TrainConfig, data, micro: int, accum: 
     return identity
 
 
+@dataclass
+class _Run:
+    """One training run in progress: its settings, the DeepSpeed engine, and the state a checkpoint saves."""
+
+    tcfg: TrainConfig
+    data: Any
+    out: Path
+    cfg: ModelConfig
+    ds: dict
+    engine: Any
+    state: dict
+    rank: int
+    world: int
+    micro: int
+    accum: int
+    autocast: bool
+    resumed: bool
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.micro * self.accum * self.world * self.cfg.seq_len
+
+    def progress(self, step_offset: float = 0.0) -> float:
+        """Fraction of the budget used: the larger of the step and the wall-clock fractions."""
+        p = 0.0
+        if self.tcfg.max_steps:
+            p = max(p, (self.state["step"] + step_offset) / self.tcfg.max_steps)
+        if self.tcfg.budget_s:
+            p = max(p, self.state["elapsed_s"] / self.tcfg.budget_s)
+        return p
+
+
 def train(tcfg: TrainConfig, data, out: str | os.PathLike, resume: bool = False,
           show_progress: bool = True) -> dict[str, Any]:
     """Train (or resume) into `out`; return the summary written to manifest.json."""
+    run = _start(tcfg, data, Path(out), resume)
+    if run is None:                                   # resumed a run that had already finished
+        return read_json(Path(out) / "manifest.json")
+    _record_start(run)
+    _loop(run, show_progress)
+    return _finish(run)
+
+
+def _start(tcfg: TrainConfig, data, out: Path, resume: bool) -> _Run | None:
+    """The model, the DeepSpeed engine and the state to start from (a checkpoint's, with `resume`);
+    None if the resumed run has nothing left to do. Every mismatch is a UserError before any work."""
     import deepspeed
-    from tqdm import tqdm
 
     tcfg.validate()
-    out = Path(out)
     init_distributed()
     rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
     cfg = preset(tcfg.preset, tcfg.model, towers=tcfg.towers, vocab_size=data.vocab_size,
@@ -188,7 +229,6 @@ def train(tcfg: TrainConfig, data, out: str | os.PathLike, resume: bool = False,
                         f"{tcfg.world_size} process(es), or pass --world-size {world} with --max-steps scaled to match")
     ds = deepspeed_config(tcfg)
     micro, accum = int(ds["train_micro_batch_size_per_gpu"]), int(ds["gradient_accumulation_steps"])
-    tokens_per_step = micro * accum * world * cfg.seq_len
     identity = _run_identity(cfg, tcfg, data, micro, accum, world)
     if (out / "config.json").exists() and not resume:
         raise UserError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
@@ -201,7 +241,6 @@ def train(tcfg: TrainConfig, data, out: str | os.PathLike, resume: bool = False,
     groups = [{"params": decay}, {"params": no_decay, "weight_decay": 0.0}]
     ds_clean = {k: v for k, v in ds.items() if not k.startswith("_")}
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=groups, config=ds_clean)
-    peak_lr = float(ds["optimizer"]["params"]["lr"])
 
     state = {"step": 0, "tokens": 0, "elapsed_s": 0.0, "identity": identity, "interval_loss": 0.0,
              "interval_steps": 0}
@@ -216,105 +255,122 @@ def train(tcfg: TrainConfig, data, out: str | os.PathLike, resume: bool = False,
         raise UserError(f"--resume: {out} has no complete checkpoint; start it again without --resume "
                         "into a new --out")
     if (out / "model.safetensors").exists() and resume and not _more_to_do(state, tcfg):
-        return read_json(out / "manifest.json")
+        return None
+    return _Run(tcfg, data, out, cfg, ds, engine, state, rank, world, micro, accum, autocast, resumed=ckpt is not None)
 
-    if rank == 0:
-        atomic_write_json(out / "config.json", {
-            "model": cfg.to_dict(), "train": asdict(tcfg), "deepspeed": ds,
-            "data": {"path": str(data.path), "data_hash": data.data_hash,
-                     "tokenizer": str(Path(data.path) / "tokenizer")},
-            "world_size": world, "tokens_per_step": tokens_per_step})
-        if ckpt is None:
-            save_weights(engine.module, out / "snapshots" / f"{snapshot_name(0)}.safetensors")
-            save_checkpoint(out, engine, state)
 
-    order = BlockOrder(len(data.train), tcfg.seed)
+def _record_start(run: _Run) -> None:
+    """config.json, and for a fresh run the weights at 0 tokens and a first checkpoint (rank 0)."""
+    if run.rank != 0:
+        return
+    data = run.data
+    atomic_write_json(run.out / "config.json", {
+        "model": run.cfg.to_dict(), "train": asdict(run.tcfg), "deepspeed": run.ds,
+        "data": {"path": str(data.path), "data_hash": data.data_hash, "tokenizer": str(Path(data.path) / "tokenizer")},
+        "world_size": run.world, "tokens_per_step": run.tokens_per_step})
+    if not run.resumed:
+        save_weights(run.engine.module, run.out / "snapshots" / f"{snapshot_name(0)}.safetensors")
+        save_checkpoint(run.out, run.engine, run.state)
+
+
+def _loop(run: _Run, show_progress: bool) -> None:
+    """Optimizer steps until the budget is used, with the log, snapshots and checkpoints on their schedules."""
+    from tqdm import tqdm
+
+    tcfg, state = run.tcfg, run.state
+    peak_lr = float(run.ds["optimizer"]["params"]["lr"])
+    order = BlockOrder(len(run.data.train), tcfg.seed)
     next_snap = next_snapshot(state["tokens"], tcfg.snapshot_every_tokens)
     # also half way through a step-bounded run: the worse model of the quality-gap control
-    half_way = tcfg.max_steps // 2 * tokens_per_step if tcfg.max_steps and tcfg.max_steps >= 2 else None
+    half_way = tcfg.max_steps // 2 * run.tokens_per_step if tcfg.max_steps and tcfg.max_steps >= 2 else None
     t_start, elapsed0 = time.monotonic(), state["elapsed_s"]
     last_ckpt_time = t_start
     interval = {"t": t_start, "tokens": state["tokens"]}  # for tokens/s; the loss sums live in `state`
     bar = tqdm(total=tcfg.max_steps, initial=state["step"], unit="step", dynamic_ncols=True,
-               disable=rank != 0 or not show_progress)
-    engine.train()
-
-    def progress(step_offset: float = 0.0) -> float:
-        """Fraction of the budget used: the larger of the step and the wall-clock fractions."""
-        p = 0.0
-        if tcfg.max_steps:
-            p = max(p, (state["step"] + step_offset) / tcfg.max_steps)
-        if tcfg.budget_s:
-            p = max(p, state["elapsed_s"] / tcfg.budget_s)
-        return p
-
-    done = not any_rank(progress() < 1.0)
+               disable=run.rank != 0 or not show_progress)
+    run.engine.train()
+    done = not any_rank(run.progress() < 1.0)
     while not done:
-        step = state["step"]
-        lr = lr_at(progress(step_offset=0.5), peak_lr, tcfg.warmup_fraction, tcfg.final_lr_fraction)  # mid-step: step 0 gets lr > 0
-        for group in engine.optimizer.param_groups:
-            group["lr"] = lr
-        step_loss = 0.0
-        for j in range(accum):
-            inputs, labels = micro_batch(data, order, tcfg, step, j, rank, world, micro, accum)
-            torch.manual_seed(_seed_of(tcfg.seed, "dropout", step, j * world + rank))
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-                loss, _ = engine(inputs.to(engine.device), labels.to(engine.device), only_labeled=True)
-            loss_value = loss.detach().item()
-            if any_rank(not math.isfinite(loss_value)):
-                last = latest_checkpoint(out)
-                if rank == 0:
-                    append_log(out / "log.jsonl", {"event": "diverged", "step": step, "loss": loss_value})
-                raise TrainingDiverged(
-                    f"the loss became {loss_value} at step {step} ({state['tokens']} tokens) on rank {rank}; "
-                    f"stopped without saving this state. Last good checkpoint: {last or 'none'}. Lower the "
-                    "learning rate in the DeepSpeed config or use --precision fp32, then train again "
-                    "(--resume continues from that checkpoint).")
-            engine.backward(loss)
-            engine.step()
-            step_loss += loss_value / accum
+        lr = lr_at(run.progress(step_offset=0.5), peak_lr, tcfg.warmup_fraction, tcfg.final_lr_fraction)  # mid-step: step 0 gets lr > 0
+        step_loss = _step(run, order, lr)
         state["step"] += 1
-        state["tokens"] += tokens_per_step
+        state["tokens"] += run.tokens_per_step
         state["elapsed_s"] = elapsed0 + time.monotonic() - t_start
         state["interval_loss"] += step_loss
         state["interval_steps"] += 1
         bar.update(1)
 
-        done = not any_rank(progress() < 1.0)
-        if rank == 0 and (state["step"] % tcfg.log_every_steps == 0 or done):
-            now = time.monotonic()
-            tok_s = (state["tokens"] - interval["tokens"]) / max(now - interval["t"], 1e-9)
-            record = {"step": state["step"], "tokens": state["tokens"], "elapsed_s": round(state["elapsed_s"], 3),
-                      "lr": lr, "loss": state["interval_loss"] / state["interval_steps"],
-                      "tokens_per_s": round(tok_s, 1)}
-            if state["step"] % tcfg.eval_every_steps == 0 or done:
-                record["val_loss"] = evaluate(engine.module, data, tcfg, micro, autocast)
-            append_log(out / "log.jsonl", record)
-            left = max(0.0, 1.0 - progress()) * state["elapsed_s"] / max(progress(), 1e-9)
-            bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{tok_s:.0f}",
-                            left=f"{left / 60:.1f}m")
-            interval = {"t": time.monotonic(), "tokens": state["tokens"]}
-            state.update(interval_loss=0.0, interval_steps=0)
-        if rank == 0 and (state["tokens"] >= next_snap or state["tokens"] == half_way):
-            save_weights(engine.module, out / "snapshots" / f"{snapshot_name(state['tokens'])}.safetensors")
+        done = not any_rank(run.progress() < 1.0)
+        if run.rank == 0 and (state["step"] % tcfg.log_every_steps == 0 or done):
+            interval = _log(run, lr, interval, evaluate_now=state["step"] % tcfg.eval_every_steps == 0 or done, bar=bar)
+        if run.rank == 0 and (state["tokens"] >= next_snap or state["tokens"] == half_way):
+            save_weights(run.engine.module, run.out / "snapshots" / f"{snapshot_name(state['tokens'])}.safetensors")
             next_snap = next_snapshot(state["tokens"], tcfg.snapshot_every_tokens)
         by_steps = tcfg.checkpoint_every_steps and state["step"] % tcfg.checkpoint_every_steps == 0
         by_time = time.monotonic() - last_ckpt_time >= tcfg.checkpoint_every_s
-        if rank == 0 and (by_steps or by_time or done):
-            save_checkpoint(out, engine, state)
+        if run.rank == 0 and (by_steps or by_time or done):
+            save_checkpoint(run.out, run.engine, state)
             last_ckpt_time = time.monotonic()
     bar.close()
 
-    checksums = rank_checksums(engine.module)
+
+def _step(run: _Run, order: BlockOrder, lr: float) -> float:
+    """One optimizer step over `accum` micro-batches at learning rate `lr`; its mean loss. A loss that is
+    not finite on any rank stops the run (TrainingDiverged) without saving that state."""
+    step, engine = run.state["step"], run.engine
+    for group in engine.optimizer.param_groups:
+        group["lr"] = lr
+    step_loss = 0.0
+    for j in range(run.accum):
+        inputs, labels = micro_batch(run.data, order, run.tcfg, step, j, run.rank, run.world, run.micro, run.accum)
+        torch.manual_seed(_seed_of(run.tcfg.seed, "dropout", step, j * run.world + run.rank))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=run.autocast):
+            loss, _ = engine(inputs.to(engine.device), labels.to(engine.device), only_labeled=True)
+        loss_value = loss.detach().item()
+        if any_rank(not math.isfinite(loss_value)):
+            last = latest_checkpoint(run.out)
+            if run.rank == 0:
+                append_log(run.out / "log.jsonl", {"event": "diverged", "step": step, "loss": loss_value})
+            raise TrainingDiverged(
+                f"the loss became {loss_value} at step {step} ({run.state['tokens']} tokens) on rank {run.rank}; "
+                f"stopped without saving this state. Last good checkpoint: {last or 'none'}. Lower the "
+                "learning rate in the DeepSpeed config or use --precision fp32, then train again "
+                "(--resume continues from that checkpoint).")
+        engine.backward(loss)
+        engine.step()
+        step_loss += loss_value / run.accum
+    return step_loss
+
+
+def _log(run: _Run, lr: float, interval: dict, evaluate_now: bool, bar) -> dict:
+    """Append one record to log.jsonl (the interval's mean loss and tokens/s; the validation loss when
+    `evaluate_now`) and update the progress bar; return the next interval's start."""
+    state, now = run.state, time.monotonic()
+    tok_s = (state["tokens"] - interval["tokens"]) / max(now - interval["t"], 1e-9)
+    record = {"step": state["step"], "tokens": state["tokens"], "elapsed_s": round(state["elapsed_s"], 3),
+              "lr": lr, "loss": state["interval_loss"] / state["interval_steps"], "tokens_per_s": round(tok_s, 1)}
+    if evaluate_now:
+        record["val_loss"] = evaluate(run.engine.module, run.data, run.tcfg, run.micro, run.autocast)
+    append_log(run.out / "log.jsonl", record)
+    left = max(0.0, 1.0 - run.progress()) * state["elapsed_s"] / max(run.progress(), 1e-9)
+    bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{tok_s:.0f}", left=f"{left / 60:.1f}m")
+    state.update(interval_loss=0.0, interval_steps=0)
+    return {"t": time.monotonic(), "tokens": state["tokens"]}
+
+
+def _finish(run: _Run) -> dict[str, Any]:
+    """The run's summary (manifest.json, with every rank's parameter checksums) and its final weights."""
+    state, tcfg = run.state, run.tcfg
+    checksums = rank_checksums(run.engine.module)
     summary = {"status": "complete", "seed": tcfg.seed, "steps": state["step"], "tokens_seen": state["tokens"],
-               "wall_time_s": round(state["elapsed_s"], 3), "data_hash": data.data_hash,
-               "config": {"model": cfg.to_dict(), "train": asdict(tcfg)}, "world_size": world,
+               "wall_time_s": round(state["elapsed_s"], 3), "data_hash": run.data.data_hash,
+               "config": {"model": run.cfg.to_dict(), "train": asdict(tcfg)}, "world_size": run.world,
                "param_sha256_by_rank": checksums,
-               "precision": "bf16-autocast" if autocast else ds_precision(ds)}
-    if rank == 0:
-        save_weights(engine.module, out / "snapshots" / f"{snapshot_name(state['tokens'])}.safetensors")
-        atomic_write_json(out / "manifest.json", provenance(**summary))
-        save_weights(engine.module, out / "model.safetensors")
+               "precision": "bf16-autocast" if run.autocast else ds_precision(run.ds)}
+    if run.rank == 0:
+        save_weights(run.engine.module, run.out / "snapshots" / f"{snapshot_name(state['tokens'])}.safetensors")
+        atomic_write_json(run.out / "manifest.json", provenance(**summary))
+        save_weights(run.engine.module, run.out / "model.safetensors")
     return summary
 
 

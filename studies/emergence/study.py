@@ -231,9 +231,9 @@ def run_study(cfg: StudyConfig, runs_dir: str | Path, results_dir: str | Path = 
 
     t0 = time.time()
     default = get_profile("cpu")
-    data_cfg = DataConfig(corpus="registry:brown" if cfg.preset == "tiny" else default.corpus,
-                          vocab_size=cfg.vocab_size, seq_len=cfg.seq_len, seed=default.data_seed,
-                          valid_fraction=default.valid_fraction, doc_words=default.doc_words)
+    data_cfg = DataConfig(corpus="registry:brown" if cfg.preset == "tiny" else default.data.corpus,
+                          vocab_size=cfg.vocab_size, seq_len=cfg.seq_len, seed=default.data.seed,
+                          valid_fraction=default.data.valid_fraction, doc_words=default.data.doc_words)
     data_dir = Path(data_dir) if data_dir else prepare_data(data_cfg, verbose=show)
     data = load_prepared(data_dir)
     if data.vocab_size != cfg.vocab_size or data.seq_len != cfg.seq_len:

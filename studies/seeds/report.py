@@ -131,7 +131,7 @@ def write_report(layout, seeds: int, families: tuple[str, ...], controls: tuple[
     arts = {k: load_artifact(p) for k, p in _probes(layout, seeds, families).items()}
     if not arts:
         raise SystemExit(f"error: no finished probe of the seed study under {layout.study}; run it first")
-    top_n = layout.profile.top_n
+    top_n = layout.profile.analysis.top_n
     runs, pairs = run_rows(arts, data.counts, top_n), pair_rows(arts, data.counts, top_n)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out / "runs.csv", runs.to_csv(index=False, float_format="%.6g").encode())

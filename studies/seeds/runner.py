@@ -136,7 +136,7 @@ def run_study(profile: Profile, seeds: int, families: tuple[str, ...], controls:
                             for m in families for s in seed_list], threads, precision)
     if "independent" in controls:
         # the independent control costs 2 x seeds single-tower runs a family: the profile's control_models only
-        controlled = [m for m in families if not profile.control_models or m in profile.control_models]
+        controlled = [m for m in families if not profile.analysis.control_models or m in profile.analysis.control_models]
         singles = [(m, s, 1) for m in controlled for s in range(1, 2 * seeds + 1)]
         train_runs(layout, singles, threads)
         probe_runs(layout, [{"run_dir": str(layout.run_dir(m, s, 1)), "out": str(layout.probe_dir("independent", control_name(m, s)))}

@@ -23,7 +23,7 @@ def correlations(ctx: SectionContext, scores: dict, score_col: str = "score") ->
     score variant (`score`: Eq. 4, log of mean p; `score_logmean`: the authors' mean of log p)."""
     from twotower_lib.analysis.table2 import CorrelationConfig, pairwise_correlations
 
-    cfg = CorrelationConfig(n=ctx.profile.top_n, n_boot=ctx.profile.bootstrap, n_permutations=1000, progress=False,
+    cfg = CorrelationConfig(n=ctx.profile.analysis.top_n, n_boot=ctx.profile.analysis.bootstrap, n_permutations=1000, progress=False,
                             score_col=score_col)
     return pairwise_correlations({k: r.table for k, r in scores.items()}, load_data(ctx).counts, cfg,
                                  doc_stats={k: r.doc_stats for k, r in scores.items()}).assign(variant=score_col)
@@ -38,7 +38,7 @@ def result_box(ctx: SectionContext, pairs: pd.DataFrame, same_config: list[tuple
     is_same = [frozenset((a, b)) in same for a, b in zip(pairs["a"], pairs["b"])]
     mine, other = pairs[is_same], pairs[[not x for x in is_same]]
     lo, hi = min(TABLE2.values()), max(v for v in TABLE2.values() if v != SAME_CONFIG_R)
-    text = f"**This build, over the top {ctx.profile.top_n} tokens.** "
+    text = f"**This build, over the top {ctx.profile.analysis.top_n} tokens.** "
     text += ("Same configuration, two seeds: " + "; ".join(f"{r.a} vs {r.b} r = {r.r:+.2f}" for r in mine.itertuples())
              + f" (the paper's Bert-large pair: {SAME_CONFIG_R:.2f}). ") if len(mine) else "No same-configuration pair. "
     if len(other):
@@ -64,7 +64,7 @@ def text_ceilings(ctx: SectionContext, scores: dict, score_col: str = "score") -
     from twotower_lib.analysis.uncertainty import text_ceiling
 
     return text_ceiling({k: r.table for k, r in scores.items()}, {k: r.doc_stats for k, r in scores.items()},
-                        load_data(ctx).counts, same_config_pairs(ctx), ctx.profile.top_n,
+                        load_data(ctx).counts, same_config_pairs(ctx), ctx.profile.analysis.top_n,
                         score_col=score_col).assign(variant=score_col)
 
 
@@ -101,7 +101,7 @@ def word_correlations(ctx: SectionContext, scores: dict, score_col: str = "score
         piece = is_continuation(table["token"]) | ~table["token"].astype(str).map(lambda t: any(c.isalnum() for c in t))
         return table.assign(**{score_col: table[score_col].where(~piece, np.nan)})
 
-    cfg = CorrelationConfig(n=ctx.profile.top_n, n_boot=0, n_permutations=0, progress=False, score_col=score_col)
+    cfg = CorrelationConfig(n=ctx.profile.analysis.top_n, n_boot=0, n_permutations=0, progress=False, score_col=score_col)
     return pairwise_correlations({k: words_only(r.table) for k, r in scores.items()}, load_data(ctx).counts,
                                  cfg).assign(variant=score_col)
 
@@ -121,7 +121,7 @@ def committed_bert_controls(path: str | None = None) -> dict[str, pd.DataFrame] 
 
     found = PROJECT_ROOT / (path or BERT_CONTROLS)
     if not found.exists():
-        return ("not run yet: python -m twotower_lib run --profile cpu -p control_models gpt,bert-large, then "
+        return ("not run yet: python -m twotower_lib run --profile cpu -p analysis.control_models gpt,bert-large, then "
                 "publish it with --results results/bert-controls (results/bert-controls/README.md)")
     from twotower_lib.probe_config import measured_with, probe_label
 
@@ -173,7 +173,7 @@ def control_correlations(ctx: SectionContext, pairs: pd.DataFrame, score_col: st
                          "n_tokens": int(quality["n_tokens"].min()), "r": by_case[a] * by_case[b],
                          "note": f"the r a shared quality profile alone would give: r(a, quality) x r(b, quality) "
                                  f"= {by_case[a]:.2f} x {by_case[b]:.2f}"})
-    if "permutation" in ctx.profile.controls:
+    if "permutation" in ctx.profile.analysis.controls:
         same = same_config_pairs(ctx)
         for row in pairs.itertuples():
             if (row.a, row.b) in same and hasattr(row, "perm_q975"):
@@ -205,7 +205,7 @@ def register_tests(ctx: SectionContext, scores: dict, pairs: list[tuple[str, str
         runs.update(arts)
     gaps = pd.DataFrame({name: tower_gap_by_source(art.doc_stats, valid_sources)["gap"] for name, art in runs.items()}).T
     gaps.columns = [f"gap {c}" for c in gaps.columns]
-    ids = top_token_ids(data, ctx.profile.top_n)
+    ids = top_token_ids(data, ctx.profile.analysis.top_n)
     ratios = source_log_ratios(counts).to_numpy()[ids]                          # (n, S)
     fit, rows = [], []
     for col, variant in VARIANTS.items():
@@ -264,7 +264,7 @@ def vocabulary_pos(ctx: SectionContext, data, tagger) -> pd.DataFrame:
     from twotower_lib.analysis.pos import vocabulary_pos as tag_vocabulary
     from twotower_lib.artifacts import atomic_write_bytes
 
-    texts = sample_texts(data, "train", ctx.profile.pos_docs, seed=ctx.profile.data_seed)
+    texts = sample_texts(data, "train", ctx.profile.analysis.pos_docs, seed=ctx.profile.data.seed)
     table = tag_vocabulary(texts, data.tokenizer, tagger)
     atomic_write_bytes(ctx.out / "vocabulary_pos.parquet", table.to_parquet(index=False))
     return table
@@ -298,10 +298,10 @@ def top_token_ids(data, n: int):
 
 def ica_reference(ctx: SectionContext) -> str:
     """The case name of the profile's `ica_reference`; UserError if it is not one of the cases."""
-    if ctx.profile.ica_reference not in ctx.profile.cases:
-        raise UserError(f"ica_reference {ctx.profile.ica_reference!r} is not one of the cases {list(ctx.profile.cases)}; "
-                        f"pick one with  -p ica_reference MODEL:SEED")
-    model, seed = ctx.profile.ica_reference.split(":")
+    if ctx.profile.analysis.ica_reference not in ctx.profile.train.cases:
+        raise UserError(f"ica_reference {ctx.profile.analysis.ica_reference!r} is not one of the cases {list(ctx.profile.train.cases)}; "
+                        f"pick one with  -p analysis.ica_reference MODEL:SEED")
+    model, seed = ctx.profile.analysis.ica_reference.split(":")
     return case_name(model, int(seed))
 
 
@@ -323,9 +323,9 @@ def word_ica(ctx: SectionContext, data):
 
     reference = ica_reference(ctx)
     embedding = load_embedding(ctx.input_dir("01_training") / reference)       # (vocab, E), float64
-    ids = sample_occurrences(data.train, ctx.profile.ica_tokens, data.special_ids.values(), ctx.profile.data_seed)
-    d = ctx.profile.ica_dim or paper_dim(embedding.shape[1])
-    config = ICAConfig(max_iter=5000, starts=ctx.profile.ica_starts, seed=ctx.profile.data_seed)
+    ids = sample_occurrences(data.train, ctx.profile.analysis.ica_tokens, data.special_ids.values(), ctx.profile.data.seed)
+    d = ctx.profile.analysis.ica_dim or paper_dim(embedding.shape[1])
+    config = ICAConfig(max_iter=5000, starts=ctx.profile.analysis.ica_starts, seed=ctx.profile.data.seed)
     fitted = fit_word_ica(embedding, ids, PCAConfig(d=d), config)
     token_ids, counts = np.unique(ids, return_counts=True)
     spectrum = pca_spectrum(embedding[token_ids], counts)

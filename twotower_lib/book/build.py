@@ -45,16 +45,19 @@ def _sync(data: bytes, dest: Path) -> None:
 
 
 def profiles_markdown() -> str:
-    """A table of every profile's settings, generated from twotower_lib.book.profiles."""
-    keys = [k for k in OVERRIDABLE if k not in ("launcher", "controls", "data_seed", "doc_words", "valid_fraction")]
-    rows = ["| profile | what it is for | " + " | ".join(f"`{k}`" for k in keys) + " |",
-            "|---|---|" + "---|" * len(keys)]
-    for p in PROFILES.values():
-        vals = p.values()
-        cells = [", ".join(vals[k]) if isinstance(vals[k], list) else f"{vals[k]:,}" if isinstance(vals[k], int)
-                 else str(vals[k]) for k in keys]
-        rows.append(f"| **{p.name}** | {p.description} | " + " | ".join(cells) + " |")
-    return "\n".join(rows) + "\n"
+    """Every profile: what it is for, then a table of the settings that differ between profiles (one row
+    per "section.field", one column per profile), generated from twotower_lib.book.profiles."""
+    def cell(v) -> str:
+        if isinstance(v, list):
+            return ", ".join(v) or "—"
+        return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else "—" if v is None else str(v)
+
+    values = {p.name: p.values() for p in PROFILES.values()}
+    keys = [k for k in OVERRIDABLE if len({repr(v[k]) for v in values.values()}) > 1]
+    lines = [f"- **{p.name}**: {p.description}" for p in PROFILES.values()] + [""]
+    lines += ["| setting | " + " | ".join(f"`{n}`" for n in values) + " |", "|---|" + "---|" * len(values)]
+    lines += [f"| `{k}` | " + " | ".join(cell(v[k]) for v in values.values()) + " |" for k in keys]
+    return "\n".join(lines) + "\n"
 
 
 def api_markdown() -> str:
@@ -179,7 +182,7 @@ def assemble(pipe: Pipeline, stage: Path) -> list[str]:
                             f"(no {executed}). Run it first:  python -m twotower_lib run --profile "
                             f"{pipe.profile.name}" + (f" --runs-dir {pipe.root.parent}" if pipe.root.parent != runs_root() else ""))
         check_executed(executed, s.name)
-        _sync(for_readers(executed, pipe.root.parent, pipe.profile.corpus).encode("utf-8"), stage / "notebooks" / f"{s.name}.ipynb")
+        _sync(for_readers(executed, pipe.root.parent, pipe.profile.data.corpus).encode("utf-8"), stage / "notebooks" / f"{s.name}.ipynb")
         chapters.append(s.name)
     card = scorecard.write(pipe.root, pipe.sections)
     for name in ("_config.yml", "_toc.yml"):

@@ -210,7 +210,7 @@ def scale_sentence(profile_name: str) -> str:
     return (f"**Scale.** Profile `{p.name}` trains towers of {span([c.n_layer for c in ours])} layers and "
             f"{span([c.hidden for c in ours])} units (Table 1: {span([t[0] for t in paper])} layers, "
             f"{span([t[1] for t in paper])} units) for {span([p.tokens_for(m) for m in models], tokens)} tokens each, "
-            f"with {p.vocab_size:,} word pieces (the paper: {TABLE1_VOCAB:,}, about a day per case on six GPUs).")
+            f"with {p.data.vocab_size:,} word pieces (the paper: {TABLE1_VOCAB:,}, about a day per case on six GPUs).")
 
 
 TABLE1_VOCAB = 30522  # the paper's WordPiece vocabulary (Section 4.1)

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json, sha256_file, sha256_json
-from twotower_lib.book.profiles import DEFAULT_PROFILE, OVERRIDABLE, PROFILES, Profile, get_profile, profile_dir
+from twotower_lib.book.profiles import (DEFAULT_PROFILE, OVERRIDABLE, PROFILES, Profile, canonical_key, get_profile,
+                                       notebook_name, profile_dir)
 from twotower_lib.book.sections import NOTEBOOKS_DIR, PROJECT_ROOT, SECTIONS, Section, as_text, find_section
 from twotower_lib.errors import UserError
 
@@ -169,7 +170,7 @@ class Pipeline:
         # Every parameter explicitly, not only the overridden ones: a default edited and saved in the
         # notebook must not change what runs here (the run record names these values).
         params: dict[str, Any] = {"profile": self.profile.name, "runs_dir": str(self.root.parent)}
-        params.update({k: as_text(v) if isinstance(v, list) else v
+        params.update({notebook_name(k): as_text(v) if isinstance(v, list) else v
                        for k, v in self.profile.values().items() if k in s.parameters})
         # A failed run must not leave a stale "good" result behind.
         self.record_path(s).unlink(missing_ok=True)
@@ -255,14 +256,21 @@ class Pipeline:
 def make_pipeline(profile: str = DEFAULT_PROFILE, overrides: dict[str, Any] | None = None,
                   runs_dir: str | Path | None = None, **kw: Any) -> Pipeline:
     """A Pipeline for `profile` with `-p` overrides validated up front (UserError on any bad one)."""
-    prof = get_profile(profile).with_overrides(dict(overrides or {}))
-    return Pipeline(prof, profile_dir(prof.name, runs_dir), {k: getattr(prof, k) for k in (overrides or {})}, **kw)
+    keys = {canonical_key(k): v for k, v in (overrides or {}).items()}
+    prof = get_profile(profile).with_overrides(keys)
+    return Pipeline(prof, profile_dir(prof.name, runs_dir), {k: prof.value(k) for k in keys}, **kw)
 
 
 def parse_overrides(pairs: list[list[str]]) -> dict[str, str]:
-    """`-p KEY VALUE` pairs as a dict (UserError if a key is given twice)."""
+    """`-p KEY VALUE` or `-p KEY=VALUE` arguments as a dict (UserError if a key is given twice or an
+    argument is neither form)."""
     overrides: dict[str, str] = {}
-    for key, value in pairs:
+    for words in pairs:
+        if len(words) == 1 and "=" in words[0]:
+            words = words[0].split("=", 1)
+        if len(words) != 2:
+            raise UserError(f"-p {' '.join(words)}: write -p KEY VALUE or -p KEY=VALUE (e.g. -p probe.refine_iters=15)")
+        key, value = words
         if key in overrides:
             raise UserError(f"-p {key} is given twice")
         overrides[key] = value
@@ -274,8 +282,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run this section and what it needs (e.g. 00_data or data); default: all")
     p.add_argument("--profile", default=DEFAULT_PROFILE, choices=list(PROFILES),
                    help=f"settings bundle (default {DEFAULT_PROFILE}); see twotower_lib.book.profiles")
-    p.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
-                   help=f"override one profile field for this run; keys: {', '.join(OVERRIDABLE)}")
+    p.add_argument("-p", "--parameter", nargs="+", action="append", default=[], metavar="KEY[=VALUE]",
+                   help="override one profile field for this run: -p KEY VALUE or -p KEY=VALUE, KEY as section.field "
+                        f"(e.g. probe.refine_iters, analysis.top_n); keys: {', '.join(OVERRIDABLE)}")
     p.add_argument("--runs-dir", default=None, help="where runs/<profile>/ lives (default $TWOTOWER_RUNS, else the project's runs/)")
     p.add_argument("--force", action="store_true", help="re-run even what is up to date")
     p.add_argument("--jobs", type=int, default=DEFAULT_JOBS,

@@ -153,7 +153,7 @@ def probe_reliability(ctx: SectionContext, scores: dict) -> pd.DataFrame:
     data = load_data(ctx)
     rows = []
     for name, art in scores.items():
-        reliability = probe_seed_reliability(art, data, ctx.profile.top_n)
+        reliability = probe_seed_reliability(art, data, ctx.profile.analysis.top_n)
         rows.append({"case": name, **{f"reliability ({VARIANTS[c]})": r for c, r in reliability.items()},
             "replicate names the same primary": art.manifest["replicate"]["ordering"][0] == art.manifest["ordering"]["primary_tower"]})
     return pd.DataFrame(rows).set_index("case")
@@ -182,7 +182,7 @@ def compare_bert_events(ctx: SectionContext, case: str) -> pd.DataFrame:
     out = pd.DataFrame(rows).set_index("events")
     for c in SCORE_COLUMNS:
         out[f"r between the two ({VARIANTS[c]})"] = same_run_agreement(main.table, other.table, counts,
-                                                                         ctx.profile.top_n, c)
+                                                                         ctx.profile.analysis.top_n, c)
     return out
 
 
@@ -245,7 +245,7 @@ def load_controls(ctx: SectionContext) -> list[tuple[str, str, dict]]:
 
     probing = ctx.input_dir("02_probing")
     out = []
-    if "untrained" in ctx.profile.controls:
+    if "untrained" in ctx.profile.analysis.controls:
         for pair in ctx.profile.controlled_pairs():
             names = [case_name(*run) for run in pair]
             out.append(("untrained", pair[0][0],

@@ -178,7 +178,7 @@ def markdown(published: dict[str, dict[str, Any]]) -> str:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default=DEFAULT_PROFILE, choices=list(PROFILES),
                    help=f"whose finished run to publish (default {DEFAULT_PROFILE})")
-    p.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
+    p.add_argument("-p", "--parameter", nargs="+", action="append", default=[], metavar="KEY[=VALUE]",
                    help="the -p overrides the run was made with, if any")
     p.add_argument("--runs-dir", default=None, help="where runs/<profile>/ lives (default $TWOTOWER_RUNS, else the project's runs/)")
     p.add_argument("--results", type=Path, default=RESULTS_DIR, help=f"where to write <profile>.json (default {RESULTS_DIR})")

@@ -4,30 +4,23 @@ companion".
 `DIFFERENCES` lists every place where the released code (hezq06/twotower_lm, and the ICA of
 hezq06/ncautil) does something other than the paper says: what each side does, a link to the line at
 a pinned commit, what this library does by default (the text, wherever the two disagree), and the
-option that gives the other side. `measure` probes nothing: it reads the probes of a pipeline run
-whose cases name both sides ("elmo:1,elmo-released:1,...") and computes what each difference changes
-(every pair's r in both score variants with its bootstrap interval, and both tower-order rules for
-every run); the result is committed as results/released/<profile>.json with its provenance, and
-`to_markdown` renders the page's table from it, so no number on the page is typed by hand.
-
-    python -m twotower_lib run 02_probing --profile cpu --runs-dir DIR -p cases elmo:1,elmo:2,elmo-released:1,...
-    python -m twotower_lib.book.released --profile cpu --runs-dir DIR -p cases ...
+option that gives the other side. What each difference changes (every pair's r in both score
+variants with its bootstrap interval, and both tower-order rules for every run) is measured by the study `studies.released` writes it to results/released/<profile>.json with its
+provenance, and `to_markdown` renders the page's table from it, so no number on the page is typed by
+hand.
 """
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean
 
-from twotower_lib.artifacts import atomic_write_json, provenance, read_json
+from twotower_lib.artifacts import read_json
 from twotower_lib.book.probe_studies import DEFAULT_RECIPE, RECIPES
-from twotower_lib.book.probing import tower_order
 from twotower_lib.book.sections import PROJECT_ROOT
-from twotower_lib.errors import UserError
 from twotower_lib.probe_config import measured_with
-from twotower_lib.run_names import case_name, model_of
+from twotower_lib.run_names import model_of
 
 CODE = ("hezq06/twotower_lm", "e8b468e1a224e5848389f79a1070f5c0dc9bbb33")
 ICA_CODE = ("hezq06/ncautil", "8c5be0c3ce0c4f2592da3553378e92d9532f5111")
@@ -114,46 +107,6 @@ DIFFERENCES: tuple[Difference, ...] = (
 
 
 # ---------------------------------------------------------------------- measuring
-
-
-def measure(root: Path, profile, n_boot: int | None = None) -> dict:
-    """Every pair of the profile's cases (both score variants, bootstrap CI over validation documents)
-    and both tower-order rules of every case, from the probes in `root/probing/` (a pipeline run of
-    `profile` through 02_probing)."""
-    from twotower_lib.analysis.correlation import SCORE_COLUMNS
-    from twotower_lib.analysis.table2 import CorrelationConfig, pairwise_correlations
-    from twotower_lib.analysis.uncertainty import same_run_agreement
-    from twotower_lib.data import load_prepared
-    from twotower_lib.preference import load_artifact
-    from twotower_lib.preference import replicate_table
-
-    names = [case_name(m, s) for m, s in profile.case_list()]
-    missing = [n for n in names if not (root / "probing" / n / "preference.parquet").exists()]
-    if missing:
-        raise UserError(f"no probe of {missing} in {root / 'probing'}; run  python -m twotower_lib run 02_probing "
-                        f"--profile {profile.name} --runs-dir {root.parent} -p cases {','.join(profile.cases)}  first")
-    arts = {n: load_artifact(root / "probing" / n) for n in names}
-    data = load_prepared(root / "data" / "prepared")
-    pairs = []
-    for col in SCORE_COLUMNS:
-        cfg = CorrelationConfig(n=profile.top_n, n_boot=profile.bootstrap if n_boot is None else n_boot,
-                                progress=False, score_col=col)
-        found = pairwise_correlations({n: a.table for n, a in arts.items()}, data.counts, cfg,
-                                      doc_stats={n: a.doc_stats for n, a in arts.items()})
-        pairs += [{**row, "variant": col} for row in found.round(4).to_dict("records")]
-    order = tower_order(arts).round(4).reset_index().to_dict("records")   # both order rules per case
-    for row in order:  # beside them, the model's quality and the probe's own ceiling
-        a = arts[row["case"]]
-        rep = replicate_table(a.path, data)
-        row |= {"rules agree": bool(row["rules agree"]), "validation loss": round(a.manifest["val_loss"]["cooperative"], 4),
-                **{f"probe reliability ({VARIANT_NAMES[c]})": round(same_run_agreement(
-                    a.table, rep, data.counts, profile.top_n, c), 4) for c in SCORE_COLUMNS}}
-    identity = next(iter(arts.values())).manifest["identity"]
-    return {"profile": profile.name, "cases": list(profile.cases), "top_n": profile.top_n, "pairs": pairs,
-            "ordering": order, "data_hash": data.data_hash,
-            "probe_version": identity["version"], "probe_precondition": identity["probe"].get("precondition", "none"),
-            "models": {n: read_json(root / "training" / n / "config.json")["model"] for n in names},
-            "provenance": provenance()}
 
 
 def pair_r(found: dict, a: str, b: str, variant: str = "score") -> dict | None:
@@ -276,35 +229,9 @@ def to_markdown(found: dict | None, recipes: dict | None = None) -> str:
         effect = measured.get(d.effect, "not measured") if d.effect else "not measured"
         rows.append(f"| {d.topic} | {d.paper} | {d.released} | {where} | {d.here} | {d.option} | {effect} |")
     note = ("" if found else "\n*Not measured yet at this profile: "
-            "`python -m twotower_lib.book.released --profile cpu` writes results/released/cpu.json.*\n")
+            "`python -m studies.released --profile cpu` writes results/released/cpu.json.*\n")
     older = measured_with(found.get("probe_version"), found.get("probe_precondition")) if found else None
     if older:
-        note += (f"\n*{older[:1].upper()}{older[1:]} (section 02). `{found.get('command', 'python -m twotower_lib.book.released')}` "
+        note += (f"\n*{older[:1].upper()}{older[1:]} (section 02). `{found.get('command', 'python -m studies.released')}` "
                  "re-measures it on a pipeline run probed with the current version.*\n")
     return head + "\n".join(rows) + "\n" + note
-
-
-def main(argv: list[str] | None = None) -> int:
-    from twotower_lib.book.profiles import get_profile
-
-    ap = argparse.ArgumentParser(description="measure the paper-vs-released-code differences from a pipeline run's probes")
-    ap.add_argument("--profile", default="cpu")
-    ap.add_argument("--runs-dir", type=Path, required=True, help="where <profile>/ of that pipeline run lives")
-    ap.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
-                    help="the overrides that pipeline run used (e.g. -p cases elmo:1,elmo-released:1)")
-    ap.add_argument("--out", type=Path, default=None, help="default: results/released/<profile>.json")
-    args = ap.parse_args(argv)
-    profile = get_profile(args.profile).with_overrides(dict(args.parameter))
-    found = measure(args.runs_dir / profile.name, profile)
-    found["command"] = ("python -m twotower_lib.book.released --profile " + profile.name + " --runs-dir DIR "
-                        + " ".join(f"-p {k} {v}" for k, v in args.parameter))
-    out = args.out or RESULTS / f"{profile.name}.json"
-    atomic_write_json(out, found)
-    print(f"wrote {out}")
-    for key, text in effects(found, load_recipes()).items():
-        print(f"{key}: {text}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from twotower_lib.artifacts import atomic_write_json, read_json
-from twotower_lib.book.profiles import DEFAULT_PROFILE, PROFILE_ENV, Profile, get_profile, profile_dir, runs_root
+from twotower_lib.book.profiles import (DEFAULT_PROFILE, OLD_NAMES, OVERRIDABLE, PROFILE_ENV, Profile, canonical_key, get_profile,
+                                       notebook_name, profile_dir, runs_root)
 from twotower_lib.book import tables
 from twotower_lib.errors import UserError
 
@@ -26,6 +27,9 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the checkout: twotower_lib
 
 NOTEBOOKS_DIR = PROJECT_ROOT / "notebooks"
 
+
+# Every field of the profile's probe: the probing section reads them all (the probe's own config).
+PROBE_KEYS = tuple(k for k in OVERRIDABLE if k.startswith("probe."))
 
 # Parameters every section notebook has besides the profile fields it reads.
 COMMON_PARAMETERS = ("profile", "runs_dir")
@@ -38,29 +42,28 @@ class Section:
     name: str                          # notebook stem; the number gives the order
     title: str
     output: str                        # its output directory under runs/<profile>/
-    parameters: tuple[str, ...]        # profile fields it reads (overridable with -p)
+    parameters: tuple[str, ...]        # profile keys it reads ("section.field", overridable with -p)
     upstream: tuple[str, ...] = ()     # every section whose output it reads (re-runs when one changes)
     committed: tuple[str, ...] = ()    # committed result folders it reads, relative to the project (re-runs when they change)
 
 
 SECTIONS: tuple[Section, ...] = (
-    Section("00_data", "Data", "data", ("corpus", "vocab_size", "seq_len", "data_seed", "doc_words", "max_docs", "valid_fraction")),
+    Section("00_data", "Data", "data", ("data.corpus", "data.vocab_size", "data.seq_len", "data.seed", "data.doc_words", "data.max_docs", "data.valid_fraction")),
     Section("01_training", "Cooperative training", "training",
-            ("cases", "train_tokens", "model_tokens", "model_lr", "model_final_lr", "precision", "micro_batch", "grad_accum", "launcher", "num_gpus",
-             "controls", "control_models", "threads_per_run"),
+            ("train.cases", "train.tokens", "train.model_tokens", "train.model_lr", "train.model_final_lr", "train.precision", "train.micro_batch", "train.grad_accum", "train.launcher", "train.num_gpus",
+             "analysis.controls", "analysis.control_models", "train.threads_per_run"),
             ("00_data",)),
     Section("02_probing", "Probing and preference scores", "probing",
-            ("cases", "probe_tokens", "probe_max_epochs", "probe_head", "probe_features", "probe_precondition", "probe_refine_iters",
-             "probe_ridge", "bert_events", "controls", "control_models", "top_n"),
+            ("train.cases", *PROBE_KEYS, "analysis.controls", "analysis.control_models", "analysis.top_n"),
             ("00_data", "01_training"), committed=("results/probe",)),
     Section("03_correlations", "Correlation of preference scores", "correlations",
-            ("cases", "top_n", "bootstrap", "controls", "control_models"), ("00_data", "01_training", "02_probing"),
+            ("train.cases", "analysis.top_n", "analysis.bootstrap", "analysis.controls", "analysis.control_models"), ("00_data", "01_training", "02_probing"),
             committed=("results/register", "results/bert-controls", "results/seeds")),
-    Section("04_pos", "Part-of-speech preference", "pos", ("cases", "top_n", "pos_docs", "pos_backend"),
+    Section("04_pos", "Part-of-speech preference", "pos", ("train.cases", "analysis.top_n", "analysis.pos_docs", "analysis.pos_backend"),
             ("00_data", "02_probing")),
-    Section("05_ica", "ICA word groups", "ica", ("cases", "ica_reference", "ica_tokens", "ica_dim", "ica_starts", "top_n"),
+    Section("05_ica", "ICA word groups", "ica", ("train.cases", "analysis.ica_reference", "analysis.ica_tokens", "analysis.ica_dim", "analysis.ica_starts", "analysis.top_n"),
             ("00_data", "01_training", "02_probing")),
-    Section("06_frequency", "Preference and word frequency", "frequency", ("cases", "top_n", "bootstrap"), ("00_data", "02_probing")),
+    Section("06_frequency", "Preference and word frequency", "frequency", ("train.cases", "analysis.top_n", "analysis.bootstrap"), ("00_data", "02_probing")),
     Section("07_emergence", "When the preference emerges", "emergence", (), ("03_correlations",),
             committed=("results/emergence", "results/profiles")),
     Section("08_probe_validation", "Appendix: the probe's validation studies", "probe_validation", (),
@@ -119,7 +122,7 @@ class SectionContext:
             return f"**Re-run:** `{run_command(self.section.name, self.profile.name)}`."
         first, value = next(iter(params.items()))
         return (f"**Re-run with new parameters:** `{run_command(self.section.name, self.profile.name, {first: value})}` "
-                f"(parameters: {', '.join(f'`{k}`' for k in params)}; papermill takes the same names).")
+                f"(parameters: {', '.join(f'`{k}`' for k in params)}; papermill writes `_` for the dot).")
 
     def parameter_table(self):
         """The resolved parameters as a one-column table, headed by the profile (each section shows it)."""
@@ -163,16 +166,20 @@ def open_section(name: str, namespace: dict[str, Any], sections: tuple[Section, 
     """Validate a notebook's parameters and return its context. Call right after the parameters cell."""
     section = find_section(name, sections)
     params = _notebook_variables(namespace)
-    allowed = COMMON_PARAMETERS + section.parameters
-    unknown = sorted(set(params) - set(allowed))
+    keys = {notebook_name(k): k for k in section.parameters}      # the cell's names: probe.head -> probe_head
+    keys.update({old: new for old, new in OLD_NAMES.items() if new in section.parameters and old not in keys})
+    unknown = sorted(set(params) - set(COMMON_PARAMETERS) - set(keys))
     if unknown:
         raise UserError(f"unknown parameter(s) {unknown} for section {section.name}; its parameters are: "
-                        f"{', '.join(allowed)}. Check the spelling of `-p NAME VALUE`.")
+                        f"{', '.join(COMMON_PARAMETERS + tuple(map(notebook_name, section.parameters)))}. "
+                        "Check the spelling of `-p NAME VALUE`.")
     profile = get_profile(params.get("profile") or os.environ.get(PROFILE_ENV) or DEFAULT_PROFILE)
-    overrides = {k: v for k, v in params.items() if k in section.parameters and v is not None}
-    profile = profile.with_overrides(overrides, where=f"parameter of notebook {section.name}")
+    where = f"parameter of notebook {section.name}"
+    overrides = {canonical_key(k, where) if k in OLD_NAMES else keys[k]: v
+                 for k, v in params.items() if k in keys and v is not None}
+    profile = profile.with_overrides(overrides, where=where)
     ctx = SectionContext(section, profile, profile_dir(profile.name, params.get("runs_dir")),
-                         {k: getattr(profile, k) for k in overrides}, sections)
+                         {k: profile.value(k) for k in overrides}, sections)
     for up in section.upstream:
         ctx.input_dir(up)
     tables.enable()

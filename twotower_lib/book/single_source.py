@@ -2,22 +2,20 @@
 corpus alone, beside the same pairs on the mixed corpus. Each corpus is a pipeline run through
 03_correlations in its own runs directory, e.g.
 
-    python -m twotower_lib run 03_correlations --profile cpu -p corpus registry:books \\
-        -p cases gpt:1,gpt:2 -p controls permutation --runs-dir DIR
+    python -m twotower_lib run 03_correlations --profile cpu -p data.corpus registry:books \\
+        -p train.cases gpt:1,gpt:2 -p analysis.controls permutation --runs-dir DIR
 
-(hours of CPU per source), so the pairs are collected once into `results/register/single_source.json`
-(with the probe version, provenance and these commands) and section 03 shows them:
-
-    python -m twotower_lib.book.single_source --profile cpu --run books=DIR --run wiki=DIR2 --run mixed=DIR3
+(hours of CPU per source), so the study `studies.register` collects the pairs once into
+`results/register/single_source.json` (with the probe version, provenance and these commands), and
+section 03 shows them from there.
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from twotower_lib.artifacts import atomic_write_json, provenance, read_json
+from twotower_lib.artifacts import read_json
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.errors import UserError
 from twotower_lib.probe_config import measured_with
@@ -32,38 +30,6 @@ RELIABILITY_GOAL = 0.95  # the probe-seed reliability every trained case should 
 COLUMNS = ["profile", "corpus", "source", "pair", "r", "ci_low", "ci_high", "r mean log p", "shuffled labels", "text ceiling",
            "probe ceiling", "probe reliability", "order margin", "probe version", "probe precondition", "training tokens",
            "validation tokens"]
-
-
-def collect(root: Path, label: str) -> list[dict]:
-    """One row per same-configuration pair of the pipeline run in `root` (`<runs dir>/<profile>/`, run
-    through 03_correlations): r in both score variants with the interval, the shuffled-label control,
-    both ceilings, the probe's reliability and version, and how much text the corpus gave."""
-    try:
-        corr, probing, data = (read_json(root / sub / "section.json") for sub in ("correlations", "probing", "data"))
-    except FileNotFoundError as e:
-        raise UserError(f"{root} has no finished 03_correlations run ({e.filename} is missing); run  python -m "
-                        f"twotower_lib run 03_correlations --profile {root.name} --runs-dir {root.parent}  first") from e
-    s = corr["summary"]
-    rows = []
-    for same, logmean in zip(s["same_config"], s["same_config_logmean"]):
-        a, b = same["a"], same["b"]
-        ceiling = {c["variant"]: c for c in s["ceilings"] if (c["a"], c["b"]) == (a, b)}
-        shuffled = [c["r"] for c in s["controls"] if c["control"] == "permutation" and c["model"] == model_of(a)]
-        reliability = probing["summary"]["reliability"]
-        manifest = read_json(root / "probing" / a / "manifest.json")
-        orders = [read_json(root / "probing" / n / "manifest.json")["ordering"] for n in (a, b)]
-        rows.append({"corpus": label, "source": data["parameters"]["corpus"], "pair": f"{a} vs {b}",
-                     "r": same["r"], "ci_low": same["ci_low"], "ci_high": same["ci_high"], "r mean log p": logmean["r"],
-                     "shuffled labels": shuffled[0] if shuffled else None,
-                     "text ceiling": ceiling["score"]["text ceiling"], "probe ceiling": ceiling["score"]["probe ceiling"],
-                     "probe reliability": min(reliability[n]["reliability (log of mean p, Eq. 4)"] for n in (a, b)),
-                     # Eq. 3's margin as a share of the primary's mean p, the smaller of the two runs': near 0 the
-                     # order, and so the sign of r, is a coin flip
-                     "order margin": min(o["margin"] / max(o["mean_p"]) for o in orders),
-                     "probe version": manifest["identity"]["version"],
-                     "probe precondition": manifest["identity"]["probe"].get("precondition", "none"),
-                     "training tokens": data["summary"]["train_tokens"], "validation tokens": data["summary"]["valid_tokens"]})
-    return rows
 
 
 def load(path: Path = RESULT) -> pd.DataFrame:
@@ -164,27 +130,3 @@ def sentence(table: pd.DataFrame | None = None) -> str:
                   if older else "")
     return (f"Trained on one source of the corpus alone (`{profile}` profile, one seed pair per corpus), "
             + "; ".join(parts) + "." + older_note)
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="collect the same-configuration pairs of single-source pipeline runs")
-    ap.add_argument("--profile", default="cpu")
-    ap.add_argument("--run", action="append", required=True, metavar="LABEL=DIR",
-                    help="a corpus label and the runs directory of its pipeline run (repeat per corpus)")
-    ap.add_argument("--out", type=Path, default=RESULT)
-    args = ap.parse_args(argv)
-    runs = [item.split("=", 1) for item in args.run]
-    if any(len(r) != 2 for r in runs):
-        raise UserError(f"--run takes LABEL=DIR, got {args.run}")
-    pairs = [row for label, d in runs for row in collect(Path(d).expanduser() / args.profile, label)]
-    commands = {label: read_json(Path(d).expanduser() / args.profile / ".pipeline" / "00_data.json")["parameters"]["corpus"]
-                for label, d in runs}
-    atomic_write_json(args.out, {"profile": args.profile, "pairs": pairs, "corpora": commands,
-                                 "command": "python -m twotower_lib.book.single_source --profile " + args.profile + " "
-                                 + " ".join(f"--run {label}=DIR" for label, _ in runs), "provenance": provenance()})
-    print(f"wrote {args.out}: {len(pairs)} pairs from {len(runs)} corpora")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

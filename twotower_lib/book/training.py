@@ -87,11 +87,11 @@ def train_cases(ctx: SectionContext, data) -> pd.DataFrame:
                 moved = set_aside(out, ctx.root)
                 print(f"{name}: training again from scratch, {reason}; the old run is kept in {moved}")
         if not ((out / "manifest.json").exists() and read_json(out / "manifest.json")["steps"] == tcfg.max_steps):
-            if ctx.profile.launcher == "deepspeed":
+            if ctx.profile.train.launcher == "deepspeed":
                 _deepspeed_train(ctx, tcfg, out)
             else:
                 jobs.append({"tcfg": tcfg, "data_path": str(data.path), "out": str(out)})
-    run_jobs(train_job, jobs, ctx.profile.threads_per_run, "training", label=lambda j: Path(j["out"]).name)
+    run_jobs(train_job, jobs, ctx.profile.train.threads_per_run, "training", label=lambda j: Path(j["out"]).name)
 
     rows = []
     for name, model, seed, towers in training_runs(ctx.profile):
@@ -124,7 +124,7 @@ def _deepspeed_train(ctx: SectionContext, tcfg, out: Path) -> None:
     """Multi-GPU training through the DeepSpeed launcher (one process per GPU), as the paper did."""
     import subprocess
 
-    cmd = deepspeed_command(ctx.profile.num_gpus, tcfg, out)
+    cmd = deepspeed_command(ctx.profile.train.num_gpus, tcfg, out)
     if subprocess.run(cmd).returncode != 0:
         raise UserError(f"DeepSpeed training of {out.name} failed; the command was: {' '.join(cmd)}")
 

@@ -65,49 +65,15 @@ def prepare_data(cfg: DataConfig, out: str | Path | None = None, *, force: bool 
     from twotower_lib.artifacts import atomic_directory, manifest_has
 
     with atomic_directory(out, manifest_has("tokenizer_sha256", "content_hash"), "prepared data") as tmp:
-        # Pass 1: read and clean every document once; keep them on disk, not in memory.
-        reports: list[SourceReport] = []
         corpus_file = tmp / DOCUMENTS  # kept: the POS section tags these (cased) texts
-        doc_ids: dict[str, list[str]] = {"train": [], "valid": []}
-        words = {"train": 0, "valid": 0}
-        seen: set[str] = set()
-        # mtime=0 and no file name in the gzip header: the same corpus gives the same bytes (content hash)
-        with open(corpus_file, "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as gz, \
-                io.TextIOWrapper(gz, encoding="utf-8") as f:
-            docs = iter_documents(cfg.corpus, data_home() / "sources", cfg.doc_words, cfg.max_docs, reports)
-            for doc in tqdm(docs, desc="reading corpus", unit="doc", disable=not verbose):
-                if doc.doc_id in seen:
-                    raise UserError(f"duplicate document id {doc.doc_id!r} in corpus {cfg.corpus!r}")
-                seen.add(doc.doc_id)
-                split = "valid" if is_validation(doc.doc_id, cfg.seed, cfg.valid_fraction) else "train"
-                doc_ids[split].append(doc.doc_id)
-                words[split] += len(doc.text.split())
-                f.write(json.dumps({"id": doc.doc_id, "split": split, "text": doc.text}) + "\n")
-        _check_nonempty(cfg, doc_ids, reports)
-
+        reports, doc_ids, words = _read_corpus(cfg, corpus_file, verbose)
         # The tokenizer sees the training split only.
         train_texts = (d["text"] for d in read_documents(corpus_file) if d["split"] == "train")
         if verbose:
             print(f"training WordPiece tokenizer (vocab {cfg.vocab_size}) on {len(doc_ids['train'])} documents ...")
         tokenizer = train_wordpiece(train_texts, cfg.vocab_size)
         tokenizer.save_pretrained(str(tmp / "tokenizer"))
-
-        # Pass 2: encode each split into blocks.
-        writers = {s: BlockWriter(tmp, s, tokenizer, cfg.seq_len) for s in ("train", "valid")}
-        for d in tqdm(read_documents(corpus_file), total=len(seen), desc="tokenizing", unit="doc",
-                      disable=not verbose):
-            writers[d["split"]].add(d["text"])
-        blocks = {s: w.finish() for s, w in writers.items()}
-        tokens = {s: w.n_tokens for s, w in writers.items()}
-        for s in blocks:
-            if blocks[s] == 0:
-                raise UserError(f"the {s} split has only {tokens[s]} tokens, fewer than one block of "
-                                f"seq_len={cfg.seq_len}. Use a larger corpus, a smaller --seq-len, or "
-                                "change the validation fraction.")
-        train_ids = np.load(tmp / "train_ids.npy", mmap_mode="r")
-        counts = np.bincount(np.asarray(train_ids).ravel(), minlength=len(tokenizer)).astype(np.int64)
-        np.save(tmp / "counts.npy", counts, allow_pickle=False)
-
+        blocks, tokens = _encode(cfg, tmp, corpus_file, tokenizer, sum(map(len, doc_ids.values())), verbose)
         files = {p.relative_to(tmp).as_posix(): sha256_file(p) for p in sorted(tmp.rglob("*"))
                  if p.is_file() and not p.name.startswith(".")}
         manifest = {
@@ -138,6 +104,49 @@ def prepare_data(cfg: DataConfig, out: str | Path | None = None, *, force: bool 
             print(f"warning: {manifest['replaced_characters']} invalid UTF-8 sequences were replaced by U+FFFD "
                   f"(counts per source, and per file for --corpus PATH, in {out / MANIFEST} under sources)")
     return out
+
+
+def _read_corpus(cfg: DataConfig, corpus_file: Path, verbose: bool) -> tuple[list[SourceReport], dict, dict]:
+    """Pass 1: read and clean every document once into `corpus_file` (gzipped JSON lines, each with its
+    split), keeping them on disk, not in memory; return the sources' reports, the document ids and the
+    word counts of each split."""
+    reports: list[SourceReport] = []
+    doc_ids: dict[str, list[str]] = {"train": [], "valid": []}
+    words = {"train": 0, "valid": 0}
+    seen: set[str] = set()
+    # mtime=0 and no file name in the gzip header: the same corpus gives the same bytes (content hash)
+    with open(corpus_file, "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as gz, \
+            io.TextIOWrapper(gz, encoding="utf-8") as f:
+        docs = iter_documents(cfg.corpus, data_home() / "sources", cfg.doc_words, cfg.max_docs, reports)
+        for doc in tqdm(docs, desc="reading corpus", unit="doc", disable=not verbose):
+            if doc.doc_id in seen:
+                raise UserError(f"duplicate document id {doc.doc_id!r} in corpus {cfg.corpus!r}")
+            seen.add(doc.doc_id)
+            split = "valid" if is_validation(doc.doc_id, cfg.seed, cfg.valid_fraction) else "train"
+            doc_ids[split].append(doc.doc_id)
+            words[split] += len(doc.text.split())
+            f.write(json.dumps({"id": doc.doc_id, "split": split, "text": doc.text}) + "\n")
+    _check_nonempty(cfg, doc_ids, reports)
+    return reports, doc_ids, words
+
+
+def _encode(cfg: DataConfig, tmp: Path, corpus_file: Path, tokenizer, n_docs: int, verbose: bool) -> tuple[dict, dict]:
+    """Pass 2: encode each split into blocks of `seq_len` tokens and count the training tokens
+    (counts.npy); return the blocks and tokens of each split (UserError if a split has no block)."""
+    writers = {s: BlockWriter(tmp, s, tokenizer, cfg.seq_len) for s in ("train", "valid")}
+    for d in tqdm(read_documents(corpus_file), total=n_docs, desc="tokenizing", unit="doc", disable=not verbose):
+        writers[d["split"]].add(d["text"])
+    blocks = {s: w.finish() for s, w in writers.items()}
+    tokens = {s: w.n_tokens for s, w in writers.items()}
+    for s in blocks:
+        if blocks[s] == 0:
+            raise UserError(f"the {s} split has only {tokens[s]} tokens, fewer than one block of "
+                            f"seq_len={cfg.seq_len}. Use a larger corpus, a smaller --seq-len, or "
+                            "change the validation fraction.")
+    train_ids = np.load(tmp / "train_ids.npy", mmap_mode="r")
+    counts = np.bincount(np.asarray(train_ids).ravel(), minlength=len(tokenizer)).astype(np.int64)
+    np.save(tmp / "counts.npy", counts, allow_pickle=False)
+    return blocks, tokens
 
 
 def _check_nonempty(cfg: DataConfig, doc_ids: dict, reports: list[SourceReport]) -> None:

@@ -1,0 +1,5 @@
+import sys
+
+from studies.register.runner import main
+
+sys.exit(main())

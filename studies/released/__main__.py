@@ -1,0 +1,5 @@
+import sys
+
+from studies.released.runner import main
+
+sys.exit(main())
