@@ -138,9 +138,8 @@ def use_bf16_autocast(tcfg: TrainConfig) -> bool:
 
     `auto` is a fixed rule per machine (so a seed still fixes the result): bf16 for the transformer
     families on CPUs with AMX tiles, whose bf16 matmuls are several times faster than fp32.
-    On AVX-512-BF16 CPUs without AMX, benchmarks/bench_train.py measured bf16 matmuls *slower*
-    than fp32 and no training speed-up, and nn.LSTM under autocast ran 3-10x slower, so those
-    CPUs and ELMo stay fp32.
+    On AVX-512-BF16 CPUs without AMX, bf16 matmuls are slower than fp32 and nn.LSTM under autocast
+    slower still (`benchmarks/bench_train.py` measures it), so those CPUs and ELMo stay fp32.
     """
     if torch.cuda.is_available() or tcfg.precision == "fp32":
         return False

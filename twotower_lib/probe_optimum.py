@@ -66,7 +66,7 @@ class RefineConfig:
                                  # bias_ridge of r acts as about r x N pseudo-counts pulling rare tokens to their frequency
     history: int = 20            # L-BFGS memory
     min_count: int = 20          # tokens seen fewer times are left out of the bias residual's maximum
-    precision: str = "fp32"      # the passes' matmuls: "fp32", or "bf16" (fp32 softmax and sums; ~2x faster on CPUs with
+    precision: str = "fp32"      # the passes' matmuls: "fp32", or "bf16" (fp32 softmax and sums; faster on CPUs with
                                  # native bf16); the certificate of the head written is always computed in fp32
 
     def validate(self) -> "RefineConfig":
@@ -276,12 +276,11 @@ def calibrate_biases(head: ProbeHead, x: torch.Tensor, y: torch.Tensor, passes: 
     Why: the bias gradient of the cross-entropy is (predicted - observed count) / N, so the biases are at
     their optimum exactly when each token's predicted count equals its count. A mini-batch optimiser
     sees that gradient under the batches' sampling noise, which for all but the most frequent tokens is
-    far larger than the gradient itself: AdamW's heads stop with counts off by a median of ~6% on the
-    default profile's gpt-s1 (`results/probe/optimum/calibrated.json`). Proportional fitting is a Newton
+    far larger than the gradient itself, so AdamW's heads stop with their counts off
+    (`results/probe/optimum/calibrated.json` measures by how much). Proportional fitting is a Newton
     step per token (its curvature is its predicted count) and converges in a few passes. The read-out is
-    not changed, so this is the calibration part of the optimum only (`certificate` measures the rest);
-    on gpt-s1 it left both recipes' scores where they were (r = 0.99 with their own) and raised the
-    held-out loss by 0.015 nats per head."""
+    not changed, so this is the calibration part of the optimum only (`certificate` measures the rest;
+    what it changes in the scores is in the same results file)."""
     _check(head)
     counts = torch.bincount(y, minlength=head.bias.shape[0]).double()
     seen = counts >= min_count

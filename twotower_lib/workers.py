@@ -47,10 +47,9 @@ def keep_freed_memory() -> bool:
     """Let glibc's allocator keep freed memory for reuse instead of returning it to the OS.
 
     Why: by default every block over 32 MiB (a probe head's (1024, 8192) fp32 logits, a tower's
-    activations) is a fresh mmap, so each step pays page faults to touch new memory. Measured on
-    the reference CPU with this setting: a probe head's training step 1.4x faster (one thread),
-    training 1.10x (BERT), 1.22x (GPT) and 1.15x (ELMo) more tokens/s, results identical. The cost:
-    the process keeps up to 1 GiB of freed memory. Set at import; off with `TWOTOWER_MALLOC=default`,
+    activations) is a fresh mmap, so each step pays page faults to touch new memory; kept, the same
+    memory is reused, with identical results (`benchmarks/bench_workers.py` measures the gain). The
+    cost: the process keeps up to 1 GiB of freed memory. Set at import; off with `TWOTOWER_MALLOC=default`,
     and a no-op where the C library is not glibc. Returns whether the setting was applied.
     """
     if os.environ.get("TWOTOWER_MALLOC", "") == "default" or not sys.platform.startswith("linux"):

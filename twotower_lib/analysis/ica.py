@@ -279,7 +279,7 @@ def fit_ica(p: np.ndarray, config: ICAConfig = ICAConfig(), weights: np.ndarray 
     Rows of p are samples; `weights` (n,) counts each row that many times. Computation is in
     float32 blocks, so `tol` much below 1e-5 is out of reach. Deterministic (the rotations are seeded).
     BLAS is held to `config.blas_threads` threads (via threadpoolctl, when installed): the many
-    small products here ran 2-10x slower with 2 threads than with 1 on a busy 2-core machine.
+    small products here are slower on several threads than on one, most of all on a busy machine.
     """
     if config.blas_threads is not None and importlib.util.find_spec("threadpoolctl") is not None:
         from threadpoolctl import threadpool_limits

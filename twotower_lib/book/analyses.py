@@ -113,7 +113,7 @@ def committed_bert_controls(path: str | None = None) -> dict[str, pd.DataFrame] 
     """The default profile's run with Bert-large's own controls too (`results/bert-controls/`, its
     README has the command): each model's controls, and each case's r with each model's quality
     profile (Eq. 4's score); or how to produce it. Committed because the default profile runs the
-    controls for GPT only (the Bert-large ones add ~18 minutes)."""
+    controls for GPT only (Bert-large's add their own training runs and probes)."""
     import pandas as pd
 
     from twotower_lib.artifacts import read_json
