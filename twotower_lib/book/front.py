@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from twotower_lib.analysis.seed_spread import CENTRAL
 from twotower_lib.artifacts import read_json
 from twotower_lib.book import seeds
 from twotower_lib.book.sections import PROJECT_ROOT
@@ -195,7 +196,7 @@ def update_readme(path: Path, profile: str = "cpu") -> bool:
 def scale_sentence(profile_name: str) -> str:
     """At what scale a profile measures, against Table 1: its towers' depths and widths, training tokens and
     vocabulary as ranges beside the paper's (the rerun page's profile table gives each model)."""
-    from twotower_lib.book.paper_tables import MODEL_NAMES, TABLE1, tokens_label as tokens
+    from twotower_lib.book.paper_tables import MODEL_NAMES, TABLE1, TABLE1_VOCAB, tokens_label as tokens
     from twotower_lib.book.profiles import get_profile
 
     p = get_profile(profile_name)
@@ -213,9 +214,6 @@ def scale_sentence(profile_name: str) -> str:
             f"with {p.data.vocab_size:,} word pieces (the paper: {TABLE1_VOCAB:,}, about a day per case on six GPUs).")
 
 
-TABLE1_VOCAB = 30522  # the paper's WordPiece vocabulary (Section 4.1)
-
-
 def spread_sentence(profile_name: str) -> str:
     """The spread over seeds in one sentence: the profile's seed study where it has one, else the one
     committed configuration with four seeds (the emergence study's GPT at 2M tokens)."""
@@ -228,7 +226,7 @@ def spread_sentence(profile_name: str) -> str:
                          for f, r in t.iterrows())
         ctrl = study.pairs[study.pairs["kind"].isin(seeds.CONTROL_KINDS)]["r"].abs()
         return (f"**Spread over seeds.** Two runs of one configuration with different seeds agree, as a median "
-                f"over {int(t['pairs'].max())} seed pairs (10th to 90th percentile): {fams}. Their controls' pairs "
+                f"over {int(t['pairs'].max())} seed pairs (in brackets: their {CENTRAL[0]:.0%}–{CENTRAL[1]:.0%} percentile range): {fams}. Their controls' pairs "
                 f"reach |r| of {ctrl.max():.2f} at most; the paper's Bert-large pair reads 0.94.")
     from twotower_lib.book.emergence_curves import load_curves
 

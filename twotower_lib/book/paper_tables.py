@@ -31,6 +31,7 @@ TABLE4_CASES = {"elmo-s1": "ELMo", "gpt-s1": "GPT", "bert-large-s1": "Bert-large
 # Table 1: layers, hidden size, intermediate size, attention heads ("-": not an LSTM's).
 TABLE1 = {"ELMo": (2, 4096, None, None), "GPT": (12, 768, 3072, 12), "Bert-base": (12, 384, 1024, 12),
           "Bert-large": (24, 512, 2048, 16)}
+TABLE1_VOCAB = 30522  # the paper's WordPiece vocabulary (Section 4.1)
 MODEL_NAMES = {"elmo": "ELMo", "gpt": "GPT", "bert-base": "Bert-base", "bert-large": "Bert-large"}
 _TABLE1_ROWS = (("Number of layers", "n_layer"), ("Hidden size", "hidden"), ("Intermediate size", "intermediate"),
                 ("Attention heads", "n_head"))
