@@ -226,7 +226,7 @@ def spread_sentence(profile_name: str) -> str:
                          for f, r in t.iterrows())
         ctrl = study.pairs[study.pairs["kind"].isin(seeds.CONTROL_KINDS)]["r"].abs()
         return (f"**Spread over seeds.** Two runs of one configuration with different seeds agree, as a median "
-                f"over {int(t['pairs'].max())} seed pairs (in brackets: their {CENTRAL[0]:.0%}–{CENTRAL[1]:.0%} percentile range): {fams}. Their controls' pairs "
+                f"over {int(t['pairs'].max())} seed pairs (in parentheses: their {CENTRAL[0]:.0%}–{CENTRAL[1]:.0%} percentile range): {fams}. Their controls' pairs "
                 f"reach |r| of {ctrl.max():.2f} at most; the paper's Bert-large pair reads 0.94.")
     from twotower_lib.book.emergence_curves import load_curves
 
