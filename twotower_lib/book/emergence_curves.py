@@ -397,13 +397,11 @@ def result_box(curves: pd.DataFrame, paper: float = PAPER_R) -> str:
             continue
         control = g.loc[g["tokens"] == 0, "r"]
         s = summarize(end["r"])
+        verdict_text = verdict(end["r"], control.abs(), paper) if len(control) else "not attempted"
+        control_text = f"{control.abs().max():.2f}" if len(control) else "—"
         lines.append(f"| `{config}` | {g['probe'].iloc[0]} | {tokens_label(int(end['tokens'].iloc[0]))} | {s['n']} | "
                      f"{number(s['median'])} [{number(s['low'])}, {number(s['high'])}] | {end['r'].abs().median():.2f} | "
-                     f"{control.abs().max():.2f} | {paper} | **{verdict(end['r'], control.abs(), paper)}** |"
-                     if len(control) else
-                     f"| `{config}` | {g['probe'].iloc[0]} | {tokens_label(int(end['tokens'].iloc[0]))} | {s['n']} | "
-                     f"{number(s['median'])} [{number(s['low'])}, {number(s['high'])}] | {end['r'].abs().median():.2f} | "
-                     f"— | {paper} | **not attempted** |")
+                     f"{control_text} | {paper} | **{verdict_text}** |")
     return "\n".join(lines) + "\n"
 
 
