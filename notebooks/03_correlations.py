@@ -48,7 +48,7 @@ import itertools
 import pandas as pd
 from IPython.display import HTML, Markdown
 
-from twotower_lib.book import analyses, charts, paper_tables, probing, scorecard, sections, seeds, single_source
+from twotower_lib.book import analyses, charts, paper_tables, probing, scorecard, sections, seeds, study_parts
 from twotower_lib.analysis.table2 import correlation_matrix, fig3_data
 
 ctx = sections.open_section("03_correlations", globals())
@@ -64,8 +64,7 @@ Markdown(ctx.rerun_markdown())
 # One pair of seeds is one draw. The seed study trains several seeds of every family at this
 # profile's sizes and budgets and probes them with the same probe; every same-configuration and
 # cross-type claim is then a distribution over seed pairs, held against control pairs measured with
-# the same statistic (untrained towers, independent single-tower pairs, shuffled labels). Pairs that
-# share a run are not independent: the range describes the trained pairs, it is not an interval.
+# the same statistic (untrained towers, independent single-tower pairs, shuffled labels).
 
 # %%
 seed_study = seeds.load(ctx.profile.name)
@@ -73,6 +72,19 @@ Markdown(seeds.section_markdown(seed_study, ctx.profile.name))
 
 # %%
 seeds.strip_chart(seed_study)
+
+# %% [markdown]
+# Each dot is one pair of seeds (top lane) or one control pair (the lanes below); the red line is the
+# paper's value.
+#
+# **Caveats.**
+#
+# 1. Pairs that share a run are not independent (each seed is in three of a family's six pairs), so
+#    the central range describes the seed pairs; it is not a confidence interval.
+# 2. The sign of r rests on Eq. 3's choice of the primary tower; where a run's towers are nearly tied
+#    that choice is a coin flip, so |r| is read beside r (the family table below).
+# 3. The models are far smaller and see far fewer tokens than the paper's (the front page gives both
+#    scales): a division that needs the paper's training may not have formed here.
 
 # %% [markdown]
 # Per family: r in both score variants, the order-free |r| beside the controls' |r| (a null's |r| is
@@ -97,7 +109,7 @@ seeds.sign_flip_table(seed_study)
 # the permutation p-value, in both score variants side by side: the paper's Eq. 4 (the log of the
 # mean probability) and the authors' public code (the mean of the log-probability). The scorecard
 # judges the paper's. The interval says how much the finite validation text moves r; it says
-# nothing about seeds — the spread over seed pairs (section 07) is the uncertainty that decides
+# nothing about seeds — the spread over seed pairs (above) is the uncertainty that decides
 # whether a result reproduces. An interval marked † does not contain its estimate: resampled text
 # attenuates r, and the basic interval's correction for that can move it past the estimate.
 
@@ -141,11 +153,9 @@ pd.concat([analyses.side_by_side(pairs_by, ("a", "b"))[[f"r ({v})" for v in prob
 pd.concat(pairs_by.values(), ignore_index=True).round(4)
 
 # %% [markdown]
-# Every r here is signed by Eq. 3: in each run, the tower with the higher mean probability is
-# called primary. Where the two towers' mean probabilities are close, that choice rests on a small
-# margin, and the authors' rule (the higher mean log-probability) can name the other tower; the
-# same preferences then show with the opposite sign in every pair that run is in. The scorecard
-# judges the signed r, as the paper defines it; read a strongly negative r against this table.
+# Every r here is signed by Eq. 3's primary tower (the higher mean probability). Each case's order by
+# both rules, with its margin: where the authors' rule (the higher mean log-probability) names the
+# other tower, every pair that run is in changes sign with the rule. Read a strongly negative r here.
 
 # %%
 probing.tower_order(scores).round(4)
@@ -196,11 +206,10 @@ analyses.side_by_side(control_by, ("control", "model", "a", "b")).round(3) if le
 analyses.side_by_side(quality_by, ("quality of", "a")).round(3) if len(quality_by["score"]) else "no quality-gap control at this profile"
 
 # %% [markdown]
-# The `cpu` profile runs these controls for GPT only. One run of it with Bert-large's controls too
-# (`-p analysis.control_models gpt,bert-large`, the same cases; committed in `results/bert-controls/`)
-# gives Bert-large's controls and its quality profile. Where a case's r with a model's quality
-# profile is high, what two runs of that model agree on is associated with which tokens gain most
-# as the model gets better, and need not be a division of labour between its towers.
+# The `cpu` profile runs these controls for GPT only; one run with Bert-large's too
+# (`-p analysis.control_models gpt,bert-large`, committed in `results/bert-controls/`) gives them for
+# Bert-large. Where a case's r with its model's quality profile is high, what two runs agree on is
+# associated with which tokens gain most as the model gets better, not necessarily a division of labour.
 
 # %%
 bert_controls = analyses.committed_bert_controls()
@@ -220,14 +229,12 @@ bert_controls["quality"].round(3) if isinstance(bert_controls, dict) else None
 #   validation documents into random halves, scoring each half and correlating the halves gives
 #   each run's split-half reliability (stepped up to the whole text); √(rel_a · rel_b) bounds r.
 #   It holds the probing heads fixed, so it says nothing about the heads.
-# - **Probe ceiling.** Each case was also probed with heads that differ only in their seed
-#   (section 02); the correlation of the two score vectors is that run's probe-seed reliability,
-#   and √(rel_a · rel_b) of the two runs is the ceiling the heads' seed puts on r. It does not see
-#   the error of the heads' finite training data, which the appendix "How the probe was validated"
-#   measures with the other sources of error in one budget.
+# - **Probe ceiling.** A sample of the cases was probed again with heads that differ only in their
+#   seed (section 02): √(rel_a · rel_b) of the two runs' probe-seed reliabilities bounds r (a run
+#   outside the sample takes the sample's lowest). It does not see the error of the heads' finite
+#   training data (the appendix "How the probe was validated" budgets every source).
 #
-# Where r lies far below both ceilings, what separates the two runs is their training, not the
-# text or the heads' seed they were measured with.
+# Where r lies far below both ceilings, what separates the two runs is their training.
 
 # %%
 ceiling = pd.concat([analyses.ceilings(ctx, scores, col) for col in probing.VARIANTS], ignore_index=True)
@@ -236,10 +243,9 @@ ceiling.round(3)
 # %% [markdown]
 # ## Does s read the register?
 #
-# The corpus mixes sources of different registers (here fiction, Wikipedia and American prose; the
-# paper's BookCorpus fiction and Wikipedia). If the towers split the *registers*, a token's s would
-# follow which source it belongs to — a different claim from the paper's division of linguistic
-# labour. Three tests, none in the paper (`twotower_lib.analysis.register`):
+# The corpus mixes sources of different registers (the paper's: BookCorpus fiction and Wikipedia).
+# If the towers split the *registers*, a token's s would follow its source — a different claim from
+# the paper's division of linguistic labour. Three tests, none in the paper:
 #
 # - **Per-source tower gap**: each run's primary minus secondary mean log-probability on each
 #   source's validation text (nats per position). A register split shows as a gap that changes sign.
@@ -272,14 +278,14 @@ register["pairs"].pivot_table(index=["a", "b"], columns="variant", values=["r", 
 # against its own ceilings. If the towers split the registers, the pairs would agree less here.
 
 # %%
-single_source.load().round(3)
+HTML(study_parts.part("REGISTER_TABLE"))
 
 # %%
-Markdown(single_source.sentence())
+Markdown(study_parts.part("REGISTER"))
 
 # %%
 scorecard.record_correlations(ctx, pairs, control, probing.same_config_pairs(ctx), pairs_by["score_logmean"])
-scorecard.record_register(ctx, single_source.load())
+scorecard.record_register(ctx)
 same = pairs[[(a, b) in probing.same_config_pairs(ctx) for a, b in zip(pairs["a"], pairs["b"])]]
 ctx.finish(pairs=len(pairs), top_n=ctx.profile.analysis.top_n,
            same_config=same[["a", "b", "r", "ci_low", "ci_high"]].to_dict("records"),

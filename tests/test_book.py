@@ -225,12 +225,16 @@ def test_end_to_end_tiny_pipeline_and_strict_book_build(built_book):
     assert "automodule" not in (html / "book" / "api.html").read_text()
     assert "twotower_lib.book.sections.open_section" in (html / "book" / "api.html").read_text()
     assert 'class="math' in (html / "book" / "intro.html").read_text()
+    for claim in ("04_pos", "05_ica", "06_frequency"):   # each claim chapter: its result box is a table, not pipes
+        page = (html / "notebooks" / f"{claim}.html").read_text()
+        assert re.search(r"<th[^>]*>\s*paper item\s*</th>", page) and "| paper item |" not in page, claim
+        assert "Caveats." in page and "Re-run with new parameters" in page, claim
 
 
 @pytest.mark.slow
 def test_single_source_pairs_are_collected_from_a_pipeline_run(built_book, tmp_path):
     from studies.register import runner as register
-    from twotower_lib.book import single_source
+    from studies.register import report as single_source
 
     pipe = built_book["pipe"]
     rows = register.collect(pipe.root, "tiny corpus")
@@ -250,7 +254,7 @@ def test_single_source_pairs_are_collected_from_a_pipeline_run(built_book, tmp_p
 def test_the_single_source_finding_is_said_from_the_pairs():
     import pandas as pd
 
-    from twotower_lib.book import single_source
+    from studies.register import report as single_source
 
     def row(corpus, model, r, low, high=None, shuffled=0.06, margin=0.01):
         return {"profile": "cpu", "corpus": corpus, "pair": f"{model}-s1 vs {model}-s2", "r": r, "ci_low": low,

@@ -44,7 +44,9 @@ def _run_all_cells(browser: Browser, attempts: int = 3) -> bool:
     the menu was once lost: every prompt stayed '[ ]:'); whether any cell started."""
     for _ in range(attempts):
         _click(browser, _by_text(".lm-MenuBar-itemLabel", "Run"))
-        browser.poll(f"!!{_by_text('.lm-Menu-itemLabel', 'Run All Cells')}")
+        if not browser.poll(f"!!{_by_text('.lm-Menu-itemLabel', 'Run All Cells')}"):   # the menu did not open
+            browser.call("Input.dispatchKeyEvent", {"type": "keyDown", "key": "Escape"}, session=True)
+            continue
         time.sleep(0.5)  # the menu lays itself out
         _click(browser, _by_text(".lm-Menu-itemLabel", "Run All Cells"))
         started = browser.poll(PROMPTS, done=lambda v: any(p != "[ ]:" for p in v or []), tries=50)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from studies.paper_scale import runner as paper_study
-from twotower_lib.book import paper_scale
+from studies.paper_scale import report as paper_scale
 from twotower_lib.errors import UserError
 from twotower_lib.probe import ProbeConfig, probe_run
 from twotower_lib.train import TrainConfig, train
@@ -67,3 +67,39 @@ def test_the_page_statements_hold_on_the_committed_results():
     ceilings = [p["text_ceiling"] for p in found["pairs"]]
     assert 0.55 <= min(ceilings) and max(ceilings) <= 0.86
     assert all(np.isfinite(p["r"]) and p["r"] < 0.4 for p in found["pairs"])  # "small or negative"
+
+
+def test_the_committed_book_parts_are_what_the_reports_write_now(tmp_path, monkeypatch):
+    """Each study's results/<study>/book.json holds what its report computes from the committed results today
+    (the book refuses a stale one: `study_parts.stale`)."""
+    from studies.released import report as released
+    from twotower_lib.book import study_parts
+
+    assert study_parts.stale() == []
+    parts, numbers = study_parts.load()
+    assert parts["GPU_BENCH"] == paper_scale.bench_markdown() and parts["GPU_TABLE2"] == paper_scale.table2_markdown()
+    assert parts["GPU_TESTS"] == paper_scale.tests_markdown()
+    assert {k: v for k, v in numbers.items() if k.startswith("gpu_")} == paper_scale.numbers()
+    assert parts["RELEASED"] == released.to_markdown(released.load("cpu"), released.load_recipes())
+    assert parts["RELEASED_ELMO"] == released.elmo_sentence(released.load("cpu"))
+    from studies.register import report as register
+
+    table = register.load()
+    assert parts["REGISTER"] == register.sentence(table) and parts["REGISTER_TABLE"] == register.table_html(table)
+    assert study_parts.verdict("register") == register.verdict(table)
+
+
+def test_a_book_part_whose_results_changed_is_stale(tmp_path):
+    from twotower_lib.book import study_parts
+
+    (tmp_path / "study").mkdir()
+    source = tmp_path / "study" / "result.json"
+    source.write_text("{}")
+    study_parts.write(tmp_path / "study", {"PART": "text"}, {"n": "1"}, [source], "python -m studies.x book")
+    assert study_parts.load(tmp_path) == ({"PART": "text"}, {"n": "1"}) and study_parts.stale(tmp_path) == []
+    source.write_text('{"changed": true}')
+    assert study_parts.stale(tmp_path) == [f"{tmp_path.name}/study/book.json (from {source}): run `python -m studies.x book`"]
+    (tmp_path / "other").mkdir()
+    study_parts.write(tmp_path / "other", {"PART": "again"}, {}, [source], "python -m studies.y book")
+    with pytest.raises(UserError, match="both give the book's 'PART'"):
+        study_parts.load(tmp_path)

@@ -100,6 +100,16 @@ def test_per_model_budgets_and_the_independent_control_runs():
             get_profile("tiny").with_overrides({"train.model_tokens": bad})
 
 
+def test_the_reliability_sample_is_the_first_case_of_each_named_model():
+    both = get_profile("tiny").with_overrides({"train.cases": "gpt:1,gpt:2,bert-large:1,bert-large:2"})
+    assert both.reliability_cases() == both.case_list()                     # names none: every case
+    assert both.with_overrides({"analysis.reliability_models": "bert-large,gpt"}).reliability_cases() == [
+        ("bert-large", 1), ("gpt", 1)]
+    assert get_profile("cpu").reliability_cases() == [("gpt", 1)]
+    with pytest.raises(UserError, match="reliability_models.*names model 'xlnet'"):
+        both.with_overrides({"analysis.reliability_models": "xlnet"})
+
+
 def test_per_model_learning_rates():
     p = get_profile("tiny").with_overrides({"train.model_lr": "gpt=0.003"})
     assert p.lr_for("gpt") == 0.003 and p.lr_for("bert-large") is None

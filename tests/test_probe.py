@@ -643,3 +643,11 @@ def test_whitened_heads_reach_a_lower_loss_on_ill_conditioned_features(tiny_data
         assert record["precondition"] == precondition
         assert ("feature_condition" in record) == (precondition == "whiten")
     assert all(w < n - 0.05 for w, n in zip(final["whiten"], final["none"])), final
+
+
+def test_the_first_epoch_says_what_head_training_can_cost_and_how_to_make_it_cheaper():
+    from twotower_lib.probe_training import _cost_note
+
+    note = _cost_note(93.0, 200_000, 4, ProbeConfig(max_epochs=30))
+    assert "took 93 s" in note and "at most 30 epochs (up to 46 min)" in note
+    assert "--train-positions 50,000" in note and "--max-epochs 7" in note

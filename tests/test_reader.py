@@ -57,7 +57,7 @@ def test_the_front_table_has_one_row_per_item_and_a_caveat_each():
     rows = front.verdict_rows(card)
     assert list(rows.columns) == ["claim", "the paper", "ours", "spread over seeds", "verdict", "caveat"]
     assert len(rows) == len(card["rows"]) and rows["caveat"].str.len().gt(0).all()
-    seeded = rows[rows["spread over seeds"].str.contains("seed pairs")]
+    seeded = rows[rows["spread over seeds"].str.contains(r" to .*\(\d+ pairs", regex=True)]
     assert len(seeded) >= 5   # Table 2's cells and Table 4 rest on the seed study
 
 
@@ -72,3 +72,42 @@ def test_the_emergence_result_box_applies_the_rule_to_the_end_of_training():
     assert "| `c` |" in box and "**reproduced**" in box
     assert "**not**" in em.result_box(_curves([0.01, -0.02, 0.03, 0.0]))
     assert "median r of" in em.summary(_curves([0.9, 0.92, 0.95, 0.97]))
+
+
+def test_each_claim_chapter_draws_the_paper_beside_ours():
+    from twotower_lib.analysis import pos, word_groups
+    from twotower_lib.analysis.frequency import FREQUENCY
+    from twotower_lib.book import analyses, charts
+
+    summary = pd.DataFrame([{"run": "gpt-s1", "against": a, "upos": t, "share_above": 0.7}
+                            for a in ("median", "zero") for t in (*pos.PAPER_TAGS, "DET")])
+    points = pos.claim_points(summary)
+    assert list(points["row"].str.split().str[0]) == list(pos.PAPER_TAGS)          # the paper's seven, in its order
+    verb = points[points["row"].str.startswith("VERB")].iloc[0]
+    propn = points[points["row"].str.startswith("PROPN")].iloc[0]
+    assert (verb["paper_low"], verb["paper_high"]) == (0.5, 1.0) and (propn["paper_low"], propn["paper_high"]) == (0.0, 0.5)
+
+    g = {"share_one": 0.3, "share_none": 0.5, "mean_groups": 0.8}
+    shares = word_groups.paper_points({"top words": g}, within_1=0.9)
+    assert dict(zip(shares["paper_low"], shares["ours"])) == {word_groups.PAPER_WITHIN_1: 0.9,
+                                                             word_groups.PAPER_FIG6["share_one"]: 0.3,
+                                                             word_groups.PAPER_FIG6["share_none"]: 0.5}
+
+    t4 = pd.DataFrame({"a": ["gpt-s1", "bert-base-s1"], "b": [FREQUENCY, FREQUENCY], "r": [0.3, 0.1],
+                       "ci_low": [0.2, 0.0], "ci_high": [0.4, 0.2]})
+    freq = analyses.frequency_points(t4).set_index("row")
+    assert freq.loc["gpt-s1", "paper_low"] == 0.22 and pd.isna(freq.loc["bert-base-s1", "paper_low"])  # no Bert-base in Table 4
+    for df in (points, shares, freq.reset_index()):
+        spec = charts.paper_and_ours(df, "x", "t", percent=True, domain=(0, 1)).to_dict()
+        assert len(spec["layer"]) >= 3
+
+
+def test_a_chapter_summary_counts_its_verdicts(tmp_path):
+    from twotower_lib.book import scorecard
+
+    ctx = SectionContext(find_section("06_frequency"), get_profile("tiny"), tmp_path / "tiny")
+    assert scorecard.section_summary(ctx) == "This section recorded no paper item."
+    scorecard.record(ctx, "fig8", "no trend", "reproduced", "")
+    scorecard.record(ctx, "table4", "rho 0.1", "not", "")
+    text = scorecard.section_summary(ctx)
+    assert "checked 2 of the paper's items (1 reproduced, 1 not)" in text and "Fig. 8: reproduced" in text

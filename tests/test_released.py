@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from twotower_lib.book import released
+from studies.released import report as released
 
 
 def _found(rows, order):

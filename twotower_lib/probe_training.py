@@ -243,7 +243,8 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True, head_seed: int
     head recipes on one set of features (`benchmarks/bench_probe_reliability.py`).
 
     The record: `curve` (per epoch: step, rate, mean training loss and held-out loss per head),
-    `epochs`, `stopped` ("converged" or "max_epochs") and the number of training and held-out positions.
+    `epochs`, `stopped` ("converged" or "max_epochs"), the number of training and held-out positions,
+    and `seconds` (the towers' pass over the blocks; the heads' fit).
     """
     cfg.validate()
     head_seed = cfg.seed if head_seed is None else head_seed
@@ -251,7 +252,9 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True, head_seed: int
     device = _device(model)
     seeds = [head_seed] + ([head_seed + REPLICATE_SEED] if cfg.replicate else [])
     heads = new_heads(model, cfg, seeds)
+    t0 = time.perf_counter()
     cached = features or training_features(model, data, cfg, head_seed, show)
+    t_features = time.perf_counter() - t0
     feats, labels, held_feats, held_labels = cached.train, cached.labels, cached.held, cached.held_labels
     n_held = 0 if held_labels is None else len(held_labels)
     whitening = Whitening.fit(feats) if cfg.precondition == "whiten" else None
@@ -259,7 +262,33 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True, head_seed: int
         feats = whitening.apply(feats)
         held_feats = None if held_feats is None else whitening.apply(held_feats)
     heads = heads.to(device)
+    dtype, score_dtype = _head_dtype(cfg, device), _score_dtype(cfg, device)
+    curve, stopped = _fit(heads, feats, labels, held_feats, held_labels, seeds, cfg, k, device, show)
+    seconds = {"features": round(t_features, 2), "fit": round(time.perf_counter() - t0 - t_features, 2)}
+    if whitening is not None:
+        for i, head in enumerate(heads):
+            whitening.fold(head, i % k)
+    record = {"curve": curve, "epochs": len(curve), "stopped": stopped if cfg.schedule == "plateau" else "fixed epochs",
+              "train_positions": int(len(labels)), "heldout_positions": int(len(held_labels)) if n_held else 0,
+              "head_seeds": seeds, "matmul_dtype": str(dtype).removeprefix("torch."),
+              "score_dtype": str(score_dtype).removeprefix("torch."), "precondition": cfg.precondition,
+              "seconds": seconds,  # the towers' pass over the probe's blocks; whitening and head training
+              **({"feature_condition": [round(c, 1) for c in whitening.condition],
+                  "constant_directions": whitening.dropped} if whitening is not None else {})}
+    if cfg.refine_iters:
+        record["refine"] = refine_heads(heads, cached, cfg, k, dtype, show)
+        record["refined_heldout_loss"] = ([round(x, 5) for x in _heldout_losses(heads, cached.held, held_labels, k, device, score_dtype)]
+                                          if n_held else None)
+    sets = [nn.ModuleList(heads[s * k:(s + 1) * k]).eval() for s in range(len(seeds))]
+    return sets, record
 
+
+def _fit(heads: nn.ModuleList, feats: torch.Tensor, labels: torch.Tensor, held_feats: torch.Tensor | None,
+         held_labels: torch.Tensor | None, seeds: list[int], cfg: ProbeConfig, k: int, device: torch.device,
+         show: bool) -> tuple[list[dict], str]:
+    """Train `heads` epoch by epoch (`_epoch`) until `_HeadSchedule` says they converged; keep each head's
+    best held-out state (plateau schedule). Returns the curve and why training stopped."""
+    n_held = 0 if held_labels is None else len(held_labels)
     params = [p for p in heads.parameters()]
     schedule = _HeadSchedule(cfg, max(1, math.ceil(len(labels) / cfg.batch_size)), params)
     opt = torch.optim.AdamW(heads.parameters(), lr=cfg.peak_lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay)
@@ -271,7 +300,10 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True, head_seed: int
     stopped = "max_epochs"
     bar = tqdm(total=cfg.max_epochs, desc=f"training {len(heads)} probe head(s)", unit="epoch", disable=not show)
     for epoch in range(cfg.max_epochs):
+        t_epoch = time.perf_counter()
         train_loss = _epoch(heads, opt, schedule, feats, labels, orders, cfg, k, device, dtype)
+        if epoch == 0 and show and (time.perf_counter() - t_epoch) * cfg.max_epochs > 60:   # say it where it matters
+            tqdm.write(_cost_note(time.perf_counter() - t_epoch, len(labels), len(heads), cfg))
         held = _heldout_losses(heads, held_feats, held_labels, k, device, score_dtype) if n_held else train_loss
         gain = max(b_ - h for b_, h in zip(best, held))                         # the best improvement of any head
         for i in (i for i, h in enumerate(held) if h < best[i]):
@@ -287,21 +319,16 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True, head_seed: int
     if cfg.schedule == "plateau":
         for head, state in zip(heads, best_state):
             head.load_state_dict(state)
-    if whitening is not None:
-        for i, head in enumerate(heads):
-            whitening.fold(head, i % k)
-    record = {"curve": curve, "epochs": len(curve), "stopped": stopped if cfg.schedule == "plateau" else "fixed epochs",
-              "train_positions": int(len(labels)), "heldout_positions": int(len(held_labels)) if n_held else 0,
-              "head_seeds": seeds, "matmul_dtype": str(dtype).removeprefix("torch."),
-              "score_dtype": str(score_dtype).removeprefix("torch."), "precondition": cfg.precondition,
-              **({"feature_condition": [round(c, 1) for c in whitening.condition],
-                  "constant_directions": whitening.dropped} if whitening is not None else {})}
-    if cfg.refine_iters:
-        record["refine"] = refine_heads(heads, cached, cfg, k, dtype, show)
-        record["refined_heldout_loss"] = ([round(x, 5) for x in _heldout_losses(heads, cached.held, held_labels, k, device, score_dtype)]
-                                          if n_held else None)
-    sets = [nn.ModuleList(heads[s * k:(s + 1) * k]).eval() for s in range(len(seeds))]
-    return sets, record
+    return curve, stopped
+
+
+def _cost_note(epoch_seconds: float, positions: int, heads: int, cfg: ProbeConfig) -> str:
+    """What the rest of head training can cost, from its first epoch, and how to make it cheaper."""
+    most = epoch_seconds * cfg.max_epochs / 60
+    return (f"head training: the first epoch ({positions:,} positions x {heads} heads) took {epoch_seconds:.0f} s; the heads "
+            f"stop once their held-out loss stops improving, after at most {cfg.max_epochs} epochs (up to {most:.0f} min). "
+            f"Cheaper: fewer positions (--train-positions {max(1000, positions // 4):,}) or fewer epochs (--max-epochs "
+            f"{max(2, cfg.max_epochs // 4)}), at the cost of an unconverged probe.")
 
 
 class _HeadSchedule:

@@ -133,8 +133,14 @@ def run_jobs(fn: Callable[..., Any], jobs: list[dict[str, Any]], threads_per_run
     """
     workers = worker_count(threads_per_run, len(jobs))
     if workers == 1:
-        with torch_threads(threads_per_run):
-            return [fn(**job) for job in jobs]
+        out = []
+        with torch_threads(threads_per_run), tqdm(total=len(jobs), desc=f"{desc} (one at a time, {threads_per_run} "
+                                                  f"thread(s))", unit="run", disable=len(jobs) < 2) as bar:
+            for job in jobs:
+                bar.set_postfix_str(label(job))
+                out.append(fn(**job))
+                bar.update(1)
+        return out
     results: list[Any] = [None] * len(jobs)
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_start_worker, initargs=(threads_per_run, os.getpid()))

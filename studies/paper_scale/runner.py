@@ -2,11 +2,12 @@
 `pack` keeps per case the training run's config, manifest and log, and the probe's manifest,
 preference table, per-document statistics and the second head seed's table (everything Table 2, its
 bootstrap intervals, the text ceiling and the probe-seed reliability need, and no weights); `table`
-writes Table 2 over the packed cases to `results/gpu/paper_cases.json`, which the paper-scale page
-reads (`twotower_lib.book.paper_scale`).
+writes Table 2 over the packed cases to `results/gpu/paper_cases.json`; `book` writes the paper-scale
+page's parts from the committed results (`studies.paper_scale.report`).
 
     python -m studies.paper_scale pack RUNS OUT      # on the GPU: small files, no weights
     python -m studies.paper_scale table OUT [...]    # here: results/gpu/paper_cases.json
+    python -m studies.paper_scale book               # here: results/gpu/book.json
 """
 
 from __future__ import annotations
@@ -117,10 +118,15 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--n", type=int, default=1000, help="the most frequent tokens compared (the CPU profile's top_n)")
     t.add_argument("--bootstrap", type=int, default=1000)
     t.add_argument("--cpu-profile", type=Path, default=Path("results/profiles/cpu.json"))
+    sub.add_parser("book", help="here: the paper-scale page's parts and numbers, from the committed results")
     args = p.parse_args(argv)
     try:
         if args.command == "pack":
             print("packed:", ", ".join(pack(args.runs, args.out)))
+        elif args.command == "book":
+            from studies.paper_scale.report import write_book
+
+            print(f"book parts -> {write_book()}")
         else:
             result = table(args.packed, args.n, args.bootstrap, args.cpu_profile)
             command = f"python -m studies.paper_scale table PACKED --n {args.n} --bootstrap {args.bootstrap}"
@@ -128,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
             for row in result["pairs"]:
                 print(f"{row['pair']:28} {row['score']:14} r {row['r']:+.2f} [{row['ci_low']:+.2f}, {row['ci_high']:+.2f}] "
                       f"ceiling {row['text_ceiling']:.2f} paper {row['paper']} cpu {row['cpu_profile']}")
+            from studies.paper_scale.report import write_book
+
+            print(f"book parts -> {write_book()}")
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

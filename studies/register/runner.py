@@ -1,7 +1,7 @@
 """The direct register test, collected: a profile's same-configuration pairs trained on one source of
 the corpus alone, beside the same pairs on the mixed corpus, from one pipeline run per corpus (each
 through 03_correlations in its own runs directory), into `results/register/single_source.json`.
-Section 03 reads it (`twotower_lib.book.single_source`).
+`python -m studies.register book` writes what the book shows of it (`studies.register.report`).
 
     python -m twotower_lib run 03_correlations --profile cpu -p data.corpus registry:books \\
         -p train.cases gpt:1,gpt:2 -p analysis.controls permutation --runs-dir DIR
@@ -11,10 +11,11 @@ Section 03 reads it (`twotower_lib.book.single_source`).
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json
-from twotower_lib.book.single_source import RESULT
+from studies.register.report import RESULT, write_book
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import model_of
 
@@ -57,6 +58,9 @@ def collect(root: Path, label: str) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if (sys.argv[1:] if argv is None else list(argv))[:1] == ["book"]:
+        print(f"book parts -> {write_book()}")
+        return 0
     ap = argparse.ArgumentParser(description="collect the same-configuration pairs of single-source pipeline runs")
     ap.add_argument("--profile", default="cpu")
     ap.add_argument("--run", action="append", required=True, metavar="LABEL=DIR",
@@ -73,5 +77,7 @@ def main(argv: list[str] | None = None) -> int:
                                  "command": "python -m studies.register --profile " + args.profile + " "
                                  + " ".join(f"--run {label}=DIR" for label, _ in runs), "provenance": provenance()})
     print(f"wrote {args.out}: {len(pairs)} pairs from {len(runs)} corpora")
+    if args.out == RESULT:
+        print(f"book parts -> {write_book()}")
     return 0
 

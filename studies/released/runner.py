@@ -2,7 +2,9 @@
 cases name both sides ("elmo:1,elmo-released:1,...") in both score variants with its bootstrap
 interval, and both tower-order rules of every run, written to results/released/<profile>.json with
 its provenance. The book page "The paper, its code, and this companion" reads that file
-(`twotower_lib.book.released`).
+(`studies.released.report`, whose `book` command writes the page's parts).
+
+    python -m studies.released book                   # the page's parts from the committed measurement
 
     python -m twotower_lib run 02_probing --profile cpu --runs-dir DIR -p train.cases elmo:1,elmo:2,elmo-released:1,...
     python -m studies.released --profile cpu --runs-dir DIR -p train.cases ...
@@ -11,11 +13,12 @@ its provenance. The book page "The paper, its code, and this companion" reads th
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json
 from twotower_lib.book.probing import tower_order
-from twotower_lib.book.released import RESULTS, VARIANT_NAMES, effects, load_recipes
+from studies.released.report import RESULTS, VARIANT_NAMES, effects, load_recipes, write_book
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import case_name
 
@@ -63,6 +66,11 @@ def measure(root: Path, profile, n_boot: int | None = None) -> dict:
 def main(argv: list[str] | None = None) -> int:
     from twotower_lib.book.profiles import get_profile
 
+    argv = list(argv) if argv is not None else None
+    if (argv if argv is not None else sys.argv[1:])[:1] == ["book"]:
+        print(f"book parts -> {write_book()}")
+        return 0
+
     ap = argparse.ArgumentParser(description="measure the paper-vs-released-code differences from a pipeline run's probes")
     ap.add_argument("--profile", default="cpu")
     ap.add_argument("--runs-dir", type=Path, required=True, help="where <profile>/ of that pipeline run lives")
@@ -81,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {out}")
     for key, text in effects(found, load_recipes()).items():
         print(f"{key}: {text}")
+    if out == RESULTS / "cpu.json":
+        print(f"book parts -> {write_book()}")
     return 0
 
 

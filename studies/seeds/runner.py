@@ -22,6 +22,7 @@ Everything lands under `runs/<profile>/seeds/`; the report writes `results/seeds
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -116,31 +117,33 @@ def probe_runs(layout: Layout, probes: list[dict], threads: int, precision: str 
 
 
 def run_study(profile: Profile, seeds: int, families: tuple[str, ...], controls: tuple[str, ...],
-              threads: int, root: Path | None = None, precision: str | None = None) -> Layout:
+              threads: int, root: Path | None = None, precision: str | None = None,
+              probe_threads: int | None = None) -> Layout:
     """Prepare the data, then each family's cases, then the controls; every step resumes."""
     from twotower_lib.data.prepare import prepare_data
     from twotower_lib.probe import pair_runs
 
     layout = Layout(profile, root or profile_dir(profile.name))
+    probe_threads = probe_threads or os.cpu_count() or 1
     prepare_data(profile.data_config(), out=layout.data)
     seed_list = range(1, seeds + 1)
     for model in families:
         t0 = time.time()
         train_runs(layout, [(model, s, 2) for s in seed_list], threads)
         probe_runs(layout, [{"run_dir": str(layout.run_dir(model, s)), "out": str(layout.probe_dir("cases", case_name(model, s)))}
-                            for s in seed_list], threads, precision)
+                            for s in seed_list], probe_threads, precision)
         print(f"seed study: {model} cases done ({(time.time() - t0) / 60:.1f} min this call)", flush=True)
     if "untrained" in controls:
         probe_runs(layout, [{"run_dir": str(layout.run_dir(m, s)), "snapshot": 0,
                              "out": str(layout.probe_dir("untrained", case_name(m, s)))}
-                            for m in families for s in seed_list], threads, precision)
+                            for m in families for s in seed_list], probe_threads, precision)
     if "independent" in controls:
         # the independent control costs 2 x seeds single-tower runs a family: the profile's control_models only
         controlled = [m for m in families if not profile.analysis.control_models or m in profile.analysis.control_models]
         singles = [(m, s, 1) for m in controlled for s in range(1, 2 * seeds + 1)]
         train_runs(layout, singles, threads)
         probe_runs(layout, [{"run_dir": str(layout.run_dir(m, s, 1)), "out": str(layout.probe_dir("independent", control_name(m, s)))}
-                            for m, s, _ in singles], threads, precision)
+                            for m, s, _ in singles], probe_threads, precision)
         for m in controlled:
             for i in range(1, seeds + 1):
                 a, b = (layout.probe_dir("independent", control_name(m, s)) for s in (2 * i - 1, 2 * i))
@@ -157,7 +160,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--controls", default=",".join(CONTROL_KINDS),
                    help=f"controls measured beside the cases: any of {', '.join(CONTROL_KINDS)}")
     p.add_argument("--threads-per-run", type=int, default=1,
-                   help="CPU threads per training run or probe, as many side by side as the cores allow")
+                   help="CPU threads per training run, as many side by side as the cores allow")
+    p.add_argument("--probe-threads", type=int, default=None,
+                   help="CPU threads per probe (default: every core, one probe at a time: side by side, probes "
+                        "compete for memory bandwidth and each runs several times slower)")
     p.add_argument("--probe-precision", choices=("fp32", "bf16"), default=None,
                    help="pin the probes' matmul precision (default: the profile's probe, whose `auto` resolves by a "
                         "timing on the machine; each probe records what it resolved to)")
@@ -184,7 +190,8 @@ def cli(argv: list[str] | None = None) -> int:
         t0 = time.time()
         layout = Layout(profile, profile_dir(profile.name))
         if not args.report_only:
-            run_study(profile, args.seeds, families, controls, args.threads_per_run, precision=args.probe_precision)
+            run_study(profile, args.seeds, families, controls, args.threads_per_run, precision=args.probe_precision,
+                      probe_threads=args.probe_threads)
         from studies.seeds.report import RESULTS, write_report  # read when the work is done
 
         out = (Path(args.results) if args.results else RESULTS) / profile.name

@@ -283,6 +283,24 @@ def pos_summary(fig4: pd.DataFrame, spread: tuple[float, float] = (0.25, 0.75)) 
     return pd.DataFrame(rows)
 
 
+# The share of a tag's tokens above its run's median score that each claim allows: "primary" (median
+# above the threshold) is a share above one half, "secondary" below, "spread" the `pos_summary` range.
+CLAIM_REGION = {"primary": (0.5, 1.0), "secondary": (0.0, 0.5), "spread": (0.25, 0.75)}
+
+
+def claim_points(summary: pd.DataFrame, against: str = "median") -> pd.DataFrame:
+    """Fig. 4's claims as the chapter's lead figure reads them (`charts.paper_and_ours`): per paper tag
+    and run, the share of the tag's tokens above the threshold (`against`), with the region the
+    paper's claim allows."""
+    rows = summary[(summary["against"] == against) & summary["upos"].isin(PAPER_TAGS)]
+    out = pd.DataFrame({"row": [f"{t} (paper: {_CLAIM_TEXT[PAPER_CLAIM[t]]})" for t in rows["upos"]],
+                        "series": rows["run"].to_numpy(), "ours": rows["share_above"].to_numpy(),
+                        "paper_low": [CLAIM_REGION[PAPER_CLAIM[t]][0] for t in rows["upos"]],
+                        "paper_high": [CLAIM_REGION[PAPER_CLAIM[t]][1] for t in rows["upos"]]})
+    order = {f"{t} (paper: {_CLAIM_TEXT[PAPER_CLAIM[t]]})": i for i, t in enumerate(PAPER_TAGS)}
+    return out.sort_values("row", key=lambda r: r.map(order), kind="stable").reset_index(drop=True)
+
+
 _CLAIM_TEXT = {"primary": "primary", "secondary": "secondary", "spread": "spread over both"}
 _CHECKED_AS = {"primary": "median s > {t}", "secondary": "median s < {t}", "spread": "25-75% of s > {t}"}
 

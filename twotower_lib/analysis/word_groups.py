@@ -105,6 +105,26 @@ def membership(components: np.ndarray, threshold: float = 2.5) -> np.ndarray:
     return np.abs(np.asarray(components)) > threshold
 
 
+# The paper's Fig. 5 and Fig. 6 numbers (Section 5.3): values within [-1, 1], and how many groups a word is in.
+PAPER_WITHIN_1 = 0.80
+PAPER_FIG6 = {"share_one": 0.45, "share_none": 0.13, "mean_groups": 1.45}
+PAPER_SHARES = {"values within [-1, 1] (Fig. 5)": ("share_within_1", PAPER_WITHIN_1),
+                "words in exactly one group (Fig. 6)": ("share_one", PAPER_FIG6["share_one"]),
+                "words in no group (Fig. 6)": ("share_none", PAPER_FIG6["share_none"])}
+
+
+def paper_points(summaries: dict[str, dict[str, float]], within_1: float | None = None) -> pd.DataFrame:
+    """Fig. 5's and Fig. 6's shares against the paper's (`charts.paper_and_ours`): one row per share, one
+    series per set of words counted (`summaries`: name -> `fig6_data`'s summary); `within_1` replaces
+    the Fig. 5 share (e.g. over the words Fig. 5 shows)."""
+    rows = []
+    for label, (key, paper) in PAPER_SHARES.items():
+        for name, summary in summaries.items():
+            ours = within_1 if key == "share_within_1" and within_1 is not None else summary[key]
+            rows.append({"row": label, "series": name, "ours": ours, "paper_low": paper, "paper_high": paper})
+    return pd.DataFrame(rows)
+
+
 def fig6_data(components: np.ndarray, threshold: float = 2.5) -> tuple[pd.DataFrame, dict[str, float]]:
     """Fig. 6: how many words belong to k groups, plus the paper's three numbers.
 

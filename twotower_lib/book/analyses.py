@@ -47,6 +47,24 @@ def result_box(ctx: SectionContext, pairs: pd.DataFrame, same_config: list[tuple
     return text + " One build is one draw per pair; the seed study above gives the spread."
 
 
+def frequency_points(t4: pd.DataFrame) -> pd.DataFrame:
+    """Table 4's last column as the frequency chapter's lead figure reads it (`charts.paper_and_ours`): per
+    case, its Spearman rho with frequency rank and 95% interval, and the paper's value for its family."""
+    import pandas as pd
+
+    from twotower_lib.analysis.frequency import FREQUENCY
+    from twotower_lib.book.paper_tables import paper_value
+
+    rows = t4[(t4["b"] == FREQUENCY) | (t4["a"] == FREQUENCY)]
+    out = []
+    for r in rows.itertuples():
+        case = r.a if r.b == FREQUENCY else r.b
+        paper = paper_value(case, FREQUENCY, "table4")
+        out.append({"row": case, "series": "ours", "ours": r.r, "ours_low": r.ci_low, "ours_high": r.ci_high,
+                    "paper_low": paper, "paper_high": paper})
+    return pd.DataFrame(out)
+
+
 def side_by_side(by_variant: dict[str, pd.DataFrame], keys: tuple[str, ...] = ("a", "b")) -> pd.DataFrame:
     """Rows of the same pairs in both score variants, r and CI of each next to each other."""
     import pandas as pd
@@ -71,20 +89,24 @@ def text_ceilings(ctx: SectionContext, scores: dict, score_col: str = "score") -
 def ceilings(ctx: SectionContext, scores: dict, score_col: str = "score") -> pd.DataFrame:
     """Per same-configuration pair, in one score variant: r, the validation-text ceiling
     (`text_ceilings`) and the probe ceiling sqrt(rel_a * rel_b) from each run's probe-seed
-    reliability (`probe_reliability`)."""
+    reliability (`probe_reliability`); a run outside the profile's reliability sample takes the lowest
+    reliability measured on the sample (`probe reliability from` says which)."""
     import numpy as np
 
     text = text_ceilings(ctx, scores, score_col).rename(columns={"ceiling": "text ceiling"})
     pairs = same_config_pairs(ctx)
     if not pairs:
         return text
-    rel = probe_reliability(ctx, {n: scores[n] for n in dict.fromkeys(x for p in pairs for x in p)})
+    rel = probe_reliability(ctx, scores)
     col = f"reliability ({VARIANTS[score_col]})"
-    text["probe reliability a"] = text["a"].map(rel[col])
-    text["probe reliability b"] = text["b"].map(rel[col])
+    lowest = rel[col].min() if len(rel) else np.nan
+    for side in ("a", "b"):
+        text[f"probe reliability {side}"] = text[side].map(rel[col] if len(rel) else {}).fillna(lowest)
+    own = text["a"].isin(rel.index) & text["b"].isin(rel.index)
+    text["probe reliability from"] = np.where(own, "each run's own", f"the lowest of {', '.join(rel.index) or 'none'}")
     text["probe ceiling"] = np.sqrt(text["probe reliability a"].clip(lower=0) * text["probe reliability b"].clip(lower=0))
     return text[["variant", "a", "b", "n_tokens", "r", "text ceiling", "probe ceiling", "reliability_a", "reliability_b",
-                 "probe reliability a", "probe reliability b"]]
+                 "probe reliability a", "probe reliability b", "probe reliability from"]]
 
 
 def word_correlations(ctx: SectionContext, scores: dict, score_col: str = "score") -> pd.DataFrame:

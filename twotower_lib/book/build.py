@@ -86,7 +86,7 @@ def fill_placeholders(text: str, card: dict) -> str:
     """Replace every `<!-- NAME: replaced by ... -->` of a book page with what it names, computed from
     the run's scorecard and from results/; an unknown name is an error."""
     from twotower_lib.analysis.seed_spread import RULE
-    from twotower_lib.book import error_budget, front, paper_scale, publish, released, seeds, single_source
+    from twotower_lib.book import error_budget, front, publish, seeds, study_parts
 
     def strip() -> str:
         study = seeds.load(card["profile"])
@@ -102,17 +102,16 @@ def fill_placeholders(text: str, card: dict) -> str:
                                       + "\n" + error_budget.markdown(card["profile"])), "SEED_STRIPS": strip,
              "PICTURE": lambda: picture_markdown(card),
              "PUBLISHED": lambda: publish.markdown(publish.load_published(exclude=card["profile"])),
-             "RELEASED": lambda: released.to_markdown(released.load("cpu"), released.load_recipes()),
-             "RELEASED_ELMO": lambda: released.elmo_sentence(released.load("cpu")),
-             "GPU_TESTS": paper_scale.tests_markdown, "GPU_BENCH": paper_scale.bench_markdown,
-             "GPU_TABLE2": paper_scale.table2_markdown, "REGISTER": single_source.sentence}
+             }
+    studied, studied_numbers = study_parts.load()
+    parts.update({name: (lambda text=text: text) for name, text in studied.items()})
     unknown = sorted(set(_PLACEHOLDER.findall(text)) - set(parts))
     if unknown:
         raise UserError(f"book page placeholder(s) {unknown} are not known; known: {', '.join(parts)}")
     text = _PLACEHOLDER.sub(lambda m: parts[m.group(1)](), text)
     if not decisions.KEY.search(text):
         return text
-    return decisions.fill(text, {**decisions.numbers(), **paper_scale.numbers()})
+    return decisions.fill(text, {**decisions.numbers(), **studied_numbers})
 
 
 # ---------------------------------------------------------------------- assembling and building
@@ -185,6 +184,11 @@ def assemble(pipe: Pipeline, stage: Path) -> list[str]:
         _sync(for_readers(executed, pipe.root.parent, pipe.profile.data.corpus).encode("utf-8"), stage / "notebooks" / f"{s.name}.ipynb")
         chapters.append(s.name)
     card = scorecard.write(pipe.root, pipe.sections)
+    from twotower_lib.book import study_parts
+
+    if stale := study_parts.stale():
+        raise UserError("a study's book parts are older than its committed results; rewrite them first: "
+                         + "; ".join(stale))
     for name in ("_config.yml", "_toc.yml"):
         _sync((PROJECT_ROOT / name).read_bytes(), stage / name)
     for src in sorted(PAGES_DIR.rglob("*")):
@@ -203,6 +207,7 @@ def assemble(pipe: Pipeline, stage: Path) -> list[str]:
 READER_CSS = """div.highlight pre, div.cell_input pre, div.output pre { white-space: pre-wrap; overflow-wrap: anywhere; }
 .bd-article table { display: block; max-width: 100%; overflow-x: auto; }
 .bd-article table td, .bd-article table th { white-space: normal; }
+.bd-article table { font-size: 0.85em; }
 """
 
 

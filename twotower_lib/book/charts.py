@@ -347,6 +347,37 @@ def group_word_lists(members: pd.DataFrame, title: str = "Example word groups") 
     ).facet(facet=alt.Facet("group:N", title=None, sort=list(dict.fromkeys(members["group"]))), columns=3, title=title)
 
 
+def paper_and_ours(df: pd.DataFrame, x_title: str, title: str, percent: bool = False,
+                   domain: tuple[float, float] | None = None) -> alt.Chart:
+    """A claim chapter's lead figure: per row (a tag, a measure, a case), the paper's value as a red
+    diamond or the region its claim allows as a red band, and ours as a dot per series with its interval
+    where it has one. `df`: row, series, ours, optionally ours_low and ours_high, and paper_low and
+    paper_high (equal for a single value; NaN where the paper has none)."""
+    order = list(dict.fromkeys(df["row"]))
+    fmt = ".0%" if percent else ".2f"
+    x = dict(scale=alt.Scale(domain=list(domain)) if domain else alt.Scale(zero=False),
+             axis=alt.Axis(format="%") if percent else alt.Axis())
+    y = alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=240))
+    base = alt.Chart(df, title=title, width=WIDTH - 160, height=alt.Step(30))
+    paper = df.dropna(subset=["paper_low"])
+    band = alt.Chart(paper[paper["paper_low"] < paper["paper_high"]]).mark_bar(color="#e45756", opacity=0.18, height=22)
+    point = alt.Chart(paper[paper["paper_low"] == paper["paper_high"]]).mark_point(shape="diamond", filled=True, size=110,
+                                                                                color="#e45756")
+    layers = [band.encode(x=alt.X("paper_low:Q", title=x_title, **x), x2="paper_high:Q", y=y),
+              point.encode(x=alt.X("paper_low:Q", **x), y=y, tooltip=["row:N", alt.Tooltip("paper_low:Q", title="paper", format=fmt)])]
+    color = alt.Color("series:N", title=None, legend=LEGEND_BELOW)
+    if "ours_low" in df:
+        layers.append(base.mark_rule(strokeWidth=2).encode(x=alt.X("ours_low:Q", **x), x2="ours_high:Q", y=y,
+                                                           color=color))
+    layers.append(base.mark_point(filled=True, size=60, opacity=0.85).encode(
+        x=alt.X("ours:Q", **x), y=y, color=color,
+        tooltip=["row:N", "series:N", alt.Tooltip("ours:Q", format=fmt)]))
+    return alt.layer(*layers)
+
+
+PAPER_AND_OURS_KEY = "Red: the paper (a diamond for its value, a band for the region its claim allows). Dots: ours."
+
+
 def seed_strips(points: pd.DataFrame, title: str = "Every seed pair, its controls' pairs, and the paper's value") -> alt.Chart:
     """Small multiples, one per claim (`book.seeds.strip_points`): each seed pair a dot in the top lane,
     each control's pairs in a lane of their own, the paper's value a red line. `points`: claim, group,

@@ -202,5 +202,5 @@ def fill(text: str, values: dict[str, str] | None = None) -> str:
     missing = sorted({m.group(1) for m in KEY.finditer(text)} - set(values))
     if missing:
         raise UserError(f"a book page names numbers that no code computes: {', '.join(missing)}; add them to "
-                        "twotower_lib.book.decisions.numbers (or paper_scale.numbers) or fix the page")
+                        "twotower_lib.book.decisions.numbers (or a study's results/<study>/book.json) or fix the page")
     return KEY.sub(lambda m: values[m.group(1)], text)

@@ -64,13 +64,15 @@ def _claim_cells(mine: pd.DataFrame) -> tuple[str, str, str]:
     many = len(mine) > 1
     name = (lambda c: c["claim"].split(" (")[0] + ": ") if many else (lambda c: "")
     ours = "; ".join(f"{name(c)}{number(c['median'])}" for _, c in mine.iterrows())
-    spread = "; ".join(f"{name(c)}{number(c['low'])} to {number(c['high'])} ({c['pairs']} {c['unit']})"
-                       for _, c in mine.iterrows())
+    counts = mine["pairs"].astype(int).astype(str) + " " + mine["unit"].str.replace("seed ", "", regex=False)
+    each = " each" if many and counts.nunique() == 1 else ""
+    spread = "; ".join(f"{name(c)}{number(c['low'])} to {number(c['high'])}" + ("" if each else f" ({n})")
+                       for (_, c), n in zip(mine.iterrows(), counts)) + (f" ({counts.iloc[0]}{each})" if each else "")
     high = mine[seeds.HIGH].max()
-    caveat = "no control measured yet" if pd.isna(high) else f"controls' pairs reach {high:.2f}"
+    caveat = "no control measured yet" if pd.isna(high) else f"controls reach {high:.2f}"
     free = mine["median |r|"] if "median |r|" in mine else pd.Series(dtype=float)
     if len(free.dropna()) and (free - mine["median"].abs()).max() > 0.1:
-        caveat += f"; order-free |r| up to {free.max():.2f}: the seeds share the division more than its sign"
+        caveat += f"; |r| up to {free.max():.2f}: the division agrees more than its sign"
     return ours, spread, caveat
 
 

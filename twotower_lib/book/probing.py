@@ -24,8 +24,8 @@ VARIANTS = {"score": "log of mean p, Eq. 4", "score_logmean": "mean of log p, au
 def probe_cases(ctx: SectionContext) -> pd.DataFrame:
     """Probe every trained case into 02_probing's output; return one summary row per case.
 
-    Every case's probe also trains heads with a second seed (`ProbeConfig.replicate`), for the
-    probe-seed reliability. Probes run one at a time on every core, unlike training runs
+    The cases of `Profile.reliability_cases` also train heads with a second seed (`ProbeConfig.replicate`),
+    for the probe-seed reliability. Probes run one at a time on every core, unlike training runs
     (`threads_per_run`): their (N, V) logits compete for memory bandwidth when side by side
     (`benchmarks/bench_workers.py` measures it)."""
     import pandas as pd
@@ -39,7 +39,8 @@ def probe_cases(ctx: SectionContext) -> pd.DataFrame:
         if not (training / name / "model.safetensors").exists():
             raise UserError(f"case {name} has no trained model in {training}; train it with:  "
                             f"{run_command('01_training', ctx.profile.name, runs_dir=ctx.root.parent)}")
-    paths = [probe_run(**_probe_args(ctx, name, ctx.out / name, replicate=True)) for name in names]
+    sampled = {case_name(m, s) for m, s in ctx.profile.reliability_cases()}
+    paths = [probe_run(**_probe_args(ctx, name, ctx.out / name, replicate=name in sampled)) for name in names]
     rows = []
     for name, path in zip(names, paths):
         m = load_artifact(path).manifest
@@ -143,9 +144,9 @@ def probe_curves(ctx: SectionContext) -> pd.DataFrame:
 
 
 def probe_reliability(ctx: SectionContext, scores: dict) -> pd.DataFrame:
-    """Per case: the probe-seed reliability over the profile's top_n tokens in both score variants
-    (`uncertainty.probe_seed_reliability`), and whether the replicate heads
-    named the same primary tower."""
+    """Per case probed with a second head set (`Profile.reliability_cases`): the probe-seed reliability over
+    the profile's top_n tokens in both score variants (`uncertainty.probe_seed_reliability`), and whether
+    the replicate heads named the same primary tower."""
     import pandas as pd
 
     from twotower_lib.analysis.uncertainty import probe_seed_reliability
@@ -153,10 +154,12 @@ def probe_reliability(ctx: SectionContext, scores: dict) -> pd.DataFrame:
     data = load_data(ctx)
     rows = []
     for name, art in scores.items():
+        if "replicate" not in art.manifest:
+            continue
         reliability = probe_seed_reliability(art, data, ctx.profile.analysis.top_n)
         rows.append({"case": name, **{f"reliability ({VARIANTS[c]})": r for c, r in reliability.items()},
             "replicate names the same primary": art.manifest["replicate"]["ordering"][0] == art.manifest["ordering"]["primary_tower"]})
-    return pd.DataFrame(rows).set_index("case")
+    return pd.DataFrame(rows, columns=None if rows else ["case"]).set_index("case")
 
 
 def compare_bert_events(ctx: SectionContext, case: str) -> pd.DataFrame:

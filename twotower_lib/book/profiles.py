@@ -115,6 +115,9 @@ class AnalysisConfig:
     controls: tuple[str, ...] = CONTROLS
     control_models: tuple[str, ...] = ()  # models whose same-config pair gets the untrained and independent
                                           # controls (permutation: every pair); () = every pair's model
+    reliability_models: tuple[str, ...] = ()  # the first case of each of these models also trains a second head
+                                          # set, for the probe-seed reliability; () = every case
+    bert_events_comparison: bool = True   # probe one BERT case again with the training corruption (02_probing)
     pos_docs: int = 200                  # training documents POS-tagged to give each token its tag (04_pos)
     pos_backend: str = "auto"            # one of POS_BACKENDS
     ica_reference: str = "bert-large:1"  # the case ("model:seed") whose input embedding gives the word vectors
@@ -173,6 +176,7 @@ class Profile:
         named += [(f"train.{k}", item.partition("=")[0]) for k in ("model_tokens", "model_lr", "model_final_lr")
                   for item in getattr(self.train, k)]
         named += [("analysis.control_models", m) for m in self.analysis.control_models]
+        named += [("analysis.reliability_models", m) for m in self.analysis.reliability_models]
         named += [("analysis.ica_reference", parse_spec(self.analysis.ica_reference)[0])]
         for where, model in named:
             if model not in self.models:
@@ -198,6 +202,18 @@ class Profile:
         """Where `model`'s linear decay ends, as a fraction of its peak: its `train.model_final_lr` entry, else 0."""
         fraction = _entry(self.train.model_final_lr, model)
         return 0.0 if fraction is None else float(fraction)
+
+    def reliability_cases(self) -> list[tuple[str, int]]:
+        """The cases probed with a second head set (probe-seed reliability): the first case of each model of
+        `analysis.reliability_models`, or every case when it is empty. The reliability reads alike on every
+        run, so a sample of runs measures it for the rest."""
+        models = self.analysis.reliability_models
+        if not models:
+            return self.case_list()
+        first = {}
+        for model, seed in self.case_list():
+            first.setdefault(model, (model, seed))
+        return [first[m] for m in models if m in first]
 
     def same_config_pairs(self) -> list[tuple[tuple[str, int], tuple[str, int]]]:
         """Pairs of cases that differ only in the seed (the paper's Bert-large run 1 and run 2)."""
@@ -451,11 +467,12 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
     # The choices of the CPU profiles (a second GPT seed, GPT's 1M tokens, the paper's schedule, fp32, the
     # cpu-long budgets) and the measurements behind them: book/decisions.md, computed from results/.
     Profile("cpu", "the default: the paper's five cases, a second GPT seed and the controls on a 2-core CPU "
-                   "(about an hour end to end; probing, with every probe's second head seed, is most of it)",
+                   "(about an hour end to end; the probe-seed reliability measured on one GPT run)",
             train=TrainPlan(cases=("elmo:1", "gpt:1", "gpt:2", "bert-base:1", "bert-large:1", "bert-large:2"),
                             precision="fp32", threads_per_run=1, tokens=2_000_000,
                             model_tokens=("elmo=500000", "elmo-released=500000", "gpt=1000000")),
-            probe=_cpu_probe(), analysis=AnalysisConfig(control_models=("gpt",)), models=_CPU_MODELS),
+            probe=_cpu_probe(), analysis=AnalysisConfig(control_models=("gpt",), reliability_models=("gpt",),
+                                                        bert_events_comparison=False), models=_CPU_MODELS),
     # Longer budgets on the same CPU (a few hours), with the independent control for both pairs.
     Profile("cpu-long", "overnight on the same CPU: GPT 2M tokens, Bert-large 12M and a Bert-base pair at 16M "
                         "(where seed pairs reached r >= 0.6 with the earliest probe), ELMo 4M, every control",

@@ -103,19 +103,39 @@ def record(ctx, item_id: str, ours: str, verdict: str, note: str = "", points: l
     return atomic_write_json(path, entries)
 
 
-def result_box(ctx) -> str:
-    """A chapter's summary, generated: every paper item this section recorded, the paper's value, ours and
-    the verdict (the scorecard's rows for this section, decided over seeds where the profile has a study)."""
+def _section_rows(ctx) -> list[dict]:
+    """The scorecard's rows this section recorded (decided over seeds where the profile has a study)."""
     try:
         entries = read_json(ctx.out / SECTION_FILE)
     except FileNotFoundError:
-        return "*This section recorded no paper item.*"
+        return []
     rows = [{**asdict(i), "ours": entries[i.id]["ours"], "verdict": entries[i.id]["verdict"]}
             for i in PAPER_ITEMS if i.id in entries]
-    rows = decide_over_seeds(rows, ctx.profile.name)
+    return decide_over_seeds(rows, ctx.profile.name)
+
+
+def result_box(ctx) -> str:
+    """A chapter's result box, generated: every paper item this section recorded, the paper's value, ours and
+    the verdict (the scorecard's rows for this section)."""
+    rows = _section_rows(ctx)
+    if not rows:
+        return "*This section recorded no paper item.*"
     lines = ["| paper item | the paper | ours | verdict |", "|---|---|---|---|"]
     lines += [f"| {r['item']} | {r['paper']} | {r['ours'] or '—'} | **{r['verdict']}** |".replace("\n", " ") for r in rows]
     return "\n".join(lines)
+
+
+def section_summary(ctx) -> str:
+    """A chapter's closing summary in two generated sentences: how many of the paper's items it checked at
+    this profile, and the verdict of each."""
+    rows = _section_rows(ctx)
+    if not rows:
+        return "This section recorded no paper item."
+    counts = pd.Series([r["verdict"] for r in rows]).value_counts()
+    tally = ", ".join(f"{n} {v}" for v, n in counts.items())
+    each = "; ".join(f"{r['item'].split(':')[0]}: {r['verdict']}" for r in rows)
+    return (f"At profile `{ctx.profile.name}` this chapter checked {len(rows)} of the paper's items ({tally}). "
+            f"{each}. The scorecard page holds them beside every other chapter's.")
 
 
 def record_table1(ctx) -> None:
@@ -224,26 +244,17 @@ def record_correlations(ctx, pairs, control, same_config: list[tuple[str, str]],
            "independent and permutation run; the quality gap too where the profile runs it); partly = at least one pair's does")
 
 
-def record_register(ctx, single_source_pairs: pd.DataFrame) -> None:
-    """The direct register test from the committed single-source pairs (`book.single_source`):
-    reproduced = every pair agrees on every single source (CI above its shuffled-label control and 0),
-    partly = on some, not = on none. Measured at one profile: others get "not attempted"."""
-    from twotower_lib.book import single_source
+def record_register(ctx) -> None:
+    """The direct register test, decided by the committed register study (`studies.register.report.verdict`,
+    read from results/register/book.json). Measured at one profile: others get "not attempted"."""
+    from twotower_lib.book import study_parts
 
-    table = single_source_pairs
-    if table.empty or table["profile"].iloc[0] != ctx.profile.name:
-        where = "" if table.empty else f" (measured at the {table['profile'].iloc[0]} profile)"
+    found = study_parts.verdict("register")
+    if found is None or found["profile"] != ctx.profile.name:
+        where = "" if found is None else f" (measured at the {found['profile']} profile)"
         record(ctx, "register", "", "not attempted", f"no single-source pairs at this profile{where}")
         return
-    found = single_source.holds_alone(table)
-    agrees = [len(e["agrees"]) for e in found.values()]
-    split = [len(e["agrees"]) + len(e["swapped"]) for e in found.values()]
-    alone = [len(e["alone"]) for e in found.values()]
-    verdict = "reproduced" if agrees == alone else "partly" if any(split) else "not"
-    record(ctx, "register", single_source.sentence(table), verdict,
-           "reproduced = every pair agrees on every single source; partly = some pair agrees, or splits the tokens "
-           "with its towers' roles swapped, on some source; not = none; one seed pair per corpus; "
-           "`results/register/single_source.json`")
+    record(ctx, "register", found["ours"], found["verdict"], found["note"])
 
 
 def record_frequency(ctx, table4_pairs, frequency: str = "frequency rank") -> None:
@@ -332,11 +343,14 @@ def record_ica(ctx, fig6_summary: dict, fig5_within_1: float, n_groups: int, tab
     conv = "" if converged else "; the ICA did not converge"
     where = f" (d = {d}: the number of groups a word can join grows with d)" if d else ""
     gauss = 0.683
-    v5 = ("reproduced" if abs(fig5_within_1 - 0.80) <= 0.05 else "partly" if fig5_within_1 > gauss else "not")
+    from twotower_lib.analysis.word_groups import PAPER_FIG6, PAPER_WITHIN_1
+
+    v5 = ("reproduced" if abs(fig5_within_1 - PAPER_WITHIN_1) <= 0.05 else "partly" if fig5_within_1 > gauss else "not")
     record(ctx, "fig5", f"{fig5_within_1:.0%} of the values within [-1, 1]", v5,
            (f"d = {d}; " if d else "") + f"components scaled to unit variance; a Gaussian would give {gauss:.0%}{conv}")
-    near = [abs(fig6_summary["share_one"] - 0.45) <= 0.10, abs(fig6_summary["share_none"] - 0.13) <= 0.10,
-            abs(fig6_summary["mean_groups"] - 1.45) <= 0.3]
+    near = [abs(fig6_summary["share_one"] - PAPER_FIG6["share_one"]) <= 0.10,
+            abs(fig6_summary["share_none"] - PAPER_FIG6["share_none"]) <= 0.10,
+            abs(fig6_summary["mean_groups"] - PAPER_FIG6["mean_groups"]) <= 0.3]
     record(ctx, "fig6", f"{fig6_summary['share_one']:.0%} in exactly one group, {fig6_summary['share_none']:.0%} in none, "
            f"{fig6_summary['mean_groups']:.2f} groups per word",
            "reproduced" if all(near) else "partly" if any(near) else "not",

@@ -5,9 +5,12 @@ companion".
 hezq06/ncautil) does something other than the paper says: what each side does, a link to the line at
 a pinned commit, what this library does by default (the text, wherever the two disagree), and the
 option that gives the other side. What each difference changes (every pair's r in both score
-variants with its bootstrap interval, and both tower-order rules for every run) is measured by the study `studies.released` writes it to results/released/<profile>.json with its
-provenance, and `to_markdown` renders the page's table from it, so no number on the page is typed by
-hand.
+variants with its bootstrap interval, and both tower-order rules for every run) is measured by
+`studies.released.runner`, which writes results/released/<profile>.json with its provenance;
+`to_markdown` renders the page's table from it and `write_book` puts the page's parts into
+results/released/book.json, which the book reads, so no number on the page is typed by hand.
+
+    python -m studies.released book
 """
 
 from __future__ import annotations
@@ -235,3 +238,13 @@ def to_markdown(found: dict | None, recipes: dict | None = None) -> str:
         note += (f"\n*{older[:1].upper()}{older[1:]} (section 02). `{found.get('command', 'python -m studies.released')}` "
                  "re-measures it on a pipeline run probed with the current version.*\n")
     return head + "\n".join(rows) + "\n" + note
+
+
+def write_book(profile: str = "cpu") -> Path:
+    """The page's table and the introduction's ELMo sentence into `results/released/book.json`."""
+    from twotower_lib.book import study_parts
+
+    found, recipes = load(profile), load_recipes()
+    parts = {"RELEASED": to_markdown(found, recipes), "RELEASED_ELMO": elmo_sentence(found)}
+    inputs = [p for p in (RESULTS / f"{profile}.json", RECIPES) if p.is_file()]
+    return study_parts.write(RESULTS, parts, {}, inputs, "python -m studies.released book")

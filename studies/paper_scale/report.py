@@ -1,6 +1,8 @@
-"""The paper-scale page (`book/paper_scale.md`): the GPU tests' committed logs, the throughput bench and
-Table 2 at Table 1 sizes, read from `results/gpu/` (the study `studies.paper_scale` packs the GPU runs
-and writes `paper_cases.json`), and the page's numbers (`numbers`).
+"""The paper-scale page's parts (`book/paper_scale.md`): the GPU tests' committed logs, the throughput
+bench and Table 2 at Table 1 sizes, read from `results/gpu/`, and the page's numbers (`numbers`);
+`write_book` puts them in `results/gpu/book.json`, which the book reads.
+
+    python -m studies.paper_scale book
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from twotower_lib.artifacts import read_json
 from twotower_lib.book.paper_tables import number
 
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "gpu"
+INPUTS = ("bench_gpu.json", "bench_gpu_micro64.json", "paper_cases.json")
 
 
 def tests_markdown(results: Path = RESULTS) -> str:
@@ -112,3 +115,14 @@ def table2_markdown(path: Path = RESULTS / "paper_cases.json") -> str:
         f"{number(p['paper'])} |" for p in found["pairs"])
     return (cases + "\n\n" + pairs + f"\n\n*The {found['n_tokens']} most frequent tokens; intervals from "
             f"{found['bootstrap']} resamples of the {found['interval_unit']}; measured {found['created'][:10]}.*\n")
+
+
+def write_book(results: Path = RESULTS) -> Path:
+    """The page's parts and numbers into `results/book.json`, from the committed logs and results."""
+    from twotower_lib.book import study_parts
+
+    inputs = sorted(results.glob("gpu_tests_run*.log")) + [results / n for n in INPUTS if (results / n).is_file()]
+    parts = {"GPU_TESTS": tests_markdown(results), "GPU_BENCH": bench_markdown(results / "bench_gpu.json",
+                                                                               results / "bench_gpu_micro64.json"),
+             "GPU_TABLE2": table2_markdown(results / "paper_cases.json")}
+    return study_parts.write(results, parts, numbers(results), inputs, "python -m studies.paper_scale book")

@@ -7,7 +7,10 @@ corpus alone, beside the same pairs on the mixed corpus. Each corpus is a pipeli
 
 (hours of CPU per source), so the study `studies.register` collects the pairs once into
 `results/register/single_source.json` (with the probe version, provenance and these commands), and
-section 03 shows them from there.
+`write_book` puts what section 03 and the introduction show — the table, the finding in words and the
+scorecard's verdict — into `results/register/book.json`, which the book reads.
+
+    python -m studies.register book
 """
 
 from __future__ import annotations
@@ -130,3 +133,43 @@ def sentence(table: pd.DataFrame | None = None) -> str:
                   if older else "")
     return (f"Trained on one source of the corpus alone (`{profile}` profile, one seed pair per corpus), "
             + "; ".join(parts) + "." + older_note)
+
+
+def verdict(table: pd.DataFrame) -> dict[str, str] | None:
+    """The scorecard's register verdict from the pairs: reproduced = every pair agrees on every single source
+    (interval above its shuffled-label control and 0), partly = some pair agrees, or splits the tokens with its
+    towers' roles swapped, on some source; not = none. None when nothing was collected."""
+    if table.empty:
+        return None
+    found = holds_alone(table)
+    agrees = [len(e["agrees"]) for e in found.values()]
+    split = [len(e["agrees"]) + len(e["swapped"]) for e in found.values()]
+    alone = [len(e["alone"]) for e in found.values()]
+    return {"profile": str(table["profile"].iloc[0]), "ours": sentence(table),
+            "verdict": "reproduced" if agrees == alone else "partly" if any(split) else "not",
+            "note": "reproduced = every pair agrees on every single source; partly = some pair agrees, or splits the "
+                    "tokens with its towers' roles swapped, on some source; not = none; one seed pair per corpus; "
+                    "`results/register/single_source.json`"}
+
+
+def table_html(table: pd.DataFrame) -> str:
+    """The committed pairs as section 03 shows them: corpus, pair, r with its interval, the controls and ceilings."""
+    if table.empty:
+        return "<p><em>No single-source pairs are committed.</em></p>"
+    from twotower_lib.book.tables import reader_html
+
+    shown = table[["corpus", "pair", "r", "ci_low", "ci_high", "r mean log p", "shuffled labels", "text ceiling",
+                   "probe ceiling", "order margin", "training tokens"]]
+    return reader_html(shown.round(3))
+
+
+def write_book(path: Path = RESULT) -> Path:
+    """Section 03's table, the finding in words (section 03 and the introduction: `REGISTER`) and the
+    scorecard's verdict into `results/register/book.json`."""
+    from twotower_lib.book import study_parts
+
+    table = load(path)
+    found = verdict(table)
+    return study_parts.write(path.parent, {"REGISTER": sentence(table), "REGISTER_TABLE": table_html(table)}, {},
+                             [path] if path.is_file() else [], "python -m studies.register book",
+                             verdicts={"register": found} if found else {})

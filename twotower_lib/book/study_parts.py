@@ -1,0 +1,84 @@
+"""What the committed studies give the book, as files: each study's report writes
+`results/<study>/book.json`, holding the Markdown of the page parts it owns (a page's
+`<!-- NAME: ... -->` placeholder, e.g. `GPU_BENCH`, or a part a chapter shows with `part`), the numbers
+of its prose (`{{ key }}`) and the scorecard verdicts it decides (`verdict`), with the hashes of the
+result files they were made from. The book fills its pages from those files, so the
+library never imports a study, and a part whose results changed since it was written is stale
+(`stale`): the book build refuses it and names the command that rewrites it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from twotower_lib.artifacts import atomic_write_json, provenance, read_json, sha256_file
+from twotower_lib.book.sections import PROJECT_ROOT
+from twotower_lib.errors import UserError
+
+RESULTS = PROJECT_ROOT / "results"
+FILE = "book.json"
+
+
+def write(folder: Path, parts: dict[str, str], numbers: dict[str, str], inputs: list[Path], command: str,
+          verdicts: dict[str, dict] | None = None) -> Path:
+    """Write a study's `book.json` into `folder` (its results folder): `parts` by placeholder name, `numbers`
+    by key, `verdicts` by scorecard item (profile, ours, verdict, note), and the sha256 of every input file
+    (paths relative to the project) it was computed from."""
+    missing = [str(p) for p in inputs if not p.is_file()]
+    if missing:
+        raise UserError(f"the book parts of {folder} are computed from files that do not exist: {missing}")
+    hashes = {_relative(p): sha256_file(p) for p in sorted(inputs)}
+    path = folder / FILE
+    atomic_write_json(path, {"command": command, "parts": parts, "numbers": numbers, "verdicts": verdicts or {},
+                             "inputs": hashes, "provenance": provenance()})
+    return path
+
+
+def _relative(path: Path) -> str:
+    path = path.resolve()
+    return path.relative_to(PROJECT_ROOT).as_posix() if path.is_relative_to(PROJECT_ROOT) else str(path)
+
+
+def stale(results: Path = RESULTS) -> list[str]:
+    """Every study's `book.json` whose input files changed (or vanished) since it was written, with the
+    command that rewrites it."""
+    out = []
+    for path in sorted(results.glob(f"*/{FILE}")):
+        found = read_json(path)
+        root = results.parent
+        changed = [name for name, digest in found.get("inputs", {}).items()
+                   if not (root / name).is_file() or sha256_file(root / name) != digest]
+        if changed:
+            out.append(f"{path.relative_to(root)} (from {', '.join(changed)}): run `{found.get('command', '?')}`")
+    return out
+
+
+def load(results: Path = RESULTS) -> tuple[dict[str, str], dict[str, str]]:
+    """Every committed study's page parts and prose numbers; a name two studies both claim is an error."""
+    parts: dict[str, str] = {}
+    numbers: dict[str, str] = {}
+    owner: dict[str, Path] = {}
+    for path in sorted(results.glob(f"*/{FILE}")):
+        found = read_json(path)
+        for kind, into in (("parts", parts), ("numbers", numbers)):
+            for name, value in found.get(kind, {}).items():
+                if name in owner:
+                    raise UserError(f"{path} and {owner[name]} both give the book's {name!r}")
+                owner[name] = path
+                into[name] = value
+    return parts, numbers
+
+
+def part(name: str, results: Path = RESULTS) -> str:
+    """One committed page part by name (a chapter shows it), or a line saying which study has not written it."""
+    parts, _ = load(results)
+    return parts.get(name, f"*Not committed yet: no study's results/<study>/{FILE} gives {name!r}.*")
+
+
+def verdict(item: str, results: Path = RESULTS) -> dict | None:
+    """The scorecard verdict a study decides for `item` (profile, ours, verdict, note), or None."""
+    for path in sorted(results.glob(f"*/{FILE}")):
+        found = read_json(path).get("verdicts", {})
+        if item in found:
+            return found[item]
+    return None
