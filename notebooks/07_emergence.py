@@ -25,7 +25,8 @@
 # snapshot is probed as in section 02, and two runs' preference scores are correlated over the most
 # frequent tokens as in section 03. The curves take hours of CPU time, so they are computed once by
 # `python -m studies.emergence --all` and committed (`results/emergence/`, each with its
-# configuration, data hash, code version and packages); this chapter reads them.
+# configuration, data hash, code version and packages); the study's report writes what this chapter
+# shows into `results/emergence/book.json`, and this chapter reads it.
 
 # %% tags=["parameters"]
 profile = None   # None: $TWOTOWER_PROFILE, else cpu; or tiny | cpu-long | gpu | paper (twotower_lib.book.profiles)
@@ -33,15 +34,13 @@ runs_dir = None  # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the p
 
 # %% tags=["hide-cell"]
 import pandas as pd
-from IPython.display import Markdown, display
+from IPython.display import HTML, Markdown
 
-from twotower_lib.analysis import seed_spread
-from twotower_lib.book import charts, publish, sections
-from twotower_lib.book import emergence_curves as em
+from twotower_lib.book import charts, publish, sections, study_parts
 
 ctx = sections.open_section("07_emergence", globals())
 charts.enable()
-curves = em.load_curves()
+part = study_parts.part  # the study's parts: Markdown, reader tables (HTML) and charts (Vega-Lite JSON)
 
 # %% [markdown]
 # ## The result
@@ -52,14 +51,10 @@ curves = em.load_curves()
 # training.
 
 # %%
-Markdown(em.result_box(curves) + "\n" + seed_spread.RULE)
+Markdown(part("EMERGENCE_RESULT"))
 
 # %%
-spread = em.seed_spread(curves[curves["tokens"] > 0])
-charts.curve_with_band(spread, "tokens", "r", "r_min", "r_max", "config",
-                       title="Same configuration, different seeds: mean r over seed pairs and their range",
-                       x_title="tokens seen (log scale)", y_title="Pearson r", log_x=True, panel="model_type",
-                       reference=(em.PAPER_R, "the paper, Bert-large run 1 vs run 2"))
+charts.SavedChart(part("EMERGENCE_CHART"))
 
 # %% [markdown]
 # One line per configuration, one panel per tower family; the band runs from the lowest to the
@@ -79,10 +74,10 @@ charts.curve_with_band(spread, "tokens", "r", "r_min", "r_max", "config",
 # every one, hours on 2 cores); `python -m twotower_lib run 07_emergence` rebuilds this chapter.
 
 # %%
-Markdown("Measured with " + em.probes_used(curves) + ".")
+Markdown(part("EMERGENCE_PROBES_TEXT"))
 
 # %%
-em.study_table(curves)
+HTML(part("EMERGENCE_STUDY_TABLE"))
 
 # %% [markdown]
 # ## Which tower is primary?
@@ -96,10 +91,10 @@ em.study_table(curves)
 # configuration share runs, so this describes; it is not a test).
 
 # %%
-charts.gap_scatter(em.gap_points(curves))
+charts.SavedChart(part("EMERGENCE_GAP_CHART"))
 
 # %%
-em.margin_relation(curves)
+HTML(part("EMERGENCE_MARGIN_TABLE"))
 
 # %% [markdown]
 # ## How much r moves between seeds
@@ -108,8 +103,7 @@ em.margin_relation(curves)
 # deviation and range, and the mean order-free strength.
 
 # %%
-spread = em.seed_spread(curves)
-spread[spread["pairs"] > 1]
+HTML(part("EMERGENCE_SPREAD_TABLE"))
 
 # %% [markdown]
 # ### Measured again with the current probe
@@ -122,13 +116,10 @@ spread[spread["pairs"] > 1]
 # smaller of the two runs' tower gaps.
 
 # %%
-display(Markdown(em.probe_comparison_note("gpt-cpu-v8192-2M-4seeds")))
-em.probe_comparison("gpt-cpu-v8192-2M-4seeds")
+HTML(part("EMERGENCE_COMPARED_TABLE"))
 
 # %%
-for config in ("bert-cpu-small-v8192-16M", "bert-cpu-small-v8192-16M-s3s4"):
-    display(Markdown(em.probe_comparison_note(config)))
-    display(em.probe_comparison_along(config))
+HTML(part("EMERGENCE_ALONG_TABLE"))
 
 # %% [markdown]
 # ## Width, depth, vocabulary and tower family
@@ -142,9 +133,7 @@ for config in ("bert-cpu-small-v8192-16M", "bert-cpu-small-v8192-16M-s3s4"):
 # row with its numbers.
 
 # %%
-by_size = em.measured(curves, ["bert-cpu-v8192", "bert-cpu-small-v8192", "bert-cpu-wide-v8192",
-                               "bert-cpu-deep-v8192", "bert-cpu-v4096", "gpt-cpu-v8192", "elmo-cpu-v8192"])
-em.size_table(curves, by_size)
+HTML(part("EMERGENCE_SIZES_TABLE"))
 
 # %% [markdown]
 # ## The learning-rate schedule at the default's budgets
@@ -156,13 +145,10 @@ em.size_table(curves, by_size)
 # ceiling. GPT first, then BERT.
 
 # %%
-schedules = em.measured(curves, ["gpt-cpu-v8192-1M", "gpt-cpu-v8192-1M-lr3e-3", "gpt-cpu-v8192-1M-const"])
-em.run_ends(curves, schedules)
+HTML(part("EMERGENCE_SCHEDULES_TABLE"))
 
 # %%
-bert_schedules = em.measured(curves, ["bert-cpu-small-v8192", "bert-cpu-small-v8192-4M-const",
-                                      "bert-cpu-v8192-2M-const"])
-em.run_ends(curves, bert_schedules)
+HTML(part("EMERGENCE_BERT_SCHEDULES_TABLE"))
 
 # %% [markdown]
 # A rate decayed to 0 can leave a run's two towers almost equally good, and such runs agree with no
@@ -192,7 +178,7 @@ publish.same_config_table(published)
 # ## Summary
 
 # %%
-Markdown(em.summary(curves))
+Markdown(part("EMERGENCE_SUMMARY"))
 
 # %%
-ctx.finish(configs=sorted(curves["config"].unique()));
+ctx.finish(parts=sorted(k for k in study_parts.load()[0] if k.startswith("EMERGENCE_")));

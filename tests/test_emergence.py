@@ -9,7 +9,7 @@ import pytest
 
 from twotower_lib.artifacts import read_json
 from studies.emergence import study as es
-from twotower_lib.book import emergence_curves as ec
+from studies.emergence import report as ec
 from twotower_lib.errors import UserError
 from twotower_lib.probe import ProbeConfig
 from twotower_lib.probe_config import PROBE_VERSION, probe_label
@@ -84,8 +84,6 @@ def test_a_study_with_three_seeds_writes_one_curve_per_pair(tiny_data, tmp_path)
     for _, row in spread.iterrows():
         rs = curves.loc[curves["tokens"] == row["tokens"], "r"]
         assert row["r"] == pytest.approx(rs.mean()) and row["r_min"] == rs.min() and row["r_max"] == rs.max()
-    assert ec.first_crossing(curves).loc["three", "seed pairs"] == 3
-    assert "mean of 3 seed pairs" in ec.describe(curves, ec.first_crossing(curves))
     manifest = read_json(path.with_suffix(".json"))
     assert manifest["pairs"] == ["s1-s2", "s1-s3", "s2-s3"] and len(manifest["runs"]) == 3
     assert manifest["runs"] == [f"three/gpt-s{i}" for i in (1, 2, 3)]  # relative to the runs directory
@@ -168,33 +166,6 @@ def test_runs_without_common_snapshots_are_refused(tiny_pair, tmp_path):
         es.common_snapshots(tiny_pair[0], tmp_path / "empty")
 
 
-def test_first_crossing_and_extrapolation():
-    curves = pd.DataFrame({"config": ["a"] * 4 + ["b"] * 3,
-                           "tokens": [0, 1000, 2000, 4000, 0, 1000, 2000],
-                           "r": [0.0, 0.3, 0.62, 0.7, 0.1, 0.2, 0.3]})
-    crossing = ec.first_crossing(curves, 0.6)
-    assert crossing.loc["a", "tokens to r >= 0.6"] == 2000 and np.isnan(crossing.loc["b", "tokens to r >= 0.6"])
-    assert crossing.loc["b", "best r"] == 0.3
-    # b rises 0.1 per doubling from 0.2 at 1000 tokens: 0.6 is four doublings later
-    assert ec.extrapolate(curves[curves["config"] == "b"], 0.6) == pytest.approx(16000, rel=1e-6)
-    # signs that flip with Eq. 3's ordering do not hide a rising strength of agreement
-    flipping = pd.DataFrame({"tokens": [1000, 2000, 4000], "r": [0.2, -0.3, 0.4]})
-    assert ec.extrapolate(flipping, 0.6) == pytest.approx(16000, rel=1e-6)
-    flat = pd.DataFrame({"tokens": [1000, 2000], "r": [0.3, 0.3]})
-    assert np.isnan(ec.extrapolate(flat, 0.6))
-    text = ec.describe(curves, crossing, 0.6)
-    assert "1 of 2 configurations reached" in text and "16,000 tokens" in text
-    # no trend from one trained point, and the text says why
-    more = pd.concat([curves, pd.DataFrame({"config": ["c", "c"], "tokens": [0, 1000], "r": [0.0, 0.4]})])
-    text = ec.describe(more, ec.first_crossing(more, 0.6), 0.6)
-    assert "**c**" in text and "probed at the end of training only" in text.split("**c**")[1]
-    # a configuration that reached the threshold and fell back says so; one that stays above does not
-    fell = pd.concat([curves, pd.DataFrame({"config": ["d"] * 3, "tokens": [0, 1000, 2000], "r": [0.0, 0.7, 0.4]})])
-    text = ec.describe(fell, ec.first_crossing(fell, 0.6), 0.6)
-    assert "first reached r ≥ 0.6 at 1,000 tokens (highest 0.70, at 1,000) and ends below it" in text.split("**d**")[1]
-    assert "ends below it" not in text.split("**a**")[1].split("**")[0]
-
-
 def test_cli_refuses_unknown_configurations():
     import subprocess
     import sys
@@ -212,42 +183,6 @@ def test_study_presets_exist_and_differ_in_width_depth_vocabulary():
     assert sizes["bert-cpu-wide-v8192"].hidden == 2 * sizes["bert-cpu-v8192"].hidden
     assert sizes["bert-cpu-deep-v8192"].n_layer == 2 * sizes["bert-cpu-v8192"].n_layer
     assert es.STUDY["bert-cpu-v4096"].vocab_size == 4096
-
-
-def test_budget_table_turns_the_trend_into_hours_and_budget_multiples(tmp_path):
-    from twotower_lib.artifacts import atomic_write_json
-
-    # the slower run shared the machine: the table uses the fastest measured speed
-    atomic_write_json(tmp_path / "b.json", {"config": {"train_tokens": 2000}, "train_minutes": [1.0, 0.5]})
-    curves = pd.DataFrame({"config": ["b"] * 3, "pair": ["s1-s2"] * 3, "tokens": [0, 1000, 2000], "r": [0.1, 0.2, -0.3]})
-    table = ec.budget_table(curves, 0.6, results_dir=tmp_path, budgets={"gpu": 32000})
-    row = table.loc["b"]
-    assert row["last tokens"] == 2000 and row["last mean |r|"] == pytest.approx(0.3)
-    assert row["trend: tokens to |r| = 0.6"] == pytest.approx(16000, rel=1e-6)  # |r| +0.1 per doubling
-    assert row["train tokens/s here"] == pytest.approx(2000 / 30)
-    assert row["CPU hours per run"] == pytest.approx(16000 / (2000 / 30) / 3600)
-    assert row["gpu budget / needed"] == pytest.approx(2.0)
-
-
-def test_profile_note_names_every_same_configuration_pair_and_its_budget():
-    from twotower_lib.book.profiles import get_profile
-
-    note = ec.profile_note(get_profile("cpu"))
-    assert "gpt (preset `cpu`) for 1,000,000 tokens" in note and "bert-large (preset `cpu`) for 2,000,000 tokens" in note
-    assert "no same-configuration pair" in ec.profile_note(get_profile("cpu").with_overrides({"train.cases": "gpt:1"}))
-
-
-def test_a_single_pair_crossing_is_flagged_with_the_measured_seed_spread():
-    rows = [("many", pair, t, r) for pair, rs in (("s1-s2", (0.0, 0.5)), ("s1-s3", (0.1, 0.7)), ("s2-s3", (0.0, 0.3)))
-            for t, r in zip((0, 1000), rs)]
-    rows += [("one", "s1-s2", 0, 0.0), ("one", "s1-s2", 1000, 0.65)]
-    curves = pd.DataFrame(rows, columns=["config", "pair", "tokens", "r"])
-    crossing = ec.first_crossing(curves, 0.6)
-    assert crossing.loc["one", "seed pairs"] == 1 and crossing.loc["one", "tokens to r >= 0.6"] == 1000
-    assert np.isnan(crossing.loc["many", "tokens to r >= 0.6"])  # its mean, 0.5, stays below 0.6 though one pair reached 0.7
-    text = ec.describe(curves, crossing, 0.6)
-    assert "one after 1,000 tokens (one seed pair)" in text
-    assert "SD 0.20 (many)" in text and "a hint, not a result" in text
 
 
 def test_margin_relation_correlates_abs_r_with_the_smaller_tower_gap():
@@ -291,7 +226,7 @@ def test_the_decisions_page_gets_every_number_from_the_committed_results():
     from twotower_lib.book.sections import PROJECT_ROOT
 
     page = (PROJECT_ROOT / "book" / "decisions.md").read_text()
-    values = decisions.numbers()
+    values = {**decisions.numbers(), **ec.numbers(ec.load_curves())}
     filled = decisions.fill(page, values)
     assert "{{" not in filled and len(decisions.KEY.findall(page)) > 50
     assert values["gpt_1m_pairs"] == "6" and values["bert_small_min"].startswith("−")  # computed, signs printed

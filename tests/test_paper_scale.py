@@ -87,6 +87,11 @@ def test_the_committed_book_parts_are_what_the_reports_write_now(tmp_path, monke
     table = register.load()
     assert parts["REGISTER"] == register.sentence(table) and parts["REGISTER_TABLE"] == register.table_html(table)
     assert study_parts.verdict("register") == register.verdict(table)
+    from studies.emergence import report as emergence
+
+    curves = emergence.load_curves()
+    assert {k: v for k, v in numbers.items() if not k.startswith("gpu_")} == emergence.numbers(curves)
+    assert {k: v for k, v in parts.items() if k.startswith("EMERGENCE_")} == emergence.book_parts(curves)
 
 
 def test_a_book_part_whose_results_changed_is_stale(tmp_path):

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from twotower_lib.book import emergence_curves as em
+from studies.emergence import report as em
 from twotower_lib.book import front, tables
 from twotower_lib.book.paper_tables import tokens_label
 from twotower_lib.book.sections import SectionContext, find_section

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from twotower_lib.artifacts import atomic_write_bytes, atomic_write_json, provenance, read_json
-from twotower_lib.book.emergence_curves import CURVE_COLUMNS, RESULTS_DIR  # the format the book reads
+from studies.emergence.report import CURVE_COLUMNS, RESULTS_DIR  # the format the report reads
 from twotower_lib.data.config import data_home
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import seed_pair_name
@@ -289,7 +289,8 @@ def portable_path(path: str | Path, root: str | Path, label: str) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("configs", nargs="*", help=f"study configurations: {', '.join(STUDY)}")
+    p.add_argument("configs", nargs="*", help=f"study configurations: {', '.join(STUDY)}; or `book`: rewrite the "
+                                              "book's parts from the committed curves")
     p.add_argument("--all", action="store_true", help="every configuration of the study except tiny-test")
     p.add_argument("--runs", default=None, help="where the pairs are trained (default: $TWOTOWER_RUNS/emergence)")
     p.add_argument("--results", default=str(RESULTS_DIR), help="where the curves are written")
@@ -306,6 +307,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from twotower_lib.book.profiles import runs_root
 
+    if args.configs == ["book"]:
+        from studies.emergence.report import write_book
+
+        print(f"book parts -> {write_book(Path(args.results))}")
+        return 0
     names = [n for n in STUDY if n != "tiny-test"] if args.all else args.configs
     if not names:
         raise UserError(f"name at least one configuration (or --all): {', '.join(STUDY)}")
@@ -319,4 +325,8 @@ def main(args: argparse.Namespace) -> int:
         path = run_study(STUDY[name], runs, args.results, top_n=args.top_n, n_boot=args.bootstrap,
                          min_tokens=args.min_tokens, data_dir=args.data, threads_per_run=args.threads_per_run)
         print(f"{name}: curve -> {path}")
+    if Path(args.results).resolve() == RESULTS_DIR.resolve():
+        from studies.emergence.report import write_book
+
+        print(f"book parts -> {write_book()}")
     return 0

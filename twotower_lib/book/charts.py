@@ -93,6 +93,16 @@ def mimebundle(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+class SavedChart:
+    """A chart saved as Vega-Lite JSON (e.g. a study's book part), displayed like a live one."""
+
+    def __init__(self, spec_json: str):
+        self.spec = json.loads(spec_json)
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
+        return mimebundle(self.spec)
+
+
 def _renderer(spec: dict[str, Any], **_: Any) -> dict[str, Any]:
     return mimebundle(spec)
 

@@ -42,11 +42,11 @@ def budget(profile: str = "cpu", probe_dir: Path = PROBE) -> pd.DataFrame:
         rows.append(("seeds", float(np.std(gpt["r"], ddof=1)), f"SD of r over {len(gpt)} GPT seed pairs",
                      f"results/seeds/{profile}/pairs.csv"))
     else:
-        from twotower_lib.book.emergence_curves import load_curves
+        from twotower_lib.book import study_parts
 
-        ends = load_curves(names=["gpt-cpu-v8192-2M-4seeds"]).groupby("pair").tail(1)["r"]
-        rows.append(("seeds", float(np.std(ends, ddof=1)), f"SD of r over {len(ends)} GPT seed pairs (2M tokens)",
-                     "results/emergence/gpt-cpu-v8192-2M-4seeds.parquet"))
+        n = study_parts.load()[1]   # the emergence study's four GPT seeds at 2M tokens
+        rows.append(("seeds", float(n["gpt_2m_sd"].replace("−", "-")), f"SD of r over {n['gpt_2m_pairs']} GPT seed "
+                     "pairs (2M tokens)", "results/emergence/book.json"))
     positions = read_json(probe_dir / "positions_cases.json")
     by = {row["probing"]: _pair_r(row) for row in positions["rows"]}
     most = max(by, key=lambda k: next(r["runs"][PAIR[0]]["train_positions"] for r in positions["rows"] if r["probing"] == k))

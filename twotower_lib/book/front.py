@@ -219,8 +219,6 @@ def scale_sentence(profile_name: str) -> str:
 def spread_sentence(profile_name: str) -> str:
     """The spread over seeds in one sentence: the profile's seed study where it has one, else the one
     committed configuration with four seeds (the emergence study's GPT at 2M tokens)."""
-    import numpy as np
-
     study = seeds.load(profile_name)
     if study is not None:
         t = seeds.family_table(study)
@@ -230,10 +228,11 @@ def spread_sentence(profile_name: str) -> str:
         return (f"**Spread over seeds.** Two runs of one configuration with different seeds agree, as a median "
                 f"over {int(t['pairs'].max())} seed pairs (in parentheses: their {CENTRAL[0]:.0%}–{CENTRAL[1]:.0%} percentile range): {fams}. Their controls' pairs "
                 f"reach |r| of {ctrl.max():.2f} at most; the paper's Bert-large pair reads 0.94.")
-    from twotower_lib.book.emergence_curves import load_curves
+    from twotower_lib.book import study_parts
 
-    name = "gpt-cpu-v8192-2M-4seeds"
-    ends = load_curves(names=[name]).groupby("pair").tail(1)["r"]
+    n = study_parts.load()[1]   # the emergence study's numbers (its four GPT seeds at 2M tokens)
+    if "gpt_2m_pairs" not in n:
+        return f"No seed study is committed for profile `{profile_name}` yet."
     return (f"No seed study is committed for profile `{profile_name}` yet. The one configuration trained with "
-            f"four seeds ({name}, emergence study): {len(ends)} pairs from {ends.min():+.2f} to {ends.max():+.2f}, "
-            f"mean {ends.mean():+.2f}, SD {np.std(ends, ddof=1):.2f}.")
+            f"four seeds (gpt-cpu-v8192-2M-4seeds, emergence study): {n['gpt_2m_pairs']} pairs from {n['gpt_2m_min']} "
+            f"to {n['gpt_2m_max']}, mean {n['gpt_2m_mean']}, SD {n['gpt_2m_sd']}.")

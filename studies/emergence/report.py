@@ -1,7 +1,11 @@
-"""The emergence study's committed curves, read and summarised for the book (section 07):
-the spread over seed pairs, each run's end, the first crossing of a threshold, the relation to
-the tower gap, the budget tables, and the paragraph that describes them. Nothing here trains or
-probes; the study (`python -m studies.emergence`, in `studies/emergence/`) produced the curves."""
+"""The emergence study's report: its committed curves (`results/emergence/*.parquet`, written by
+`studies.emergence.study`) read and summarised — the spread over seed pairs, each run's end, the relation
+to the tower gap, the comparisons of probes, sizes and schedules — and written as the book's parts
+(`write_book`: section 07's tables, charts and sentences, and the numbers of the decisions page) into
+`results/emergence/book.json`. Nothing here trains or probes.
+
+    python -m studies.emergence book
+"""
 
 from __future__ import annotations
 
@@ -136,20 +140,6 @@ def margin_relation(curves: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("model type")
 
 
-def first_crossing(curves: pd.DataFrame, threshold: float = 0.6) -> pd.DataFrame:
-    """Per configuration: the fewest tokens at which r (the mean over its seed pairs) reached `threshold`
-    (NaN if never), and the best r."""
-    rows = []
-    for name, g in seed_spread(curves).sort_values("tokens", kind="stable").groupby("config", sort=False):
-        hit = g[g["r"] >= threshold]
-        best = g.loc[g["r"].idxmax()]
-        rows.append({"config": name, "seed pairs": int(g["pairs"].max()),
-                     f"tokens to r >= {threshold}": hit["tokens"].iloc[0] if len(hit) else np.nan,
-                     "best r": best["r"], "at tokens": best["tokens"], "last tokens": g["tokens"].iloc[-1],
-                     "last r": g["r"].iloc[-1]})
-    return pd.DataFrame(rows).set_index("config")
-
-
 def study_table(curves: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration: what was varied and how far it was trained."""
     g = curves.groupby("config")
@@ -268,115 +258,18 @@ def size_table(curves: pd.DataFrame, configs: list[str] | None = None,
     return pd.DataFrame(rows).set_index("config")
 
 
-def extrapolate(g: pd.DataFrame, threshold: float, last: int = 3) -> float:
-    """Tokens at which a straight line through the last `last` points of |r| against log(tokens)
-    reaches `threshold` (NaN if the trend is flat or falling): what the trend predicts, no more.
-
-    |r|, not r: the sign can flip between snapshots when Eq. 3 names the other tower primary (see
-    `r_physical`), and a line through flipping signs predicts nothing. Several seed pairs: their mean |r|."""
-    g = g[g["tokens"] > 0].assign(abs_r=lambda d: d["r"].abs()).groupby("tokens")["abs_r"].mean()
-    g = g.sort_index().tail(last)
-    if len(g) < 2:
-        return float("nan")
-    slope, intercept = np.polyfit(np.log(g.index.to_numpy(float)), g.to_numpy(float), 1)
-    if slope <= 1e-3:
-        return float("nan")
-    return float(np.exp((threshold - intercept) / slope))
-
-
 def training_speed(results_dir: str | Path = RESULTS_DIR) -> pd.Series:
     """Per configuration: the fastest measured training speed of its runs, tokens/s (from the curve
     manifests; the fastest, because runs that shared the machine with other work ran slower)."""
     speeds = {}
     for path in sorted(Path(results_dir).glob("*.json")):
+        if not path.with_suffix(".parquet").is_file():    # a curve's manifest, not the book's parts
+            continue
         meta = read_json(path)
         minutes = [m for m in meta.get("train_minutes", []) if m > 0]
         if minutes:
             speeds[path.stem] = meta["config"]["train_tokens"] / (60 * min(minutes))
     return pd.Series(speeds, name="train tokens/s", dtype=float)
-
-
-def budget_table(curves: pd.DataFrame, threshold: float = 0.6, results_dir: str | Path = RESULTS_DIR,
-                 budgets: dict[str, int] | None = None) -> pd.DataFrame:
-    """What reaching `threshold` would take, per configuration: the tokens the |r| trend predicts (NaN when
-    it does not rise), the hours one run of that length trains on this machine at the measured speed,
-    and how many times each of `budgets` (name -> tokens per model, e.g. the gpu profile) covers it.
-    A straight line in log(tokens) is a guess, not a law: the default-size curve rose and then fell."""
-    speed = training_speed(results_dir)
-    spread = seed_spread(curves)
-    rows = []
-    for config, g in curves.groupby("config", sort=False):
-        last = spread[spread["config"] == config].sort_values("tokens").iloc[-1]
-        need = extrapolate(g, threshold)
-        row = {"config": config, "last tokens": int(last["tokens"]),
-               "last mean |r|": float(g.loc[g["tokens"] == last["tokens"], "r"].abs().mean()),
-               f"trend: tokens to |r| = {threshold}": need,
-               "train tokens/s here": speed.get(config, np.nan)}
-        row["CPU hours per run"] = need / row["train tokens/s here"] / 3600
-        for name, tokens in (budgets or {}).items():
-            row[f"{name} budget / needed"] = tokens / need
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("config")
-
-
-def describe(curves: pd.DataFrame, crossing: pd.DataFrame, threshold: float = 0.6) -> str:
-    """A few sentences of what the curves show, written from the numbers (for the book)."""
-    reached = crossing[crossing[f"tokens to r >= {threshold}"].notna()]
-    spread = seed_spread(curves)
-    lines = []
-    if len(reached):
-        items = [f"{c} after {int(t):,} tokens" + (" (one seed pair)" if crossing.loc[c, "seed pairs"] == 1 else
-                                                   f" (mean of {int(crossing.loc[c, 'seed pairs'])} seed pairs)")
-                 for c, t in reached[f"tokens to r >= {threshold}"].sort_values().items()]
-        lines.append(f"{len(reached)} of {len(crossing)} configurations reached r ≥ {threshold}: " + "; ".join(items) + ".")
-    else:
-        lines.append(f"No configuration reached r ≥ {threshold} within its budget.")
-    # how far one pair's r can be from its configuration's mean: the seed-to-seed SD where it was measured
-    sd = spread[spread["pairs"] > 2].dropna(subset=["r_sd"])
-    sd = sd[sd["tokens"] > 0].groupby("config")["r_sd"].last()
-    if len(sd) and (crossing["seed pairs"] == 1).any():
-        lines.append("A configuration with one seed pair gives one draw: where several seeds were trained, the r of "
-                     "single pairs at the last point scattered around their mean with SD "
-                     + ", ".join(f"{v:.2f} ({c})" for c, v in sd.items())
-                     + f", so a single pair's crossing of {threshold} is a hint, not a result.")
-    for config, row in crossing.iterrows():
-        g = curves[curves["config"] == config]
-        s = spread[spread["config"] == config]
-        untrained = s.loc[s["tokens"] == 0, "r"]
-        several = s["pairs"].max() > 1
-        text = (f"**{config}**: r = {row['last r']:.2f} at its last point ({int(row['last tokens']):,} tokens"
-                + (f", mean of {int(s['pairs'].max())} seed pairs, which range from {s['r_min'].iloc[-1]:+.2f} to "
-                   f"{s['r_max'].iloc[-1]:+.2f}" if several else "") + ")"
-                + (f", {untrained.iloc[0]:+.2f} untrained" if len(untrained) else ""))
-        low = g.loc[g["r"].idxmin()]
-        if low["r"] < -0.2:  # a strong shared pattern with the towers' roles swapped (see the margins)
-            text += (f"; at {int(low['tokens']):,} tokens r = {low['r']:+.2f}" + (f" (pair {low['pair']})" if several else "")
-                     + ": the two runs agree on how the vocabulary is split between their towers, but the tower Eq. 3 "
-                     "calls primary in one run matches the secondary tower of the other")
-        if not np.isnan(row[f"tokens to r >= {threshold}"]) and row["last r"] < threshold:   # reached, then lost
-            text += (f"; it first reached r ≥ {threshold} at {int(row[f'tokens to r >= {threshold}']):,} tokens (highest "
-                     f"{row['best r']:.2f}, at {int(row['at tokens']):,}) and ends below it")
-        if np.isnan(row[f"tokens to r >= {threshold}"]):
-            t = extrapolate(g, threshold)
-            if np.isfinite(t):
-                text += f"; the trend of |r| over its last points predicts {threshold} near {t:,.0f} tokens"
-            elif g.loc[g["tokens"] > 0, "tokens"].nunique() < 2:
-                text += "; it was probed at the end of training only, so there is no trend to extrapolate"
-            else:
-                text += "; |r| does not rise over its last points, so there is no trend to extrapolate"
-        lines.append(text + ".")
-    return "\n\n".join(lines)
-
-
-def profile_note(profile) -> str:
-    """One sentence on what a profile trains for its same-configuration pairs (model, preset, tokens),
-    to read next to the study's curves."""
-    models = list(dict.fromkeys(a[0] for a, _ in profile.same_config_pairs()))
-    if not models:
-        return f"This book's profile, `{profile.name}`, has no same-configuration pair."
-    items = [f"{m} (preset `{profile.models[m].preset}`) for {profile.tokens_for(m):,} tokens" for m in models]
-    return (f"This book's profile, `{profile.name}`, trains its same-configuration pair{'s' * (len(items) > 1)} "
-            + " and ".join(items) + "; section 03 gives what they reach.")
 
 
 PAPER_R = 0.94  # Table 2: Bert-large run 1 against run 2, where the paper's training ended
@@ -428,3 +321,150 @@ def summary(curves: pd.DataFrame) -> str:
         text += (" The runs share a division of the vocabulary more often than its sign: which tower ends up the "
                  "better one differs between seeds, so a single pair's r is one draw from a wide distribution.")
     return text
+
+
+def _n(x: float, digits: int = 2) -> str:
+    """A number as the page prints it: fixed digits, a true minus sign."""
+    return number(x, f".{digits}f")
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _snapshot(curves: pd.DataFrame, config: str, tokens: int | None = None) -> pd.DataFrame:
+    """A configuration's rows (one per seed pair) at the snapshot nearest `tokens` (None: its last)."""
+    g = curves[curves["config"] == config]
+    if g.empty:
+        raise UserError(f"the decisions page needs the emergence curve {config!r}, which results/emergence/ lacks; "
+                        f"produce it with  python -m studies.emergence {config}")
+    have = np.sort(g["tokens"].unique())
+    t = have[-1] if tokens is None else have[np.abs(have - tokens).argmin()]
+    return g[g["tokens"] == t]
+
+
+def _gaps(rows: pd.DataFrame) -> pd.Series:
+    """Every run's tower gap (Eq. 3's relative gap in mean p) at a snapshot, each run once."""
+    return pd.concat([rows.set_index(rows["pair"].str.split("-").str[0])["margin_a"],
+                      rows.set_index(rows["pair"].str.split("-").str[1])["margin_b"]]).groupby(level=0).first()
+
+
+def _pairs(prefix: str, curves: pd.DataFrame, config: str) -> dict[str, str]:
+    """A configuration's end (`curves.run_ends`: mean, SD and range of r over its seed pairs, validation
+    loss), how many pairs are positive, and its runs' tower gaps."""
+    rows, end = _snapshot(curves, config), run_ends(curves, [config]).loc[config]
+    gaps = _gaps(rows)
+    return {f"{prefix}_pairs": str(int(end["seed pairs"])), f"{prefix}_mean": _n(end["r"]), f"{prefix}_sd": _n(end["r_sd"]),
+            f"{prefix}_min": _n(end["r_min"]), f"{prefix}_max": _n(end["r_max"]),
+            f"{prefix}_positive": str(int((rows["r"] > 0).sum())), f"{prefix}_loss": _n(end["val loss"]),
+            f"{prefix}_abs_min": _n(rows["r"].abs().min()), f"{prefix}_abs_max": _n(rows["r"].abs().max()),
+            f"{prefix}_tokens": tokens_label(end["tokens"]),
+            f"{prefix}_gap_min": _pct(gaps.min()), f"{prefix}_gap_max": _pct(gaps.max())}
+
+
+def _one(key: str, rows: pd.DataFrame) -> dict[str, str]:
+    """A one-pair snapshot: r, |r|, its 95% interval (resampling validation documents), the towers' gaps, and
+    where the curve records them r under the mean of log p and the validation-text ceiling."""
+    row, gaps = rows.iloc[0], _gaps(rows)
+    return {key: _n(row["r"]), f"{key}_abs": _n(abs(row["r"])), f"{key}_at": tokens_label(row["tokens"]), f"{key}_ci": f"[{_n(row['ci_low'])}, {_n(row['ci_high'])}]",
+            f"{key}_gap_min": _pct(gaps.min()), f"{key}_gap_max": _pct(gaps.max()),
+            f"{key}_mean_log": _n(row["r_mean_log"]) if pd.notna(row["r_mean_log"]) else "not recorded",
+            f"{key}_ceiling": _n(row["ceiling"]) if pd.notna(row["ceiling"]) else "not measured"}
+
+
+def numbers(curves: pd.DataFrame) -> dict[str, str]:
+    """The `{{ key }}` numbers of the decisions page that come from the curves: the profiles' choices rest on them."""
+    out: dict[str, str] = {}
+    earlier = load_curves(EARLIER_DIR) if any(EARLIER_DIR.glob("*.parquet")) else curves.iloc[:0]
+    for prefix, config in (("bert_small", "bert-cpu-small-v8192"), ("bert_small_const", "bert-cpu-small-v8192-4M-const"),
+                           ("bert_large_const", "bert-cpu-v8192-2M-const"), ("gpt_1m", "gpt-cpu-v8192-1M"),
+                           ("gpt_1m_lr3", "gpt-cpu-v8192-1M-lr3e-3"), ("gpt_1m_const", "gpt-cpu-v8192-1M-const"),
+                           ("gpt_2m", "gpt-cpu-v8192-2M-4seeds")):
+        out.update(_pairs(prefix, curves, config))
+    for key, config, tokens in (("bert_large_1M", "bert-cpu-v8192", 1 << 20), ("bert_large_2M", "bert-cpu-v8192", 1 << 21),
+                                ("bert_large_4M", "bert-cpu-v8192", 1 << 22), ("bert_large_end", "bert-cpu-v8192", None),
+                                ("gpt_long_1M", "gpt-cpu-v8192", 1 << 20), ("gpt_long_2M", "gpt-cpu-v8192", 1 << 21),
+                                ("gpt_long_4M", "gpt-cpu-v8192", None), ("bert_base_16M", "bert-cpu-small-v8192-16M", None),
+                                ("bert_base_16M_at_4M", "bert-cpu-small-v8192-16M", 1 << 22),
+                                ("bert_base_16M_s3s4", "bert-cpu-small-v8192-16M-s3s4", None),
+                                ("bert_base_16M_s3s4_at_4M", "bert-cpu-small-v8192-16M-s3s4", 1 << 22),
+                                ("deep_1M", "bert-cpu-deep-v8192", 1 << 20), ("deep_2M", "bert-cpu-deep-v8192", 1 << 21),
+                                ("deep_4M", "bert-cpu-deep-v8192", None), ("wide_2M", "bert-cpu-wide-v8192", 1 << 21),
+                                ("wide_4M", "bert-cpu-wide-v8192", None), ("elmo_0", "elmo-cpu-v8192", 0),
+                                ("elmo_1M", "elmo-cpu-v8192", 1 << 20), ("elmo_2M", "elmo-cpu-v8192", None)):
+        out.update(_one(key, _snapshot(curves, config, tokens)))
+        if config in earlier["config"].values:   # measured again: the kept curve's point too, as `{key}_earlier`
+            kept = _snapshot(earlier, config, tokens)
+            if tokens is None or abs(kept["tokens"].iloc[0] - tokens) <= 0.1 * tokens:   # where it has that point
+                out.update(_one(f"{key}_earlier", kept))
+    deep = curves[(curves["config"] == "bert-cpu-deep-v8192") & (curves["tokens"] > 0)]
+    deep_gaps = pd.concat([deep["margin_a"], deep["margin_b"]])
+    out.update(deep_gap_min=_pct(deep_gaps.min()), deep_gap_max=_pct(deep_gaps.max()),
+               elmo_loss=_n(_snapshot(curves, "elmo-cpu-v8192")[["val_loss_a", "val_loss_b"]].mean(axis=None)),
+               v4096_max=_n(curves.loc[(curves["config"] == "bert-cpu-v4096") & (curves["tokens"] > 0), "r"].abs().max()))
+    relation = margin_relation(curves)["corr(|r|, smaller gap)"]
+    out.update(gap_corr_gpt=_n(relation["gpt"]), gap_corr_bert=_n(relation["bert"]))
+    speed = training_speed()
+    out.update(gpt_speed=f"{speed['gpt-cpu-v8192']:,.0f}", bert_speed=f"{speed['bert-cpu-v8192']:,.0f}",
+               elmo_speed=f"{speed['elmo-cpu-v8192']:,.0f}",
+               bert_over_gpt=f"{speed['bert-cpu-v8192'] / speed['gpt-cpu-v8192']:.1f}")
+    out["study_probe"] = probes_used(curves)
+    if "gpt-cpu-v8192-2M-4seeds" in earlier["config"].values:   # the same seeds with the earlier probe
+        out.update(_pairs("gpt_2m_earlier", earlier, "gpt-cpu-v8192-2M-4seeds"))
+    for key, config in (("gpt_2m", "gpt-cpu-v8192-2M-4seeds"), ("bert_base_16M", "bert-cpu-small-v8192-16M")):
+        out[f"{key}_probe"] = curves.loc[curves["config"] == config, "probe"].iloc[0]
+        if config in earlier["config"].values:
+            out[f"{key}_earlier_probe"] = earlier.loc[earlier["config"] == config, "probe"].iloc[0]
+    return out
+
+
+# What section 07 shows beyond its result: the probe comparisons, and the configurations compared by size
+# and by schedule.
+COMPARED = "gpt-cpu-v8192-2M-4seeds"
+ALONG = ("bert-cpu-small-v8192-16M", "bert-cpu-small-v8192-16M-s3s4")
+SIZES = ("bert-cpu-v8192", "bert-cpu-small-v8192", "bert-cpu-wide-v8192", "bert-cpu-deep-v8192", "bert-cpu-v4096",
+         "gpt-cpu-v8192", "elmo-cpu-v8192")
+SCHEDULES = ("gpt-cpu-v8192-1M", "gpt-cpu-v8192-1M-lr3e-3", "gpt-cpu-v8192-1M-const")
+BERT_SCHEDULES = ("bert-cpu-small-v8192", "bert-cpu-small-v8192-4M-const", "bert-cpu-v8192-2M-const")
+
+
+def book_parts(curves: pd.DataFrame) -> dict[str, str]:
+    """Section 07's parts, by name: Markdown (`*_TEXT`, `RESULT`, `SUMMARY`), reader tables as HTML (`*_TABLE`)
+    and charts as Vega-Lite JSON (`*_CHART`)."""
+    from twotower_lib.analysis import seed_spread as spread_rule
+    from twotower_lib.book import charts
+    from twotower_lib.book.tables import reader_html
+
+    ends = seed_spread(curves[curves["tokens"] > 0])
+    spread = seed_spread(curves)
+    along = "".join(f"<p>{probe_comparison_note(c)}</p>" + reader_html(probe_comparison_along(c)) for c in ALONG)
+    return {
+        "EMERGENCE_RESULT": result_box(curves) + "\n" + spread_rule.RULE,
+        "EMERGENCE_CHART": charts.curve_with_band(
+            ends, "tokens", "r", "r_min", "r_max", "config",
+            title="Same configuration, different seeds: mean r over seed pairs and their range",
+            x_title="tokens seen (log scale)", y_title="Pearson r", log_x=True, panel="model_type",
+            reference=(PAPER_R, "the paper, Bert-large run 1 vs run 2")).to_json(),
+        "EMERGENCE_PROBES_TEXT": "Measured with " + probes_used(curves) + ".",
+        "EMERGENCE_STUDY_TABLE": reader_html(study_table(curves)),
+        "EMERGENCE_GAP_CHART": charts.gap_scatter(gap_points(curves)).to_json(),
+        "EMERGENCE_MARGIN_TABLE": reader_html(margin_relation(curves)),
+        "EMERGENCE_SPREAD_TABLE": reader_html(spread[spread["pairs"] > 1]),
+        "EMERGENCE_COMPARED_TABLE": f"<p>{probe_comparison_note(COMPARED)}</p>" + reader_html(probe_comparison(COMPARED)),
+        "EMERGENCE_ALONG_TABLE": along,
+        "EMERGENCE_SIZES_TABLE": reader_html(size_table(curves, measured(curves, list(SIZES)))),
+        "EMERGENCE_SCHEDULES_TABLE": reader_html(run_ends(curves, measured(curves, list(SCHEDULES)))),
+        "EMERGENCE_BERT_SCHEDULES_TABLE": reader_html(run_ends(curves, measured(curves, list(BERT_SCHEDULES)))),
+        "EMERGENCE_SUMMARY": summary(curves)}
+
+
+def write_book(results_dir: Path = RESULTS_DIR) -> Path:
+    """Section 07's parts and the decisions page's numbers into `results/emergence/book.json`, from the
+    committed curves (and the earlier probe's, kept beside them)."""
+    from twotower_lib.book import study_parts
+
+    curves = load_curves(results_dir)
+    inputs = sorted(Path(results_dir).glob("*.parquet")) + sorted(Path(results_dir).glob("*.json"))
+    inputs += sorted((Path(results_dir) / "earlier-probe").glob("*"))
+    return study_parts.write(Path(results_dir), book_parts(curves), numbers(curves),
+                             [p for p in inputs if p.name != study_parts.FILE], "python -m studies.emergence book")
