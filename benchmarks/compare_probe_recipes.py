@@ -36,7 +36,7 @@ def main() -> None:
     from twotower_lib.data import load_prepared
     from twotower_lib.preference import load_artifact
     from twotower_lib.probe import PROBE_VERSION, ProbeConfig, probe_run
-    from twotower_lib.book.probe_studies import DEFAULT_RECIPE
+    from studies.probe.report import DEFAULT_RECIPE
     from twotower_lib.book.profiles import get_profile, profile_dir
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

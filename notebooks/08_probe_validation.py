@@ -26,7 +26,11 @@ profile = None   # None: $TWOTOWER_PROFILE, else cpu (only its name is shown; th
 runs_dir = None  # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
 
 # %% tags=["hide-cell"]
-from twotower_lib.book import charts, error_budget, probe_studies as probing, sections
+from IPython.display import HTML
+
+from twotower_lib.book import charts, error_budget, sections, study_parts
+
+part = lambda name: HTML(study_parts.part(name))  # noqa: E731  (a study table, as `python -m studies.probe book` wrote it)
 
 ctx = sections.open_section("08_probe_validation", globals())
 charts.enable()
@@ -55,7 +59,7 @@ budget.set_index("source").round(3)
 # of validation loss per head.
 
 # %%
-probing.reliability_benchmark()
+part("PROBE_RELIABILITY")
 
 # %% [markdown]
 # ## Is the probe at its optimum? Two parametrisations, two answers
@@ -74,7 +78,7 @@ probing.reliability_benchmark()
 # tower, a higher one for BERT's stronger tower: neither recipe is at the optimum everywhere.
 
 # %%
-probing.probe_change()
+part("PROBE_CHANGE")
 
 # %% [markdown]
 # Then each recipe trained longer (`drops2`: the first two plateaus, at a tolerance of 0.001 nats,
@@ -89,7 +93,7 @@ probing.probe_change()
 # book is read through an instrument whose own error is as large as the differences between recipes.
 
 # %%
-probing.reliability_benchmark(probing.RESULTS / "whitening.json")
+part("PROBE_WHITENING")
 
 # %% [markdown]
 # ### What the two recipes disagree about
@@ -177,14 +181,13 @@ probing.reliability_benchmark(probing.RESULTS / "whitening.json")
 # between two runs is read against it as against the two ceilings.
 
 # %%
-optimum = probing.optimum_benchmark()
-optimum.get("recipes", "not measured yet: python benchmarks/probe_optimum.py --out results/probe/optimum/NAME.json")
+part("PROBE_OPTIMUM_RECIPES")
 
 # %%
-optimum.get("counterparts")
+part("PROBE_OPTIMUM_COUNTERPARTS")
 
 # %%
-optimum.get("agreement")
+part("PROBE_OPTIMUM_AGREEMENT")
 
 # %% [markdown]
 # ### Does the recipe move the between-run correlations?
@@ -205,10 +208,10 @@ optimum.get("agreement")
 # probe seed.
 
 # %%
-probing.probe_change(probing.RESULTS / "defined_cases.json")
+part("PROBE_DEFINED")
 
 # %%
-probing.probe_change(probing.RESULTS / "defined_cases.json", between_runs=True)
+part("PROBE_DEFINED_PAIRS")
 
 # %% [markdown]
 # The defined head at 198k positions pays 0.03–0.07 nats of validation loss for its ridge, so its
@@ -220,7 +223,7 @@ probing.probe_change(probing.RESULTS / "defined_cases.json", between_runs=True)
 # ranges over 0.23–0.42 at this model size: the instrument alone moves a pair's r by about ±0.1.
 
 # %%
-probing.probe_change(probing.RESULTS / "positions_800k_cases.json", between_runs=True)
+part("PROBE_800K_PAIRS")
 
 # %% [markdown]
 # ### Where r stops moving with the probe's training data
@@ -241,11 +244,10 @@ probing.probe_change(probing.RESULTS / "positions_800k_cases.json", between_runs
 # seeds at 2M tokens spread with SD 0.43 (section 07), far more than the probe's data moves r.
 
 # %%
-positions = probing.training_positions()
-positions["pairs"]
+part("PROBE_POSITIONS_PAIRS")
 
 # %%
-positions["runs"]
+part("PROBE_POSITIONS_RUNS")
 
 # %% [markdown]
 # Is that error noise of the probe's training data, or a bias of heads trained on little of it? Two
@@ -266,14 +268,13 @@ positions["runs"]
 # independent draws of blocks are what another probe of the run would see.
 
 # %%
-positions["agreement"]
+part("PROBE_POSITIONS_AGREEMENT")
 
 # %%
-noise = probing.probe_data_noise()
-noise["runs"]
+part("PROBE_NOISE_RUNS")
 
 # %%
-noise["pairs"]
+part("PROBE_NOISE_PAIRS")
 
 # %% [markdown]
 # The Bert-large pair and Table 2's four GPT–Bert-large pairs, each run probed with the most positions
@@ -286,8 +287,7 @@ noise["pairs"]
 # heads saw beyond 0.04; the same-configuration pairs move by 0.06–0.09, in both directions.
 
 # %%
-largest = probing.training_positions(probing.RESULTS / "positions_largest.json")
-largest["pairs"]
+part("PROBE_LARGEST_PAIRS")
 
 # %% [markdown]
 # ## Probe recipes on the same runs
@@ -312,14 +312,13 @@ largest["pairs"]
 # jobs, so they compare nothing; `benchmarks/bench_probe.py` times the recipes side by side.
 
 # %%
-recipes = probing.recipe_comparison()
-recipes.get("runs", "not measured yet: python benchmarks/compare_probe_recipes.py")
+part("PROBE_RECIPES_RUNS")
 
 # %%
-recipes.get("pairs")
+part("PROBE_RECIPES_PAIRS")
 
 # %%
-recipes.get("across_recipes")
+part("PROBE_RECIPES_ACROSS")
 
 # %% [markdown]
 # The earliest probe (`old`: three fixed epochs of an untied head on raw tower states, BERT with the
@@ -333,7 +332,7 @@ recipes.get("across_recipes")
 # doubles their head training).
 
 # %%
-print(probing.probe_benchmark())
+part("PROBE_BENCHMARK")
 
 # %%
 ctx.finish()

@@ -525,7 +525,7 @@ def test_probings_at_several_sizes_are_compared_from_their_tables(built_book, tm
 
 
 def test_the_committed_probe_comparisons_are_shown():
-    from twotower_lib.book import probe_studies
+    from studies.probe import report as probe_studies
 
     cases = probe_studies.probe_change()
     assert not isinstance(cases, str) and {"elmo-s1", "gpt-s1", "bert-base-s1"} <= set(cases.index)
@@ -564,7 +564,7 @@ def test_the_committed_probe_comparisons_are_shown():
 def test_the_committed_optimum_measurements_are_shown(tmp_path):
     """Section 02's tables of `benchmarks/probe_optimum.py`: one row per experiment and recipe with both
     towers' held-out loss and certificate, and every two recipes of an experiment compared once."""
-    from twotower_lib.book import probe_studies
+    from studies.probe import report as probe_studies
 
     found = probe_studies.optimum_benchmark()
     recipes, agreement = found["recipes"], found["agreement"]

@@ -92,6 +92,9 @@ def test_the_committed_book_parts_are_what_the_reports_write_now(tmp_path, monke
     curves = emergence.load_curves()
     assert {k: v for k, v in numbers.items() if not k.startswith("gpu_")} == emergence.numbers(curves)
     assert {k: v for k, v in parts.items() if k.startswith("EMERGENCE_")} == emergence.book_parts(curves)
+    from studies.probe import report as probe
+
+    assert {k: v for k, v in parts.items() if k.startswith("PROBE_")} == probe.book_parts()
 
 
 def test_a_book_part_whose_results_changed_is_stale(tmp_path):

@@ -43,7 +43,7 @@ def test_effects_are_computed_from_the_pairs_and_the_orderings():
 
 
 def test_probe_recipes_give_the_shortfall_and_the_reliability():
-    from twotower_lib.book.probe_studies import DEFAULT_RECIPE
+    from studies.probe.report import DEFAULT_RECIPE
 
     recipes = {"runs": [
         {"run": "gpt-k1-s1", "recipe": "as released", "towers": 1, "head_minus_cooperative": 0.2},

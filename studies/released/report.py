@@ -20,7 +20,7 @@ from pathlib import Path
 from statistics import mean
 
 from twotower_lib.artifacts import read_json
-from twotower_lib.book.probe_studies import DEFAULT_RECIPE, RECIPES
+from studies.probe.report import DEFAULT_RECIPE, RECIPES
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.probe_config import measured_with
 from twotower_lib.run_names import model_of

@@ -1,7 +1,10 @@
 """The probe's validation studies as the book shows them (the appendix notebook `08_probe_validation`):
 readers of the committed measurements in `results/probe/` (recipes, whitening, the defined head, the
 probe's training positions, the optimum), each made by a script in `benchmarks/` whose command the
-file records. Nothing here probes; `book.probing` is the section-02 stage that does.
+file records, and `write_book`, which puts the appendix's tables into `results/probe/book.json`.
+Nothing here probes; `book.probing` is the section-02 stage that does.
+
+    python -m studies.probe book
 """
 
 from __future__ import annotations
@@ -210,3 +213,46 @@ def probe_benchmark(path: Path | None = None) -> str:
     side by side on the same runs), or how to produce it."""
     path = path or RESULTS / "bench_probe.log"
     return path.read_text() if path.exists() else "not measured yet: python benchmarks/bench_probe.py > results/probe/bench_probe.log"
+
+
+def _html(table) -> str:
+    """A table as the appendix shows it, or the sentence that stands where a study was not measured."""
+    from twotower_lib.book.tables import reader_html
+
+    return f"<p><em>{table}</em></p>" if isinstance(table, str) else reader_html(table)
+
+
+def book_parts() -> dict[str, str]:
+    """The appendix notebook's tables, by name (`PROBE_*`), as reader HTML."""
+    optimum, recipes = optimum_benchmark(), recipe_comparison()
+    positions, noise = training_positions(), probe_data_noise()
+    absent = {"recipes": "not measured yet: python benchmarks/probe_optimum.py --out results/probe/optimum/NAME.json",
+              "runs": "not measured yet: python benchmarks/compare_probe_recipes.py"}
+    return {
+        "PROBE_RELIABILITY": _html(reliability_benchmark()),
+        "PROBE_CHANGE": _html(probe_change()),
+        "PROBE_WHITENING": _html(reliability_benchmark(RESULTS / "whitening.json")),
+        "PROBE_OPTIMUM_RECIPES": _html(optimum.get("recipes", absent["recipes"])),
+        "PROBE_OPTIMUM_COUNTERPARTS": _html(optimum.get("counterparts", "")),
+        "PROBE_OPTIMUM_AGREEMENT": _html(optimum.get("agreement", "")),
+        "PROBE_DEFINED": _html(probe_change(RESULTS / "defined_cases.json")),
+        "PROBE_DEFINED_PAIRS": _html(probe_change(RESULTS / "defined_cases.json", between_runs=True)),
+        "PROBE_800K_PAIRS": _html(probe_change(RESULTS / "positions_800k_cases.json", between_runs=True)),
+        "PROBE_POSITIONS_PAIRS": _html(positions["pairs"] if isinstance(positions, dict) else positions),
+        "PROBE_POSITIONS_RUNS": _html(positions["runs"] if isinstance(positions, dict) else positions),
+        "PROBE_POSITIONS_AGREEMENT": _html(positions["agreement"] if isinstance(positions, dict) else positions),
+        "PROBE_NOISE_RUNS": _html(noise["runs"]),
+        "PROBE_NOISE_PAIRS": _html(noise["pairs"]),
+        "PROBE_LARGEST_PAIRS": _html(training_positions(RESULTS / "positions_largest.json")["pairs"]),
+        "PROBE_RECIPES_RUNS": _html(recipes.get("runs", absent["runs"])),
+        "PROBE_RECIPES_PAIRS": _html(recipes.get("pairs", "")),
+        "PROBE_RECIPES_ACROSS": _html(recipes.get("across_recipes", "")),
+        "PROBE_BENCHMARK": "<pre>" + __import__("html").escape(probe_benchmark()) + "</pre>"}
+
+
+def write_book(results: Path = RESULTS) -> Path:
+    """The appendix's tables into `results/probe/book.json`, from every committed measurement under `results`."""
+    from twotower_lib.book import study_parts
+
+    inputs = [p for p in sorted(results.rglob("*")) if p.is_file() and p.name not in (study_parts.FILE, "README.md")]
+    return study_parts.write(results, book_parts(), {}, inputs, "python -m studies.probe book")
