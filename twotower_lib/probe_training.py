@@ -298,6 +298,10 @@ def _fit(heads: nn.ModuleList, feats: torch.Tensor, labels: torch.Tensor, held_f
     best_state = [None] * len(heads)
     curve: list[dict] = []
     stopped = "max_epochs"
+    if show and len(labels) * len(heads) >= 100_000:   # before it starts: what it is, and how to make it cheaper
+        tqdm.write(f"head training: {len(labels):,} positions x {len(heads)} heads per epoch, until the held-out loss "
+                   f"stops improving (at most {cfg.max_epochs} epochs); the first epoch's time comes with an estimate "
+                   "of the rest. Cheaper: --train-positions N or --max-epochs M.")
     bar = tqdm(total=cfg.max_epochs, desc=f"training {len(heads)} probe head(s)", unit="epoch", disable=not show)
     for epoch in range(cfg.max_epochs):
         t_epoch = time.perf_counter()

@@ -100,36 +100,44 @@ def pairwise_correlations(tables: Mapping[str, pd.DataFrame], train_counts: np.n
         rows.append(row)
     out = pd.DataFrame(rows)
     if doc_stats is not None and config.n_boot:
-        stats = check_doc_stats(doc_stats, list(tabs))
-        union = np.unique(np.concatenate(list(token_sets.values())))
-        for run, ds in stats.items():
-            full = scores_from_doc_stats(ds, union, config.score_col)
-            table = tabs[run][config.score_col].reindex(union).to_numpy(dtype=float)
-            if not np.allclose(full, table, rtol=1e-4, atol=1e-6, equal_nan=True):
-                raise UserError(f"the per-document statistics of run {run!r} do not reproduce its preference "
-                                f"table ({config.score_col}); they come from different probing runs")
-        run_index = {r: i for i, r in enumerate(stats)}
-        pos = {key: np.searchsorted(union, ids) for key, ids in token_sets.items()}
-
-        def statistic(scores: np.ndarray) -> np.ndarray:                      # (B, runs, union)
-            cols = []
-            for (a, b), p in pos.items():
-                ids = union[p]
-                xa = scores[:, run_index[a], p] if a in tabs else np.broadcast_to(extra[a][ids], (len(scores), len(p)))
-                xb = scores[:, run_index[b], p] if b in tabs else np.broadcast_to(extra[b][ids], (len(scores), len(p)))
-                cols.append(correlate_rows(xa, xb, config.method, None if control is None else control[ids]))
-            return np.stack(cols, axis=1)                                      # (B, pairs)
-
-        reps = bootstrap(stats, union, statistic, config.n_boot, config.seed, config.score_col, config.progress)
-        bad = ~np.isfinite(reps)
-        if bad.any():
-            i, j = np.argwhere(bad)[0]
-            raise UserError(f"bootstrap replicate {i} gave an undefined correlation for {pairs[j]} (constant "
-                            f"or fewer than 3 scored tokens after resampling); use a larger N or more documents")
+        reps = _bootstrap_replicates(tabs, extra, control, check_doc_stats(doc_stats, list(tabs)), token_sets, config)
         out["ci_low"], out["ci_high"] = basic_interval(reps, out["r"].to_numpy(), config.level)
         out["bootstrap_bias"] = reps.mean(axis=0) - out["r"].to_numpy()
     cols = ["a", "b", "method", "n_tokens", "r", "ci_low", "ci_high", "bootstrap_bias", "p_value", "perm_q975"]
     return out[[c for c in cols if c in out.columns]]
+
+
+def _bootstrap_replicates(tabs: Mapping[str, pd.DataFrame], extra: Mapping[str, np.ndarray], control: np.ndarray | None,
+                          stats: Mapping[str, pd.DataFrame], token_sets: dict[tuple[str, str], np.ndarray],
+                          config: CorrelationConfig) -> np.ndarray:
+    """(n_boot, pairs) replicates of every pair's correlation, validation documents resampled (`bootstrap`);
+    the per-document statistics must reproduce each run's table, and every replicate must be defined."""
+    union = np.unique(np.concatenate(list(token_sets.values())))
+    for run, ds in stats.items():
+        full = scores_from_doc_stats(ds, union, config.score_col)
+        table = tabs[run][config.score_col].reindex(union).to_numpy(dtype=float)
+        if not np.allclose(full, table, rtol=1e-4, atol=1e-6, equal_nan=True):
+            raise UserError(f"the per-document statistics of run {run!r} do not reproduce its preference "
+                            f"table ({config.score_col}); they come from different probing runs")
+    run_index = {r: i for i, r in enumerate(stats)}
+    pos = {key: np.searchsorted(union, ids) for key, ids in token_sets.items()}
+
+    def statistic(scores: np.ndarray) -> np.ndarray:                      # (B, runs, union)
+        cols = []
+        for (a, b), p in pos.items():
+            ids = union[p]
+            xa = scores[:, run_index[a], p] if a in tabs else np.broadcast_to(extra[a][ids], (len(scores), len(p)))
+            xb = scores[:, run_index[b], p] if b in tabs else np.broadcast_to(extra[b][ids], (len(scores), len(p)))
+            cols.append(correlate_rows(xa, xb, config.method, None if control is None else control[ids]))
+        return np.stack(cols, axis=1)                                      # (B, pairs)
+
+    reps = bootstrap(stats, union, statistic, config.n_boot, config.seed, config.score_col, config.progress)
+    bad = ~np.isfinite(reps)
+    if bad.any():
+        i, j = np.argwhere(bad)[0]
+        raise UserError(f"bootstrap replicate {i} gave an undefined correlation for {list(token_sets)[j]} (constant "
+                        f"or fewer than 3 scored tokens after resampling); use a larger N or more documents")
+    return reps
 
 
 def correlation_matrix(pairs: pd.DataFrame, value: str = "r") -> pd.DataFrame:

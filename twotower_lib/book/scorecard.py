@@ -150,6 +150,66 @@ def record_table1(ctx) -> None:
            "the `paper` profile trains Table 1's sizes")
 
 
+def _control_values(control: pd.DataFrame, model: str | None = None) -> dict[str, float]:
+    """The highest r of each control (of `model`'s same-configuration pair, or of any model)."""
+    rows = control if model is None or "model" not in control else control[control["model"] == model]
+    return rows.groupby("control")["r"].max().to_dict() if len(rows) else {}
+
+
+def _control_note(values: dict[str, float]) -> str:
+    return "no control was run" if not values else "controls: " + ", ".join(f"{k} r = {v:.2f}" for k, v in values.items())
+
+
+def _record_pairs(ctx, item_id: str, selected: pd.DataFrame, paper_r: float, what: str, control: pd.DataFrame,
+                  logmean: dict, own_controls: bool = False) -> str:
+    """Record one Table 2 item from its pairs: each pair's r with its interval (and the authors' variant), the
+    weakest pair's verdict against the controls (its own model's for a same-configuration pair); its verdict."""
+    what_note = ("; ELMo judged: bidirectional, as the paper's text says (the released code's ELMo has no backward "
+                 "direction: page 'The paper, its code, and this companion')" if "elmo" in what else "")
+    if selected.empty:
+        record(ctx, item_id, "", "not attempted", f"this profile's cases include no {what} pair")
+        return "not attempted"
+
+    def other(a: str, b: str) -> str:
+        r = logmean.get((a, b), logmean.get((b, a)))
+        return "" if r is None else f" (mean of log p: {r:.2f})"
+
+    def verdict_of(row, values: dict[str, float]) -> str:
+        return correlation_verdict((row["ci_low"], row["ci_high"]), paper_r, max(values.values()) if values else None)
+
+    text = "; ".join(f"{r.a} vs {r.b}: r = {r.r:.2f} {paper_tables.interval(r.r, r.ci_low, r.ci_high)}{other(r.a, r.b)}"
+                     for r in selected.itertuples())
+    if own_controls:
+        verdicts = [verdict_of(row, _control_values(control, model_of(row["a"]))) for _, row in selected.iterrows()]
+        note = "; ".join(f"{m} {_control_note(_control_values(control, m))}" for m in dict.fromkeys(selected["a"].map(model_of)))
+    else:
+        verdicts = [verdict_of(row, _control_values(control)) for _, row in selected.iterrows()]
+        note = _control_note(_control_values(control))
+    verdict = max(verdicts, key=VERDICTS.index)  # every pair must pass: the weakest decides
+    record(ctx, item_id, text, verdict, f"top {int(selected['n_tokens'].iloc[0])} tokens, 95% CI resampling "
+           f"validation documents; verdict judged on Eq. 4's score (log of mean p); {note}{what_note}",
+           points=paper_tables.points(selected, item_id, fallback=paper_tables.SAME_CONFIG_R if own_controls else None))
+    return verdict
+
+
+def _record_controls(ctx, same: pd.DataFrame, control: pd.DataFrame) -> None:
+    """Record whether each same-configuration pair lies above every control of its own model."""
+    parts, above, complete = [], [], []
+    for _, row in same.iterrows():
+        values = _control_values(control, model_of(row["a"]))
+        missing = [c for c in ("untrained", "independent", "permutation") if c not in values]
+        above.append(bool(values) and row["ci_low"] > max(max(values.values()), 0.0))
+        complete.append(not missing)
+        parts.append(f"{row.a} vs {row.b}: r = {row.r:.2f}, CI [{row.ci_low:.2f}, {row.ci_high:.2f}], "
+                     f"{'above' if above[-1] else 'not above'} its {_control_note(values)}"
+                     + (f" (not run: {', '.join(missing)})" if missing else "")
+                     + f"; permutation p = {row.get('p_value', float('nan')):.3g}")
+    verdict = ("reproduced" if all(above) and all(complete) else "partly" if any(above) else "not")
+    record(ctx, "controls", "; ".join(parts), verdict,
+           "reproduced = every same-configuration pair's CI lies above every control of its own model (untrained, "
+           "independent and permutation run; the quality gap too where the profile runs it); partly = at least one pair's does")
+
+
 def record_correlations(ctx, pairs, control, same_config: list[tuple[str, str]],
                         logmean_pairs: pd.DataFrame | None = None) -> None:
     """Record the Table 2 items, Fig. 3 and the controls from 03_correlations' results.
@@ -164,49 +224,14 @@ def record_correlations(ctx, pairs, control, same_config: list[tuple[str, str]],
     "<model>-s<seed>". A same-configuration pair is judged against its own model's controls; a pair
     of different models against the highest control of any model.
     """
-    def control_values(model: str | None = None) -> dict[str, float]:
-        rows = control if model is None or "model" not in control else control[control["model"] == model]
-        return rows.groupby("control")["r"].max().to_dict() if len(rows) else {}
-
-    def note_of(values: dict[str, float]) -> str:
-        return ("no control was run" if not values
-                else "controls: " + ", ".join(f"{k} r = {v:.2f}" for k, v in values.items()))
-
     def rows(kind_a: str, kind_b: str):
         return pairs[((pairs["a"].map(model_of) == kind_a) & (pairs["b"].map(model_of) == kind_b))
                      | ((pairs["a"].map(model_of) == kind_b) & (pairs["b"].map(model_of) == kind_a))]
 
-    def verdict_of(row, paper_r: float, values: dict[str, float]) -> str:
-        return correlation_verdict((row["ci_low"], row["ci_high"]), paper_r, max(values.values()) if values else None)
-
-    def put(item_id: str, selected, paper_r: float, what: str, own_controls: bool = False) -> str:
-        if "elmo" in what:  # the paper's text and its released code build different ELMos
-            what_note = ("; ELMo judged: bidirectional, as the paper's text says (the released code's ELMo has no "
-                         "backward direction: page 'The paper, its code, and this companion')")
-        else:
-            what_note = ""
-        if selected.empty:
-            record(ctx, item_id, "", "not attempted", f"this profile's cases include no {what} pair")
-            return "not attempted"
-        text = "; ".join(f"{r.a} vs {r.b}: r = {r.r:.2f} {paper_tables.interval(r.r, r.ci_low, r.ci_high)}{other(r.a, r.b)}"
-                         for r in selected.itertuples())
-        if own_controls:  # a same-configuration pair: its own model's controls
-            verdicts = [verdict_of(row, paper_r, control_values(model_of(row["a"]))) for _, row in selected.iterrows()]
-            note = "; ".join(f"{m} {note_of(control_values(m))}" for m in dict.fromkeys(selected["a"].map(model_of)))
-        else:
-            verdicts = [verdict_of(row, paper_r, control_values()) for _, row in selected.iterrows()]
-            note = note_of(control_values())
-        verdict = max(verdicts, key=VERDICTS.index)  # every pair must pass: the weakest decides
-        record(ctx, item_id, text, verdict, f"top {int(selected['n_tokens'].iloc[0])} tokens, 95% CI resampling "
-               f"validation documents; verdict judged on Eq. 4's score (log of mean p); {note}{what_note}",
-               points=paper_tables.points(selected, item_id, fallback=paper_tables.SAME_CONFIG_R if own_controls else None))
-        return verdict
-
     logmean = {} if logmean_pairs is None else {(r.a, r.b): r.r for r in logmean_pairs.itertuples()}
 
-    def other(a: str, b: str) -> str:
-        r = logmean.get((a, b), logmean.get((b, a)))
-        return "" if r is None else f" (mean of log p: {r:.2f})"
+    def put(item_id: str, selected, paper_r: float, what: str, own_controls: bool = False) -> str:
+        return _record_pairs(ctx, item_id, selected, paper_r, what, control, logmean, own_controls)
 
     same = pairs[[(a, b) in same_config or (b, a) in same_config for a, b in zip(pairs["a"], pairs["b"])]]
     # the paper's same-configuration pair is Bert-large; other models' pairs are an item of their own
@@ -226,22 +251,8 @@ def record_correlations(ctx, pairs, control, same_config: list[tuple[str, str]],
     ref = same[is_paper].iloc[-1]
     record(ctx, "fig3", f"shown for the top {min(1000, int(ref['n_tokens']))} tokens; {ref.a} vs {ref.b}: r = {ref.r:.2f}",
            fig3_verdict, "same verdict as Table 2's same-configuration pair")
-    if not len(control):
-        return
-    parts, above, complete = [], [], []
-    for _, row in same.iterrows():
-        values = control_values(model_of(row["a"]))
-        missing = [c for c in ("untrained", "independent", "permutation") if c not in values]
-        above.append(bool(values) and row["ci_low"] > max(max(values.values()), 0.0))
-        complete.append(not missing)
-        parts.append(f"{row.a} vs {row.b}: r = {row.r:.2f}, CI [{row.ci_low:.2f}, {row.ci_high:.2f}], "
-                     f"{'above' if above[-1] else 'not above'} its {note_of(values)}"
-                     + (f" (not run: {', '.join(missing)})" if missing else "")
-                     + f"; permutation p = {row.get('p_value', float('nan')):.3g}")
-    verdict = ("reproduced" if all(above) and all(complete) else "partly" if any(above) else "not")
-    record(ctx, "controls", "; ".join(parts), verdict,
-           "reproduced = every same-configuration pair's CI lies above every control of its own model (untrained, "
-           "independent and permutation run; the quality gap too where the profile runs it); partly = at least one pair's does")
+    if len(control):
+        _record_controls(ctx, same, control)
 
 
 def record_register(ctx) -> None:

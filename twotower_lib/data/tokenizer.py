@@ -35,6 +35,36 @@ def count_words(texts: Iterable[str]) -> Counter:
     return counts
 
 
+def _split_words(word_counts: dict[str, int], limit_alphabet: int) -> tuple[list[list[str]], list[int], set[str]]:
+    """The alphabet (the `limit_alphabet` most frequent characters, ties by text) and every word made only of it,
+    in text order, as its first character and continuation pieces, with its count; other words stay [UNK]."""
+    char_counts: Counter = Counter()
+    for w, c in word_counts.items():
+        for ch in w:
+            char_counts[ch] += c
+    alphabet = set(sorted(char_counts, key=lambda ch: (-char_counts[ch], ch))[:limit_alphabet])
+    words: list[list[str]] = []
+    counts: list[int] = []
+    for w, c in sorted(word_counts.items()):
+        if all(ch in alphabet for ch in w):
+            words.append([w[0]] + ["##" + ch for ch in w[1:]])
+            counts.append(c)
+    return words, counts, alphabet
+
+
+def _merge(word: list[str], a: str, b: str, merged: str) -> list[str]:
+    """`word` with every adjacent (a, b), left to right, replaced by `merged`."""
+    out, j = [], 0
+    while j < len(word):
+        if j + 1 < len(word) and word[j] == a and word[j + 1] == b:
+            out.append(merged)
+            j += 2
+        else:
+            out.append(word[j])
+            j += 1
+    return out
+
+
 def learn_wordpiece_vocab(word_counts: dict[str, int], vocab_size: int, *, min_frequency: int = 2,
                           limit_alphabet: int = 256) -> list[str]:
     """Learn a WordPiece vocabulary by BPE-style merges, deterministically.
@@ -48,17 +78,7 @@ def learn_wordpiece_vocab(word_counts: dict[str, int], vocab_size: int, *, min_f
     import heapq
     from collections import defaultdict
 
-    char_counts: Counter = Counter()
-    for w, c in word_counts.items():
-        for ch in w:
-            char_counts[ch] += c
-    alphabet = set(sorted(char_counts, key=lambda ch: (-char_counts[ch], ch))[:limit_alphabet])
-    words: list[list[str]] = []
-    counts: list[int] = []
-    for w, c in sorted(word_counts.items()):
-        if all(ch in alphabet for ch in w):  # words with a rare character stay [UNK]
-            words.append([w[0]] + ["##" + ch for ch in w[1:]])
-            counts.append(c)
+    words, counts, alphabet = _split_words(word_counts, limit_alphabet)
     vocab = list(SPECIAL_TOKENS) + sorted(alphabet) + sorted({s for w in words for s in w[1:]})
     in_vocab = set(vocab)
 
@@ -87,15 +107,7 @@ def learn_wordpiece_vocab(word_counts: dict[str, int], vocab_size: int, *, min_f
                 pair_counts[pair] -= n
                 where[pair].discard(i)
                 touched.add(pair)
-            new_w, j = [], 0
-            while j < len(w):
-                if j + 1 < len(w) and w[j] == a and w[j + 1] == b:
-                    new_w.append(merged)
-                    j += 2
-                else:
-                    new_w.append(w[j])
-                    j += 1
-            words[i] = new_w
+            words[i] = new_w = _merge(w, a, b, merged)
             for pair in zip(new_w, new_w[1:]):
                 pair_counts[pair] += n
                 where[pair].add(i)
