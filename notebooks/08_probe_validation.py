@@ -52,7 +52,7 @@ budget.set_index("source").round(3)
 # ## Why the linear read-out: the probe-seed reliability of head recipes
 #
 # Each recipe trained twice (two head seeds) on one set of frozen features of `gpt-s1` and
-# `bert-base-s1`, scored on the same validation text (`benchmarks/bench_probe_reliability.py`,
+# `bert-base-s1`, scored on the same validation text (`studies/probe/reliability.py`,
 # committed in `results/probe/reliability.json`). The base is the earlier default: the tied head
 # with a one-epoch cool-down. Averaging the cool-down's iterates and a longer cool-down remove part
 # of the disagreement; the linear read-out removes nearly all of it, for a few hundredths of a nat
@@ -68,7 +68,7 @@ part("PROBE_RELIABILITY")
 # converged one. Training the same linear heads on *whitened* features (then folded back into heads
 # on the features as they are) changes only the coordinates the optimiser works in, so a converged
 # probe would give the same scores. First, every case of the default profile probed both ways
-# (`benchmarks/compare_probe_versions.py`, committed in `results/probe/whitening_cases.json`: the
+# (`studies/probe/compare_versions.py`, committed in `results/probe/whitening_cases.json`: the
 # default probe of that day, version 7 on the features as they are, against the same runs probed with
 # whitened features at the commit that first had them, version 8 then, which also whitened each
 # tower's one near-constant direction; the current option leaves it out and gives the same picture
@@ -83,7 +83,7 @@ part("PROBE_CHANGE")
 # %% [markdown]
 # Then each recipe trained longer (`drops2`: the first two plateaus, at a tolerance of 0.001 nats,
 # divide the rate by five before the cool-down), on one set of frozen features of `gpt-s1` and
-# `bert-base-s1` (`benchmarks/bench_probe_reliability.py`, committed in `results/probe/whitening.json`;
+# `bert-base-s1` (`studies/probe/reliability.py`, committed in `results/probe/whitening.json`;
 # the file holds the command). If longer training brought both recipes to one answer, that answer
 # would be the optimum and the reference every recipe is judged by. It does not: each recipe agrees
 # with its longer self at 0.99 and with the other parametrisation at about 0.5 (gpt-s1) and 0.7
@@ -98,10 +98,10 @@ part("PROBE_WHITENING")
 # %% [markdown]
 # ### What the two recipes disagree about
 #
-# Experiments on the frozen `gpt-s1` (`benchmarks/probe_optimum.py`, one file each in
+# Experiments on the frozen `gpt-s1` (`studies/probe/optimum_experiments.py`, one file each in
 # `results/probe/optimum/`, each with its command). The first table gives, per recipe, the held-out
 # loss of each tower head and its *certificate* on its own training positions
-# (`probe_optimum.certificate`): at the optimum of a linear head every token's predicted count equals
+# (`optimum.certificate`): at the optimum of a linear head every token's predicted count equals
 # its observed count (the bias gradient is zero), so the median and largest relative gap over the
 # tokens seen at least 20 times say how far the biases are from it, and the preconditioned gradient's
 # norm how far the whole head is. The second table compares the recipes that differ in one thing
@@ -114,12 +114,12 @@ part("PROBE_WHITENING")
 #   recipes, which agree at 0.43 on the same half (how *many* positions there are does matter:
 #   `positions_800k` below).
 # - `calibrated`: every AdamW head misses the bias optimum by a median of ~6%; fitting the biases to
-#   the counts (`probe_optimum.calibrate_biases`) closes that gap yet leaves each recipe's scores where
+#   the counts (`optimum.calibrate_biases`) closes that gap yet leaves each recipe's scores where
 #   they were (0.99 with its own) and the two recipes apart (0.46), and it raises the held-out loss.
 #   The recipes differ in the read-out.
 # - `lbfgs`: the head defined by an objective instead of an optimiser's path (mean cross-entropy plus
 #   a ridge on the read-out of whitened features, |B|²), reached by full-batch L-BFGS in coordinates
-#   fixed by the data (`probe_optimum.refine_head`), lands between the two recipes but is not at its
+#   fixed by the data (`optimum.refine_head`), lands between the two recipes but is not at its
 #   tolerance after 40 passes per head (14 minutes for two heads on 2 cores).
 # - `refined`: the same objective, started from each recipe's heads: both reach the same objective
 #   value, and the two recipes' scores then agree at r = 0.99 (before: 0.47). One objective, one answer.
@@ -174,8 +174,8 @@ part("PROBE_WHITENING")
 # ELMo (Bert-base: 0.006–0.009 nats above the unwhitened recipe). The defined head removes the
 # optimiser's part entirely (starts agree at 0.96–0.99) but at 198k positions pays 0.04 nats of
 # held-out loss for it, a gap that closes with more positions. **So the probe now trains on whitened
-# features by default** (`probe.precondition`, version 7's option; the defined head stays an option,
-# `probe.refine_iters`, at about 3.5 minutes a case). What that leaves: at the default 198k positions
+# features by default** (`probe.precondition`, version 7's option; the defined head is the probe study's
+# `refine` command, at about 3.5 minutes a case). What that leaves: at the default 198k positions
 # a whitened head's scores still agree with the defined head's at only about 0.9, so each case's
 # scores carry a recipe error of that size, which no probe-seed reliability shows; a correlation
 # between two runs is read against it as against the two ceilings.
@@ -196,7 +196,7 @@ part("PROBE_OPTIMUM_AGREEMENT")
 # *between* runs. The default probe (whitened AdamW) against the defined head (its heads taken on by
 # 15 L-BFGS iterations toward the optimum of the cross-entropy plus a ridge of 0.03 on the logit
 # variance), on the four runs of the default profile's two same-configuration pairs, both at the
-# default's 198k training positions (`benchmarks/compare_probe_versions.py`, committed in
+# default's 198k training positions (`studies/probe/compare_versions.py`, committed in
 # `results/probe/defined_cases.json` with its command): per case, then every two cases under each
 # probe. Per case the two agree at r = 0.91–0.94 (Eq. 4; mean of log p 0.90–0.92) with the defined
 # heads 0.03–0.07 nats worse on validation text. Between runs the defined head reads less agreement:
@@ -230,7 +230,7 @@ part("PROBE_800K_PAIRS")
 #
 # The same two runs probed once more on a GPU, with a second head seed, at
 # sixteen times the default's positions (3.17M; committed in `results/probe/positions_cases.json`,
-# `benchmarks/probe_positions.py` computes it from the probes' tables). A GPU probe at the default's
+# `studies/probe/positions.py` computes it from the probes' tables). A GPU probe at the default's
 # 198k reproduces the CPU's (`gpu-200k`: validation losses within 0.002 nats, r 0.350 against
 # 0.352), so the device is not what changes. The heads gain another 0.02 nats from 792k to 3.17M, and
 # the pair's r settles: 0.35 at 198k, 0.42 at 792k, 0.41 [0.41, 0.48] at 3.17M (mean of log p 0.45,
@@ -293,7 +293,7 @@ part("PROBE_LARGEST_PAIRS")
 # ## Probe recipes on the same runs
 #
 # What the probe changes is measured directly on the default profile's GPT pair (committed in
-# `results/probe/recipes.json`; `python benchmarks/compare_probe_recipes.py` regenerates it):
+# `results/probe/recipes.json`; `python -m studies.probe.compare_recipes` regenerates it):
 # the earlier recipe (three fixed epochs on raw tower states), the converged probe on raw
 # states or on the joint LayerNorm's slice (the default: what the cooperative decoder and the
 # authors' heads read), the converged probe with a head whose decoder is the frozen input

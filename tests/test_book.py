@@ -493,7 +493,7 @@ def test_the_probing_stage_floor_adds_up(built_book, tmp_path):
 
 @pytest.mark.slow
 def test_probings_at_several_sizes_are_compared_from_their_tables(built_book, tmp_path):
-    """`benchmarks/probe_positions.py` reads a probe's manifest and tables only (checked by sha256): the
+    """`studies/probe/positions.py` reads a probe's manifest and tables only (checked by sha256): the
     same probing given twice, once without its per-position files, agrees with itself at 1 and gives one
     pair r (with an interval only where doc_stats came along); a table from another probe is refused."""
     import importlib.util
@@ -562,7 +562,7 @@ def test_the_committed_probe_comparisons_are_shown():
 
 
 def test_the_committed_optimum_measurements_are_shown(tmp_path):
-    """Section 02's tables of `benchmarks/probe_optimum.py`: one row per experiment and recipe with both
+    """Section 02's tables of `studies/probe/optimum_experiments.py`: one row per experiment and recipe with both
     towers' held-out loss and certificate, and every two recipes of an experiment compared once."""
     from studies.probe import report as probe_studies
 

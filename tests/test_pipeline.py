@@ -21,7 +21,8 @@ from twotower_lib import run_names
 from twotower_lib.analysis import pos
 from twotower_lib.book import analyses, pipeline, scorecard, sections, training
 from twotower_lib.errors import UserError
-from twotower_lib.book.profiles import OVERRIDABLE, PROFILES, get_profile
+from twotower_lib.book.profile_keys import OVERRIDABLE
+from twotower_lib.book.profiles import PROFILES, get_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -517,25 +518,40 @@ def test_a_profile_nests_the_stage_configs_and_old_flat_names_still_work_with_a_
     cpu = get_profile("cpu")
     assert isinstance(cpu.data, DataConfig) and isinstance(cpu.probe, ProbeConfig)
     assert cpu.data_config() is cpu.data and cpu.probe_config().train_positions == cpu.probe.train_positions
-    changed = cpu.with_overrides({"probe.refine_iters": "15", "probe.lr": "0.002", "data.max_docs": "none"})
-    assert (changed.probe.refine_iters, changed.probe.lr, changed.data.max_docs) == (15, 0.002, None)
-    assert "probe.refine_iters" in cpu.values() and "probe_refine_iters" not in cpu.values()
-    old = cpu.with_overrides({"probe_refine_iters": "15", "top_n": "500"})
-    assert old.probe.refine_iters == 15 and old.analysis.top_n == 500
+    changed = cpu.with_overrides({"probe.max_epochs": "15", "probe.lr": "0.002", "data.max_docs": "none"})
+    assert (changed.probe.max_epochs, changed.probe.lr, changed.data.max_docs) == (15, 0.002, None)
+    assert "probe.max_epochs" in cpu.values() and "probe_max_epochs" not in cpu.values()
+    old = cpu.with_overrides({"probe_max_epochs": "15", "top_n": "500"})
+    assert old.probe.max_epochs == 15 and old.analysis.top_n == 500
     err = capsys.readouterr().err
-    assert "'probe_refine_iters' (-p) is now 'probe.refine_iters'" in err and "'top_n' (-p) is now 'analysis.top_n'" in err
-    assert pipeline.parse_overrides([["probe.refine_iters=15"], ["analysis.top_n", "500"]]) == {
-        "probe.refine_iters": "15", "analysis.top_n": "500"}
+    assert "'probe_max_epochs' (-p) is now 'probe.max_epochs'" in err and "'top_n' (-p) is now 'analysis.top_n'" in err
+    assert pipeline.parse_overrides([["probe.max_epochs=15"], ["analysis.top_n", "500"]]) == {
+        "probe.max_epochs": "15", "analysis.top_n": "500"}
     with pytest.raises(UserError, match="write -p KEY VALUE or -p KEY=VALUE"):
-        pipeline.parse_overrides([["probe.refine_iters"]])
+        pipeline.parse_overrides([["probe.max_epochs"]])
+
+
+def test_a_retired_key_names_where_its_option_went():
+    """The full-batch refinement left the probe's config for the probe study: its keys stop with a message
+    naming the study's command, and a probe recorded with the refinement off keeps its identity."""
+    from twotower_lib.probe_config import settled
+
+    for key in ("probe.refine_iters", "probe_refine_iters", "probe.ridge"):
+        with pytest.raises(UserError, match=r"retired: .*python -m studies.probe refine"):
+            get_profile("cpu").with_overrides({key: "15"})
+    recorded = {"head": "linear", "refine_iters": 0, "ridge": 0.03, "penalty": "logit"}
+    assert settled(recorded) == {"head": "linear"}
+    assert settled({**recorded, "refine_iters": 15}) == {**recorded, "refine_iters": 15}
 
 
 def test_the_default_profiles_probe_is_the_one_the_committed_seed_study_recorded():
     """The nested profile builds the same ProbeConfig as before, so committed probes keep their identity."""
     from dataclasses import asdict
 
+    from twotower_lib.probe_config import settled
+
     study = json.loads((ROOT / "results" / "seeds" / "cpu" / "study.json").read_text())
-    assert study["probe_config"] == asdict(get_profile("cpu").probe_config())
+    assert settled(study["probe_config"]) == asdict(get_profile("cpu").probe_config())
 
 
 def test_a_notebook_opened_by_hand_takes_its_profile_from_the_environment(tmp_path, monkeypatch):

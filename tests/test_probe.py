@@ -541,36 +541,6 @@ def test_linear_heads_of_two_seeds_reach_one_optimum(tiny_data):
     assert gap["linear"] < 0.5 * gap["tied"], gap
 
 
-def test_refined_heads_of_two_recipes_reach_one_optimum(tiny_data):
-    """`refine_iters`: after AdamW, L-BFGS takes each linear head to the optimum of one explicit objective,
-    so two recipes that AdamW leaves apart (features as they are, or whitened) end at one head; the record
-    holds each head's certificate before and after."""
-    model, _, _ = _planted_setup(tiny_data)
-    logp, records = {}, {}
-    for iters in (0, 150):
-        for precondition in ("none", "whiten"):
-            cfg = ProbeConfig(features="raw", train_blocks=100, max_epochs=6, batch_size=256, tol=0.01, forward_batch=64,
-                              precision="fp32", precondition=precondition, refine_iters=iters, ridge=1e-3)
-            torch.manual_seed(0)
-            [heads], records[iters, precondition] = train_heads(model, tiny_data, cfg, show=False, head_seed=11)
-            torch.manual_seed(1)
-            [s], _ = score_validation(model, [heads], tiny_data, cfg, show=False)
-            logp[iters, precondition] = s.logp
-    gap = {iters: float(np.abs(logp[iters, "none"] - logp[iters, "whiten"]).mean()) for iters in (0, 150)}
-    assert gap[150] < 0.2 * gap[0], gap
-    assert "refine" not in records[0, "none"]
-    for r in records[150, "none"]["refine"]:
-        assert r["after"]["grad_max"] < 0.1 * r["before"]["grad_max"] and r["after"]["loss"] < r["before"]["loss"]
-    assert len(records[150, "whiten"]["refined_heldout_loss"]) == model.cfg.towers
-
-
-def test_refinement_is_for_the_linear_head_only():
-    with pytest.raises(UserError, match="refine_iters.*linear head only"):
-        ProbeConfig(head="tied", refine_iters=10).validate()
-    with pytest.raises(UserError, match="refine_iters"):
-        ProbeConfig(refine_iters=-1).validate()
-
-
 # ---------------------------------------------------------------- whitened features (`precondition`)
 
 

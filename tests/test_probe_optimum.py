@@ -1,14 +1,18 @@
-"""The linear head's optimum (`probe_optimum`): one head from every start, a certificate that tells an
+"""The linear head's optimum (the probe study's `studies.probe.optimum`): one head from every start, a certificate that tells an
 optimum from a stopped optimiser, the head written back exactly."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
+from tests.test_probe import _planted_setup
 from twotower_lib.errors import UserError
 from twotower_lib.models.heads import LinearCrossEntropy, ProbeHead
-from twotower_lib.probe_optimum import RefineConfig, _coordinates, calibrate_biases, certificate, refine_head
+from twotower_lib.probe_config import ProbeConfig
+from twotower_lib.probe_training import score_validation, train_heads
+from studies.probe.optimum import RefineConfig, Refinement, _coordinates, calibrate_biases, certificate, refine_head
 
 N, H, D, V = 12_000, 8, 16, 120
 
@@ -180,3 +184,28 @@ def test_calibrating_the_biases_restores_them(problem):
     assert certificate(moved, x, y)["bias_residual_max"] < 1e-3
     frequent = torch.bincount(y, minlength=V).argsort(descending=True)[:40]
     assert (logprobs(moved, x)[:, frequent] - logprobs(best, x)[:, frequent]).abs().max() < 0.01
+
+
+def test_refined_heads_of_two_recipes_reach_one_optimum(tiny_data):
+    """`Refinement` (the probe's `refine` step): after AdamW, L-BFGS takes each linear head to the optimum of one explicit objective,
+    so two recipes that AdamW leaves apart (features as they are, or whitened) end at one head; the record
+    holds each head's certificate before and after."""
+    model, _, _ = _planted_setup(tiny_data)
+    logp, records = {}, {}
+    for iters in (0, 150):
+        for precondition in ("none", "whiten"):
+            cfg = ProbeConfig(features="raw", train_blocks=100, max_epochs=6, batch_size=256, tol=0.01, forward_batch=64,
+                              precision="fp32", precondition=precondition)
+            torch.manual_seed(0)
+            refine = Refinement(iters, ridge=1e-3, penalty="logit") if iters else None
+            [heads], records[iters, precondition] = train_heads(model, tiny_data, cfg, show=False, head_seed=11,
+                                                                refine=refine)
+            torch.manual_seed(1)
+            [s], _ = score_validation(model, [heads], tiny_data, cfg, show=False)
+            logp[iters, precondition] = s.logp
+    gap = {iters: float(np.abs(logp[iters, "none"] - logp[iters, "whiten"]).mean()) for iters in (0, 150)}
+    assert gap[150] < 0.2 * gap[0], gap
+    assert "refine" not in records[0, "none"]
+    for r in records[150, "none"]["refine"]:
+        assert r["after"]["grad_max"] < 0.1 * r["before"]["grad_max"] and r["after"]["loss"] < r["before"]["loss"]
+    assert len(records[150, "whiten"]["refined_heldout_loss"]) == model.cfg.towers

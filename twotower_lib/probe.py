@@ -17,9 +17,9 @@ A number is only as good as what measured it, so the probe is built to be checke
   (`probe_whitening.Whitening`) and is folded back into a head on the raw features, so nothing
   downstream changes. A converged probe would give the same scores either way; a probe stopped on a
   plateau does not, and whitened coordinates land nearest the head defined by an objective (below).
-- **The defined head, optionally** (`refine_iters` > 0, with `ridge`): the head taken by full-batch
-  L-BFGS to the optimum of an explicit objective, one answer from every start, certified
-  (`probe_optimum.refine_head`).
+- **A step after training, optionally** (`refine`): a callable that takes the trained heads further on
+  the same features before they are scored (the probe study's full-batch L-BFGS to a defined optimum);
+  its `identity` joins the probe's, and its record goes into the manifest.
 - **The head of Eq. 2, read out linearly** (`head="linear"`, the default): a linear map of the
   tower's features whose output vectors are the frozen input embedding, plus a bias per token. Its
   likelihood is concave, so two head seeds train towards one optimum. `"tied"` puts GELU and
@@ -60,8 +60,8 @@ from twotower_lib.errors import UserError
 from twotower_lib.models import load_model, snapshot_tokens, weights_path
 from twotower_lib.preference import (TowerSums, document_stats, load_artifact, load_positions, order_towers,
                                      preference_table, save_artifact)
-from twotower_lib.probe_config import BERT_EVENTS, FEATURES, HEAD_KINDS, HEAD_LR, PRECONDITIONS, PROBE_VERSION, ProbeConfig
-from twotower_lib.probe_training import resolved_precision, score_validation, train_heads
+from twotower_lib.probe_config import BERT_EVENTS, FEATURES, HEAD_KINDS, HEAD_LR, PRECONDITIONS, PROBE_VERSION, ProbeConfig, settled
+from twotower_lib.probe_training import HeadRefiner, resolved_precision, score_validation, train_heads
 
 
 def probe_dir(run_dir: Path, snapshot: str | int | None) -> Path:
@@ -86,10 +86,10 @@ def head_seed_of(weights_sha256: str, seed: int) -> int:
 
 def probe_run(run_dir: str | os.PathLike, cfg: ProbeConfig | None = None, *, snapshot: str | int | None = None,
               data_dir: str | os.PathLike | None = None, out: str | os.PathLike | None = None,
-              force: bool = False, show: bool = True) -> Path:
+              force: bool = False, show: bool = True, refine: HeadRefiner | None = None) -> Path:
     """Probe one trained run (or one of its snapshots) and write the preference artifact; return its path.
 
-    Up to date (same run weights, data and probe config) -> nothing is recomputed.
+    Up to date (same run weights, data, probe config and `refine`) -> nothing is recomputed.
     """
     from safetensors.torch import save as save_safetensors
 
@@ -100,7 +100,7 @@ def probe_run(run_dir: str | os.PathLike, cfg: ProbeConfig | None = None, *, sna
     weights = weights_path(run_dir, snapshot)
     identity = {"version": PROBE_VERSION, "weights_sha256": sha256_file(weights),
                 "data_hash": data.data_hash,
-                "probe": asdict(cfg)}
+                "probe": asdict(cfg), **({"refine": refine.identity} if refine is not None else {})}
     if not force and _up_to_date(out, identity):
         if show:
             print(f"probe up to date: {out}")
@@ -110,7 +110,7 @@ def probe_run(run_dir: str | os.PathLike, cfg: ProbeConfig | None = None, *, sna
     t0 = time.time()
     for p in model.parameters():
         p.requires_grad_(False)
-    head_sets, record = train_heads(model, data, cfg, show, head_seed=head_seed)
+    head_sets, record = train_heads(model, data, cfg, show, head_seed=head_seed, refine=refine)
     t_train = time.time() - t0
     all_sums, coop_logp = score_validation(model, head_sets, data, cfg, show)
     sums = all_sums[0]
@@ -171,9 +171,10 @@ def _up_to_date(out: Path, identity: dict) -> bool:
     if not (out / "manifest.json").exists():
         return False
     try:
-        return read_json(out / "manifest.json").get("identity") == identity
+        found = read_json(out / "manifest.json").get("identity") or {}
     except UserError:
         return False
+    return {**found, "probe": settled(found.get("probe", {}))} == identity
 
 
 def _positions_npz(sums: TowerSums, replicate: TowerSums | None = None) -> bytes:
@@ -271,9 +272,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="BERT: [MASK] at every probed position (Eq. 1) or the training corruption 80/10/10")
     p.add_argument("--precondition", choices=PRECONDITIONS, default=d.precondition,
                    help="whiten: the heads train on whitened features, folded back (the default); none: on the features as they are")
-    p.add_argument("--refine-iters", type=int, default=d.refine_iters,
-                   help="linear heads: L-BFGS iterations after AdamW toward the optimum of their objective (0: none)")
-    p.add_argument("--ridge", type=float, default=d.ridge, help="that objective's ridge")
     p.add_argument("--train-blocks", type=int, default=d.train_blocks)
     p.add_argument("--train-positions", type=int, default=None,
                    help="predicted positions the heads train on, instead of --train-blocks (the profiles' probe_tokens)")
@@ -296,7 +294,7 @@ def config_from_args(args: argparse.Namespace) -> ProbeConfig:
         base = ProbeConfig.legacy() if args.legacy else ProbeConfig.as_released()
     else:
         base = ProbeConfig(features=args.features, bert_events=args.bert_events, max_epochs=args.max_epochs,
-                           precondition=args.precondition, refine_iters=args.refine_iters, ridge=args.ridge)
+                           precondition=args.precondition)
     return replace(base, head=args.head or base.head, train_blocks=args.train_blocks, train_positions=args.train_positions,
                    eval_blocks=args.eval_blocks,
                    seed=args.seed, replicate=args.replicate, lr=args.lr if args.lr is not None else base.lr).validate()

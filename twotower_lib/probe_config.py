@@ -28,7 +28,6 @@ PROBE_VERSION = 7
 FEATURES = ("joint_ln", "raw")
 PRECONDITIONS = ("whiten", "none")
 BERT_EVENTS = ("mask", "corrupt")
-PENALTIES = ("logit", "readout")  # the refinement's ridge: see probe_optimum.RefineConfig
 SCHEDULES = ("plateau", "linear")
 HEAD_LR = {"linear": 3e-3, "tied": 3e-3, "mlp": 1e-3}  # peak rates: the tied heads train ~70k weights, the untied ~2M (V = 8192)
 
@@ -60,10 +59,6 @@ class ProbeConfig:
     lr: float | None = None         # peak rate; None: HEAD_LR[head]
     warmup_fraction: float = 0.1    # of the first epoch (plateau) or of all steps (linear)
     weight_decay: float = 0.01
-    refine_iters: int = 0           # linear heads: full-batch L-BFGS iterations after AdamW, toward the optimum of the
-                                    # mean cross-entropy + (ridge/2) x penalty (`probe_optimum`); 0: AdamW's heads as they are
-    ridge: float = 0.03             # that objective's ridge (times `penalty`): scores agree at r >= 0.96 from 0.003 to 0.1 (gpt-s1)
-    penalty: str = "logit"          # "logit": tr(Bᵀ G B), coordinate-free; "readout": |B|² (`probe_optimum.RefineConfig`)
     eval_blocks: int | None = None  # validation blocks scored (None = all)
     bert_eval_passes: int = 7       # BERT: disjoint masking passes, so every validation token is scored once
     replicate: bool = False         # also train heads with a second seed (probe-seed reliability)
@@ -123,18 +118,29 @@ class ProbeConfig:
             raise bad("cooldown_average", "needs a cool-down to average over (cooldown_epochs >= 1)")
         if not ((self.lr is None or self.lr > 0) and 0 <= self.warmup_fraction < 1 and self.weight_decay >= 0):
             raise bad("lr", "(with warmup_fraction in [0, 1) and weight_decay >= 0) must be positive")
-        if not isinstance(self.refine_iters, int) or self.refine_iters < 0:
-            raise bad("refine_iters", "must be a non-negative integer (0: no refinement)")
-        if self.refine_iters and self.head != "linear":
-            raise bad("refine_iters", f"applies to the linear head only (a convex objective); head {self.head!r} needs refine_iters = 0")
-        if not self.ridge >= 0:
-            raise bad("ridge", "must be non-negative")
-        if self.penalty not in PENALTIES:
-            raise bad("penalty", f"is not one of {PENALTIES}")
         for name in ("precision", "score_precision"):
             if getattr(self, name) not in ("auto", "fp32", "bf16"):
                 raise bad(name, "must be 'auto', 'fp32' or 'bf16'")
         return self
+
+
+# Fields a probe's settings held in earlier code, with the value at which they changed nothing: a recorded
+# identity that holds them at these values is the same probe as one without them (`settled`). The full-batch
+# refinement of the linear head is a study now (`studies.probe.optimum`); with 0 iterations its ridge and
+# penalty were not read.
+RETIRED_FIELDS = {"refine_iters": 0}
+RETIRED_WITH = {"refine_iters": ("ridge", "penalty")}
+
+
+def settled(probe: dict) -> dict:
+    """A recorded probe config without the retired fields that were at their no-op value (unchanged otherwise,
+    so a probe made with a retired option never matches one made without it)."""
+    out = dict(probe)
+    for name, inert in RETIRED_FIELDS.items():
+        if name in out and out[name] == inert:
+            for key in (name, *RETIRED_WITH.get(name, ())):
+                out.pop(key, None)
+    return out
 
 
 CURRENT_PROBE = probe_label(PROBE_VERSION, ProbeConfig.precondition)  # what a probe made today is called

@@ -12,7 +12,7 @@ import copy
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import torch
@@ -197,6 +197,17 @@ class HeadFeatures:
     held_labels: torch.Tensor | None
 
 
+class HeadRefiner(Protocol):
+    """A step after head training: moves every trained head (head i reads tower i mod k) in place on the
+    training features and returns one record per head. `identity` (JSON) joins the probe's identity, so a
+    probe refined differently is recomputed."""
+
+    identity: dict
+
+    def __call__(self, heads: nn.ModuleList, features: HeadFeatures, k: int, dtype: torch.dtype,
+                 show: bool) -> list[dict]: ...
+
+
 def training_features(model, data, cfg: ProbeConfig, head_seed: int, show: bool = True) -> HeadFeatures:
     """Features of the probe's training blocks and held-out blocks (`cfg.seed` picks the blocks,
     `head_seed` BERT's masks)."""
@@ -231,7 +242,7 @@ def new_heads(model, cfg: ProbeConfig, seeds: list[int]) -> nn.ModuleList:
 
 
 def train_heads(model, data, cfg: ProbeConfig, show: bool = True, head_seed: int | None = None,
-                features: HeadFeatures | None = None) -> tuple[list[nn.ModuleList], dict]:
+                features: HeadFeatures | None = None, refine: HeadRefiner | None = None) -> tuple[list[nn.ModuleList], dict]:
     """Train one head per tower (and, with `cfg.replicate`, a second set with another seed) on the
     frozen features of the training blocks; return the head sets and the training record.
 
@@ -240,7 +251,8 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True, head_seed: int
     its initialisation and order and shares the features. `probe_run` derives the seed from the
     weights, so two models never share head initialisations (see there why that matters).
     `features`: computed by `training_features` with the same `cfg` and `head_seed`, to train several
-    head recipes on one set of features (`benchmarks/bench_probe_reliability.py`).
+    head recipes on one set of features (`studies/probe/reliability.py`). `refine`: a step that
+    takes the trained heads further on the training features before they are scored (`HeadRefiner`).
 
     The record: `curve` (per epoch: step, rate, mean training loss and held-out loss per head),
     `epochs`, `stopped` ("converged" or "max_epochs"), the number of training and held-out positions,
@@ -275,8 +287,8 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True, head_seed: int
               "seconds": seconds,  # the towers' pass over the probe's blocks; whitening and head training
               **({"feature_condition": [round(c, 1) for c in whitening.condition],
                   "constant_directions": whitening.dropped} if whitening is not None else {})}
-    if cfg.refine_iters:
-        record["refine"] = refine_heads(heads, cached, cfg, k, dtype, show)
+    if refine is not None:
+        record["refine"] = refine(heads, cached, k, dtype, show)
         record["refined_heldout_loss"] = ([round(x, 5) for x in _heldout_losses(heads, cached.held, held_labels, k, device, score_dtype)]
                                           if n_held else None)
     sets = [nn.ModuleList(heads[s * k:(s + 1) * k]).eval() for s in range(len(seeds))]
@@ -410,24 +422,6 @@ def _epoch(heads: nn.ModuleList, opt, schedule: _HeadSchedule, feats: torch.Tens
         train_sum += torch.tensor([l.item() for l in losses], dtype=torch.float64) * len(idx)
     schedule.end_of_epoch()
     return (train_sum / len(labels)).tolist()
-
-
-def refine_heads(heads: nn.ModuleList, features: HeadFeatures, cfg: ProbeConfig, k: int, dtype: torch.dtype,
-                 show: bool) -> list[dict]:
-    """Take every trained linear head (head i reads tower i mod k) to the optimum of its objective on the
-    training features, in place (`probe_optimum.refine_head`, `cfg.refine_iters` L-BFGS iterations from
-    AdamW's head); per head, what the refinement did and its certificate before and after."""
-    from twotower_lib.probe_optimum import RefineConfig, refine_head
-
-    rcfg = RefineConfig(max_iter=cfg.refine_iters, ridge=cfg.ridge, penalty=cfg.penalty,
-                        precision="bf16" if dtype == torch.bfloat16 else "fp32").validate()
-    records = []
-    for i, head in enumerate(heads):
-        device = head.bias.device
-        r = refine_head(head, features.train[:, i % k].to(device), features.labels.to(device), rcfg, show=show,
-                        desc=f"refining head {i + 1}/{len(heads)}")
-        records.append({key: r[key] for key in ("iterations", "passes", "stopped", "seconds", "loss_curve", "before", "after")})
-    return records
 
 
 @torch.no_grad()

@@ -26,7 +26,7 @@ DEFAULT_RECIPE = "linear, cool-down, average (default)"          # the profile's
 
 
 def recipe_comparison(path: Path | None = None) -> dict[str, pd.DataFrame]:
-    """The committed comparison of probe recipes on the same frozen runs (`benchmarks/compare_probe_recipes.py`):
+    """The committed comparison of probe recipes on the same frozen runs (`studies/probe/compare_recipes.py`):
     per run and recipe (`runs`), the runs' correlation per recipe (`pairs`) and each run's agreement
     between recipes (`across_recipes`). Empty when it was not measured."""
     import pandas as pd
@@ -41,14 +41,14 @@ def recipe_comparison(path: Path | None = None) -> dict[str, pd.DataFrame]:
 
 
 def reliability_benchmark(path: Path | None = None) -> pd.DataFrame | str:
-    """A committed comparison of head recipes (`benchmarks/bench_probe_reliability.py`): per run and
+    """A committed comparison of head recipes (`studies/probe/reliability.py`): per run and
     recipe, epochs, each tower head's validation loss, the reliability in both score variants and,
     where measured, the agreement with a reference recipe; or how to produce it."""
     import pandas as pd
 
     path = path or RESULTS / "reliability.json"
     if not path.exists():
-        return f"not measured yet: python benchmarks/bench_probe_reliability.py --out {path.relative_to(PROJECT_ROOT)}"
+        return f"not measured yet: python -m studies.probe.reliability --out {path.relative_to(PROJECT_ROOT)}"
     rows = read_json(path)["rows"]
     return pd.DataFrame([{"run": r["run"], "recipe": r["variant"], "epochs": r["epochs"], "minutes": r["minutes"],
                           **{f"val loss, tower {j}": v for j, v in enumerate(r["val_loss"])},
@@ -59,7 +59,7 @@ def reliability_benchmark(path: Path | None = None) -> pd.DataFrame | str:
 
 
 def probe_change(path: Path | None = None, between_runs: bool = False) -> pd.DataFrame | str:
-    """A committed comparison of two probings of the same frozen runs (`benchmarks/compare_probe_versions.py`):
+    """A committed comparison of two probings of the same frozen runs (`studies/probe/compare_versions.py`):
     per case, each probing's validation loss per tower head, its probe-seed reliability, and how far
     the two probings' scores agree; with `between_runs`, every two of those cases correlated under each
     probing; or how to produce it."""
@@ -67,7 +67,7 @@ def probe_change(path: Path | None = None, between_runs: bool = False) -> pd.Dat
 
     path = path or RESULTS / "whitening_cases.json"
     if not path.exists():
-        return f"not measured yet: python benchmarks/compare_probe_versions.py OLD NEW --out {path.relative_to(PROJECT_ROOT)}"
+        return f"not measured yet: python -m studies.probe.compare_versions OLD NEW --out {path.relative_to(PROJECT_ROOT)}"
     found = read_json(path)
     if between_runs:
         return pd.DataFrame([{"a": p["a"], "b": p["b"], **{f"{name}: r ({VARIANTS[c]})": r for name in ("old", "new")
@@ -85,7 +85,7 @@ def probe_change(path: Path | None = None, between_runs: bool = False) -> pd.Dat
 
 
 def training_positions(path: Path | None = None) -> dict[str, pd.DataFrame] | str:
-    """A committed study of runs probed at several training sizes (`benchmarks/probe_positions.py`):
+    """A committed study of runs probed at several training sizes (`studies/probe/positions.py`):
     `runs`, per probing and run, the training positions, epochs, head-training seconds, validation loss
     per tower head and the agreement of its scores with the largest probing's; `pairs`, per probing and
     pair, r in both score variants (with the document-bootstrap interval where measured); `agreement`,
@@ -95,7 +95,7 @@ def training_positions(path: Path | None = None) -> dict[str, pd.DataFrame] | st
 
     path = path or RESULTS / "positions_cases.json"
     if not path.exists():
-        return f"not measured yet: python benchmarks/probe_positions.py LABEL=DIR ... --out {path.relative_to(PROJECT_ROOT)}"
+        return f"not measured yet: python -m studies.probe.positions LABEL=DIR ... --out {path.relative_to(PROJECT_ROOT)}"
     found = read_json(path)
     last = found["rows"][-1]["probing"]
     runs, pairs, agreement = [], [], []
@@ -125,7 +125,7 @@ def training_positions(path: Path | None = None) -> dict[str, pd.DataFrame] | st
 def probe_data_noise(path: Path | None = None, draws: tuple[str, str] = ("cpu-99k-a", "cpu-99k-b"),
                      full: str = "cpu-198k") -> dict[str, pd.DataFrame]:
     """Noise or bias? From a committed study with two independent draws of one size (`draws`: other blocks,
-    another head start) and larger probings (`benchmarks/probe_positions.py`), in the Eq. 4 variant.
+    another head start) and larger probings (`studies/probe/positions.py`), in the Eq. 4 variant.
 
     `runs`, per run: the two draws' agreement r (the reliability of a probe of their size, if they differ
     only by noise); the agreement each would have with an exact probe if that were so, sqrt(r); what
@@ -164,11 +164,11 @@ def probe_data_noise(path: Path | None = None, draws: tuple[str, str] = ("cpu-99
 
 
 def optimum_benchmark(folder: Path | None = None) -> dict[str, pd.DataFrame]:
-    """The committed measurements of `benchmarks/probe_optimum.py` (one file per experiment in `folder`):
+    """The committed measurements of `studies/probe/optimum_experiments.py` (one file per experiment in `folder`):
     per experiment and recipe (`recipes`): the run, its training positions, minutes, held-out loss per tower head and the certificate
     (each token's predicted count against its count on the training positions: median and largest
     relative gap; the preconditioned gradient's norm); and the agreement of every two recipes' scores
-    (`agreement`); empty when nothing was measured (`python benchmarks/probe_optimum.py --out
+    (`agreement`); empty when nothing was measured (`python -m studies.probe.optimum_experiments --out
     results/probe/optimum/NAME.json` measures)."""
     import pandas as pd
 
@@ -226,8 +226,8 @@ def book_parts() -> dict[str, str]:
     """The appendix notebook's tables, by name (`PROBE_*`), as reader HTML."""
     optimum, recipes = optimum_benchmark(), recipe_comparison()
     positions, noise = training_positions(), probe_data_noise()
-    absent = {"recipes": "not measured yet: python benchmarks/probe_optimum.py --out results/probe/optimum/NAME.json",
-              "runs": "not measured yet: python benchmarks/compare_probe_recipes.py"}
+    absent = {"recipes": "not measured yet: python -m studies.probe.optimum_experiments --out results/probe/optimum/NAME.json",
+              "runs": "not measured yet: python -m studies.probe.compare_recipes"}
     return {
         "PROBE_RELIABILITY": _html(reliability_benchmark()),
         "PROBE_CHANGE": _html(probe_change()),

@@ -216,7 +216,7 @@ def load(profile: str = "cpu", path: Path | None = None) -> dict | None:
 
 
 def load_recipes() -> dict | None:
-    """The committed probe-recipe comparison (`benchmarks/compare_probe_recipes.py`), or None."""
+    """The committed probe-recipe comparison (`studies/probe/compare_recipes.py`), or None."""
 
     return read_json(RECIPES) if RECIPES.exists() else None
 

@@ -84,10 +84,10 @@ def _probed(out: Path, cfg=None) -> bool:
         return True
     from dataclasses import asdict
 
-    from twotower_lib.probe_config import PROBE_VERSION
+    from twotower_lib.probe_config import PROBE_VERSION, settled
 
     identity = read_json(out / "manifest.json").get("identity", {})
-    return identity.get("version") == PROBE_VERSION and identity.get("probe") == asdict(cfg)
+    return identity.get("version") == PROBE_VERSION and settled(identity.get("probe", {})) == asdict(cfg)
 
 
 def train_runs(layout: Layout, runs: list[tuple[str, int, int]], threads: int) -> None:

@@ -24,7 +24,8 @@ import nbformat
 
 from twotower_lib.book import charts, decisions, scorecard
 from twotower_lib.book.pipeline import Pipeline, make_pipeline
-from twotower_lib.book.profiles import DEFAULT_PROFILE, OVERRIDABLE, PROFILES, runs_root
+from twotower_lib.book.profile_keys import OVERRIDABLE
+from twotower_lib.book.profiles import DEFAULT_PROFILE, PROFILES, runs_root
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.errors import MissingDependencyError, UserError
 

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json, sha256_file, sha256_json
-from twotower_lib.book.profiles import (DEFAULT_PROFILE, OVERRIDABLE, PROFILES, Profile, canonical_key, get_profile,
-                                       notebook_name, profile_dir)
+from twotower_lib.book.profile_keys import OVERRIDABLE, canonical_key, notebook_name
+from twotower_lib.book.profiles import DEFAULT_PROFILE, PROFILES, Profile, get_profile, profile_dir
 from twotower_lib.book.sections import NOTEBOOKS_DIR, PROJECT_ROOT, SECTIONS, Section, as_text, find_section
 from twotower_lib.errors import UserError
 
@@ -269,7 +269,7 @@ def parse_overrides(pairs: list[list[str]]) -> dict[str, str]:
         if len(words) == 1 and "=" in words[0]:
             words = words[0].split("=", 1)
         if len(words) != 2:
-            raise UserError(f"-p {' '.join(words)}: write -p KEY VALUE or -p KEY=VALUE (e.g. -p probe.refine_iters=15)")
+            raise UserError(f"-p {' '.join(words)}: write -p KEY VALUE or -p KEY=VALUE (e.g. -p probe.train_positions=400000)")
         key, value = words
         if key in overrides:
             raise UserError(f"-p {key} is given twice")
@@ -284,7 +284,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"settings bundle (default {DEFAULT_PROFILE}); see twotower_lib.book.profiles")
     p.add_argument("-p", "--parameter", nargs="+", action="append", default=[], metavar="KEY[=VALUE]",
                    help="override one profile field for this run: -p KEY VALUE or -p KEY=VALUE, KEY as section.field "
-                        f"(e.g. probe.refine_iters, analysis.top_n); keys: {', '.join(OVERRIDABLE)}")
+                        f"(e.g. probe.train_positions, analysis.top_n); keys: {', '.join(OVERRIDABLE)}")
     p.add_argument("--runs-dir", default=None, help="where runs/<profile>/ lives (default $TWOTOWER_RUNS, else the project's runs/)")
     p.add_argument("--force", action="store_true", help="re-run even what is up to date")
     p.add_argument("--jobs", type=int, default=DEFAULT_JOBS,

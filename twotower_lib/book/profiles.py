@@ -5,7 +5,7 @@ vocabulary, block length), `train` (a `TrainPlan`: which of the paper's cases, t
 batching), `probe` (a `ProbeConfig`) and `analysis` (an `AnalysisConfig`: top-N tokens, bootstrap
 samples, controls, POS and ICA settings), plus the size preset of each model. `python -m twotower_lib
 run --profile NAME` runs every section with it; `-p section.field value` overrides one field for one
-run (`-p probe.refine_iters 15`, `-p analysis.top_n 500`).
+run (`-p probe.train_positions 400000`, `-p analysis.top_n 500`).
 
 All outputs of a profile live under `runs/<profile>/` (`$TWOTOWER_RUNS` moves `runs/`):
 
@@ -19,131 +19,19 @@ All outputs of a profile live under `runs/<profile>/` (`$TWOTOWER_RUNS` moves `r
 from __future__ import annotations
 
 import os
-import sys
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from twotower_lib.book.profile_keys import OVERRIDABLE, canonical_key, coerce
+from twotower_lib.book.stage_plans import AnalysisConfig, ModelChoice, TrainPlan
 from twotower_lib.data.config import DataConfig
 from twotower_lib.errors import UserError
 from twotower_lib.probe_config import ProbeConfig
 from twotower_lib.run_names import parse_spec
-from twotower_lib.train_config import PRECISIONS
 
 DEFAULT_PROFILE = "cpu"
 PROFILE_ENV = "TWOTOWER_PROFILE"  # the profile of a notebook opened by hand (`profile = None`); Binder sets tiny
-LAUNCHERS = ("python", "deepspeed")
-CONTROLS = ("untrained", "independent", "permutation", "quality")
-POS_BACKENDS = ("auto", "stanza", "spacy")  # auto: stanza where its English model is installed, else spaCy
-
-
-@dataclass(frozen=True)
-class ModelChoice:
-    """One model of the study: a tower family plus a size preset of `twotower_lib.models.config`."""
-
-    model_type: str                      # "elmo" | "gpt" | "bert"
-    preset: str                          # a name in models.config.PRESETS
-    as_released: bool = False            # built as the authors' released code builds it (`train.RELEASED_OPTIONS`)
-
-
-def _positive(owner: str, obj: Any, names: tuple[str, ...], minimum: int = 1) -> None:
-    for name in names:
-        v = getattr(obj, name)
-        if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
-            raise UserError(f"`{owner}.{name}` = {v!r} must be {'a positive' if minimum else 'a non-negative'} integer")
-
-
-@dataclass(frozen=True)
-class TrainPlan:
-    """Which runs 01_training trains and how. `cases` lists "model:seed"; the paper's five cases are
-    elmo:1 gpt:1 bert-base:1 bert-large:1 bert-large:2 (Table 2's rows). Each case becomes a
-    `TrainConfig` (`Profile.train_config`)."""
-
-    cases: tuple[str, ...] = ("elmo:1", "gpt:1", "bert-base:1", "bert-large:1", "bert-large:2")
-    tokens: int = 10_000_000             # tokens seen per model (the budget)
-    model_tokens: tuple[str, ...] = ()   # per-model budgets "model=tokens" replacing `tokens` (e.g. elmo=2000000)
-    model_lr: tuple[str, ...] = ()       # per-model peak learning rates "model=lr" (e.g. gpt=0.003); the others
-                                         # use the DeepSpeed config's
-    model_final_lr: tuple[str, ...] = ()  # per-model end of the linear decay "model=fraction" of the peak
-                                          # (e.g. bert-large=1: no decay); the others decay to 0
-    precision: str = "bf16"
-    micro_batch: int = 32                # sequences per process per accumulation step
-    grad_accum: int = 1                  # accumulation steps: an optimizer step sees micro_batch x grad_accum x GPUs sequences
-    launcher: str = "python"             # "deepspeed": multi-GPU via the DeepSpeed launcher
-    num_gpus: int = 0
-    threads_per_run: int = 0             # CPU threads per training run or probe, as many side by side as the
-                                         # cores allow (twotower_lib.workers); 0 = one at a time on every core
-
-    def validate(self) -> "TrainPlan":
-        _positive("train", self, ("tokens", "micro_batch", "grad_accum"))
-        _positive("train", self, ("num_gpus", "threads_per_run"), minimum=0)
-        if self.precision not in PRECISIONS:
-            raise UserError(f"`train.precision` = {self.precision!r} must be one of {PRECISIONS}")
-        if self.launcher not in LAUNCHERS:
-            raise UserError(f"`train.launcher` = {self.launcher!r} must be one of {LAUNCHERS}")
-        if self.launcher == "deepspeed" and self.num_gpus < 1:
-            raise UserError("`train.num_gpus` must be >= 1 with launcher 'deepspeed'")
-        if not self.cases:
-            raise UserError("`train.cases` is empty; list at least one model:seed, e.g. gpt:1")
-        for r in self.cases:
-            if not parse_spec(r):
-                raise UserError(f"`train.cases` has {r!r}, which is not of the form model:seed (e.g. bert-large:2)")
-        if len(set(self.cases)) != len(self.cases):
-            raise UserError("`train.cases` lists the same model:seed twice")
-        per_model = (("model_tokens", _positive_tokens, "write model=tokens with a positive integer, e.g. elmo=2000000"),
-                     ("model_lr", _learning_rate, "write model=lr with a learning rate in (0, 1), e.g. gpt=0.003"),
-                     ("model_final_lr", _fraction, "write model=fraction with a fraction of the peak in [0, 1], "
-                                                   "e.g. bert-large=1 (no decay)"))
-        for name, valid, how in per_model:
-            for item in getattr(self, name):
-                if not valid(item.partition("=")[2]):
-                    raise UserError(f"`train.{name}` has {item!r}; {how}")
-        return self
-
-    @property
-    def world_size(self) -> int:
-        """Training processes per run: the GPUs of the DeepSpeed launcher, else one."""
-        return self.num_gpus if self.launcher == "deepspeed" else 1
-
-
-@dataclass(frozen=True)
-class AnalysisConfig:
-    """What the analysis sections (03-06) compare, and the controls the book measures."""
-
-    top_n: int = 1000                    # N: the most frequent tokens compared (paper: 5000)
-    bootstrap: int = 1000                # bootstrap resamples for confidence intervals
-    controls: tuple[str, ...] = CONTROLS
-    control_models: tuple[str, ...] = ()  # models whose same-config pair gets the untrained and independent
-                                          # controls (permutation: every pair); () = every pair's model
-    reliability_models: tuple[str, ...] = ()  # the first case of each of these models also trains a second head
-                                          # set, for the probe-seed reliability; () = every case
-    bert_events_comparison: bool = True   # probe one BERT case again with the training corruption (02_probing)
-    pos_docs: int = 200                  # training documents POS-tagged to give each token its tag (04_pos)
-    pos_backend: str = "auto"            # one of POS_BACKENDS
-    ica_reference: str = "bert-large:1"  # the case ("model:seed") whose input embedding gives the word vectors
-    ica_tokens: int = 1_000_000          # token occurrences in the corpus sample of the ICA (05_ica)
-    ica_dim: int = 0                     # d of Eq. 5; 0: the paper's share of the embedding width (128 of 1024)
-    ica_starts: int = 8                  # ICA starts (W_0 = I, then random rotations): the likelihood has several optima
-
-    def validate(self) -> "AnalysisConfig":
-        _positive("analysis", self, ("top_n", "pos_docs", "ica_tokens", "ica_starts"))
-        _positive("analysis", self, ("bootstrap", "ica_dim"), minimum=0)
-        unknown = sorted(set(self.controls) - set(CONTROLS))
-        if unknown:
-            raise UserError(f"`analysis.controls` has unknown control(s) {unknown}; choose among {CONTROLS}")
-        if "quality" in self.controls and "independent" not in self.controls:
-            raise UserError("`analysis.controls` names 'quality' without 'independent': the quality-gap control scores "
-                            "an independent single-tower run against its own earlier snapshot")
-        if self.pos_backend not in POS_BACKENDS:
-            raise UserError(f"`analysis.pos_backend` = {self.pos_backend!r} must be one of {POS_BACKENDS}")
-        if not parse_spec(self.ica_reference):
-            raise UserError(f"`analysis.ica_reference` = {self.ica_reference!r} is not of the form model:seed "
-                            "(e.g. bert-large:1)")
-        return self
-
-
-# The profile's sections, in the order `values()` lists them: the attribute and its config class.
-SECTIONS = {"data": DataConfig, "train": TrainPlan, "probe": ProbeConfig, "analysis": AnalysisConfig}
 
 
 @dataclass(frozen=True)
@@ -315,64 +203,6 @@ class Profile:
             raise UserError(f"invalid parameter ({where}): {e}") from None
 
 
-# Overridable keys ("section.field") in declaration order, with their annotated types ("int", "str | None", ...).
-# `probe.replicate` is not one: the probing section asks for the second head seed where it reports it.
-OVERRIDABLE: dict[str, str] = {f"{section}.{f.name}": str(f.type) for section, cls in SECTIONS.items() for f in fields(cls)
-                               if f"{section}.{f.name}" != "probe.replicate"}
-
-# The flat names of earlier versions, accepted for a while with a note naming the new key.
-OLD_NAMES: dict[str, str] = {
-    "corpus": "data.corpus", "vocab_size": "data.vocab_size", "seq_len": "data.seq_len", "data_seed": "data.seed",
-    "doc_words": "data.doc_words", "max_docs": "data.max_docs", "valid_fraction": "data.valid_fraction",
-    "cases": "train.cases", "train_tokens": "train.tokens", "model_tokens": "train.model_tokens",
-    "model_lr": "train.model_lr", "model_final_lr": "train.model_final_lr", "precision": "train.precision",
-    "micro_batch": "train.micro_batch", "grad_accum": "train.grad_accum", "launcher": "train.launcher",
-    "num_gpus": "train.num_gpus", "threads_per_run": "train.threads_per_run",
-    "probe_tokens": "probe.train_positions", "probe_max_epochs": "probe.max_epochs", "probe_head": "probe.head",
-    "probe_features": "probe.features", "probe_precondition": "probe.precondition",
-    "probe_refine_iters": "probe.refine_iters", "probe_ridge": "probe.ridge", "bert_events": "probe.bert_events",
-    "top_n": "analysis.top_n", "bootstrap": "analysis.bootstrap", "controls": "analysis.controls",
-    "control_models": "analysis.control_models", "pos_docs": "analysis.pos_docs", "pos_backend": "analysis.pos_backend",
-    "ica_reference": "analysis.ica_reference", "ica_tokens": "analysis.ica_tokens", "ica_dim": "analysis.ica_dim",
-    "ica_starts": "analysis.ica_starts",
-}
-
-
-def canonical_key(key: str, where: str = "-p") -> str:
-    """`key` as "section.field": an old flat name is mapped with a note on stderr; an unknown one is an error."""
-    if key in OVERRIDABLE:
-        return key
-    if key in OLD_NAMES:
-        print(f"note: parameter {key!r} ({where}) is now {OLD_NAMES[key]!r}; the old name will stop working",
-              file=sys.stderr)
-        return OLD_NAMES[key]
-    raise UserError(f"unknown parameter {key!r} ({where}); the parameters are: {', '.join(OVERRIDABLE)}")
-
-
-def notebook_name(key: str) -> str:
-    """A key's name in a notebook's parameters cell (papermill needs an identifier): "probe.refine_iters" ->
-    "probe_refine_iters"."""
-    return key.replace(".", "_")
-
-
-def _positive_tokens(value: str) -> bool:
-    return value.replace("_", "").isdigit() and int(value.replace("_", "")) >= 1
-
-
-def _learning_rate(value: str) -> bool:
-    try:
-        return 0 < float(value) < 1
-    except ValueError:
-        return False
-
-
-def _fraction(value: str) -> bool:
-    try:
-        return 0 <= float(value) <= 1
-    except ValueError:
-        return False
-
-
 def _entry(items: tuple[str, ...], model: str) -> str | None:
     """The value of `model` in "model=value" items (None if absent); a released twin ("gpt-released")
     without an entry of its own takes its model's, so the two are trained and compared alike."""
@@ -383,42 +213,6 @@ def _entry(items: tuple[str, ...], model: str) -> str | None:
     return _entry(items, model.removesuffix(RELEASED_SUFFIX)) if model.endswith(RELEASED_SUFFIX) else None
 
 
-def coerce(key: str, raw: Any, where: str = "-p") -> Any:
-    """Convert `raw` (a string from the command line, or a value papermill injected) to `key`'s type
-    (`OVERRIDABLE`: int, float, str, bool, tuple[str, ...], or one of them "| None": "none" gives None)."""
-    kind = OVERRIDABLE[key]
-    optional = kind.endswith(" | None")
-    kind = kind.removesuffix(" | None")
-    try:
-        if optional and (raw is None or (isinstance(raw, str) and raw.lower() in ("none", "null", ""))):
-            return None
-        if kind == "int":
-            if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
-                raise ValueError
-            return int(raw) if not isinstance(raw, str) else int(raw.replace("_", ""))
-        if kind == "float":
-            if isinstance(raw, bool):
-                raise ValueError
-            return float(raw)
-        if kind == "bool":
-            if isinstance(raw, bool):
-                return raw
-            words = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
-            return words[str(raw).lower()]
-        if kind == "str":
-            if not isinstance(raw, str) or not raw:
-                raise ValueError
-            return raw
-        # tuple[...] fields: a comma-separated string or a list
-        items = raw.split(",") if isinstance(raw, str) else list(raw)
-        return tuple(str(i).strip() for i in items if str(i).strip())
-    except (TypeError, ValueError, KeyError):
-        expected = {"int": "an integer", "float": "a number", "str": "a non-empty string",
-                    "bool": "true or false"}.get(kind, "a comma-separated list") + (" or none" if optional else "")
-        raise UserError(f"invalid value {raw!r} for parameter {key!r} ({where}): expected {expected}") from None
-
-
-# ---------------------------------------------------------------------- the profiles
 
 RELEASED_SUFFIX = "-released"
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from twotower_lib.artifacts import atomic_write_json, read_json
-from twotower_lib.book.profiles import (DEFAULT_PROFILE, OLD_NAMES, OVERRIDABLE, PROFILE_ENV, Profile, canonical_key, get_profile,
-                                       notebook_name, profile_dir, runs_root)
+from twotower_lib.book.profile_keys import OLD_NAMES, OVERRIDABLE, canonical_key, notebook_name
+from twotower_lib.book.profiles import DEFAULT_PROFILE, PROFILE_ENV, Profile, get_profile, profile_dir, runs_root
 from twotower_lib.book import tables
 from twotower_lib.errors import UserError
 

@@ -1,6 +1,6 @@
 """Probe-seed reliability of head recipes, trained on one set of frozen features per run.
 
-    python benchmarks/bench_probe_reliability.py [RUN_DIR ...] [--runs-dir runs/cpu/training] [--base v4|current]
+    python -m studies.probe.reliability [RUN_DIR ...] [--runs-dir runs/cpu/training] [--base v4|current]
         [--variants base,avg,cool2+avg,linear+avg,linear+cool2+avg] [--reference VARIANT] [--out results/probe/reliability.json]
 
 The probe-seed reliability is the correlation over the top-N tokens between the scores of two head
@@ -165,7 +165,7 @@ def main() -> None:
         rows += measure_run(run, base, variants, args.top_n or profile.analysis.top_n, reference)
         if args.out:
             atomic_write_json(args.out, {"profile": args.profile, "top_n": args.top_n or profile.analysis.top_n, "rows": rows,
-                                         "command": portable_command("benchmarks/bench_probe_reliability.py", sys.argv[1:]),
+                                         "command": portable_command("studies/probe/reliability.py", sys.argv[1:]),
                                          "provenance": provenance()})
     print(f"{'run':14} {'variant':22} {'min':>5} {'ep':>3} {'val loss per tower':>20} {'rel Eq.4':>9} {'rel mean log':>12}"
           f" {'vs ref Eq.4':>11} {'vs ref mean log':>15}")

@@ -1,5 +1,7 @@
 """The linear head's optimum, reached and certified: a full-batch, preconditioned L-BFGS refinement.
 
+A study of the probe: `Refinement` plugs into `probe_run(refine=...)` (`python -m studies.probe refine`).
+
 Why: the linear head of Eq. 2 (`heads.ProbeHead`, kind "linear") is a softmax regression of the token
 on one tower's features, logits = E (A h + c) + b with the frozen embedding E (V, D). With mini-batch
 AdamW stopped on a held-out plateau, where the optimiser stops depends on its coordinates, and that
@@ -50,7 +52,9 @@ from tqdm import tqdm
 
 from twotower_lib.errors import UserError
 from twotower_lib.models.heads import LinearCrossEntropy, ProbeHead
-from twotower_lib.probe_config import PENALTIES
+
+
+PENALTIES = ("logit", "readout")  # what the ridge penalises: see RefineConfig.penalty
 
 
 @dataclass(frozen=True)
@@ -296,3 +300,31 @@ def calibrate_biases(head: ProbeHead, x: torch.Tensor, y: torch.Tensor, passes: 
         pred = predicted_counts(head, x)
         gaps.append(round(float(((pred - counts)[seen] / counts[seen]).abs().max()) if seen.any() else 0.0, 5))
     return {"passes": len(gaps), "largest_gap": gaps}
+
+
+@dataclass(frozen=True)
+class Refinement:
+    """The probe's step after AdamW (`probe_training.HeadRefiner`): `iters` L-BFGS iterations take every
+    trained linear head to the optimum of the mean cross-entropy + (ridge/2) x penalty on the training
+    features, in place, with its matmuls in the heads' training dtype; per head, what the refinement did and
+    its certificate before and after."""
+
+    iters: int = 15
+    ridge: float = 0.03
+    penalty: str = "logit"
+
+    @property
+    def identity(self) -> dict:
+        return {"iters": self.iters, "ridge": self.ridge, "penalty": self.penalty}
+
+    def __call__(self, heads, features, k: int, dtype: torch.dtype, show: bool) -> list[dict]:
+        rcfg = RefineConfig(max_iter=self.iters, ridge=self.ridge, penalty=self.penalty,
+                            precision="bf16" if dtype == torch.bfloat16 else "fp32").validate()
+        records = []
+        for i, head in enumerate(heads):
+            device = head.bias.device
+            r = refine_head(head, features.train[:, i % k].to(device), features.labels.to(device), rcfg, show=show,
+                            desc=f"refining head {i + 1}/{len(heads)}")
+            records.append({key: r[key] for key in ("iterations", "passes", "stopped", "seconds", "loss_curve",
+                                                    "before", "after")})
+        return records

@@ -1,6 +1,6 @@
 """Does a pair's r settle as the probe's heads see more training positions? Probings of the same frozen runs at several sizes.
 
-    python benchmarks/probe_positions.py LABEL=PROBING_DIR [LABEL=PROBING_DIR ...] --data PREPARED
+    python -m studies.probe.positions LABEL=PROBING_DIR [LABEL=PROBING_DIR ...] --data PREPARED
         [--profile cpu] [--pair gpt-s1,gpt-s2 [--pair A,B ...]] [--n-boot 1000] [--out FILE] [--note TEXT]
 
 Each PROBING_DIR holds one probe per run named in the pairs (PROBING_DIR/<run>/, as `python -m twotower_lib probe
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {p['a']} vs {p['b']}: r {r4['r']:+.3f}{ci} (mean log p {rl['r']:+.3f})")
     if args.out:
         atomic_write_json(args.out, {
-            "command": portable_command("benchmarks/probe_positions.py", sys.argv[1:] if argv is None else argv),
+            "command": portable_command("studies/probe/positions.py", sys.argv[1:] if argv is None else argv),
             "note": args.note, "profile": args.profile, "top_n": top_n, "pairs": pairs, "n_boot": args.n_boot,
             "interval_unit": "validation documents", "rows": rows, "provenance": provenance()})
         print(f"wrote {args.out}")

@@ -4,7 +4,7 @@ joint LayerNorm, the tied head (Eq. 2 with GELU and LayerNorm) to a plateau, bot
 cool-down after the plateau, the profile's default (the linear head, a two-epoch cool-down whose
 iterates are averaged), and the recipe of the authors' released code (`ProbeConfig.as_released`).
 
-    python benchmarks/compare_probe_recipes.py [--profile cpu] [--runs gpt-s1,gpt-s2,gpt-k1-s1] [--reuse]
+    python -m studies.probe.compare_recipes [--profile cpu] [--runs gpt-s1,gpt-s2,gpt-k1-s1] [--reuse]
                                                [--probe "as released"]
 
 For each run and recipe: minutes, head epochs, the best head's validation loss minus the
@@ -102,7 +102,7 @@ def main() -> None:
                                "recipes": {k: asdict(cfg) for k, (cfg, _) in recipes.items()},
                                "runs": rows, "pairs": pairs, "across_recipes": across,
                                "data_hash": data.data_hash, "provenance": provenance(),
-                               "command": f"python benchmarks/compare_probe_recipes.py --profile {profile.name} "
+                               "command": f"python -m studies.probe.compare_recipes --profile {profile.name} "
                                           f"--runs {args.runs}" + (" --reuse" if args.reuse else "")
                                           + (f" --probe '{args.probe}'" if args.probe else "")})
     print(f"wrote {RESULT}")

@@ -1,6 +1,6 @@
 """How far a change of the probe moved each case's scores: two probings of the same frozen runs.
 
-    python benchmarks/compare_probe_versions.py OLD_PROBING_DIR NEW_PROBING_DIR [--profile cpu] [--out FILE]
+    python -m studies.probe.compare_versions OLD_PROBING_DIR NEW_PROBING_DIR [--profile cpu] [--out FILE]
 
 Each directory is a profile's `probing/` folder (e.g. `runs/cpu/probing` kept from before the change,
 and the same folder after it). For every case probed in both, of the same weights on the same data:
@@ -95,7 +95,7 @@ def main() -> None:
     if args.out:
         atomic_write_json(args.out, {"profile": args.profile, "top_n": top_n, "rows": rows, "pairs": between,
                                      "note": args.note, "provenance": provenance(),
-                                     "command": portable_command("benchmarks/compare_probe_versions.py", sys.argv[1:])})
+                                     "command": portable_command("studies/probe/compare_versions.py", sys.argv[1:])})
     print(f"{'case':28} {'v':>5} {'primary':>7} {'val loss per tower (old -> new)':>40} {'agree Eq.4':>10} {'mean log':>8}")
     for r in rows:
         agree = list(r.get("agreement", {}).values()) or [float("nan")] * 2

@@ -1,13 +1,13 @@
 """How far the probe's heads are from the optimum of their objective, and what they disagree about.
 
-    python benchmarks/probe_optimum.py [RUN_DIR] [--recipes adam,adam-whiten,lbfgs] [--ridge 1e-3] [--max-iter 40]
+    python -m studies.probe.optimum_experiments [RUN_DIR] [--recipes adam,adam-whiten,lbfgs] [--ridge 1e-3] [--max-iter 40]
         [--out results/probe/optimum/NAME.json]
 
 On one frozen run (default: the `cpu` profile's gpt-s1) the towers run once over the probe's training
 and held-out blocks; then each recipe trains one set of heads:
 - `adam`, `adam-whiten`: the profile's head recipe (mini-batch AdamW, held-out stop) on the features as
   they are and on whitened features (`precondition="whiten"`);
-- `lbfgs`: the full-batch preconditioned L-BFGS of `twotower_lib.probe_optimum`, from the unigram
+- `lbfgs`: the full-batch preconditioned L-BFGS of `studies.probe.optimum`, from the unigram
   model, on the mean cross-entropy + (ridge/2)|B|² (B the read-out of the whitened features);
 - `RECIPE+calibrated`: RECIPE's heads with their biases fitted to the counts (`calibrate_biases`);
   `RECIPE+refined`: RECIPE's heads taken on by the same L-BFGS as `lbfgs` (`+refinedN`: N iterations,
@@ -16,7 +16,7 @@ and held-out blocks; then each recipe trains one set of heads:
   steps chain (`adam+refined5+refined5`: five more from the five-iteration heads, L-BFGS's memory restarted),
   and a chain whose start was computed by an earlier recipe continues from it;
 - `half1:RECIPE`, `half2:RECIPE`: trained on one of two disjoint random halves of the positions.
-Each head set's certificate (`probe_optimum.certificate`: the largest and median relative gap between a
+Each head set's certificate (`optimum.certificate`: the largest and median relative gap between a
 token's predicted and observed count over its training positions, the preconditioned gradient) is
 measured on the same objective; one pass over the validation text scores every set; printed and written:
 minutes, held-out loss, certificate, and the agreement of every two recipes' scores (Pearson r over the
@@ -72,7 +72,7 @@ def heldout_by_target(heads, feats, counts, top_n: int) -> dict[str, list[float]
 
 def refine_set(heads, feats, rcfg, from_unigram: bool = False) -> list[dict]:
     """Refine every head of a set in place (head j reads tower j); the records without the certificates."""
-    from twotower_lib.probe_optimum import refine_head
+    from studies.probe.optimum import refine_head
 
     records = []
     for j, head in enumerate(heads):
@@ -90,7 +90,7 @@ def main() -> None:
     from twotower_lib.models import load_model, weights_path
     from twotower_lib.preference import order_towers, preference_table
     from twotower_lib.probe import head_seed_of
-    from twotower_lib.probe_optimum import RefineConfig, calibrate_biases, certificate
+    from studies.probe.optimum import RefineConfig, calibrate_biases, certificate
     from twotower_lib.probe_training import (_heldout_losses, new_heads, score_validation, train_heads,
                                              training_features)
 
@@ -188,7 +188,7 @@ def main() -> None:
                                      "refine": {"ridge": rcfg.ridge, "bias_ridge": rcfg.bias_ridge, "gtol": rcfg.gtol,
                                                 "max_iter": rcfg.max_iter, "precision": rcfg.precision,
                                                 "penalty": rcfg.penalty},
-                                     "rows": rows, "command": portable_command("benchmarks/probe_optimum.py", sys.argv[1:]),
+                                     "rows": rows, "command": portable_command("studies/probe/optimum_experiments.py", sys.argv[1:]),
                                      "provenance": provenance()})
     for row in rows:
         cert = " | ".join(f"loss {c['loss']:.4f} bias gap max {c['bias_residual_max']:.3f} median {c['bias_residual_median']:.4f}"
