@@ -273,9 +273,9 @@ def test_embedding_is_read_without_building_the_model(tmp_path):
 
 
 # The released code's modules (tests/released_reference.py) against the `released-*` presets
-# built as released (train.RELEASED_OPTIONS), at the released vocabulary of 30,528.
+# built as released (models.config.RELEASED_OPTIONS), at the released vocabulary of 30,528.
 def _built_as_released(name: str, model_type: str) -> int:
-    from twotower_lib.train import released_options
+    from twotower_lib.models.config import released_options
 
     cfg = preset(name, model_type, vocab_size=released_reference.OUTPUT_SIZE, **released_options(model_type))
     with torch.device("meta"):

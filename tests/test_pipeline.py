@@ -19,7 +19,7 @@ import pytest
 
 from twotower_lib import run_names
 from twotower_lib.analysis import pos
-from twotower_lib.book import analyses, pipeline, scorecard, sections, training
+from twotower_lib.book import analyses, paper_items, pipeline, scorecard, sections, training
 from twotower_lib.errors import UserError
 from twotower_lib.book.profile_keys import OVERRIDABLE
 from twotower_lib.book.profiles import PROFILES, get_profile
@@ -662,7 +662,7 @@ def test_scorecard_is_built_from_section_records(tmp_path):
     assert rows["table2.same-config"]["ours"] == "r = 0.61 [0.55, 0.66]" and rows["table2.same-config"]["verdict"] == "partly"
     assert "did not measure" in rows["table2.elmo-gpt"]["note"]
     md = scorecard.to_markdown(json.loads(path.read_text()))
-    assert md.count("\n| ") == len(scorecard.PAPER_ITEMS) + 1 and "**partly**" in md
+    assert md.count("\n| ") == len(paper_items.PAPER_ITEMS) + 1 and "**partly**" in md
 
 
 def test_correlation_verdict_follows_the_control_rule():

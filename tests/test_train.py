@@ -16,8 +16,9 @@ from tests.conftest import interrupt_training_at
 from twotower_lib.errors import UserError
 from twotower_lib.models import TwoTowerLM, list_snapshots, load_model
 from twotower_lib.deepspeed_setup import _free_port as free_port, deepspeed_config, params_sha256
-from twotower_lib.train import (TrainConfig, TrainingDiverged, evaluate, lr_at, parse_duration,
-                                released_options, train)
+from twotower_lib.models.config import released_options
+from twotower_lib.train import TrainConfig, TrainingDiverged, lr_at, parse_duration, train
+from twotower_lib.train_batches import evaluate
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -323,3 +324,19 @@ def test_arch_specific_cuda_targets_are_dropped_for_deepspeeds_op_builder(monkey
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", given)
     cuda_arch_list_for_deepspeed()
     assert os.environ["TORCH_CUDA_ARCH_LIST"] == fixed
+
+
+def test_a_lock_left_by_an_interrupted_op_build_is_removed_and_a_fresh_one_kept(tmp_path, monkeypatch, capsys):
+    """A run killed while DeepSpeed JIT-built its CPU communication op leaves torch's lock file; without
+    this, every later run waits on it forever. A lock younger than the limit may be a build in progress."""
+    from twotower_lib.deepspeed_setup import STALE_BUILD_LOCK_S, clear_stale_build_lock
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    lock = tmp_path / "deepspeed_shm_comm" / "lock"
+    assert clear_stale_build_lock() is None            # no lock: nothing to do
+    lock.touch()
+    assert clear_stale_build_lock() is None and lock.exists()
+    old = lock.stat().st_mtime - STALE_BUILD_LOCK_S - 1
+    os.utime(lock, (old, old))
+    assert clear_stale_build_lock() == lock and not lock.exists()
+    assert "interrupted build" in capsys.readouterr().err

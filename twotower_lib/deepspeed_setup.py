@@ -12,6 +12,8 @@ import json
 import os
 import re
 import socket
+import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +46,31 @@ def cuda_arch_list_for_deepspeed() -> None:
         os.environ["TORCH_CUDA_ARCH_LIST"] = re.sub(r"(\d+\.\d+)[af](?=$|[+;\s])", r"\1", value)
 
 
+STALE_BUILD_LOCK_S = 600  # a JIT build of DeepSpeed's CPU communication op takes about a minute
+
+
+def clear_stale_build_lock(name: str = "deepspeed_shm_comm", max_age_s: float = STALE_BUILD_LOCK_S) -> Path | None:
+    """Remove the lock file of an interrupted JIT build of DeepSpeed's op `name`, saying so; return its path
+    if one was removed.
+
+    Why: DeepSpeed JIT-builds its shared-memory communication op when a process group starts (every
+    training run, on CPU too), under torch's file lock. A process killed during that build leaves the
+    lock behind, and every later run then waits for it forever without a word. A lock older than
+    `max_age_s` belongs to no running build."""
+    try:
+        from torch.utils.cpp_extension import _get_build_directory  # torch's own rule for the folder
+
+        lock = Path(_get_build_directory(name, verbose=False)) / "lock"
+        if time.time() - lock.stat().st_mtime <= max_age_s:
+            return None
+        lock.unlink()
+    except (ImportError, OSError):
+        return None
+    print(f"note: removed {lock}, left by an interrupted build of DeepSpeed's {name} op "
+          f"(older than {max_age_s / 60:.0f} min); the op is built again", file=sys.stderr)
+    return lock
+
+
 def init_distributed() -> None:
     """Start torch.distributed through DeepSpeed; without a launcher, become rank 0 of 1.
 
@@ -58,6 +85,7 @@ def init_distributed() -> None:
         os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
                           MASTER_PORT=str(_free_port()))
     if not torch.distributed.is_initialized():
+        clear_stale_build_lock()
         for attempt in range(5):
             try:
                 deepspeed.init_distributed(dist_backend="gloo" if not torch.cuda.is_available() else "nccl",

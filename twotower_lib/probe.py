@@ -61,7 +61,8 @@ from twotower_lib.models import load_model, snapshot_tokens, weights_path
 from twotower_lib.preference import (TowerSums, document_stats, load_artifact, load_positions, order_towers,
                                      preference_table, save_artifact)
 from twotower_lib.probe_config import BERT_EVENTS, FEATURES, HEAD_KINDS, HEAD_LR, PRECONDITIONS, PROBE_VERSION, ProbeConfig, settled
-from twotower_lib.probe_training import HeadRefiner, resolved_precision, score_validation, train_heads
+from twotower_lib.probe_precision import resolved_precision
+from twotower_lib.probe_training import HeadRefiner, score_validation, train_heads
 
 
 def probe_dir(run_dir: Path, snapshot: str | int | None) -> Path:

@@ -23,6 +23,7 @@ from twotower_lib.errors import UserError
 from twotower_lib.models import make_batch
 from twotower_lib.models.heads import ProbeHead, token_logprob
 from twotower_lib.preference import TowerSums
+from twotower_lib import probe_precision as precision
 from twotower_lib.probe_whitening import Whitening  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
@@ -35,73 +36,6 @@ COOP_EVERY = 4          # the cooperative model's validation loss is measured on
 
 def _device(model) -> torch.device:
     return next(iter(model.parameters()), torch.empty(0)).device
-
-
-def _tower_dtype(cfg: ProbeConfig, device: torch.device) -> torch.dtype:
-    """The frozen towers' forward pass: bf16 autocast on GPUs (fp16 where bf16 is missing) and on CPUs
-    where bf16 matmuls are faster (`bf16_matmul_pays_off`); fp32 otherwise. The features are cached in
-    bf16 anyway."""
-    if device.type == "cuda":
-        if cfg.precision == "fp32":
-            return torch.float32
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.bfloat16 if _head_dtype(cfg, device) == torch.bfloat16 else torch.float32
-
-
-def _autocast(cfg: ProbeConfig, device: torch.device):
-    """The autocast context of the towers' forward pass (`_tower_dtype`)."""
-    dtype = _tower_dtype(cfg, device)
-    return torch.autocast(device.type, dtype=dtype if dtype != torch.float32 else torch.bfloat16,
-                          enabled=dtype != torch.float32)
-
-
-_BF16_PAYS_OFF: bool | None = None
-
-
-def bf16_matmul_pays_off() -> bool:
-    """Whether a head-sized bf16 matmul (fp32 accumulation) beats fp32 on this CPU, measured once.
-
-    Why measured: on CPUs with native bf16 units (AVX-512 BF16, AMX) it is faster than fp32; on others
-    bf16 is emulated and slower. The probe's manifest records what was chosen (`resolved_precision`).
-    """
-    global _BF16_PAYS_OFF
-    if _BF16_PAYS_OFF is None:
-        x, w = torch.randn(1024, 128), torch.randn(4096, 128)
-        timing = {}
-        for dtype in (torch.float32, torch.bfloat16):
-            a, b = x.to(dtype), w.to(dtype)
-            a @ b.t()
-            t0 = time.perf_counter()
-            for _ in range(5):
-                a @ b.t()
-            timing[dtype] = time.perf_counter() - t0
-        _BF16_PAYS_OFF = timing[torch.bfloat16] < 0.8 * timing[torch.float32]
-    return _BF16_PAYS_OFF
-
-
-def _head_dtype(cfg: ProbeConfig, device: torch.device) -> torch.dtype:
-    """The dtype of the head-training matmuls: bf16 where asked or (auto) where it is faster (this CPU,
-    measured; GPUs with bf16); softmax and loss stay fp32. Held-out losses and scores are fp32 (`ProbeHead.logprob`)."""
-    if cfg.precision == "bf16" or (cfg.precision == "auto" and (torch.cuda.is_bf16_supported() if device.type == "cuda"
-                                                               else bf16_matmul_pays_off())):
-        return torch.bfloat16
-    return torch.float32
-
-
-def _score_dtype(cfg: ProbeConfig, device: torch.device) -> torch.dtype:
-    """The dtype of the logits whose log-sum-exp scores held-out and validation positions (the true
-    token's logit is exact fp32 either way, `heads.linear_logprob`): bf16 where asked, or (auto) where
-    the heads train in bf16."""
-    if cfg.score_precision == "bf16" or (cfg.score_precision == "auto" and _head_dtype(cfg, device) == torch.bfloat16):
-        return torch.bfloat16
-    return torch.float32
-
-
-def resolved_precision(cfg: ProbeConfig, device: torch.device) -> dict[str, str]:
-    """The dtypes a probe with `cfg` runs with on `device` (what `precision="auto"` resolved to): the
-    towers' forward pass, the head-training matmuls and the scoring logits. Recorded in the manifest."""
-    name = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
-    return {"towers": name[_tower_dtype(cfg, device)], "heads": name[_head_dtype(cfg, device)], "scoring": name[_score_dtype(cfg, device)]}
 
 
 def _labels_without_specials(labels: torch.Tensor, special_ids: dict[str, int]) -> torch.Tensor:
@@ -146,7 +80,7 @@ def extract_features(model, blocks: np.ndarray, special_ids: dict[str, int], voc
                       leave=False):
         ids = torch.from_numpy(np.asarray(blocks[start:start + cfg.forward_batch], dtype=np.int64))
         inputs, y = probe_batch(model_type, ids, generator, special_ids, vocab_size, cfg)
-        with _autocast(cfg, device):
+        with precision.autocast(cfg, device):
             states = head_features(model, model.tower_states(inputs.to(device)), cfg.features).cpu()  # (B, T, k, H)
         keep = y != IGNORE
         feats.append(states[keep].to(torch.bfloat16))                       # (n, k, H), kept in host memory
@@ -274,7 +208,7 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True, head_seed: int
         feats = whitening.apply(feats)
         held_feats = None if held_feats is None else whitening.apply(held_feats)
     heads = heads.to(device)
-    dtype, score_dtype = _head_dtype(cfg, device), _score_dtype(cfg, device)
+    dtype, score_dtype = precision.head_dtype(cfg, device), precision.score_dtype(cfg, device)
     curve, stopped = _fit(heads, feats, labels, held_feats, held_labels, seeds, cfg, k, device, show)
     seconds = {"features": round(t_features, 2), "fit": round(time.perf_counter() - t0 - t_features, 2)}
     if whitening is not None:
@@ -304,7 +238,7 @@ def _fit(heads: nn.ModuleList, feats: torch.Tensor, labels: torch.Tensor, held_f
     params = [p for p in heads.parameters()]
     schedule = _HeadSchedule(cfg, max(1, math.ceil(len(labels) / cfg.batch_size)), params)
     opt = torch.optim.AdamW(heads.parameters(), lr=cfg.peak_lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay)
-    dtype, score_dtype = _head_dtype(cfg, device), _score_dtype(cfg, device)
+    dtype, score_dtype = precision.head_dtype(cfg, device), precision.score_dtype(cfg, device)
     orders = [torch.Generator().manual_seed(s) for s in seeds]
     best = [math.inf] * len(heads)
     best_state = [None] * len(heads)
@@ -413,7 +347,7 @@ def _epoch(heads: nn.ModuleList, opt, schedule: _HeadSchedule, feats: torch.Tens
         for s, perm in enumerate(perms):
             idx = perm[b:b + cfg.batch_size]
             f, y = feats[idx].to(device).float(), labels[idx].to(device)   # (n, k, H), (n,)
-            with _autocast(cfg, device):
+            with precision.autocast(cfg, device):
                 losses += [heads[s * k + j].loss(f[:, j], y, dtype) for j in range(k)]
         opt.zero_grad(set_to_none=True)
         sum(losses).backward()  # heads share no parameters: this trains each on its own loss
@@ -435,7 +369,7 @@ def score_validation(model, head_sets: list[nn.ModuleList], data, cfg: ProbeConf
     is predicted once, with [MASK] at its position (unless `bert_events="corrupt"`).
     """
     model_type, V, device = model.cfg.model_type, model.cfg.vocab_size, _device(model)
-    score_dtype = _score_dtype(cfg, device)
+    score_dtype = precision.score_dtype(cfg, device)
     n = len(data.valid) if cfg.eval_blocks is None else min(cfg.eval_blocks, len(data.valid))
     gen = torch.Generator().manual_seed(cfg.seed + 1)
     toks, docs, coop = [], [], []
@@ -454,7 +388,7 @@ def score_validation(model, head_sets: list[nn.ModuleList], data, cfg: ProbeConf
         for inputs, y in batches:
             inputs, y = inputs.to(device), y.to(device)
             keep = y != IGNORE
-            with _autocast(cfg, device):
+            with precision.autocast(cfg, device):
                 states = model.tower_states(inputs)[keep].float()           # (n, k, H): one tower pass
                 feats = head_features(model, states, cfg.features)
             target = y[keep]
@@ -462,7 +396,7 @@ def score_validation(model, head_sets: list[nn.ModuleList], data, cfg: ProbeConf
                 out.append(torch.stack([score[j](feats[:, j], target) for j in range(len(score))],
                                        dim=1).double().cpu().numpy())                             # (n, k)
             if batch_no % COOP_EVERY == 0:  # the cooperative model's loss needs a mean, not every position
-                with _autocast(cfg, device):
+                with precision.autocast(cfg, device):
                     coop_logits = model.decode(states)                      # (n, V), the cooperative model
                 coop.append(token_logprob(coop_logits.float(), target).cpu().numpy())
             else:

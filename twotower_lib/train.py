@@ -25,7 +25,6 @@ Run directory:
 from __future__ import annotations
 
 import argparse
-import hashlib
 import math
 import os
 import re
@@ -34,7 +33,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json
@@ -43,8 +41,9 @@ from twotower_lib.checkpoints import (append_log, latest_checkpoint, load_checkp
 from twotower_lib.deepspeed_setup import (any_rank, deepspeed_config, ds_precision, init_distributed, rank_checksums,
                                          use_bf16_autocast)
 from twotower_lib.errors import UserError
-from twotower_lib.models import (MODEL_TYPES, PRESETS, ModelConfig, TwoTowerLM, build_model, make_batch,
-                                 preset, snapshot_name)
+from twotower_lib.models import MODEL_TYPES, PRESETS, ModelConfig, build_model, preset, snapshot_name
+from twotower_lib.models.config import released_options
+from twotower_lib.train_batches import BlockOrder, evaluate, micro_batch, seed_of
 from twotower_lib.train_config import FIRST_SNAPSHOT_TOKENS, PRECISIONS, TrainConfig  # noqa: F401 (re-exported)
 
 
@@ -69,81 +68,6 @@ def lr_at(progress: float, peak: float, warmup: float, final: float = 0.0) -> fl
     if progress < warmup:
         return peak * progress / warmup
     return peak * (final + (1.0 - final) * (1.0 - progress) / (1.0 - warmup))
-
-
-def _seed_of(*keys: Any) -> int:
-    return int.from_bytes(hashlib.sha256("/".join(map(str, keys)).encode()).digest()[:8], "little") >> 1
-
-
-# ----------------------------------------------------------------------------- data
-
-class BlockOrder:
-    """Global sample order: a fresh permutation of the training blocks each epoch, from the seed."""
-
-    def __init__(self, n_blocks: int, seed: int):
-        self.n, self.seed = n_blocks, seed
-        self._cache: dict[int, np.ndarray] = {}
-
-    def take(self, start: int, count: int) -> np.ndarray:
-        idx = np.arange(start, start + count)
-        out = np.empty(count, dtype=np.int64)
-        for epoch in np.unique(idx // self.n):
-            if epoch not in self._cache:
-                self._cache = {epoch: np.random.default_rng(_seed_of(self.seed, "order", epoch)).permutation(self.n)}
-            sel = idx // self.n == epoch
-            out[sel] = self._cache[epoch][idx[sel] % self.n]
-        return out
-
-
-def micro_batch(data, order: BlockOrder, tcfg: TrainConfig, step: int, micro: int, rank: int,
-                world: int, micro_size: int, accum: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inputs and labels for micro-batch `micro` of optimizer step `step` on `rank`.
-
-    Slot j = micro * world + rank of the global batch, so 1 process x 2 accumulation steps and
-    2 processes x 1 step read the same blocks with the same masks.
-    """
-    slot = micro * world + rank
-    start = (step * accum * world + slot) * micro_size
-    ids = torch.from_numpy(np.asarray(data.train[np.sort(order.take(start, micro_size))], dtype=np.int64))
-    g = torch.Generator().manual_seed(_seed_of(tcfg.seed, "mask", step, slot))
-    return make_batch(tcfg.model, ids, g, data.special_ids, data.vocab_size)
-
-
-@torch.no_grad()
-def evaluate(model: TwoTowerLM, data, tcfg: TrainConfig, batch_size: int, autocast: bool) -> float:
-    """Mean validation cross-entropy per predicted token over a fixed set of blocks and masks."""
-    was_training = model.training
-    model.eval()
-    n = min(tcfg.eval_blocks, len(data.valid))
-    total, count = 0.0, 0
-    g = torch.Generator().manual_seed(_seed_of(tcfg.seed, "valid"))
-    device = next(model.parameters()).device
-    for start in range(0, n, batch_size):
-        ids = torch.from_numpy(np.asarray(data.valid[start:min(n, start + batch_size)], dtype=np.int64))
-        inputs, labels = make_batch(tcfg.model, ids, g, data.special_ids, data.vocab_size)
-        k = int((labels != -100).sum())
-        if k == 0:
-            continue
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            loss, _ = model(inputs.to(device), labels.to(device), only_labeled=True)
-        total, count = total + float(loss) * k, count + k
-    model.train(was_training)
-    return total / max(count, 1)
-
-
-# Where the authors' released code builds a model other than the paper's text describes (the book's page
-# "The paper, its code, and this companion"): the model options that give the released model, per family.
-# The shapes are the preset's: `released-*` presets hold the released code's own sizes.
-RELEASED_OPTIONS: dict[str, dict[str, Any]] = {"elmo": {"layout": "released", "elmo_backward_zeroed": True},
-                                               "gpt": {"layout": "released"},
-                                               "bert": {"layout": "released"}}
-
-
-def released_options(model: str) -> dict[str, Any]:
-    """The ModelConfig options of the released code's `model` family."""
-    if model not in RELEASED_OPTIONS:
-        raise UserError(f"no as-released variant of model type {model!r}; choose among {sorted(RELEASED_OPTIONS)}")
-    return RELEASED_OPTIONS[model]
 
 
 def next_snapshot(tokens: int, every: int | None) -> int:
@@ -234,7 +158,7 @@ def _start(tcfg: TrainConfig, data, out: Path, resume: bool) -> _Run | None:
         raise UserError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
     autocast = use_bf16_autocast(tcfg)
 
-    torch.manual_seed(_seed_of(tcfg.seed, "init"))
+    torch.manual_seed(seed_of(tcfg.seed, "init"))
     model = build_model(cfg)
     decay = [p for p in model.parameters() if p.ndim >= 2]        # matrices and embeddings
     no_decay = [p for p in model.parameters() if p.ndim < 2]      # biases and LayerNorm gains
@@ -323,7 +247,7 @@ def _step(run: _Run, order: BlockOrder, lr: float) -> float:
     step_loss = 0.0
     for j in range(run.accum):
         inputs, labels = micro_batch(run.data, order, run.tcfg, step, j, run.rank, run.world, run.micro, run.accum)
-        torch.manual_seed(_seed_of(run.tcfg.seed, "dropout", step, j * run.world + run.rank))
+        torch.manual_seed(seed_of(run.tcfg.seed, "dropout", step, j * run.world + run.rank))
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=run.autocast):
             loss, _ = engine(inputs.to(engine.device), labels.to(engine.device), only_labeled=True)
         loss_value = loss.detach().item()

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 # jsonschema, altair's validator, imports rfc3987_syntax where it is installed (JupyterLab's
-# jupyter-events needs it), and that module compiles a grammar on import: 1.5 of the ~2 s every
+# jupyter-events needs it), and that module compiles a grammar on import: most of the time every
 # section's kernel spent importing this module. Altair checks no string formats (the only use
 # jsonschema has for it), so a kernel that draws charts goes without it.
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]

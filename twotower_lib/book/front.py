@@ -18,7 +18,8 @@ from twotower_lib.artifacts import read_json
 from twotower_lib.book import seeds
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.book.paper_tables import mark_outside, number
-from twotower_lib.book.scorecard import POINT_LABELS, decide_over_seeds
+from twotower_lib.book.paper_items import POINT_LABELS
+from twotower_lib.book.scorecard import decide_over_seeds
 from twotower_lib.run_names import model_of
 
 # Short names of the scorecard items for the front table (the scorecard page has the long ones).

@@ -219,7 +219,7 @@ RELEASED_SUFFIX = "-released"
 
 def _with_released(models: dict[str, ModelChoice], shapes: dict[str, str] | None = None) -> dict[str, ModelChoice]:
     """Each model beside its twin "<model>-released", built as the authors' released code builds it
-    (`train.RELEASED_OPTIONS`: the released ELMo with its backward outputs zeroed, GPT towers on a shared
+    (`models.config.RELEASED_OPTIONS`: the released ELMo with its backward outputs zeroed, GPT towers on a shared
     H-wide embedding, pre-LN BERT), at the preset `shapes` names (default: the model's own), so that
     `cases` can name "elmo-released:1" beside "elmo:1"."""
     return models | {m + RELEASED_SUFFIX: ModelChoice(c.model_type, (shapes or {}).get(m, c.preset), as_released=True)

@@ -25,7 +25,7 @@ class ModelChoice:
 
     model_type: str                      # "elmo" | "gpt" | "bert"
     preset: str                          # a name in models.config.PRESETS
-    as_released: bool = False            # built as the authors' released code builds it (`train.RELEASED_OPTIONS`)
+    as_released: bool = False            # built as the authors' released code builds it (`models.config.RELEASED_OPTIONS`)
 
 
 def _positive(owner: str, obj: Any, names: tuple[str, ...], minimum: int = 1) -> None:

@@ -20,7 +20,7 @@ from twotower_lib.errors import UserError
 from twotower_lib.models.config import MODEL_TYPES, PAPER_PRESETS, PRESETS, ModelConfig, preset
 
 # torch and the towers (transformers) load on first use: a book section that only reads sizes,
-# snapshots or an embedding starts ~3 s sooner (tests/test_pipeline.py checks which sections do).
+# snapshots or an embedding starts seconds sooner (tests/test_pipeline.py checks which sections do).
 if TYPE_CHECKING:
     import numpy as np
     import torch

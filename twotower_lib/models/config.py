@@ -167,3 +167,18 @@ def preset(name: str, model_type: str, **overrides: Any) -> ModelConfig:
     if "seq_len" in overrides and "max_position" not in overrides:  # the position table grows to fit the data's blocks
         overrides["max_position"] = max(cfg.max_position, overrides["seq_len"])
     return replace(cfg, **overrides).validate()
+
+
+# Where the authors' released code builds a model other than the paper's text describes (the book's page
+# "The paper, its code, and this companion"): the model options that give the released model, per family.
+# The shapes are the preset's: `released-*` presets hold the released code's own sizes.
+RELEASED_OPTIONS: dict[str, dict[str, Any]] = {"elmo": {"layout": "released", "elmo_backward_zeroed": True},
+                                               "gpt": {"layout": "released"},
+                                               "bert": {"layout": "released"}}
+
+
+def released_options(model: str) -> dict[str, Any]:
+    """The ModelConfig options of the released code's `model` family."""
+    if model not in RELEASED_OPTIONS:
+        raise UserError(f"no as-released variant of model type {model!r}; choose among {sorted(RELEASED_OPTIONS)}")
+    return RELEASED_OPTIONS[model]

@@ -135,7 +135,7 @@ class LinearCrossEntropy(torch.autograd.Function):
     With the fold in bf16 too (probe version 7) the median of three runs was 34.8 ms (38.9 before).
     Every target must be a real class (no ignore index). With `dtype` bf16 the matmuls take bf16
     inputs (fp32 accumulation) while the softmax and the loss stay fp32: on CPUs with native bf16
-    that is faster (`probe_training.bf16_matmul_pays_off` decides per machine).
+    that is faster (`probe_precision.bf16_matmul_pays_off` decides per machine).
     """
 
     @staticmethod
