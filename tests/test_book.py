@@ -496,11 +496,8 @@ def test_probings_at_several_sizes_are_compared_from_their_tables(built_book, tm
     """`studies/probe/positions.py` reads a probe's manifest and tables only (checked by sha256): the
     same probing given twice, once without its per-position files, agrees with itself at 1 and gives one
     pair r (with an interval only where doc_stats came along); a table from another probe is refused."""
-    import importlib.util
+    from studies.probe import positions
 
-    spec = importlib.util.spec_from_file_location("probe_positions", ROOT / "benchmarks" / "probe_positions.py")
-    positions = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(positions)
     root = built_book["pipe"].root
     probing, data = root / "probing", root / "data" / "prepared"
     light = tmp_path / "light"                            # as brought back from another machine: no per-position files

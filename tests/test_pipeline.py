@@ -481,6 +481,7 @@ def test_a_profiles_own_published_run_is_not_an_input_of_its_sections(toy, tmp_p
     toy()
     assert make().run(log=lambda m: None) == ["00_first", "01_second"]
     (results / "tiny.json").write_text("{}")      # publishing this profile's run
+    (results / "README.md").write_text("how these were made")  # prose about the files, not an input
     assert make().stale() == {}
     (results / "cpu-long.json").write_text("{}")  # another profile's run: shown by the section, so it re-runs
     assert make().stale() == {"01_second": "the committed results in " + str(results) + " changed"}

@@ -262,22 +262,28 @@ def test_a_port_taken_between_picking_and_binding_is_replaced(monkeypatch):
 
     from twotower_lib import deepspeed_setup as setup
 
-    ports = []
+    ports, fail = [], [True]
 
     def fake_init(**_kw):
         ports.append(os.environ["MASTER_PORT"])
-        if len(ports) == 1:
+        if fail and fail.pop():
             raise torch.distributed.DistNetworkError("EADDRINUSE: address already in use")
 
-    for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+    for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", setup.OWN_PORT_ENV):
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setattr(torch.distributed, "is_initialized", lambda: False)
     monkeypatch.setattr(deepspeed, "init_distributed", fake_init)
     monkeypatch.setattr(setup.atexit, "register", lambda f: None)
     setup.init_distributed()
-    assert len(ports) == 2
-    monkeypatch.setenv("RANK", "0")                   # under a launcher the port is not ours to change
+    assert len(ports) == 2 and os.environ[setup.OWN_PORT_ENV] == ports[1]
+    # a child of that process (a notebook kernel) inherits its rank and port: the port is the parent's, in use
     ports.clear()
+    setup.init_distributed()
+    assert len(ports) == 1 and os.environ["MASTER_PORT"] == ports[0]
+    monkeypatch.setenv("RANK", "0")                   # under a launcher the port is not ours to change
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    ports.clear()
+    fail.append(True)
     with pytest.raises(torch.distributed.DistNetworkError):
         setup.init_distributed()
     assert len(ports) == 1

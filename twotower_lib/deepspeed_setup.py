@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from twotower_lib.train_config import TrainConfig
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+OWN_PORT_ENV = "TWOTOWER_OWN_MASTER_PORT"  # the MASTER_PORT `init_distributed` chose itself (no launcher)
 
 
 # ----------------------------------------------------------------------------- distributed setup
@@ -80,10 +81,14 @@ def init_distributed() -> None:
 
     cuda_arch_list_for_deepspeed()
 
-    own_port = "RANK" not in os.environ
+    # Ours to choose: no launcher set the rank, or the rank and port are the ones a process of ours set
+    # without a launcher and a child inherited (a notebook kernel or a CLI call started from it): that
+    # port is its parent's, already bound. A launcher's MASTER_PORT differs from the one we recorded.
+    own_port = "RANK" not in os.environ or os.environ.get(OWN_PORT_ENV) == os.environ.get("MASTER_PORT")
     if own_port:
         os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
                           MASTER_PORT=str(_free_port()))
+        os.environ[OWN_PORT_ENV] = os.environ["MASTER_PORT"]
     if not torch.distributed.is_initialized():
         clear_stale_build_lock()
         for attempt in range(5):
@@ -96,7 +101,7 @@ def init_distributed() -> None:
                 # this machine): pick another; under a launcher the port is the launcher's, so re-raise
                 if not own_port or attempt == 4:
                     raise
-                os.environ["MASTER_PORT"] = str(_free_port())
+                os.environ["MASTER_PORT"] = os.environ[OWN_PORT_ENV] = str(_free_port())
         # Once per process, at exit: DeepSpeed caches its groups, so a destroyed process group cannot
         # be re-created for a second run in the same process (tests, notebooks).
         atexit.register(shutdown_distributed)

@@ -240,30 +240,34 @@ def _loop(run: _Run, show_progress: bool) -> None:
 
 def _step(run: _Run, order: BlockOrder, lr: float) -> float:
     """One optimizer step over `accum` micro-batches at learning rate `lr`; its mean loss. A loss that is
-    not finite on any rank stops the run (TrainingDiverged) without saving that state."""
+    not finite on any rank stops the run (TrainingDiverged) without saving that state.
+
+    The micro-batches' losses add up on the device and are read once a step, not once a micro-batch:
+    reading a GPU value waits for the queue to drain, so a step of many accumulated micro-batches
+    would otherwise stall once per micro-batch (the sum is in fp64, as a Python float would be)."""
     step, engine = run.state["step"], run.engine
     for group in engine.optimizer.param_groups:
         group["lr"] = lr
-    step_loss = 0.0
+    step_loss = torch.zeros((), dtype=torch.float64, device=engine.device)
     for j in range(run.accum):
         inputs, labels = micro_batch(run.data, order, run.tcfg, step, j, run.rank, run.world, run.micro, run.accum)
         torch.manual_seed(seed_of(run.tcfg.seed, "dropout", step, j * run.world + run.rank))
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=run.autocast):
             loss, _ = engine(inputs.to(engine.device), labels.to(engine.device), only_labeled=True)
-        loss_value = loss.detach().item()
-        if any_rank(not math.isfinite(loss_value)):
-            last = latest_checkpoint(run.out)
-            if run.rank == 0:
-                append_log(run.out / "log.jsonl", {"event": "diverged", "step": step, "loss": loss_value})
-            raise TrainingDiverged(
-                f"the loss became {loss_value} at step {step} ({run.state['tokens']} tokens) on rank {run.rank}; "
-                f"stopped without saving this state. Last good checkpoint: {last or 'none'}. Lower the "
-                "learning rate in the DeepSpeed config or use --precision fp32, then train again "
-                "(--resume continues from that checkpoint).")
+        step_loss += loss.detach().double() / run.accum
         engine.backward(loss)
         engine.step()
-        step_loss += loss_value / run.accum
-    return step_loss
+    loss_value = step_loss.item()
+    if any_rank(not math.isfinite(loss_value)):
+        last = latest_checkpoint(run.out)
+        if run.rank == 0:
+            append_log(run.out / "log.jsonl", {"event": "diverged", "step": step, "loss": loss_value})
+        raise TrainingDiverged(
+            f"the loss became {loss_value} at step {step} ({run.state['tokens']} tokens) on rank {run.rank}; "
+            f"stopped without saving this state. Last good checkpoint: {last or 'none'}. Lower the "
+            "learning rate in the DeepSpeed config or use --precision fp32, then train again "
+            "(--resume continues from that checkpoint).")
+    return loss_value
 
 
 def _log(run: _Run, lr: float, interval: dict, evaluate_now: bool, bar) -> dict:

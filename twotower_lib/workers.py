@@ -27,7 +27,7 @@ from twotower_lib.errors import UserError
 
 # A spawned worker inherits the parent's environment; a rank set there (a notebook that already
 # trained in-process) would make every worker join the same one-process group on one port.
-_DISTRIBUTED_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+_DISTRIBUTED_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TWOTOWER_OWN_MASTER_PORT")
 
 
 def available_cpus() -> int:

@@ -56,7 +56,7 @@ from twotower_lib.errors import UserError
 
 SQRT2 = math.sqrt(2.0)
 # Newton steps give way to the plain rule when the last STALL_STEPS steps lowered the loss by less
-# than STALL_GAIN of its size (on real word vectors they stalled 0.06 nats above the optimum).
+# than STALL_GAIN of its size (on real word vectors Newton steps alone can stall short of the optimum).
 STALL_STEPS, STALL_GAIN = 20, 1e-5
 
 

@@ -7,8 +7,8 @@ interval, the split-half text ceiling, and the probe-seed ceiling.
 - The text ceiling (`text_ceiling`) is what a finite validation text allows two runs to correlate
   at; the probe ceiling (`same_run_agreement` between two head seeds) is what the heads' seed allows.
   Neither sees the error of the heads' finite training data, which only more probe data shows
-  (`studies/probe/positions.py`: at 198k positions a run's scores agree with a 16x larger probe's
-  at 0.80-0.84 while its two head seeds agree at 0.995).
+  (`studies/probe/positions.py`, `results/probe/README.md`: the head seeds can agree far better than
+  the scores agree with a larger probe's).
 """
 
 from __future__ import annotations

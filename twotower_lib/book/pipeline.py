@@ -117,7 +117,9 @@ class Pipeline:
             "upstream": {u: hashes.directory(self.root / find_section(u, self.sections).output) for u in s.upstream},
             # a profile's own published run (publish.py, results/profiles/<profile>.json) is not an input of its
             # sections: publishing must not make them stale. A run published elsewhere (results/bert-controls/) is.
-            "committed": {c: hashes.files(PROJECT_ROOT / c, exclude=(f"{self.profile.name}.json",) if Path(c).name == "profiles" else ())
+            # A study's README says how its files were made; it is read by people, not by a section.
+            "committed": {c: hashes.files(PROJECT_ROOT / c, exclude=("README.md", *((f"{self.profile.name}.json",)
+                                                                                 if Path(c).name == "profiles" else ())))
                           for c in s.committed},
         }
 

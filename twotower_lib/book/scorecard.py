@@ -17,7 +17,7 @@ import pandas as pd
 
 from twotower_lib.artifacts import atomic_write_json, read_json
 from twotower_lib.book import paper_tables
-from twotower_lib.book.paper_items import ITEMS_BY_ID, PAPER_ITEMS
+from twotower_lib.book.paper_items import ITEMS_BY_ID, PAPER_ITEMS, POINT_LABELS
 from twotower_lib.book.paper_tables import correlation_verdict  # noqa: F401 (the scorecard's rule, re-exported)
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import model_of

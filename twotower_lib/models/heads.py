@@ -129,10 +129,7 @@ class LinearCrossEntropy(torch.autograd.Function):
     of rows (`rows_per_chunk`) goes from logits to d loss / d logits while it is in cache, and its
     contributions to dW, db (and dx) are added up; the backward pass only scales them by the incoming
     gradient (the loss is a scalar). Equal to `F.cross_entropy` up to float rounding
-    (tests/test_probe.py). On the reference CPU (H = 128 folded, V = 8192, 1,024 positions, bf16
-    matmuls) a step took 39.6 ms against 60.6 ms for torch's generic fp32 path, in one run of
-    `benchmarks/bench_probe_head.py`; the earlier one-buffer version recorded 61 ms for its bf16 step.
-    With the fold in bf16 too (probe version 7) the median of three runs was 34.8 ms (38.9 before).
+    (tests/test_probe.py); `benchmarks/bench_probe_head.py` times it against torch's generic path.
     Every target must be a real class (no ignore index). With `dtype` bf16 the matmuls take bf16
     inputs (fp32 accumulation) while the softmax and the loss stay fp32: on CPUs with native bf16
     that is faster (`probe_precision.bf16_matmul_pays_off` decides per machine).
