@@ -1,7 +1,7 @@
 """Training throughput on one GPU at Table 1 sizes, through the trainer's own DeepSpeed configs.
 
     python benchmarks/bench_gpu.py [--families elmo gpt bert-base bert-large] [--precisions bf16 fp16]
-                                   [--released] [--micro-batch 256] [--peak-tflops 989] [--out FILE.json]
+                                   [--engines deepspeed torch] [--released] [--micro-batch 256] [--peak-tflops 989] [--out FILE.json]
 
 For each two-tower model (the `paper-*` presets, and with --released the released code's shapes)
 and precision it runs DeepSpeed optimizer steps (AdamW, clipping, the precision's DeepSpeed config:
@@ -48,23 +48,21 @@ def device_peak(name: str, given: float | None) -> float | None:
     return None
 
 
-def measure(cfg, precision: str, micro: int, steps: int) -> dict:
-    """Tokens/s and peak memory of DeepSpeed steps with the trainer's config for `precision`."""
-    import deepspeed
-
+def measure(cfg, precision: str, micro: int, steps: int, engine_name: str = "deepspeed") -> dict:
+    """Tokens/s and peak memory of optimizer steps with the trainer's config for `precision`, through the
+    trainer's own engine (`train.build_engine`: DeepSpeed's, or the torch engine) and its autocast rule."""
     from twotower_lib.deepspeed_setup import deepspeed_config
     from twotower_lib.models import build_model
-    from twotower_lib.train import TrainConfig
+    from twotower_lib.train import TrainConfig, build_engine
 
     torch.manual_seed(0)
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     model = build_model(cfg).cuda()
     flops = step_flops(model, cfg, micro, "cuda")
-    ds = deepspeed_config(TrainConfig(model=cfg.model_type, preset="paper", max_steps=1, micro_batch=micro,
-                                      grad_accum=1, precision=precision))
-    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
-                                           config={k: v for k, v in ds.items() if not k.startswith("_")})
+    tcfg = TrainConfig(model=cfg.model_type, preset="paper", max_steps=1, micro_batch=micro, grad_accum=1,
+                       precision=precision, engine=engine_name).validate()
+    engine, autocast = build_engine(tcfg, model, deepspeed_config(tcfg), world=1)
     batches = [random_batch(cfg, micro, s, engine.device) for s in range(steps)]
 
     def run(n: int) -> float:
@@ -72,7 +70,8 @@ def measure(cfg, precision: str, micro: int, steps: int) -> dict:
         t = time.perf_counter()
         for i in range(n):
             inputs, labels = batches[i % steps]
-            loss, _ = engine(inputs, labels, only_labeled=True)
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+                loss, _ = engine(inputs, labels, only_labeled=True)
             engine.backward(loss)
             engine.step()
         torch.cuda.synchronize()
@@ -89,10 +88,46 @@ def measure(cfg, precision: str, micro: int, steps: int) -> dict:
     return out
 
 
+def loss_curves(cfg, precision: str, micro: int, steps: int) -> dict:
+    """The first `steps` training losses of each engine from the same initial weights and the same batches
+    at a constant rate: the numerics of the torch engine (fp32 weights, bf16 autocast) against DeepSpeed's
+    (bf16 weights, fp32 master copies), at the model's real size."""
+    from twotower_lib.deepspeed_setup import deepspeed_config
+    from twotower_lib.models import build_model
+    from twotower_lib.train import TrainConfig, build_engine
+
+    curves = {}
+    for engine_name in ("deepspeed", "torch"):
+        torch.manual_seed(0)
+        model = build_model(cfg).cuda()
+        tcfg = TrainConfig(model=cfg.model_type, preset="paper", max_steps=steps, micro_batch=micro, grad_accum=1,
+                           precision=precision, engine=engine_name).validate()
+        engine, autocast = build_engine(tcfg, model, deepspeed_config(tcfg), world=1)
+        for group in engine.optimizer.param_groups:
+            group["lr"] = 1e-4
+        losses = []
+        for s in range(steps):
+            inputs, labels = random_batch(cfg, micro, 10_000 + s, engine.device)
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+                loss, _ = engine(inputs, labels, only_labeled=True)
+            engine.backward(loss)
+            engine.step()
+            losses.append(loss.detach().float())
+        curves[engine_name] = [float(x) for x in torch.stack(losses).cpu()]
+        engine = model = None
+        gc.collect()
+        torch.cuda.empty_cache()
+    diffs = [abs(a - b) for a, b in zip(curves["deepspeed"], curves["torch"])]
+    return {"steps": steps, "lr": 1e-4, "curves": curves, "max_abs_diff": max(diffs),
+            "mean_abs_diff_last_50": sum(diffs[-50:]) / len(diffs[-50:])}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
     p.add_argument("--precisions", nargs="+", default=["bf16", "fp16"], choices=["bf16", "fp16", "fp32"])
+    p.add_argument("--engines", nargs="+", default=["deepspeed"], choices=["deepspeed", "torch"],
+                   help="the trainer's engines to measure (`--engine` of `train`; torch: bf16 and fp32 only)")
     p.add_argument("--released", action="store_true", help="also the released code's shapes (released-* presets)")
     p.add_argument("--micro-batch", type=int, default=256,
                    help="sequences per step (128 tokens each) for the transformer families: at 64 the steps were "
@@ -102,6 +137,8 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=10, help="timed steps per configuration")
     p.add_argument("--peak-tflops", type=float, default=None,
                    help="the device's dense bf16/fp16 peak, if its name is not in the table")
+    p.add_argument("--compare-steps", type=int, default=0,
+                   help="instead of timing: the first N losses of both engines per family (bf16), written to --out")
     p.add_argument("--out", type=Path, default=None, help="also write the rows and provenance as JSON")
     args = p.parse_args()
     if not torch.cuda.is_available():
@@ -121,26 +158,42 @@ def main() -> int:
     driver = _driver()
     paper_tokens = get_profile("paper").train.tokens
     shapes = [(f, f"paper-{f}") for f in args.families]
+    if args.compare_steps:
+        compared = {}
+        for label, name_preset in shapes:
+            cfg = preset(name_preset, FAMILIES[label], vocab_size=args.vocab_size, seq_len=128)
+            micro = args.elmo_micro_batch if FAMILIES[label] == "elmo" else args.micro_batch
+            compared[label] = loss_curves(cfg, "bf16", micro, args.compare_steps)
+            print(f"{label:12} {args.compare_steps} steps: max |loss_torch - loss_deepspeed| = "
+                  f"{compared[label]['max_abs_diff']:.4f}, mean of the last 50 = {compared[label]['mean_abs_diff_last_50']:.4f}",
+                  flush=True)
+            if args.out:
+                args.out.parent.mkdir(parents=True, exist_ok=True)
+                args.out.write_text(json.dumps(provenance(device=name, argv=_relative(sys.argv[1:]), compared=compared),
+                                               indent=1) + "\n")
+        return 0
     if args.released:
         shapes += [(f + "-released", f"released-{f}") for f in args.families]
     print(f"{name}; dense peak {peak / 1e12 if peak else float('nan'):.0f} TFLOP/s; micro-batch {args.micro_batch} "
           f"(ELMo {args.elmo_micro_batch}) x 128 tokens; vocabulary {args.vocab_size}; {args.steps} timed steps\n")
-    header = (f"{'model':20} {'prec':4} {'params M':>8} {'tok/s':>9} {'MFU':>6} {'mem GiB':>7} {'2T/(2x1T)':>9} "
+    header = (f"{'model':20} {'prec':4} {'engine':9} {'params M':>8} {'tok/s':>9} {'MFU':>6} {'mem GiB':>7} {'2T/(2x1T)':>9} "
               f"{'paper 1 GPU h':>13} {'6 GPUs h':>8}")
     print(header)
     rows = []
-    for precision in args.precisions:
+    runs = [(e, p) for e in args.engines for p in args.precisions if not (e == "torch" and p == "fp16")]
+    for engine_name, precision in runs:
         for label, name_preset in shapes:
             model_type = FAMILIES[label.removesuffix("-released")]
             cfg = preset(name_preset, model_type, vocab_size=args.vocab_size, seq_len=128)
             micro = args.elmo_micro_batch if model_type == "elmo" else args.micro_batch
-            row = {"model": label, "preset": name_preset, "precision": precision, "micro_batch": micro}
+            row = {"model": label, "preset": name_preset, "precision": precision, "engine": engine_name,
+                   "micro_batch": micro}
             try:
-                two = measure(cfg, precision, micro, args.steps)
-                one = measure(dataclasses.replace(cfg, towers=1), precision, micro, args.steps)
+                two = measure(cfg, precision, micro, args.steps, engine_name)
+                one = measure(dataclasses.replace(cfg, towers=1), precision, micro, args.steps, engine_name)
             except Exception as e:  # report and go on: one family failing must not hide the others
                 row["error"] = f"{type(e).__name__}: {e}"[:300]
-                print(f"{label:20} {precision:4} failed: {row['error']}")
+                print(f"{label:20} {precision:4} {engine_name:9} failed: {row['error']}")
                 rows.append(row)
                 continue
             mfu = two["flops_per_step"] / two["step_s"] / peak if peak else None
@@ -148,7 +201,7 @@ def main() -> int:
             row.update(two, mfu=mfu, single_tower=one, two_vs_two_single=two["step_s"] / (2 * one["step_s"]),
                        paper_tokens=paper_tokens, paper_hours_1gpu=hours, paper_hours_6gpu=hours / 6)
             rows.append(row)
-            print(f"{label:20} {precision:4} {two['params_m']:8.1f} {two['tokens_per_s']:9.0f} "
+            print(f"{label:20} {precision:4} {engine_name:9} {two['params_m']:8.1f} {two['tokens_per_s']:9.0f} "
                   f"{100 * mfu if mfu else float('nan'):5.1f}% {two['peak_memory_gib']:7.1f} "
                   f"{row['two_vs_two_single']:9.2f} {hours:13.1f} {hours / 6:8.1f}", flush=True)
             if args.out:  # after every row: a run stopped part-way keeps what it measured

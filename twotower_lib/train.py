@@ -44,7 +44,8 @@ from twotower_lib.errors import UserError
 from twotower_lib.models import MODEL_TYPES, PRESETS, ModelConfig, build_model, preset, snapshot_name
 from twotower_lib.models.config import released_options
 from twotower_lib.train_batches import BlockOrder, evaluate, micro_batch, seed_of
-from twotower_lib.train_config import FIRST_SNAPSHOT_TOKENS, PRECISIONS, TrainConfig  # noqa: F401 (re-exported)
+from twotower_lib.torch_engine import TorchEngine
+from twotower_lib.train_config import ENGINES, FIRST_SNAPSHOT_TOKENS, PRECISIONS, TrainConfig  # noqa: F401 (re-exported)
 
 
 class TrainingDiverged(UserError):
@@ -91,12 +92,15 @@ def _run_identity(cfg: ModelConfig, tcfg: TrainConfig, data, micro: int, accum: 
         identity["lr"] = tcfg.lr
     if tcfg.final_lr_fraction:
         identity["final_lr_fraction"] = tcfg.final_lr_fraction
+    if tcfg.engine != "deepspeed":
+        identity["engine"] = tcfg.engine
     return identity
 
 
 @dataclass
 class _Run:
-    """One training run in progress: its settings, the DeepSpeed engine, and the state a checkpoint saves."""
+    """One training run in progress: its settings, its engine (DeepSpeed's or `TorchEngine`), and the state a
+    checkpoint saves."""
 
     tcfg: TrainConfig
     data: Any
@@ -138,10 +142,8 @@ def train(tcfg: TrainConfig, data, out: str | os.PathLike, resume: bool = False,
 
 
 def _start(tcfg: TrainConfig, data, out: Path, resume: bool) -> _Run | None:
-    """The model, the DeepSpeed engine and the state to start from (a checkpoint's, with `resume`);
-    None if the resumed run has nothing left to do. Every mismatch is a UserError before any work."""
-    import deepspeed
-
+    """The model, its engine and the state to start from (a checkpoint's, with `resume`); None if the
+    resumed run has nothing left to do. Every mismatch is a UserError before any work."""
     tcfg.validate()
     init_distributed()
     rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
@@ -156,15 +158,8 @@ def _start(tcfg: TrainConfig, data, out: Path, resume: bool) -> _Run | None:
     identity = _run_identity(cfg, tcfg, data, micro, accum, world)
     if (out / "config.json").exists() and not resume:
         raise UserError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
-    autocast = use_bf16_autocast(tcfg)
-
     torch.manual_seed(seed_of(tcfg.seed, "init"))
-    model = build_model(cfg)
-    decay = [p for p in model.parameters() if p.ndim >= 2]        # matrices and embeddings
-    no_decay = [p for p in model.parameters() if p.ndim < 2]      # biases and LayerNorm gains
-    groups = [{"params": decay}, {"params": no_decay, "weight_decay": 0.0}]
-    ds_clean = {k: v for k, v in ds.items() if not k.startswith("_")}
-    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=groups, config=ds_clean)
+    engine, autocast = build_engine(tcfg, build_model(cfg), ds, world)
 
     state = {"step": 0, "tokens": 0, "elapsed_s": 0.0, "identity": identity, "interval_loss": 0.0,
              "interval_steps": 0}
@@ -181,6 +176,28 @@ def _start(tcfg: TrainConfig, data, out: Path, resume: bool) -> _Run | None:
     if (out / "model.safetensors").exists() and resume and not _more_to_do(state, tcfg):
         return None
     return _Run(tcfg, data, out, cfg, ds, engine, state, rank, world, micro, accum, autocast, resumed=ckpt is not None)
+
+
+def build_engine(tcfg: TrainConfig, model, ds: dict, world: int) -> tuple[Any, bool]:
+    """The engine that steps `model` (DeepSpeed's, or `TorchEngine` for one process) and whether the
+    forward passes run under bf16 autocast (CPUs: `use_bf16_autocast`; GPUs: DeepSpeed casts the model
+    itself, the torch engine autocasts unless fp32)."""
+    decay = [p for p in model.parameters() if p.ndim >= 2]        # matrices and embeddings
+    no_decay = [p for p in model.parameters() if p.ndim < 2]      # biases and LayerNorm gains
+    groups = [{"params": decay}, {"params": no_decay, "weight_decay": 0.0}]
+    ds_clean = {k: v for k, v in ds.items() if not k.startswith("_")}
+    if tcfg.engine == "torch":
+        if world > 1:
+            raise UserError(f"--engine torch trains one process; this run has {world}: use --engine deepspeed "
+                            "with DeepSpeed's launcher")
+        gpu = torch.cuda.is_available()
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if gpu else torch.device("cpu")
+        autocast = tcfg.precision != "fp32" if gpu else use_bf16_autocast(tcfg)
+        return TorchEngine(model, groups, ds_clean, device), autocast
+    import deepspeed
+
+    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=groups, config=ds_clean)
+    return engine, use_bf16_autocast(tcfg)
 
 
 def _record_start(run: _Run) -> None:
@@ -252,7 +269,7 @@ def _step(run: _Run, order: BlockOrder, lr: float) -> float:
     for j in range(run.accum):
         inputs, labels = micro_batch(run.data, order, run.tcfg, step, j, run.rank, run.world, run.micro, run.accum)
         torch.manual_seed(seed_of(run.tcfg.seed, "dropout", step, j * run.world + run.rank))
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=run.autocast):
+        with torch.autocast(engine.device.type, dtype=torch.bfloat16, enabled=run.autocast):
             loss, _ = engine(inputs.to(engine.device), labels.to(engine.device), only_labeled=True)
         step_loss += loss.detach().double() / run.accum
         engine.backward(loss)
@@ -294,7 +311,8 @@ def _finish(run: _Run) -> dict[str, Any]:
                "wall_time_s": round(state["elapsed_s"], 3), "data_hash": run.data.data_hash,
                "config": {"model": run.cfg.to_dict(), "train": asdict(tcfg)}, "world_size": run.world,
                "param_sha256_by_rank": checksums,
-               "precision": "bf16-autocast" if run.autocast else ds_precision(run.ds)}
+               "engine": tcfg.engine,
+               "precision": "bf16-autocast" if run.autocast else ("fp32" if tcfg.engine == "torch" else ds_precision(run.ds))}
     if run.rank == 0:
         save_weights(run.engine.module, run.out / "snapshots" / f"{snapshot_name(state['tokens'])}.safetensors")
         atomic_write_json(run.out / "manifest.json", provenance(**summary))
@@ -339,6 +357,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision", default="auto", choices=PRECISIONS,
                    help="CPU: bf16 autocast where the CPU has native bf16 (auto), or force fp32/bf16. "
                         "GPU: bf16 (auto), fp16 with loss scaling (the paper's), or fp32")
+    p.add_argument("--engine", default="deepspeed", choices=ENGINES,
+                   help="deepspeed (default; several processes through its launcher) or torch: one process, plain "
+                        "AdamW with fp32 weights and gradients, bf16 autocast on GPUs, from the same JSON config")
     p.add_argument("--deepspeed-config", default=None,
                    help="DeepSpeed JSON (default: configs/deepspeed_cpu.json; on a GPU the one for --precision)")
     p.add_argument("--eval-every-steps", type=int, default=100)
@@ -371,7 +392,7 @@ def main(args: argparse.Namespace) -> int:
         eval_every_steps=args.eval_every_steps, checkpoint_every_s=parse_duration(args.checkpoint_every),
         checkpoint_every_steps=args.checkpoint_every_steps, snapshot_every_tokens=args.snapshot_every_tokens,
         deepspeed_config=args.deepspeed_config, data=str(args.data), as_released=args.as_released,
-        world_size=args.world_size)
+        world_size=args.world_size, engine=args.engine)
     summary = train(tcfg, load_prepared(args.data), args.out, resume=args.resume)
     if int(os.environ.get("RANK", "0")) == 0:
         print(f"trained {summary['steps']} steps ({summary['tokens_seen']} tokens) in "

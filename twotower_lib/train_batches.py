@@ -67,7 +67,7 @@ def evaluate(model: TwoTowerLM, data, tcfg: TrainConfig, batch_size: int, autoca
         k = int((labels != -100).sum())
         if k == 0:
             continue
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
             loss, _ = model(inputs.to(device), labels.to(device), only_labeled=True)
         total, count = total + float(loss) * k, count + k
     model.train(was_training)
