@@ -377,3 +377,14 @@ def test_the_torch_engine_runs_one_process_and_no_fp16():
         tcfg(engine="torch", precision="fp16").validate()
     with pytest.raises(UserError, match="--engine must be one of"):
         tcfg(engine="jax").validate()
+
+
+def test_every_artifact_says_which_kind_of_cpu_made_it():
+    """Kernels (and the `auto` precisions) are chosen by the CPU's vector units: provenance names them."""
+    from twotower_lib.artifacts import provenance
+
+    cpu = provenance()["cpu"]
+    if Path("/proc/cpuinfo").exists():
+        assert cpu["model"] and set(cpu["flags"]) <= {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}
+    else:
+        assert cpu == {}

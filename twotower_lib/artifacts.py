@@ -174,11 +174,29 @@ def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str
     return out
 
 
+def cpu_features() -> dict[str, Any]:
+    """The CPU's model name and the vector units its kernels choose by (Linux; empty elsewhere).
+
+    Why recorded: torch picks its matmul kernels by the instruction set, and the probe's and the trainer's
+    `auto` precision picks bf16 only where the CPU has native bf16 units, so two machines can compute a
+    seed's result differently; the record says which kind of machine made it."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    flags = set(fields.get("flags", "").split())
+    wanted = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+    return {"model": fields.get("model name", "unknown"), "flags": [f for f in wanted if f in flags]}
+
+
 def provenance(**extra: Any) -> dict[str, Any]:
     """What produced an artifact: code version, package versions, interpreter, machine, plus `extra`.
 
     `torch_threads` too: on a CPU, float sums (matmuls) are split differently with another number of
-    threads, so a seed fixes a run's weights only together with it."""
+    threads, so a seed fixes a run's weights only together with it; `cpu` says which kind of CPU
+    (`cpu_features`)."""
     from datetime import datetime, timezone
 
     torch = sys.modules.get("torch")
@@ -187,6 +205,7 @@ def provenance(**extra: Any) -> dict[str, Any]:
         "packages": package_versions(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
+        "cpu": cpu_features(),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         **({"torch_threads": torch.get_num_threads()} if torch is not None else {}),
         **extra,
