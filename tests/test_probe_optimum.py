@@ -209,3 +209,36 @@ def test_refined_heads_of_two_recipes_reach_one_optimum(tiny_data):
     for r in records[150, "none"]["refine"]:
         assert r["after"]["grad_max"] < 0.1 * r["before"]["grad_max"] and r["after"]["loss"] < r["before"]["loss"]
     assert len(records[150, "whiten"]["refined_heldout_loss"]) == model.cfg.towers
+
+
+def test_the_refine_command_probes_a_run_with_the_defined_head(tiny_data, tmp_path, capsys):
+    """`python -m studies.probe refine RUN`: the probe with its heads taken on by L-BFGS, recorded as such
+    (its identity names the refinement, the manifest holds each head's certificate); the plain probe of the
+    same run is another probe, and a refinement of a non-linear head stops before any work."""
+    from studies.probe.__main__ import main as study_cli
+    from twotower_lib.preference import load_artifact
+    from twotower_lib.probe import probe_run
+    from twotower_lib.train import TrainConfig, train
+
+    run = tmp_path / "gpt"
+    train(TrainConfig(model="gpt", preset="tiny", seed=1, max_steps=8), tiny_data, run, show_progress=False)
+    args = ["--train-blocks", "64", "--max-epochs", "2", "--eval-blocks", "16"]
+    assert study_cli(["refine", str(run), *args, "--iters", "5", "--out", str(tmp_path / "refined")]) == 0
+    refined = load_artifact(tmp_path / "refined").manifest
+    assert refined["identity"]["refine"] == {"iters": 5, "ridge": 0.03, "penalty": "logit"}
+    assert len(refined["heads"]["refine"]) == 2 and all("after" in r for r in refined["heads"]["refine"])
+    plain = probe_run(run, config_for(args), out=tmp_path / "plain", show=False)
+    assert "refine" not in load_artifact(plain).manifest["identity"]
+    with pytest.raises(UserError, match="linear head"):
+        study_cli(["refine", str(run), *args, "--head", "tied"])
+
+
+def config_for(args: list[str]) -> ProbeConfig:
+    """The ProbeConfig the `probe` command builds from these arguments."""
+    import argparse
+
+    from twotower_lib.probe import add_arguments, config_from_args
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return config_from_args(parser.parse_args(["RUN", *args]))

@@ -12,6 +12,8 @@ Several processes: `torchrun --nproc_per_node N -m twotower_lib train ...`, or
 `deepspeed --num_gpus N --no_local_rank --module twotower_lib train ...`. DeepSpeed configs:
 configs/deepspeed_cpu.json (default on CPU), deepspeed_gpu.json (bf16, default on GPU),
 deepspeed_gpu_fp16.json (the paper's fp16 with dynamic loss scaling); --deepspeed-config overrides.
+One process may instead step without DeepSpeed's wrapper (`--engine torch`, `torch_engine`), from the
+same config.
 
 Run directory:
     config.json            ModelConfig + TrainConfig + data reference
