@@ -29,7 +29,7 @@ def training_runs(profile: Profile) -> list[tuple[str, str, int, int]]:
 
 # What makes an existing run another run: a change in any of these trains it again from scratch.
 RUN_SETUP = ("model", "preset", "seed", "towers", "micro_batch", "grad_accum", "precision", "lr", "final_lr_fraction",
-             "deepspeed_config", "as_released")
+             "deepspeed_config", "as_released", "engine")
 
 
 def why_retrain(old_config: dict, steps_done: int, tcfg, data_hash: str) -> str | None:
