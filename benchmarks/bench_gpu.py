@@ -48,21 +48,28 @@ def device_peak(name: str, given: float | None) -> float | None:
     return None
 
 
-def measure(cfg, precision: str, micro: int, steps: int, engine_name: str = "deepspeed") -> dict:
-    """Tokens/s and peak memory of optimizer steps with the trainer's config for `precision`, through the
-    trainer's own engine (`train.build_engine`: DeepSpeed's, or the torch engine) and its autocast rule."""
+def trainer_engine(cfg, precision: str, micro: int, engine_name: str):
+    """The model (seed 0, on the GPU) and the engine the trainer builds for it (`train.build_engine`), with
+    whether its forward passes autocast to bf16."""
     from twotower_lib.deepspeed_setup import deepspeed_config
     from twotower_lib.models import build_model
     from twotower_lib.train import TrainConfig, build_engine
 
     torch.manual_seed(0)
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats()
     model = build_model(cfg).cuda()
-    flops = step_flops(model, cfg, micro, "cuda")
     tcfg = TrainConfig(model=cfg.model_type, preset="paper", max_steps=1, micro_batch=micro, grad_accum=1,
                        precision=precision, engine=engine_name).validate()
     engine, autocast = build_engine(tcfg, model, deepspeed_config(tcfg), world=1)
+    return model, engine, autocast
+
+
+def measure(cfg, precision: str, micro: int, steps: int, engine_name: str = "deepspeed") -> dict:
+    """Tokens/s and peak memory of optimizer steps with the trainer's config for `precision`, through the
+    trainer's own engine (`train.build_engine`: DeepSpeed's, or the torch engine) and its autocast rule."""
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    model, engine, autocast = trainer_engine(cfg, precision, micro, engine_name)
+    flops = step_flops(model, cfg, micro, "cuda")
     batches = [random_batch(cfg, micro, s, engine.device) for s in range(steps)]
 
     def run(n: int) -> float:
@@ -92,17 +99,9 @@ def loss_curves(cfg, precision: str, micro: int, steps: int) -> dict:
     """The first `steps` training losses of each engine from the same initial weights and the same batches
     at a constant rate: the numerics of the torch engine (fp32 weights, bf16 autocast) against DeepSpeed's
     (bf16 weights, fp32 master copies), at the model's real size."""
-    from twotower_lib.deepspeed_setup import deepspeed_config
-    from twotower_lib.models import build_model
-    from twotower_lib.train import TrainConfig, build_engine
-
     curves = {}
     for engine_name in ("deepspeed", "torch"):
-        torch.manual_seed(0)
-        model = build_model(cfg).cuda()
-        tcfg = TrainConfig(model=cfg.model_type, preset="paper", max_steps=steps, micro_batch=micro, grad_accum=1,
-                           precision=precision, engine=engine_name).validate()
-        engine, autocast = build_engine(tcfg, model, deepspeed_config(tcfg), world=1)
+        _, engine, autocast = trainer_engine(cfg, precision, micro, engine_name)
         for group in engine.optimizer.param_groups:
             group["lr"] = 1e-4
         losses = []
@@ -114,7 +113,7 @@ def loss_curves(cfg, precision: str, micro: int, steps: int) -> dict:
             engine.step()
             losses.append(loss.detach().float())
         curves[engine_name] = [float(x) for x in torch.stack(losses).cpu()]
-        engine = model = None
+        engine = None  # free the GPU memory before the other engine
         gc.collect()
         torch.cuda.empty_cache()
     diffs = [abs(a - b) for a, b in zip(curves["deepspeed"], curves["torch"])]
