@@ -7,7 +7,7 @@ with as many pairs as each family has:
 - *untrained*: every seed's towers at 0 tokens (the run's first snapshot), probed the same way;
 - *independent*: single-tower runs paired as if they were two towers (`probe.pair_runs`), two
   single-tower seeds a pseudo-model, so 2 x seeds single-tower runs give as many pairs as the cases
-  (for the profile's `control_models`, or every family where it names none);
+  (for the profile's `control_models`, or every family where it names none; `--independent` names others);
 - *shuffled*: one pair's token labels permuted (computed in the report, no training).
 
 Work goes in order of what it tells: the cases family by family, then the untrained controls, then
@@ -118,8 +118,9 @@ def probe_runs(layout: Layout, probes: list[dict], threads: int, precision: str 
 
 def run_study(profile: Profile, seeds: int, families: tuple[str, ...], controls: tuple[str, ...],
               threads: int, root: Path | None = None, precision: str | None = None,
-              probe_threads: int | None = None) -> Layout:
-    """Prepare the data, then each family's cases, then the controls; every step resumes."""
+              probe_threads: int | None = None, independent: tuple[str, ...] | None = None) -> Layout:
+    """Prepare the data, then each family's cases, then the controls; every step resumes. `independent`: the
+    families whose independent control is measured (default: the profile's `control_models` among `families`)."""
     from twotower_lib.data.prepare import prepare_data
     from twotower_lib.probe import pair_runs
 
@@ -138,8 +139,8 @@ def run_study(profile: Profile, seeds: int, families: tuple[str, ...], controls:
                              "out": str(layout.probe_dir("untrained", case_name(m, s)))}
                             for m in families for s in seed_list], probe_threads, precision)
     if "independent" in controls:
-        # the independent control costs 2 x seeds single-tower runs a family: the profile's control_models only
-        controlled = [m for m in families if not profile.analysis.control_models or m in profile.analysis.control_models]
+        # the independent control costs 2 x seeds single-tower runs a family: the profile's control_models by default
+        controlled = independent_families(profile, families, independent)
         singles = [(m, s, 1) for m in controlled for s in range(1, 2 * seeds + 1)]
         train_runs(layout, singles, threads)
         probe_runs(layout, [{"run_dir": str(layout.run_dir(m, s, 1)), "out": str(layout.probe_dir("independent", control_name(m, s)))}
@@ -153,12 +154,23 @@ def run_study(profile: Profile, seeds: int, families: tuple[str, ...], controls:
     return layout
 
 
+def independent_families(profile: Profile, families: tuple[str, ...], named: tuple[str, ...] | None) -> list[str]:
+    """The families whose independent control the study measures: `named`, or the profile's `control_models`
+    among `families` (every family where the profile names none)."""
+    if named is not None:
+        return list(named)
+    return [m for m in families if not profile.analysis.control_models or m in profile.analysis.control_models]
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="cpu", help="the profile whose sizes, budgets, data and probe the study uses")
     p.add_argument("--seeds", type=int, default=4, help="seeds per family (pairs: seeds x (seeds - 1) / 2)")
     p.add_argument("--families", default=",".join(FAMILIES), help="tower families, in the order they are run")
     p.add_argument("--controls", default=",".join(CONTROL_KINDS),
                    help=f"controls measured beside the cases: any of {', '.join(CONTROL_KINDS)}")
+    p.add_argument("--independent", default=None,
+                   help="families whose independent control is measured (2 x seeds single-tower runs each; default: "
+                        "the profile's analysis.control_models)")
     p.add_argument("--threads-per-run", type=int, default=1,
                    help="CPU threads per training run, as many side by side as the cores allow")
     p.add_argument("--probe-threads", type=int, default=None,
@@ -185,13 +197,17 @@ def cli(argv: list[str] | None = None) -> int:
         controls = tuple(c.strip() for c in args.controls.split(",") if c.strip())
         if set(controls) - set(CONTROL_KINDS):
             raise UserError(f"--controls {args.controls!r}: choose among {', '.join(CONTROL_KINDS)}")
+        independent = (None if args.independent is None else
+                       tuple(f.strip() for f in args.independent.split(",") if f.strip()))
+        if independent is not None and set(independent) - set(families):
+            raise UserError(f"--independent {args.independent!r}: name families of --families ({', '.join(families)})")
         if args.seeds < 2:
             raise UserError(f"--seeds {args.seeds}: a distribution over pairs needs at least 2 seeds (4 give 6 pairs)")
         t0 = time.time()
         layout = Layout(profile, profile_dir(profile.name))
         if not args.report_only:
             run_study(profile, args.seeds, families, controls, args.threads_per_run, precision=args.probe_precision,
-                      probe_threads=args.probe_threads)
+                      probe_threads=args.probe_threads, independent=independent)
         from studies.seeds.report import RESULTS, write_report  # read when the work is done
 
         out = (Path(args.results) if args.results else RESULTS) / profile.name
