@@ -6,9 +6,10 @@ PROBING_DIR is a profile's `probing/` folder after a run (e.g. `runs/cpu/probing
 with trained heads records its seconds (all of it, and the head training), its epochs, its training
 positions and its head sets. On this machine, for each shape of head among them (tower width H,
 embedding width E, vocabulary V), this times one head's training step as the probe takes it
-(`ProbeHead.loss` with bf16 matmuls, forward and backward, 1,024 positions) and the same step's matrix
+(`ProbeHead.loss`, forward and backward, 1,024 positions, its matmuls in the dtype the probe's `precision: auto`
+resolves to on this machine: bf16 where bf16 matmuls are faster, fp32 elsewhere) and the same step's matrix
 products alone: the logits x Wᵀ (N, V), the gradient Dᵀ x (V, H), and the fold W = E A with its
-backward (V, E) x (E, H), all bf16 with the step's shapes, whole-batch (the fastest way to run them
+backward (V, E) x (E, H), in that dtype with the step's shapes, whole-batch (the fastest way to run them
 here); and one exponential of every fp32 logit, a block of rows at a time in cache (the least any
 softmax does). That is the work no faster kernel removes: a probe's head training (those products
 and exponentials for every step of every head in every epoch, the held-out losses left out) at the
@@ -49,8 +50,8 @@ def embedding_width(run_dir: Path) -> int:
         return int(f.get_slice("tok_emb.weight").get_shape()[1])
 
 
-def step_and_floor(H: int, E: int, V: int, repeats: int) -> tuple[float, float, float]:
-    """Seconds of one head's training step, of its matrix products alone (bf16), and of one exponential
+def step_and_floor(H: int, E: int, V: int, repeats: int, dtype: torch.dtype) -> tuple[float, float, float]:
+    """Seconds of one head's training step, of its matrix products alone (`dtype`), and of one exponential
     per logit (fp32, by blocks of rows as the probe's softmax runs)."""
     from twotower_lib.models.heads import ProbeHead, rows_per_chunk
 
@@ -60,12 +61,11 @@ def step_and_floor(H: int, E: int, V: int, repeats: int) -> tuple[float, float, 
 
     def step():
         head.zero_grad()
-        head.loss(h, y, torch.bfloat16).backward()
+        head.loss(h, y, dtype).backward()
 
-    bf = torch.bfloat16
-    emb, a = head.embedding.to(bf), head.dense.weight.detach().to(bf)          # (V, E), (E, H)
-    x, d = h.to(bf), torch.randn(BATCH, V, generator=g).to(bf)                   # (N, H), (N, V)
-    dw = torch.randn(V, H, generator=g).to(bf)                                   # (V, H)
+    emb, a = head.embedding.to(dtype), head.dense.weight.detach().to(dtype)          # (V, E), (E, H)
+    x, d = h.to(dtype), torch.randn(BATCH, V, generator=g).to(dtype)                 # (N, H), (N, V)
+    dw = torch.randn(V, H, generator=g).to(dtype)                                   # (V, H)
     folds = head.folds
 
     def products():
@@ -126,10 +126,14 @@ def main(argv: list[str] | None = None) -> int:
     import twotower_lib  # noqa: F401  (its allocator setting, as in the pipeline)
     from twotower_lib.artifacts import atomic_write_json, portable_command, provenance
 
+    from twotower_lib.probe_config import ProbeConfig
+    from twotower_lib.probe_precision import head_dtype
+
     rows = probes(args.probing_dir)
+    dtype = head_dtype(ProbeConfig(), torch.device("cpu"))          # what the probe's `auto` resolves to here
     shapes = {}
     for shape in sorted({(r["H"], r["E"], r["V"]) for r in rows}):
-        step, products, exps = step_and_floor(*shape, args.repeats)
+        step, products, exps = step_and_floor(*shape, args.repeats, dtype)
         shapes[shape] = {"H": shape[0], "E": shape[1], "V": shape[2], "step_ms": round(step * 1e3, 2),
                          "products_ms": round(products * 1e3, 2), "exp_ms": round(exps * 1e3, 2),
                          "products_gflops": round(step_flops(*shape) / products / 1e9, 1),
@@ -173,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         atomic_write_json(args.out, {
             "command": portable_command("benchmarks/probe_stage_floor.py", sys.argv[1:] if argv is None else argv),
-            "note": args.note, "threads": args.threads, "batch": BATCH, "shapes": list(shapes.values()), "probes": rows,
+            "note": args.note, "threads": args.threads, "batch": BATCH,
+            "matmul_dtype": str(dtype).removeprefix("torch."), "shapes": list(shapes.values()), "probes": rows,
             "summary": summary, "provenance": provenance()})
         print(f"wrote {args.out}")
     return 0

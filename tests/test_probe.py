@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,8 @@ from twotower_lib.preference import (TowerSums, check_same_vocabulary, document_
                                      load_artifact, order_towers, preference_table, save_artifact)
 from twotower_lib.probe import ProbeConfig, write_preference
 from twotower_lib.probe_training import score_validation, train_heads
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 # ---------------------------------------------------------------- Eq. 3 and Eq. 4 by hand
@@ -386,6 +389,46 @@ def test_head_loss_is_exact_where_the_true_token_probability_underflows():
     expected = F.cross_entropy(x @ w.t() + b, t)
     assert math.isfinite(float(loss.detach()))
     torch.testing.assert_close(loss, expected)
+
+
+def test_the_head_weight_gradient_accumulates_bit_for_bit_as_before():
+    """In fp32 the (V, H) gradient is accumulated inside each block's product (`addmm_`): bit for bit the
+    sum of the blocks' products it replaced, so no committed probe changes."""
+    from twotower_lib.models.heads import LinearCrossEntropy, rows_per_chunk
+
+    g = torch.Generator().manual_seed(3)
+    n, H, V = 300, 16, 4096                           # several blocks of rows_per_chunk(V) rows, the last short
+    x, t = torch.randn(n, H, generator=g), torch.randint(V, (n,), generator=g)
+    w = (torch.randn(V, H, generator=g) * 0.1).requires_grad_()
+    b = torch.randn(V, generator=g).requires_grad_()
+    LinearCrossEntropy.apply(x, w, b, t).backward()
+    expected, step = torch.zeros(V, H), rows_per_chunk(V, x.device)
+    assert step < n
+    for r in range(0, n, step):
+        d = torch.softmax((x[r:r + step] @ w.detach().t()).add_(b.detach()), dim=1)
+        d[torch.arange(len(d)), t[r:r + step]] -= 1
+        expected += d.t() @ x[r:r + step]
+    assert torch.equal(w.grad, expected / n)
+
+
+def test_the_head_training_benchmark_compares_an_epoch_with_its_products(tmp_path):
+    """`benchmarks/bench_head_training.py`: one epoch of the probe's head training against its matrix products,
+    at tiny shapes; the ratio is the products' fastest round over the epoch's, the FLOPs those of the steps."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_head_training", ROOT / "benchmarks" / "bench_head_training.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "head.json"
+    assert bench.main(["--threads", "1", "--hidden", "8", "--width", "16", "--vocab", "64", "--positions", "3000",
+                       "--rounds", "2", "--precision", "fp32", "--out", str(out)]) == 0
+    found = json.loads(out.read_text())
+    s = found["seconds"]
+    assert len(s["epoch"]) == len(s["products"]) == 2
+    assert found["ratio"] == pytest.approx(min(s["products"]) / min(s["epoch"]), abs=1e-3)
+    assert found["settings"]["matmul_dtype"] == "float32"
+    assert bench.head_step_flops(1024, 128, 256, 8192) == 4 * 1024 * 128 * 8192 + 4 * 8192 * 256 * 128
+    assert bench.head_step_flops(1024, 128, 128, 8192) == 4 * 1024 * 128 * 8192      # no fold where H = E
 
 
 

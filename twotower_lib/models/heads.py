@@ -156,8 +156,10 @@ class LinearCrossEntropy(torch.autograd.Function):
                 d[rows, t] -= 1                                             # - one-hot: d loss_i / d logits
                 db += d.sum(0)
                 dd = d.to(dtype)
-                if need_w:
-                    dw += (dd.t() @ xc).float()                             # (V, H)
+                if need_w and dtype == torch.float32:
+                    dw.addmm_(dd.t(), xc)                                   # (V, H), accumulated in the product
+                elif need_w:
+                    dw += (dd.t() @ xc).float()
                 if need_x:
                     dx[r:r + step] = dd @ wd                                # (c, H)
         ctx.save_for_backward(*(g if g is None else g / n for g in (dx, dw, db)))
