@@ -1,7 +1,7 @@
 """Training throughput on one GPU at Table 1 sizes, through the trainer's own DeepSpeed configs.
 
     python benchmarks/bench_gpu.py [--families elmo gpt bert-base bert-large] [--precisions bf16 fp16]
-                                   [--engines deepspeed torch] [--released] [--micro-batch 256] [--peak-tflops 989] [--out FILE.json]
+                                   [--engines deepspeed torch torch-compile] [--released] [--micro-batch 256] [--peak-tflops 989] [--out FILE.json]
 
 For each two-tower model (the `paper-*` presets, and with --released the released code's shapes)
 and precision it runs DeepSpeed optimizer steps (AdamW, clipping, the precision's DeepSpeed config:
@@ -95,12 +95,12 @@ def measure(cfg, precision: str, micro: int, steps: int, engine_name: str = "dee
     return out
 
 
-def loss_curves(cfg, precision: str, micro: int, steps: int) -> dict:
-    """The first `steps` training losses of each engine from the same initial weights and the same batches
-    at a constant rate: the numerics of the torch engine (fp32 weights, bf16 autocast) against DeepSpeed's
-    (bf16 weights, fp32 master copies), at the model's real size."""
+def loss_curves(cfg, precision: str, micro: int, steps: int, engines: tuple[str, ...] = ("torch",)) -> dict:
+    """The first `steps` training losses of DeepSpeed's engine and of each of `engines` from the same initial
+    weights and the same batches at a constant rate: the numerics of the torch engine (fp32 weights, bf16
+    autocast; compiled or not) against DeepSpeed's (bf16 weights, fp32 master copies), at the model's real size."""
     curves = {}
-    for engine_name in ("deepspeed", "torch"):
+    for engine_name in ("deepspeed", *engines):
         _, engine, autocast = trainer_engine(cfg, precision, micro, engine_name)
         for group in engine.optimizer.param_groups:
             group["lr"] = 1e-4
@@ -116,17 +116,17 @@ def loss_curves(cfg, precision: str, micro: int, steps: int) -> dict:
         engine = None  # free the GPU memory before the other engine
         gc.collect()
         torch.cuda.empty_cache()
-    diffs = [abs(a - b) for a, b in zip(curves["deepspeed"], curves["torch"])]
-    return {"steps": steps, "lr": 1e-4, "curves": curves, "max_abs_diff": max(diffs),
-            "mean_abs_diff_last_50": sum(diffs[-50:]) / len(diffs[-50:])}
+    diffs = {e: [abs(a - b) for a, b in zip(curves["deepspeed"], curves[e])] for e in engines}
+    return {"steps": steps, "lr": 1e-4, "curves": curves, "max_abs_diff": {e: max(d) for e, d in diffs.items()},
+            "mean_abs_diff_last_50": {e: sum(d[-50:]) / len(d[-50:]) for e, d in diffs.items()}}
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
     p.add_argument("--precisions", nargs="+", default=["bf16", "fp16"], choices=["bf16", "fp16", "fp32"])
-    p.add_argument("--engines", nargs="+", default=["deepspeed"], choices=["deepspeed", "torch"],
-                   help="the trainer's engines to measure (`--engine` of `train`; torch: bf16 and fp32 only)")
+    p.add_argument("--engines", nargs="+", default=["deepspeed"], choices=["deepspeed", "torch", "torch-compile"],
+                   help="the trainer's engines to measure (`--engine` of `train`; torch engines: bf16 and fp32 only)")
     p.add_argument("--released", action="store_true", help="also the released code's shapes (released-* presets)")
     p.add_argument("--micro-batch", type=int, default=256,
                    help="sequences per step (128 tokens each) for the transformer families: at 64 the steps were "
@@ -137,7 +137,8 @@ def main() -> int:
     p.add_argument("--peak-tflops", type=float, default=None,
                    help="the device's dense bf16/fp16 peak, if its name is not in the table")
     p.add_argument("--compare-steps", type=int, default=0,
-                   help="instead of timing: the first N losses of both engines per family (bf16), written to --out")
+                   help="instead of timing: the first N losses of DeepSpeed and of each other --engines per family "
+                        "(bf16), written to --out")
     p.add_argument("--out", type=Path, default=None, help="also write the rows and provenance as JSON")
     args = p.parse_args()
     if not torch.cuda.is_available():
@@ -162,10 +163,11 @@ def main() -> int:
         for label, name_preset in shapes:
             cfg = preset(name_preset, FAMILIES[label], vocab_size=args.vocab_size, seq_len=128)
             micro = args.elmo_micro_batch if FAMILIES[label] == "elmo" else args.micro_batch
-            compared[label] = loss_curves(cfg, "bf16", micro, args.compare_steps)
-            print(f"{label:12} {args.compare_steps} steps: max |loss_torch - loss_deepspeed| = "
-                  f"{compared[label]['max_abs_diff']:.4f}, mean of the last 50 = {compared[label]['mean_abs_diff_last_50']:.4f}",
-                  flush=True)
+            others = tuple(e for e in args.engines if e != "deepspeed") or ("torch",)
+            compared[label] = c = loss_curves(cfg, "bf16", micro, args.compare_steps, others)
+            for e in others:
+                print(f"{label:12} {args.compare_steps} steps: max |loss_{e} - loss_deepspeed| = "
+                      f"{c['max_abs_diff'][e]:.4f}, mean of the last 50 = {c['mean_abs_diff_last_50'][e]:.4f}", flush=True)
             if args.out:
                 args.out.parent.mkdir(parents=True, exist_ok=True)
                 args.out.write_text(json.dumps(provenance(device=name, argv=_relative(sys.argv[1:]), compared=compared),
@@ -179,7 +181,7 @@ def main() -> int:
               f"{'paper 1 GPU h':>13} {'6 GPUs h':>8}")
     print(header)
     rows = []
-    runs = [(e, p) for e in args.engines for p in args.precisions if not (e == "torch" and p == "fp16")]
+    runs = [(e, p) for e in args.engines for p in args.precisions if not (e != "deepspeed" and p == "fp16")]
     for engine_name, precision in runs:
         for label, name_preset in shapes:
             model_type = FAMILIES[label.removesuffix("-released")]

@@ -9,6 +9,10 @@ This engine keeps the surface `train` uses (`engine(inputs, labels)`, `backward`
 optimizer's parameters, `gradient_clipping`, `gradient_accumulation_steps`), so a run has one
 configuration either way. Several processes or nodes stay with DeepSpeed and its launcher.
 
+With `compile` (`--engine torch-compile`) the forward pass runs through `torch.compile` (the model's own
+parameters, so weights and checkpoints are the same files); BERT's masked positions are a data-dependent
+selection, where the compiled graph breaks.
+
 Semantics as DeepSpeed's at stage 0: the loss is divided by the accumulation steps in `backward`;
 `step` counts micro-batches and, at each accumulation boundary, clips the gradients' global norm,
 steps the optimizer and sets the gradients to None.
@@ -26,13 +30,15 @@ from twotower_lib.errors import UserError
 class TorchEngine:
     """One process's model and AdamW, stepped as DeepSpeed steps them (see the module docstring)."""
 
-    def __init__(self, model: torch.nn.Module, param_groups: list[dict], ds: dict[str, Any], device: torch.device):
+    def __init__(self, model: torch.nn.Module, param_groups: list[dict], ds: dict[str, Any], device: torch.device,
+                 compile: bool = False):
         opt = ds.get("optimizer", {})
         if opt.get("type", "AdamW").lower() != "adamw":
             raise UserError(f"the torch engine trains with AdamW; the DeepSpeed config asks for {opt.get('type')!r}")
         p = opt.get("params", {})
         self.device = device
         self.module = model.to(device)
+        self.forward = torch.compile(self.module) if compile else self.module
         self.optimizer = torch.optim.AdamW(param_groups, lr=p.get("lr", 1e-3), betas=tuple(p.get("betas", (0.9, 0.999))),
                                            eps=p.get("eps", 1e-8), weight_decay=p.get("weight_decay", 0.01),
                                            fused=True if device.type == "cuda" else None)
@@ -41,7 +47,7 @@ class TorchEngine:
         self.micro_steps = 0
 
     def __call__(self, *args, **kwargs):
-        return self.module(*args, **kwargs)
+        return self.forward(*args, **kwargs)
 
     def train(self, mode: bool = True) -> "TorchEngine":
         self.module.train(mode)

@@ -188,14 +188,14 @@ def build_engine(tcfg: TrainConfig, model, ds: dict, world: int) -> tuple[Any, b
     no_decay = [p for p in model.parameters() if p.ndim < 2]      # biases and LayerNorm gains
     groups = [{"params": decay}, {"params": no_decay, "weight_decay": 0.0}]
     ds_clean = {k: v for k, v in ds.items() if not k.startswith("_")}
-    if tcfg.engine == "torch":
+    if tcfg.engine != "deepspeed":
         if world > 1:
             raise UserError(f"--engine torch trains one process; this run has {world}: use --engine deepspeed "
                             "with DeepSpeed's launcher")
         gpu = torch.cuda.is_available()
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if gpu else torch.device("cpu")
         autocast = tcfg.precision != "fp32" if gpu else use_bf16_autocast(tcfg)
-        return TorchEngine(model, groups, ds_clean, device), autocast
+        return TorchEngine(model, groups, ds_clean, device, compile=tcfg.engine == "torch-compile"), autocast
     import deepspeed
 
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=groups, config=ds_clean)
@@ -314,7 +314,7 @@ def _finish(run: _Run) -> dict[str, Any]:
                "config": {"model": run.cfg.to_dict(), "train": asdict(tcfg)}, "world_size": run.world,
                "param_sha256_by_rank": checksums,
                "engine": tcfg.engine,
-               "precision": "bf16-autocast" if run.autocast else ("fp32" if tcfg.engine == "torch" else ds_precision(run.ds))}
+               "precision": "bf16-autocast" if run.autocast else ("fp32" if tcfg.engine != "deepspeed" else ds_precision(run.ds))}
     if run.rank == 0:
         save_weights(run.engine.module, run.out / "snapshots" / f"{snapshot_name(state['tokens'])}.safetensors")
         atomic_write_json(run.out / "manifest.json", provenance(**summary))
@@ -361,7 +361,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "GPU: bf16 (auto), fp16 with loss scaling (the paper's), or fp32")
     p.add_argument("--engine", default="deepspeed", choices=ENGINES,
                    help="deepspeed (default; several processes through its launcher) or torch: one process, plain "
-                        "AdamW with fp32 weights and gradients, bf16 autocast on GPUs, from the same JSON config")
+                        "AdamW with fp32 weights and gradients, bf16 autocast on GPUs, from the same JSON config; "
+                        "torch-compile: the same with the forward pass compiled (torch.compile; the first steps "
+                        "compile)")
     p.add_argument("--deepspeed-config", default=None,
                    help="DeepSpeed JSON (default: configs/deepspeed_cpu.json; on a GPU the one for --precision)")
     p.add_argument("--eval-every-steps", type=int, default=100)

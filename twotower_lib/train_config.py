@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from twotower_lib.errors import UserError
 from twotower_lib.models.config import MODEL_TYPES
 
-ENGINES = ("deepspeed", "torch")            # see twotower_lib.torch_engine
+ENGINES = ("deepspeed", "torch", "torch-compile")  # see twotower_lib.torch_engine
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # fp16: GPUs only (DeepSpeed loss scaling), as in the paper
 FIRST_SNAPSHOT_TOKENS = 1 << 16  # default snapshots double from here: early training is where things change
 
@@ -43,7 +43,8 @@ class TrainConfig:
     world_size: int | None = None       # the processes `max_steps` was computed for (`for_tokens`); training on
                                         # another number stops with an error instead of missing the token budget
     engine: str = "deepspeed"           # "deepspeed", or "torch": one process without DeepSpeed's wrapper
-                                        # (`torch_engine`), the same JSON config's optimizer and clipping
+                                        # (`torch_engine`), the same JSON config's optimizer and clipping;
+                                        # "torch-compile": the same with the forward pass torch.compile'd
 
     @staticmethod
     def steps_for(tokens: int, micro_batch: int, seq_len: int, grad_accum: int = 1, world_size: int = 1) -> int:
@@ -79,7 +80,7 @@ class TrainConfig:
             raise UserError(f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if self.engine not in ENGINES:
             raise UserError(f"--engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
-        if self.engine == "torch" and self.precision == "fp16":
+        if self.engine != "deepspeed" and self.precision == "fp16":
             raise UserError("--engine torch trains in bf16 or fp32; fp16 with loss scaling (the paper's) needs "
                             "--engine deepspeed")
         if not 0.0 <= self.warmup_fraction < 1.0:
