@@ -1,0 +1,58 @@
+"""A profile end to end, from an empty runs directory: prints each section's seconds and the total against the
+profile's goal (a ratio below 1 meets it): `tiny`, what a newcomer runs first and what the slow tests run,
+in a minute; `cpu`, the default, in an hour on 2 cores.
+
+    python benchmarks/bench_profile.py [--profile tiny] [--runs DIR] [--jobs 2] [-p KEY VALUE ...] [--out FILE]
+
+Run it on an idle machine: every section is a kernel start plus its work, and shared cores stretch both
+(the default profile's sections train and probe for most of an hour: nothing else should run beside it).
+The prepared corpus is cached ($TWOTOWER_DATA); the first call may fetch it. `--out` writes the seconds
+with the provenance (code version, CPU, threads) as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+GOALS_S = {"tiny": 60.0, "cpu": 3600.0}  # the profiles' promises (their descriptions)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from twotower_lib.artifacts import atomic_write_json, provenance, read_json
+    from twotower_lib.book.pipeline import DEFAULT_JOBS, make_pipeline
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--profile", default="tiny", choices=sorted(GOALS_S))
+    ap.add_argument("--runs", type=Path, default=None, help="an empty runs directory (default: a temporary one)")
+    ap.add_argument("--jobs", type=int, default=DEFAULT_JOBS, help="sections side by side (the CLI's default)")
+    ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"), help="override a field")
+    ap.add_argument("--out", type=Path, default=None, help="write the timings as JSON")
+    args = ap.parse_args(argv)
+    runs = args.runs or Path(tempfile.mkdtemp(prefix=f"bench-{args.profile}-"))
+    if args.runs is not None and args.runs.exists() and any(args.runs.iterdir()):
+        raise SystemExit(f"--runs {args.runs}: not empty; the timing is of a run from nothing")
+    pipe = make_pipeline(args.profile, dict(args.p), runs)
+    t0 = time.time()
+    pipe.run(log=lambda line: None, jobs=args.jobs)
+    total, goal = time.time() - t0, GOALS_S[args.profile]
+    seconds = {s.name: read_json(pipe.record_path(s))["seconds"] for s in pipe.sections}
+    print(f"{'section':<18}{'seconds':>9}")
+    for name, s in seconds.items():
+        print(f"{name:<18}{s:>9.1f}")
+    print(f"{'total':<18}{total:>9.1f}   goal {goal:.0f} s, ratio {total / goal:.2f} ({args.jobs} section(s) side by side)")
+    if args.out:
+        atomic_write_json(args.out, {"profile": args.profile, "overrides": args.p, "jobs": args.jobs,
+                                     "section_seconds": seconds, "total_seconds": round(total, 1), "goal_seconds": goal,
+                                     "ratio": round(total / goal, 3), "provenance": provenance()})
+    if args.runs is None:
+        shutil.rmtree(runs, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
