@@ -39,17 +39,19 @@ def _by_text(selector: str, text: str) -> str:
 PROMPTS = "[...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')].map(e => e.textContent)"
 
 
-def _run_all_cells(browser: Browser, attempts: int = 3) -> bool:
-    """Run > Run All Cells, again if no cell was queued within 10 s (on a loaded machine a synthetic click on
-    the menu was once lost: every prompt stayed '[ ]:'); whether any cell started."""
-    for _ in range(attempts):
+def _run_all_cells(browser: Browser, attempts: int = 5) -> bool:
+    """Run > Run All Cells, again if no cell was queued within 20 s (a synthetic click on the menu is lost now
+    and then, in a full test run more often than alone: every prompt stays '[ ]:'); whether any cell started."""
+    for attempt in range(attempts):
+        if attempt:
+            time.sleep(2.0)  # let a closed menu and the notebook settle before the next try
         _click(browser, _by_text(".lm-MenuBar-itemLabel", "Run"))
         if not browser.poll(f"!!{_by_text('.lm-Menu-itemLabel', 'Run All Cells')}"):   # the menu did not open
             browser.call("Input.dispatchKeyEvent", {"type": "keyDown", "key": "Escape"}, session=True)
             continue
-        time.sleep(0.5)  # the menu lays itself out
+        time.sleep(1.0)  # the menu lays itself out
         _click(browser, _by_text(".lm-Menu-itemLabel", "Run All Cells"))
-        started = browser.poll(PROMPTS, done=lambda v: any(p != "[ ]:" for p in v or []), tries=50)
+        started = browser.poll(PROMPTS, done=lambda v: any(p != "[ ]:" for p in v or []), tries=100)
         if any(p != "[ ]:" for p in started or []):
             return True
         browser.call("Input.dispatchKeyEvent", {"type": "keyDown", "key": "Escape"}, session=True)  # close a stuck menu
