@@ -129,3 +129,16 @@ def test_the_seed_study_runs_resumes_and_reports_at_the_tiny_profile(tmp_path):
     assert pd.read_csv(tmp_path / "out" / "tiny" / "pairs.csv").equals(pairs)
     bad = subprocess.run(cmd[:3] + ["--profile", "tiny", "--families", "nope"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert bad.returncode == 1 and "nope" in bad.stdout
+
+
+def test_the_independent_control_covers_the_profiles_control_models_unless_named(capsys):
+    """`--independent` names the families whose single-tower pairs are trained; by default the profile's
+    `analysis.control_models` (GPT at `cpu`); a family outside `--families` is refused before any work."""
+    from studies.seeds.runner import cli, independent_families
+    from twotower_lib.book.profiles import get_profile
+
+    cpu, families = get_profile("cpu"), ("gpt", "bert-large", "bert-base", "elmo")
+    assert independent_families(cpu, families, None) == ["gpt"]
+    assert independent_families(cpu, families, ("bert-large", "elmo")) == ["bert-large", "elmo"]
+    assert cli(["--profile", "cpu", "--families", "gpt", "--independent", "elmo"]) == 1
+    assert "--independent 'elmo': name families of --families (gpt)" in capsys.readouterr().out
