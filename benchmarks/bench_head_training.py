@@ -20,16 +20,14 @@ import argparse
 import math
 import sys
 import time
+from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from probe_stage_floor import step_flops  # noqa: E402  (benchmarks/probe_stage_floor.py)
+
 GOAL = 0.70
-
-
-def head_step_flops(n: int, H: int, E: int, V: int) -> float:
-    """Matrix-product FLOPs of one head's step: the logits and their gradient (n, H) x (H, V) twice, and the fold
-    E A with its backward (V, E) x (E, H) twice where the head folds (H < E)."""
-    return 4 * n * H * V + (4 * V * E * H if H < E else 0)
 
 
 def setup(args: argparse.Namespace):
@@ -69,7 +67,7 @@ def setup(args: argparse.Namespace):
             if H < E:
                 e.t() @ dw                                                           # the fold's backward
 
-    return epoch, products, steps * head_step_flops(b, H, E, V), dtype
+    return epoch, products, steps * step_flops(H, E, V, b), dtype
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -427,8 +427,8 @@ def test_the_head_training_benchmark_compares_an_epoch_with_its_products(tmp_pat
     assert len(s["epoch"]) == len(s["products"]) == 2
     assert found["ratio"] == pytest.approx(min(s["products"]) / min(s["epoch"]), abs=1e-3)
     assert found["settings"]["matmul_dtype"] == "float32"
-    assert bench.head_step_flops(1024, 128, 256, 8192) == 4 * 1024 * 128 * 8192 + 4 * 8192 * 256 * 128
-    assert bench.head_step_flops(1024, 128, 128, 8192) == 4 * 1024 * 128 * 8192      # no fold where H = E
+    assert bench.step_flops(128, 256, 8192, 1024) == 4 * 1024 * 128 * 8192 + 4 * 8192 * 256 * 128
+    assert bench.step_flops(128, 128, 8192, 1024) == 4 * 1024 * 128 * 8192      # no fold where H = E
 
 
 
