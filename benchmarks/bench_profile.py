@@ -7,7 +7,9 @@ in a minute; `cpu`, the default, in an hour on 2 cores.
 Run it on an idle machine: every section is a kernel start plus its work, and shared cores stretch both
 (the default profile's sections train and probe for most of an hour: nothing else should run beside it).
 The prepared corpus is cached ($TWOTOWER_DATA); the first call may fetch it. `--out` writes the seconds
-with the provenance (code version, CPU, threads) as JSON.
+with the provenance (code version, CPU, threads) as JSON. A virtual machine's speed can drift within
+minutes, so the machine's fp32 matrix-product rate is measured just before and just after the run and
+printed beside the total: a timing taken while the rate sagged says so.
 """
 
 from __future__ import annotations
@@ -20,6 +22,19 @@ import time
 from pathlib import Path
 
 GOALS_S = {"tiny": 60.0, "cpu": 3600.0}  # the profiles' promises (their descriptions)
+
+
+def reference_gflops(seconds: float = 5.0, n: int = 1024) -> float:
+    """The machine's fp32 matrix-product rate now (the best of repeated n x n products over `seconds`)."""
+    import torch
+
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    best, t_end = float("inf"), time.perf_counter() + seconds
+    while time.perf_counter() < t_end:
+        t = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t)
+    return 2 * n**3 / best / 1e9
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,18 +52,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.runs is not None and args.runs.exists() and any(args.runs.iterdir()):
         raise SystemExit(f"--runs {args.runs}: not empty; the timing is of a run from nothing")
     pipe = make_pipeline(args.profile, dict(args.p), runs)
+    rate_before = reference_gflops()
     t0 = time.time()
     pipe.run(log=lambda line: None, jobs=args.jobs)
     total, goal = time.time() - t0, GOALS_S[args.profile]
+    rate_after = reference_gflops()
     seconds = {s.name: read_json(pipe.record_path(s))["seconds"] for s in pipe.sections}
     print(f"{'section':<18}{'seconds':>9}")
     for name, s in seconds.items():
         print(f"{name:<18}{s:>9.1f}")
     print(f"{'total':<18}{total:>9.1f}   goal {goal:.0f} s, ratio {total / goal:.2f} ({args.jobs} section(s) side by side)")
+    print(f"machine's fp32 product rate: {rate_before:.0f} GFLOP/s before, {rate_after:.0f} after")
     if args.out:
         atomic_write_json(args.out, {"profile": args.profile, "overrides": args.p, "jobs": args.jobs,
                                      "section_seconds": seconds, "total_seconds": round(total, 1), "goal_seconds": goal,
-                                     "ratio": round(total / goal, 3), "provenance": provenance()})
+                                     "ratio": round(total / goal, 3),
+                                     "reference_gflops": {"before": round(rate_before, 1), "after": round(rate_after, 1)},
+                                     "provenance": provenance()})
     if args.runs is None:
         shutil.rmtree(runs, ignore_errors=True)
     return 0
