@@ -61,8 +61,7 @@ class ProbeHead(nn.Module):
 
         `dtype` bf16: the (V, H) map E A is computed from bf16 inputs and returned in bf16 (the bias stays
         fp32). Training uses it where its matmuls are bf16 anyway (`loss`): the fold, a (V, E) x (E, H)
-        product forward and backward at every step, then costs a third of its fp32 time; in fp32 it took
-        about a quarter of a head's step at the `cpu` profile's shapes."""
+        product forward and backward at every step, is a large part of a head's step."""
         bias = torch.addmv(self.bias, self.embedding, self.dense.bias)
         if dtype == torch.float32:
             return self.embedding @ self.dense.weight, bias
@@ -114,8 +113,7 @@ class ProbeHead(nn.Module):
 
 def rows_per_chunk(vocab_size: int, device: torch.device) -> int:
     """Rows of (rows, V) fp32 logits handled at a time: 4 MB on a CPU, so the softmax's passes over them
-    run in cache instead of memory (all rows at once on a GPU). 128 rows at V = 8192 was the fastest
-    of 16-1024 on the reference CPU."""
+    run in cache instead of memory (all rows at once on a GPU); `benchmarks/bench_probe_head.py` times it."""
     return 1 << 30 if device.type == "cuda" else max(16, (1 << 20) // vocab_size)
 
 
