@@ -113,7 +113,7 @@ class ProbeHead(nn.Module):
 
 def rows_per_chunk(vocab_size: int, device: torch.device) -> int:
     """Rows of (rows, V) fp32 logits handled at a time: 4 MB on a CPU, so the softmax's passes over them
-    run in cache instead of memory (all rows at once on a GPU); `benchmarks/bench_probe_head.py` times it."""
+    run in cache instead of memory (all rows at once on a GPU)."""
     return 1 << 30 if device.type == "cuda" else max(16, (1 << 20) // vocab_size)
 
 
