@@ -261,7 +261,8 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
     # The choices of the CPU profiles (a second GPT seed, GPT's 1M tokens, the paper's schedule, fp32, the
     # cpu-long budgets) and the measurements behind them: book/decisions.md, computed from results/.
     Profile("cpu", "the default: the paper's five cases, a second GPT seed and the controls on a 2-core CPU "
-                   "(about an hour end to end; the probe-seed reliability measured on one GPT run)",
+                   "(about an hour end to end where the CPU has AVX-512; on AVX2 alone the probes' fp32 head training "
+                   "takes longer; the probe-seed reliability measured on one GPT run)",
             train=TrainPlan(cases=("elmo:1", "gpt:1", "gpt:2", "bert-base:1", "bert-large:1", "bert-large:2"),
                             precision="fp32", threads_per_run=1, tokens=2_000_000,
                             model_tokens=("elmo=500000", "elmo-released=500000", "gpt=1000000")),
