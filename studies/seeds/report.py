@@ -123,8 +123,9 @@ def _train_minutes(layout, families, seeds) -> dict[str, float]:
 
 
 def write_report(layout, seeds: int, families: tuple[str, ...], controls: tuple[str, ...], out: Path,
-                 study_seconds: float, command: str) -> Path:
-    """Write runs.csv, pairs.csv and study.json from every finished probe; return `out`."""
+                 study_seconds: float | None, command: str) -> Path:
+    """Write runs.csv, pairs.csv and study.json from every finished probe; return `out`. `study_seconds`: the
+    wall time of the call that did the work (None for a call that only reports)."""
     from twotower_lib.data import load_prepared
 
     data = load_prepared(layout.data)
@@ -147,6 +148,8 @@ def write_report(layout, seeds: int, families: tuple[str, ...], controls: tuple[
         "train_minutes": _train_minutes(layout, families, seeds),
         "probe_minutes": {f"{k[0]}/{a.path.name}": round(a.manifest.get("seconds", {}).get("total", 0) / 60, 2)
                           for k, a in arts.items()},
-        "wall_minutes_calls": previous.get("wall_minutes_calls", []) + [round(study_seconds / 60, 1)],
+        # minutes of each call that trained or probed (a call that only reports adds none)
+        "wall_minutes_calls": [m for m in previous.get("wall_minutes_calls", []) if m > 0]
+                              + ([round(study_seconds / 60, 1)] if study_seconds is not None else []),
         "command": command, "provenance": provenance()})
     return out

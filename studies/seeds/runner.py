@@ -54,10 +54,12 @@ class Layout:
 
     def run_dir(self, model: str, seed: int, towers: int = 2) -> Path:
         """A two-tower case or a single-tower control run: in the pipeline's training folder when the
-        profile's pipeline trains it too, else in the study's own."""
+        profile's pipeline trains it too, or trained it with earlier settings (the same weights: it is not
+        trained twice), else in the study's own."""
         name = case_name(model, seed) if towers == 2 else control_name(model, seed)
         shared = (model, seed) in (self.profile.case_list() if towers == 2 else self.profile.independent_runs())
-        return (self.root / "training" if shared else self.study / "training") / name
+        pipeline = self.root / "training" / name
+        return pipeline if shared or (pipeline / "manifest.json").exists() else self.study / "training" / name
 
     def probe_dir(self, kind: str, name: str) -> Path:
         """kind: "cases", "untrained", "independent" (single-tower probes) or "pairs" (their pairings)."""
@@ -211,7 +213,8 @@ def cli(argv: list[str] | None = None) -> int:
         from studies.seeds.report import RESULTS, write_report  # read when the work is done
 
         out = (Path(args.results) if args.results else RESULTS) / profile.name
-        write_report(layout, args.seeds, families, controls, out, study_seconds=time.time() - t0,
+        write_report(layout, args.seeds, families, controls, out,
+                     study_seconds=None if args.report_only else time.time() - t0,
                      command="python -m studies.seeds " + " ".join(argv if argv is not None else sys.argv[1:]))
         print(f"seed study report -> {out}")
         return 0

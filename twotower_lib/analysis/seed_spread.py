@@ -27,7 +27,10 @@ RULE = ("A correlation's verdict compares the distribution of r over seed pairs 
         "its controls' pairs (untrained towers, independent single-tower pairs, shuffled labels), pooled. "
         "**not**: the median pair is not above the controls' 90th percentile. **reproduced**: it is, and the paper's "
         "value lies within our central range (10th to 90th percentile of the pairs). **partly**: above the controls, "
-        "but the paper's value lies outside that range. **not attempted**: fewer than two pairs, or no control pairs.")
+        "but the paper's value lies outside that range. **not attempted**: fewer than two pairs, or no control pairs. "
+        "The item *pairs above their controls* (not in the paper) takes the first test alone, family by family: "
+        "**reproduced** where every family's median same-configuration pair is above its own controls' 90th "
+        "percentile, **partly** where some family's is, **not** where none is.")
 
 
 def summarize(values: Sequence[float]) -> dict[str, float]:
@@ -44,14 +47,29 @@ def summarize(values: Sequence[float]) -> dict[str, float]:
 def verdict(ours: Sequence[float], controls: Sequence[float], paper: float | tuple[float, float]) -> str:
     """`RULE` applied to the pair values `ours`, the control pairs `controls` and the paper's value (or
     the range of its cells, when one verdict covers several of them)."""
-    o, c = summarize(ours), summarize(controls)
-    if o["n"] < 2 or c["n"] < 1:
+    above = above_controls(ours, controls)
+    if above is None:
         return "not attempted"
-    null_high = float(np.quantile(np.asarray(controls, dtype=float)[np.isfinite(controls)], CENTRAL[1]))
-    if not o["median"] > null_high:
+    if not above:
         return "not"
+    o = summarize(ours)
     lo, hi = (paper, paper) if np.isscalar(paper) else paper
     return "reproduced" if hi >= o["low"] and lo <= o["high"] else "partly"
+
+
+def above_controls(ours: Sequence[float], controls: Sequence[float]) -> bool | None:
+    """`RULE`'s first test: is the median of `ours` above the controls' 90th percentile (None where fewer
+    than two pairs or no control pairs were measured)?"""
+    o, c = summarize(ours), summarize(controls)
+    return None if o["n"] < 2 or c["n"] < 1 else bool(o["median"] > c["high"])
+
+
+def controls_verdict(above: Sequence[bool | None]) -> str:
+    """`RULE` for the item *pairs above their controls*: one `above_controls` per family."""
+    decided = [a for a in above if a is not None]
+    if not decided:
+        return "not attempted"
+    return "reproduced" if all(decided) and len(decided) == len(above) else "partly" if any(decided) else "not"
 
 
 def sign_flips(pairs: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:

@@ -51,7 +51,7 @@ def _brief(text: str, limit: int = 90) -> str:
 
 # The one-line caveat of each item the seed study does not decide (the scorecard page has the full notes).
 CAVEATS = {"table1": "the `paper` profile trains Table 1's sizes",
-           "controls": "this build's pairs only; the seed study's controls are in the rows above",
+           "controls": "this build's pairs only: its profile has no seed study",
            "register": "one seed pair per corpus source", "fig3": "judged with Table 2's same-configuration pair",
            "fig5": "components scaled to unit variance", "fig6": "the share depends on the ICA dimension d",
            "fig7": "meaning is not judged automatically: read the groups in section 05",
@@ -85,7 +85,7 @@ def verdict_rows(card: dict) -> pd.DataFrame:
     claims = seeds.claim_rows(study) if study is not None else pd.DataFrame(columns=["item"])
     rows = []
     for r in card["rows"]:
-        mine = claims[claims["item"] == r["id"]]
+        mine = seeds.same_config_rows(claims) if r["id"] == "controls" else claims[claims["item"] == r["id"]]
         if r.get("decided_by") == "seeds" and len(mine):
             ours, spread, caveat = _claim_cells(mine)
         else:

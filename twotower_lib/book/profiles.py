@@ -260,14 +260,17 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
             models=_TINY_MODELS),
     # The choices of the CPU profiles (a second GPT seed, GPT's 1M tokens, the paper's schedule, fp32, the
     # cpu-long budgets) and the measurements behind them: book/decisions.md, computed from results/.
-    Profile("cpu", "the default: the paper's five cases, a second GPT seed and the controls on a 2-core CPU "
-                   "(about an hour end to end where the CPU has AVX-512; on AVX2 alone the probes' fp32 head training "
-                   "takes longer; the probe-seed reliability measured on one GPT run)",
+    # Its untrained, independent and quality controls are the seed study's (results/seeds/cpu: the same sizes,
+    # budgets and probe, six pairs of each control per family); `-p analysis.controls ...` runs them here.
+    Profile("cpu", "the default: the paper's five cases and a second GPT seed on a 2-core CPU in about an hour "
+                   "(the controls and the spread over seeds come from the committed seed study; the probe-seed "
+                   "reliability is measured on one GPT run)",
             train=TrainPlan(cases=("elmo:1", "gpt:1", "gpt:2", "bert-base:1", "bert-large:1", "bert-large:2"),
                             precision="fp32", threads_per_run=1, tokens=2_000_000,
                             model_tokens=("elmo=500000", "elmo-released=500000", "gpt=1000000")),
-            probe=_cpu_probe(), analysis=AnalysisConfig(control_models=("gpt",), reliability_models=("gpt",),
-                                                        bert_events_comparison=False), models=_CPU_MODELS),
+            probe=_cpu_probe(), analysis=AnalysisConfig(controls=("permutation",), control_models=("gpt",),
+                                                        reliability_models=("gpt",), bert_events_comparison=False),
+            models=_CPU_MODELS),
     # Longer budgets on the same CPU (a few hours), with the independent control for both pairs.
     Profile("cpu-long", "overnight on the same CPU: GPT 2M tokens, Bert-large 12M and a Bert-base pair at 16M "
                         "(where seed pairs reached r >= 0.6 with the earliest probe), ELMo 4M, every control",

@@ -97,7 +97,8 @@ def claim_rows(s: SeedStudy) -> pd.DataFrame:
                      "statistic": "Pearson r" if c.statistic == "r" else "Spearman rho", "unit": "seed pairs",
                      "pairs": o["n"], "median": o["median"], "low": o["low"], "high": o["high"],
                      "median |r|": float(ours.abs().median()), "control pairs": n["n"], "controls' median": n["median"], HIGH: n["high"],
-                     "verdict": seed_spread.verdict(ours, ctrl, c.paper)})
+                     "verdict": seed_spread.verdict(ours, ctrl, c.paper),
+                     "above controls": seed_spread.above_controls(ours, ctrl) if kind == "same" else None})
     freq = s.runs[s.runs["family"].isin(FREQUENCY_FAMILIES)] if "rho_frequency_rank" in s.runs else s.runs.iloc[:0]
     if len(freq):
         ours = freq[freq["kind"] == "case"]["rho_frequency_rank"]
@@ -147,7 +148,8 @@ def scorecard_entries(s: SeedStudy) -> dict[str, dict]:
     """The verdicts this study decides, per scorecard item: what to show, the verdict (the weakest of the
     item's claims) and a note naming the controls. The run's own pair stays in the text beside it."""
     out: dict[str, dict] = {}
-    for item, group in claim_rows(s).groupby("item", sort=False):
+    rows = claim_rows(s)
+    for item, group in rows.groupby("item", sort=False):
         decided = group[group["verdict"] != "not attempted"]
         if decided.empty:  # the study cannot decide this item yet: the build's own verdict stands
             continue
@@ -159,7 +161,20 @@ def scorecard_entries(s: SeedStudy) -> dict[str, dict]:
             text += f"; not yet in the seed study: {', '.join(missing)}"
         out[item] = {"seeds": text, "verdict": max(decided["verdict"], key=seed_spread.VERDICTS.index),
                      "controls": note}
+    same = same_config_rows(rows)
+    if len(same):  # the item "pairs above their controls": every family's same-configuration pairs
+        out["controls"] = {"seeds": "; ".join(f"{r['claim'].split(' (')[0]}: median {r['median']:.2f}, "
+                                             f"{'above' if r['above controls'] else 'not above'} its controls' "
+                                             f"{r['control pairs']} pairs (90th percentile {r[HIGH]:.2f})"
+                                             for _, r in same.iterrows()),
+                           "verdict": seed_spread.controls_verdict(list(same["above controls"])),
+                           "controls": "each family against its own untrained, independent and shuffled-label pairs"}
     return out
+
+
+def same_config_rows(claims: pd.DataFrame) -> pd.DataFrame:
+    """The rows of `claim_rows` that hold a family's same-configuration pairs (each with `above controls`)."""
+    return claims[claims["above controls"].notna()] if "above controls" in claims else claims.iloc[:0]
 
 
 def family_table(s: SeedStudy | None) -> pd.DataFrame:
