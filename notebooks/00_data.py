@@ -40,11 +40,11 @@ data_valid_fraction = None  # None: the profile's share of documents held out
 # %% tags=["hide-cell"]
 import pandas as pd
 
-from twotower_lib.book import charts, sections
+from twotower_lib.book import charts, render, sections
 from twotower_lib.data import load_prepared, prepare_data
 
 ctx = sections.open_section("00_data", globals())
-charts.enable()
+render.enable()
 ctx.parameter_table()
 
 # %% [markdown]

@@ -51,10 +51,10 @@ train_threads_per_run = None    # None: the profile's; CPU threads per run, runs
 # %% tags=["hide-cell"]
 import pandas as pd
 
-from twotower_lib.book import charts, paper_tables, scorecard, sections, training
+from twotower_lib.book import charts, paper_tables, render, scorecard, sections, training
 
 ctx = sections.open_section("01_training", globals())
-charts.enable()
+render.enable()
 ctx.parameter_table()
 
 # %% [markdown]

@@ -72,10 +72,10 @@ analysis_bert_events_comparison = None  # None: the profile's; probe one BERT ca
 import pandas as pd
 
 from twotower_lib import run_names
-from twotower_lib.book import charts, probing, sections
+from twotower_lib.book import charts, probing, render, sections, seeds
 
 ctx = sections.open_section("02_probing", globals())
-charts.enable()
+render.enable()
 ctx.parameter_table()
 
 # %% [markdown]
@@ -137,6 +137,12 @@ summary
 # - **independent**: per same-configuration model, four single-tower models trained separately;
 #   runs 1 and 2 (and 3 and 4) are then scored as if they were the two towers of one model, with
 #   the same rule (primary = the one with the higher mean probability).
+#
+# A build runs the controls its profile names (`analysis.controls`). The default profile runs only
+# the shuffled-label permutation here: its seed study (section 03) measured the untrained and
+# independent controls of every family, six pairs of each, with the same sizes, budgets and probe,
+# and the verdicts read them there. `-p analysis.controls untrained,independent,permutation,quality`
+# runs them in this build as well.
 
 # %%
 controls_summary = probing.probe_controls(ctx)
@@ -166,6 +172,15 @@ charts.probe_curves(probing.probe_curves(ctx))
 # %%
 quality = probing.probe_quality(ctx)
 quality.round(3)
+
+# %% [markdown]
+# Where the profile has a committed seed study, its single-tower probes (eight per family, the
+# independent control's runs at the same sizes, budgets and probe) give the shortfall for every family.
+# A negative shortfall means the fresh head predicts better than the model's own decoder did: at these
+# budgets the decoder itself is short of converged, so the head reads at least what it used.
+
+# %%
+seeds.shortfall_table(seeds.load(ctx.profile.name))
 
 # %% [markdown]
 # **Does the instrument agree with itself?** The cases of `analysis.reliability_models` (the first

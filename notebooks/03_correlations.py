@@ -48,11 +48,11 @@ import itertools
 import pandas as pd
 from IPython.display import HTML, Markdown
 
-from twotower_lib.book import analyses, charts, paper_tables, probing, scorecard, sections, seeds, study_parts
+from twotower_lib.book import analyses, charts, paper_tables, probing, render, scorecard, sections, seeds, study_parts
 from twotower_lib.analysis.table2 import correlation_matrix, fig3_data
 
 ctx = sections.open_section("03_correlations", globals())
-charts.enable()
+render.enable()
 ctx.parameter_table()
 
 # %%
@@ -197,7 +197,10 @@ charts.score_lines(fig3.rename(columns={"run": "case"}).assign(frequency=fig3["t
 #   quality profile alone would give.
 #
 # The trained same-configuration correlation counts as reproduced only where its 95% interval
-# lies above every control's r (the scorecard applies this rule, to Eq. 4's score).
+# lies above every control's r (the scorecard applies this rule, to Eq. 4's score). A build runs the
+# controls its profile names (`analysis.controls`); the default runs the permutation alone, and its
+# verdicts hold every family's pairs against the seed study's controls (the strip plots above: six
+# pairs of each control per family, at the same sizes, budgets and probe).
 
 # %%
 analyses.side_by_side(control_by, ("control", "model", "a", "b")).round(3) if len(control) else control
@@ -206,9 +209,8 @@ analyses.side_by_side(control_by, ("control", "model", "a", "b")).round(3) if le
 analyses.side_by_side(quality_by, ("quality of", "a")).round(3) if len(quality_by["score"]) else "no quality-gap control at this profile"
 
 # %% [markdown]
-# The `cpu` profile runs these controls for GPT only; one run with Bert-large's too
-# (`-p analysis.control_models gpt,bert-large`, committed in `results/bert-controls/`) gives them for
-# Bert-large. Where a case's r with its model's quality profile is high, what two runs agree on is
+# An earlier build of the `cpu` profile ran these controls for GPT and Bert-large
+# (`-p analysis.control_models gpt,bert-large`, committed in `results/bert-controls/`). Where a case's r with its model's quality profile is high, what two runs agree on is
 # associated with which tokens gain most as the model gets better, not necessarily a division of labour.
 
 # %%

@@ -35,12 +35,12 @@ analysis_pos_backend = None  # None: the profile's backend, auto | stanza | spac
 # %% tags=["hide-cell"]
 from IPython.display import Markdown
 
-from twotower_lib.book import analyses, charts, probing, scorecard, sections
+from twotower_lib.book import analyses, charts, probing, render, scorecard, sections
 from twotower_lib.analysis import pos
 
 ctx = sections.open_section("04_pos", globals())
 backend, tagger = pos.choose_tagger(ctx.profile.analysis.pos_backend)  # stops here if the backend is not installed
-charts.enable()
+render.enable()
 ctx.parameter_table()
 
 # %% tags=["hide-cell"]

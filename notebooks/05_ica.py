@@ -45,13 +45,13 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown
 
-from twotower_lib.book import analyses, charts, probing, scorecard, sections
+from twotower_lib.book import analyses, charts, probing, render, scorecard, sections
 from twotower_lib.analysis import word_groups
 from twotower_lib.analysis.word_groups import fig5_data, fig6_data, group_members, table3, table3_agreement
 
 ctx = sections.open_section("05_ica", globals())
 reference = analyses.ica_reference(ctx)  # the case name; stops here if it is not one of the cases
-charts.enable()
+render.enable()
 ctx.parameter_table()
 
 # %% tags=["hide-cell"]

@@ -34,12 +34,12 @@ analysis_bootstrap = None  # None: the profile's number of bootstrap resamples
 # %% tags=["hide-cell"]
 from IPython.display import HTML, Markdown
 
-from twotower_lib.book import analyses, charts, paper_tables, probing, scorecard, sections
+from twotower_lib.book import analyses, charts, paper_tables, probing, render, scorecard, sections
 from twotower_lib.analysis.table2 import CorrelationConfig, correlation_matrix
 from twotower_lib.analysis.frequency import fig8_data, partial_correlations, table4, table4_grid
 
 ctx = sections.open_section("06_frequency", globals())
-charts.enable()
+render.enable()
 ctx.parameter_table()
 
 # %% tags=["hide-cell"]

@@ -36,10 +36,10 @@ runs_dir = None  # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the p
 import pandas as pd
 from IPython.display import HTML, Markdown
 
-from twotower_lib.book import charts, publish, sections, study_parts
+from twotower_lib.book import publish, render, sections, study_parts
 
 ctx = sections.open_section("07_emergence", globals())
-charts.enable()
+render.enable()
 part = study_parts.part  # the study's parts: Markdown, reader tables (HTML) and charts (Vega-Lite JSON)
 
 # %% [markdown]
@@ -54,7 +54,7 @@ part = study_parts.part  # the study's parts: Markdown, reader tables (HTML) and
 Markdown(part("EMERGENCE_RESULT"))
 
 # %%
-charts.SavedChart(part("EMERGENCE_CHART"))
+render.SavedChart(part("EMERGENCE_CHART"))
 
 # %% [markdown]
 # One line per configuration, one panel per tower family; the band runs from the lowest to the
@@ -91,7 +91,7 @@ HTML(part("EMERGENCE_STUDY_TABLE"))
 # configuration share runs, so this describes; it is not a test).
 
 # %%
-charts.SavedChart(part("EMERGENCE_GAP_CHART"))
+render.SavedChart(part("EMERGENCE_GAP_CHART"))
 
 # %%
 HTML(part("EMERGENCE_MARGIN_TABLE"))

@@ -28,12 +28,12 @@ runs_dir = None  # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the p
 # %% tags=["hide-cell"]
 from IPython.display import HTML
 
-from twotower_lib.book import charts, error_budget, sections, study_parts
+from twotower_lib.book import charts, error_budget, render, sections, study_parts
 
 part = lambda name: HTML(study_parts.part(name))  # noqa: E731  (a study table, as `python -m studies.probe book` wrote it)
 
 ctx = sections.open_section("08_probe_validation", globals())
-charts.enable()
+render.enable()
 
 # %% [markdown]
 # ## The error budget

@@ -26,7 +26,7 @@ from tests.browser import Browser, free_port, page_problems, wait_for_port
 from tests.conftest import skip_or_fail_in_ci
 import yaml
 
-from twotower_lib.book import build, charts, pipeline
+from twotower_lib.book import build, charts, pipeline, render
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import case_name
 
@@ -72,11 +72,11 @@ def test_every_builder_renders_offline_with_tooltips():
     ]
     for chart in built:
         spec = chart.to_dict()
-        bundle = charts.mimebundle(spec)
+        bundle = render.mimebundle(spec)
         png = base64.b64decode(bundle["image/png"])
         assert png.startswith(b"\x89PNG") and len(png) > 2000
         html = bundle["text/html"]
-        assert f'import(new URL("vega/{charts.BUNDLE_NAME}"' in html and "http" not in html.split("<script")[0]
+        assert f'import(new URL("vega/{render.BUNDLE_NAME}"' in html and "http" not in html.split("<script")[0]
         assert html.count("</script>") == 1  # the spec cannot close the script early
         assert "tooltip" in json.dumps(spec)
     assert "token" in json.dumps(built[1].to_dict()["encoding"]["tooltip"])
@@ -89,7 +89,7 @@ def test_every_builder_renders_offline_with_tooltips():
 
 
 def test_the_vega_bundle_is_local_and_complete(tmp_path):
-    path = charts.write_bundle(tmp_path)
+    path = render.write_bundle(tmp_path)
     text = path.read_text()
     assert path.suffix == ".mjs" and "window.vegaEmbed" in text and len(text) > 500_000
     assert not re.search(r"""import\s*\(?\s*["']https?://""", text)  # fetches nothing at load
@@ -194,7 +194,7 @@ def test_end_to_end_tiny_pipeline_and_strict_book_build(built_book):
     for s in pipe.sections:
         page = (html / "notebooks" / f"{s.name}.html").read_text()
         assert "tt-chart" in page and "data:image/png;base64" in page, f"{s.name} has no chart"
-    assert (html / "_static" / "vega" / charts.BUNDLE_NAME).exists()
+    assert (html / "_static" / "vega" / render.BUNDLE_NAME).exists()
     assert (html / "_static" / "mathjax" / "tex-chtml.js").exists()
     local = [str(ROOT), sys.prefix, str(pipe.root.parent), str(Path(pipe.profile.data.corpus).parent)]
     for page in html.rglob("*.html"):

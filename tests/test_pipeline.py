@@ -111,6 +111,17 @@ def test_the_reliability_sample_is_the_first_case_of_each_named_model():
         both.with_overrides({"analysis.reliability_models": "xlnet"})
 
 
+def test_the_default_leaves_the_costly_controls_to_its_seed_study():
+    """At `cpu` the build runs the permutation alone (the seed study measures the others, every family);
+    one override brings back GPT's untrained pair, four single-tower runs and the quality gap."""
+    cpu = get_profile("cpu")
+    assert cpu.analysis.controls == ("permutation",)
+    assert cpu.untrained_runs() == cpu.independent_runs() == cpu.quality_runs() == []
+    every = cpu.with_overrides({"analysis.controls": "untrained,independent,permutation,quality"})
+    assert every.untrained_runs() == [("gpt", 1), ("gpt", 2)]
+    assert every.independent_runs() == [("gpt", s) for s in (1, 2, 3, 4)] and every.quality_runs() == [("gpt", 1)]
+
+
 def test_per_model_learning_rates():
     p = get_profile("tiny").with_overrides({"train.model_lr": "gpt=0.003"})
     assert p.lr_for("gpt") == 0.003 and p.lr_for("bert-large") is None
@@ -714,8 +725,9 @@ def test_correlation_items_are_judged_from_measured_pairs(tmp_path):
 def test_each_same_config_pair_is_judged_against_its_own_models_controls(tmp_path):
     import pandas as pd
 
-    prof = get_profile("cpu").with_overrides({"train.cases": "gpt:1,gpt:2,bert-large:1,bert-large:2"})
-    assert prof.independent_runs() == [("gpt", s) for s in (1, 2, 3, 4)]  # cpu: GPT's pair only (the hour)
+    prof = get_profile("cpu").with_overrides({"train.cases": "gpt:1,gpt:2,bert-large:1,bert-large:2",
+                                              "analysis.controls": "untrained,independent,permutation"})
+    assert prof.independent_runs() == [("gpt", s) for s in (1, 2, 3, 4)]  # cpu's control_models: GPT's pair only
     assert prof.untrained_runs() == [("gpt", 1), ("gpt", 2)]
     ctx = sections.SectionContext(sections.find_section("03_correlations"), prof, tmp_path / "cpu")
     same = [("gpt-s1", "gpt-s2"), ("bert-large-s1", "bert-large-s2")]

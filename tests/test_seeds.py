@@ -38,6 +38,21 @@ def test_the_verdict_rule(ours, controls, paper, expected):
     assert seed_spread.verdict(ours, controls, paper) == expected
 
 
+@pytest.mark.parametrize("above, expected", [
+    ([True, True], "reproduced"), ([True, False], "partly"), ([False, False], "not"),
+    ([True, None], "partly"),           # a family without its null cannot count as above it
+    ([None, None], "not attempted"),
+])
+def test_the_controls_rule_takes_each_family_alone(above, expected):
+    assert seed_spread.controls_verdict(above) == expected
+
+
+def test_above_controls_is_the_verdict_rules_first_test():
+    assert seed_spread.above_controls([0.3, 0.4, 0.35], [0.0, 0.1, -0.1]) is True
+    assert seed_spread.above_controls([0.3, 0.4, 0.35], [0.3, 0.5, 0.6]) is False
+    assert seed_spread.above_controls([0.9], [0.0]) is None
+
+
 def _study() -> seeds.SeedStudy:
     """Four GPT seeds, one of them (s4) with its towers' roles mirrored; s3's order rules disagree."""
     runs = pd.DataFrame({"kind": "case", "family": "gpt", "seed": [1, 2, 3, 4],
@@ -89,6 +104,23 @@ def test_the_scorecard_decides_correlations_over_seeds_and_keeps_the_run_as_a_po
     assert "median +0.00" not in out[0]["ours"] and "median 0.00" in out[0]["ours"] and "This run: gpt-s1 vs gpt-s2" in out[0]["ours"]
     assert out[1] == rows[1]
     assert decide_over_seeds(rows, "no-such-profile", results) == rows
+    controls = [{"id": "controls", "item": "x", "paper": "y", "section": "03_correlations",
+                 "ours": "gpt-s1 vs gpt-s2: r = 0.50 (not run: untrained, independent)", "verdict": "partly", "note": ""}]
+    decided = decide_over_seeds(controls, "p", results)[0]
+    # GPT's median pair (0.0) is not above its shuffled pairs' 90th percentile: the only family decides 'not'
+    assert decided["verdict"] == "not" and decided["decided_by"] == "seeds"
+    assert "GPT, two seeds: median 0.00, not above its controls' 6 pairs" in decided["ours"]
+
+
+def test_the_shortfall_table_summarises_the_single_tower_probes():
+    single = pd.DataFrame({"family": ["gpt", "gpt", "elmo"], "seed": [1, 2, 1], "run": ["a", "b", "c"],
+                           "val_loss_model": 6.0, "val_loss_head": [6.01, 6.05, 5.9], "shortfall": [0.01, 0.05, -0.1],
+                           "epochs": 6})
+    s = seeds.SeedStudy(_study().pairs, _study().runs, {}, single)
+    t = seeds.shortfall_table(s)
+    assert t.loc["GPT", "single-tower probes"] == 2 and t.loc["GPT", "largest shortfall"] == pytest.approx(0.05)
+    assert t.loc["ELMo", "median shortfall"] == pytest.approx(-0.1)
+    assert seeds.shortfall_table(_study()).empty and seeds.shortfall_table(None).empty
 
 
 def test_claim_rows_recompute_from_the_table_by_the_rule(tmp_path):
@@ -142,3 +174,17 @@ def test_the_independent_control_covers_the_profiles_control_models_unless_named
     assert independent_families(cpu, families, ("bert-large", "elmo")) == ["bert-large", "elmo"]
     assert cli(["--profile", "cpu", "--families", "gpt", "--independent", "elmo"]) == 1
     assert "--independent 'elmo': name families of --families (gpt)" in capsys.readouterr().out
+
+
+def test_the_study_reuses_a_single_tower_run_the_pipeline_trained_and_trains_the_others_itself(tmp_path):
+    """At `cpu` the pipeline no longer trains the independent control, but a run it trained earlier (the same
+    weights) is read where it is instead of being trained again."""
+    from studies.seeds.runner import Layout
+    from twotower_lib.book.profiles import get_profile
+
+    layout = Layout(get_profile("cpu"), tmp_path)
+    assert layout.run_dir("gpt", 1, towers=2) == tmp_path / "training" / "gpt-s1"          # a case of the pipeline
+    assert layout.run_dir("gpt", 1, towers=1) == tmp_path / "seeds" / "training" / "gpt-k1-s1"
+    (tmp_path / "training" / "gpt-k1-s1").mkdir(parents=True)
+    (tmp_path / "training" / "gpt-k1-s1" / "manifest.json").write_text("{}")
+    assert layout.run_dir("gpt", 1, towers=1) == tmp_path / "training" / "gpt-k1-s1"

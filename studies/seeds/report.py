@@ -10,6 +10,8 @@ Writes `results/seeds/<profile>/`:
   the two families and runs, Pearson r of Eq. 4's score and of the mean of log p, Spearman's rho
   (Table 4), r with both towers ordered by the other rule, and whether the sign of r depends on the
   rule;
+- `single_tower.csv`: one row per single-tower probe of the independent control: the model's and the
+  head's validation loss, and their difference, the probe shortfall;
 - `study.json`: what ran (profile, seeds, probe configuration, data hash, code and package
   versions, training and probing minutes, the command).
 
@@ -28,7 +30,7 @@ import pandas as pd
 from twotower_lib.analysis.correlation import correlate, scored_top_tokens
 from twotower_lib.artifacts import atomic_write_bytes, atomic_write_json, provenance, read_json
 from twotower_lib.preference import frequency_rank, load_artifact
-from twotower_lib.run_names import case_name
+from twotower_lib.run_names import case_name, control_name
 
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "seeds"
 SHUFFLE_SEED = 0
@@ -111,6 +113,25 @@ def pair_rows(arts: dict, counts: np.ndarray, top_n: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def single_tower_rows(layout, seeds: int, families: tuple[str, ...]) -> pd.DataFrame:
+    """One row per single-tower probe of the independent control: the model's own validation loss, its head's,
+    and the probe shortfall (head minus model: what the head fails to read of a tower that carries
+    everything its decoder used)."""
+    rows = []
+    for m in families:
+        for s in range(1, 2 * seeds + 1):
+            path = layout.probe_dir("independent", control_name(m, s))
+            if not (path / "manifest.json").exists():
+                continue
+            manifest = read_json(path / "manifest.json")
+            loss = manifest["val_loss"]
+            head = min(v for k, v in loss.items() if k.endswith("_head"))
+            rows.append({"family": m, "seed": s, "run": path.name, "val_loss_model": loss["cooperative"],
+                         "val_loss_head": head, "shortfall": head - loss["cooperative"],
+                         "epochs": manifest["heads"]["epochs"]})
+    return pd.DataFrame(rows, columns=["family", "seed", "run", "val_loss_model", "val_loss_head", "shortfall", "epochs"])
+
+
 def _train_minutes(layout, families, seeds) -> dict[str, float]:
     out = {}
     for m in families:
@@ -137,6 +158,8 @@ def write_report(layout, seeds: int, families: tuple[str, ...], controls: tuple[
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out / "runs.csv", runs.to_csv(index=False, float_format="%.6g").encode())
     atomic_write_bytes(out / "pairs.csv", pairs.to_csv(index=False, float_format="%.6g").encode())
+    single = single_tower_rows(layout, seeds, families)
+    atomic_write_bytes(out / "single_tower.csv", single.to_csv(index=False, float_format="%.6g").encode())
     previous = read_json(out / "study.json") if (out / "study.json").exists() else {}
     threads = sorted({a.manifest.get("provenance", {}).get("torch_threads") for a in arts.values()} - {None})
     atomic_write_json(out / "study.json", {

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import nbformat
 
-from twotower_lib.book import charts, decisions, scorecard
+from twotower_lib.book import charts, decisions, render, scorecard
 from twotower_lib.book.pipeline import Pipeline, make_pipeline
 from twotower_lib.book.profile_keys import OVERRIDABLE
 from twotower_lib.book.profiles import DEFAULT_PROFILE, PROFILES, runs_root
@@ -80,7 +80,7 @@ def picture_markdown(card: dict) -> str:
 
 def chart_markdown(chart) -> str:
     """An altair chart as a raw-HTML block: the offline chart over its PNG."""
-    return "```{raw} html\n" + charts.mimebundle(chart.to_dict())["text/html"] + "\n```\n"
+    return "```{raw} html\n" + render.mimebundle(chart.to_dict())["text/html"] + "\n```\n"
 
 
 def fill_placeholders(text: str, card: dict) -> str:
@@ -198,7 +198,7 @@ def assemble(pipe: Pipeline, stage: Path) -> list[str]:
             if src.suffix == ".md":
                 data = fill_placeholders(data.decode("utf-8"), card).encode("utf-8")
             _sync(data, stage / "book" / src.relative_to(PAGES_DIR))
-    charts.write_bundle(stage / "_static")
+    render.write_bundle(stage / "_static")
     _sync(READER_CSS.encode("utf-8"), stage / "_static" / "twotower.css")  # jupyter-book links every _static/*.css
     return chapters
 

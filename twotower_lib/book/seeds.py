@@ -59,6 +59,7 @@ class SeedStudy:
     pairs: pd.DataFrame
     runs: pd.DataFrame
     study: dict
+    single_tower: pd.DataFrame | None = None   # the independent control's single-tower probes (shortfall)
 
 
 def load(profile: str, results: Path = RESULTS) -> SeedStudy | None:
@@ -66,7 +67,8 @@ def load(profile: str, results: Path = RESULTS) -> SeedStudy | None:
     d = Path(results) / profile
     if not (d / "pairs.csv").exists():
         return None
-    return SeedStudy(pd.read_csv(d / "pairs.csv"), pd.read_csv(d / "runs.csv"), read_json(d / "study.json"))
+    single = pd.read_csv(d / "single_tower.csv") if (d / "single_tower.csv").exists() else None
+    return SeedStudy(pd.read_csv(d / "pairs.csv"), pd.read_csv(d / "runs.csv"), read_json(d / "study.json"), single)
 
 
 def _of(pairs: pd.DataFrame, kinds: tuple[str, ...], families: tuple[tuple[str, str], ...]) -> pd.DataFrame:
@@ -175,6 +177,17 @@ def scorecard_entries(s: SeedStudy) -> dict[str, dict]:
 def same_config_rows(claims: pd.DataFrame) -> pd.DataFrame:
     """The rows of `claim_rows` that hold a family's same-configuration pairs (each with `above controls`)."""
     return claims[claims["above controls"].notna()] if "above controls" in claims else claims.iloc[:0]
+
+
+def shortfall_table(s: SeedStudy | None) -> pd.DataFrame:
+    """Per family, the probe shortfall of the study's single-tower probes (the head's validation loss minus
+    the model's): how many, their median and their largest (empty without them)."""
+    if s is None or s.single_tower is None or s.single_tower.empty:
+        return pd.DataFrame()
+    g = s.single_tower.groupby("family", sort=False)["shortfall"]
+    t = pd.DataFrame({"single-tower probes": g.size(), "median shortfall": g.median(), "largest shortfall": g.max()})
+    t.index = t.index.map(lambda f: NAMES.get(f, f))
+    return t.round(3)
 
 
 def family_table(s: SeedStudy | None) -> pd.DataFrame:
