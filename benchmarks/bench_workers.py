@@ -4,7 +4,7 @@
 
 Each job is a piece of the two kinds of work the pipeline runs many of: `--steps` training steps
 of a freshly initialised two-tower model of the preset (AdamW, random tokens), and `--steps`
-probe-head steps (two heads over the vocabulary, batch 1024). The script times `--jobs` jobs
+probe-head steps (the probe's two linear heads over the vocabulary, batch 1024). The script times `--jobs` jobs
 run one after the other on all cores (threads_per_run = 0) and the same jobs side by side on
 one thread each (threads_per_run = 1), and prints the ratio: how much sooner the side-by-side
 jobs finish. Numbers on a shared machine are noisy: run it on an idle machine.
@@ -40,12 +40,14 @@ def train_steps(model: str, preset: str, steps: int, vocab_size: int) -> float:
 
 
 def head_steps(steps: int, vocab_size: int, hidden: int = 128) -> float:
+    """`steps` steps of the probe's default heads: two linear heads whose decoder is a frozen (V, 2H) embedding."""
     import torch
 
     from twotower_lib.models.heads import ProbeHead
 
     torch.manual_seed(0)
-    heads = torch.nn.ModuleList(ProbeHead(hidden, vocab_size) for _ in range(2))
+    embedding = torch.randn(vocab_size, 2 * hidden) * 0.05
+    heads = torch.nn.ModuleList(ProbeHead(hidden, vocab_size, "linear", embedding) for _ in range(2))
     opt = torch.optim.AdamW(heads.parameters(), lr=1e-3)
     f, y = torch.randn(1024, 2, hidden), torch.randint(0, vocab_size, (1024,))
     t = time.perf_counter()

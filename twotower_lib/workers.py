@@ -3,9 +3,8 @@ allocator setting that keeps freed memory for reuse (`keep_freed_memory`).
 
 Why: the CPU-sized towers are small, so their matrix products do not keep two cores busy, and runs
 side by side on one thread each get through more work than the same runs one after the other on
-every thread. Probes are different: their (N, V) logits are large matrix products that use every
-core well, so the pipeline runs probes one at a time. `benchmarks/bench_workers.py` measures both on
-your machine.
+every thread. Probes too: their (N, V) products scale well over threads, but the softmax between them
+and the towers' passes do not. `benchmarks/bench_workers.py` measures both on your machine.
 
 A second reason: on a CPU, float sums are split across threads, so a run's weights depend on its
 thread count. With a fixed `threads_per_run` they do not depend on how many cores the machine has

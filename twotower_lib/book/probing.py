@@ -25,13 +25,11 @@ def probe_cases(ctx: SectionContext) -> pd.DataFrame:
     """Probe every trained case into 02_probing's output; return one summary row per case.
 
     The cases of `Profile.reliability_cases` also train heads with a second seed (`ProbeConfig.replicate`),
-    for the probe-seed reliability. Probes run one at a time on every core, unlike training runs
-    (`threads_per_run`): their (N, V) logits compete for memory bandwidth when side by side
-    (`benchmarks/bench_workers.py` measures it)."""
+    for the probe-seed reliability. On a CPU the probes go side by side at the profile's `threads_per_run`,
+    as training runs do (`probe_side_by_side`)."""
     import pandas as pd
 
     from twotower_lib.preference import load_artifact
-    from twotower_lib.probe import probe_run
 
     training = ctx.input_dir("01_training")
     names = [case_name(model, seed) for model, seed in ctx.profile.case_list()]
@@ -40,7 +38,8 @@ def probe_cases(ctx: SectionContext) -> pd.DataFrame:
             raise UserError(f"case {name} has no trained model in {training}; train it with:  "
                             f"{run_command('01_training', ctx.profile.name, runs_dir=ctx.root.parent)}")
     sampled = {case_name(m, s) for m, s in ctx.profile.reliability_cases()}
-    paths = [probe_run(**_probe_args(ctx, name, ctx.out / name, replicate=name in sampled)) for name in names]
+    paths = probe_side_by_side(ctx, [_probe_args(ctx, name, ctx.out / name, replicate=name in sampled) for name in names],
+                               "probing cases")
     rows = []
     for name, path in zip(names, paths):
         m = load_artifact(path).manifest
@@ -50,6 +49,21 @@ def probe_cases(ctx: SectionContext) -> pd.DataFrame:
                      "tokens scored": m["scored_tokens"], "head epochs": m["heads"]["epochs"],
                      "minutes": round(m["seconds"]["total"] / 60, 2)})
     return pd.DataFrame(rows).set_index("case")
+
+
+def probe_side_by_side(ctx: SectionContext, jobs: list[dict[str, Any]], desc: str) -> list[Path]:
+    """`probe.probe_run` for every job, side by side at the profile's `train.threads_per_run` where the cores
+    allow (`workers.run_jobs`; 0: one at a time on every core, with progress bars). Two single-thread probes
+    side by side get through more head training than one after the other on both cores
+    (`benchmarks/bench_workers.py` measures it); a probe's scores depend on its thread count only through
+    float rounding, and every probe records the count it ran with."""
+    from twotower_lib.probe import probe_run
+    from twotower_lib.workers import run_jobs, worker_count
+
+    threads = ctx.profile.train.threads_per_run
+    alone = worker_count(threads, len(jobs)) == 1
+    return [Path(p) for p in run_jobs(probe_run, [{**job, "show": alone} for job in jobs], threads, desc,
+                                      label=lambda job: Path(job["out"]).name)]
 
 
 def half_way_snapshot(run_dir: Path) -> int:
@@ -204,8 +218,6 @@ def probe_controls(ctx: SectionContext) -> pd.DataFrame:
     """
     import pandas as pd
 
-    from tqdm import tqdm
-
     from twotower_lib.preference import load_artifact
     from twotower_lib.probe import pair_runs, probe_run
 
@@ -213,7 +225,7 @@ def probe_controls(ctx: SectionContext) -> pd.DataFrame:
              for m, s in ctx.profile.untrained_runs()]
     runs = ctx.profile.independent_runs()
     jobs += [_probe_args(ctx, control_name(m, s), ctx.out / "independent" / control_name(m, s)) for m, s in runs]
-    paths = [probe_run(**job, show=False) for job in tqdm(jobs, desc="probing controls", unit="probe")]
+    paths = probe_side_by_side(ctx, jobs, "probing controls")
     rows = []
     for path in paths:
         m = load_artifact(path).manifest
