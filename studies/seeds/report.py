@@ -4,8 +4,9 @@ Writes `results/seeds/<profile>/`:
 
 - `runs.csv`: one row per probe (cases, untrained towers, independent pseudo-models): which tower
   each order rule calls primary (Eq. 3's mean p, the authors' mean log p), the towers' relative
-  margin in mean p, and the Spearman correlation of the run's scores with frequency rank (Table 4's
-  last column);
+  margin in mean p, the Spearman correlation of the run's scores with frequency rank (Table 4's
+  last column), and the precision and threads the probe ran with (its scores depend on the thread
+  count through float rounding only);
 - `pairs.csv`: one row per pair: kind (`same`, `cross`, `untrained`, `independent`, `shuffled`),
   the two families and runs, Pearson r of Eq. 4's score and of the mean of log p, Spearman's rho
   (Table 4), r with both towers ordered by the other rule, and whether the sign of r depends on the
@@ -74,6 +75,7 @@ def run_rows(arts: dict, counts: np.ndarray, top_n: int) -> pd.DataFrame:
                      "rho_frequency_rank": correlate(art.table["score"].to_numpy()[ids], rank[ids], "spearman"),
                      "val_loss_cooperative": art.manifest["val_loss"].get("cooperative", np.nan),
                      "precision": "/".join(art.manifest.get("resolved_precision", {}).values()) or "not recorded",
+                     "probe_threads": art.manifest.get("provenance", {}).get("torch_threads"),
                      "probe_minutes": round(art.manifest.get("seconds", {}).get("total", np.nan) / 60, 2)})
     return pd.DataFrame(rows)
 
