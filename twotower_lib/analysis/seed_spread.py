@@ -27,10 +27,10 @@ RULE = ("A correlation's verdict compares the distribution of r over seed pairs 
         "its controls' pairs (untrained towers, independent single-tower pairs, shuffled labels), pooled. "
         "**not**: the median pair is not above the controls' 90th percentile. **reproduced**: it is, and the paper's "
         "value lies within our central range (10th to 90th percentile of the pairs). **partly**: above the controls, "
-        "but the paper's value lies outside that range. **not attempted**: fewer than two pairs, or no control pairs. "
-        "The item *pairs above their controls* (not in the paper) takes the first test alone, family by family: "
-        "**reproduced** where every family's median same-configuration pair is above its own controls' 90th "
-        "percentile, **partly** where some family's is, **not** where none is.")
+        "but the paper's value lies outside that range. **not attempted**: fewer than two pairs, or no control pairs.")
+CONTROLS_RULE = ("The item *pairs above their controls* (not in the paper) takes the first test alone, family by "
+                 "family: **reproduced** where every family's median same-configuration pair is above its own "
+                 "controls' 90th percentile, **partly** where some family's is, **not** where none is.")
 
 
 def summarize(values: Sequence[float]) -> dict[str, float]:
@@ -65,7 +65,7 @@ def above_controls(ours: Sequence[float], controls: Sequence[float]) -> bool | N
 
 
 def controls_verdict(above: Sequence[bool | None]) -> str:
-    """`RULE` for the item *pairs above their controls*: one `above_controls` per family."""
+    """`CONTROLS_RULE`: one `above_controls` per family."""
     decided = [a for a in above if a is not None]
     if not decided:
         return "not attempted"

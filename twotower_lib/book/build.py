@@ -86,7 +86,7 @@ def chart_markdown(chart) -> str:
 def fill_placeholders(text: str, card: dict) -> str:
     """Replace every `<!-- NAME: replaced by ... -->` of a book page with what it names, computed from
     the run's scorecard and from results/; an unknown name is an error."""
-    from twotower_lib.analysis.seed_spread import RULE
+    from twotower_lib.analysis.seed_spread import CONTROLS_RULE, RULE
     from twotower_lib.book import error_budget, front, publish, seeds, study_parts
 
     def strip() -> str:
@@ -98,7 +98,7 @@ def fill_placeholders(text: str, card: dict) -> str:
     parts = {"PROFILES": profiles_markdown, "SCORECARD": lambda: scorecard.to_markdown(card), "API": api_markdown,
              "ANSWER": lambda: front.verdict_markdown(card), "LEAD": lambda: chart_markdown(front.lead_chart(card)) + "\n" + front.LEAD_KEY + "\n",
              "SCALE": lambda: front.scale_sentence(card["profile"]), "SPREAD": lambda: front.spread_sentence(card["profile"]),
-             "RULE": lambda: RULE,
+             "RULE": lambda: f"{RULE} {CONTROLS_RULE}",
              "ERROR_BUDGET": lambda: (chart_markdown(charts.error_budget_bars(error_budget.budget(card["profile"])))
                                       + "\n" + error_budget.markdown(card["profile"])), "SEED_STRIPS": strip,
              "PICTURE": lambda: picture_markdown(card),
