@@ -140,7 +140,7 @@ summary
 #
 # A build runs the controls its profile names (`analysis.controls`). The default profile runs only
 # the shuffled-label permutation here: its seed study (section 03) measured the untrained and
-# independent controls of every family, six pairs of each, with the same sizes, budgets and probe,
+# independent controls of every family, with as many pairs as the cases, the same sizes, budgets and probe,
 # and the verdicts read them there. `-p analysis.controls untrained,independent,permutation,quality`
 # runs them in this build as well.
 
@@ -174,7 +174,7 @@ quality = probing.probe_quality(ctx)
 quality.round(3)
 
 # %% [markdown]
-# Where the profile has a committed seed study, its single-tower probes (eight per family, the
+# Where the profile has a committed seed study, its single-tower probes (the
 # independent control's runs at the same sizes, budgets and probe) give the shortfall for every family.
 # A negative shortfall means the fresh head predicts better than the model's own decoder did: at these
 # budgets the decoder itself is short of converged, so the head reads at least what it used.

@@ -199,8 +199,8 @@ charts.score_lines(fig3.rename(columns={"run": "case"}).assign(frequency=fig3["t
 # The trained same-configuration correlation counts as reproduced only where its 95% interval
 # lies above every control's r (the scorecard applies this rule, to Eq. 4's score). A build runs the
 # controls its profile names (`analysis.controls`); the default runs the permutation alone, and its
-# verdicts hold every family's pairs against the seed study's controls (the strip plots above: six
-# pairs of each control per family, at the same sizes, budgets and probe).
+# verdicts hold every family's pairs against the seed study's controls (the strip plots above: every
+# family's control pairs, at the same sizes, budgets and probe).
 
 # %%
 analyses.side_by_side(control_by, ("control", "model", "a", "b")).round(3) if len(control) else control
