@@ -70,9 +70,10 @@ analysis_bert_events_comparison = None  # None: the profile's; probe one BERT ca
 
 # %% tags=["hide-cell"]
 import pandas as pd
+from IPython.display import HTML
 
 from twotower_lib import run_names
-from twotower_lib.book import charts, probing, render, sections, seeds
+from twotower_lib.book import charts, probing, render, sections, study_parts
 
 ctx = sections.open_section("02_probing", globals())
 render.enable()
@@ -180,7 +181,7 @@ quality.round(3)
 # budgets the decoder itself is short of converged, so the head reads at least what it used.
 
 # %%
-seeds.shortfall_table(seeds.load(ctx.profile.name))
+HTML(study_parts.part("SEEDS_SHORTFALL_TABLE", ctx.profile.name))
 
 # %% [markdown]
 # **Does the instrument agree with itself?** The cases of `analysis.reliability_models` (the first

@@ -48,7 +48,7 @@ import itertools
 import pandas as pd
 from IPython.display import HTML, Markdown
 
-from twotower_lib.book import analyses, charts, paper_tables, probing, render, scorecard, sections, seeds, study_parts
+from twotower_lib.book import analyses, charts, paper_tables, probing, render, scorecard, sections, study_parts
 from twotower_lib.analysis.table2 import correlation_matrix, fig3_data
 
 ctx = sections.open_section("03_correlations", globals())
@@ -67,11 +67,10 @@ Markdown(ctx.rerun_markdown())
 # the same statistic (untrained towers, independent single-tower pairs, shuffled labels).
 
 # %%
-seed_study = seeds.load(ctx.profile.name)
-Markdown(seeds.section_markdown(seed_study, ctx.profile.name))
+Markdown(study_parts.part("SEEDS_SECTION", ctx.profile.name))
 
 # %%
-seeds.strip_chart(seed_study)
+render.SavedChart(study_parts.part("SEEDS_STRIPS_CHART", ctx.profile.name))
 
 # %% [markdown]
 # Each dot is one pair of seeds (top lane) or one control pair (the lanes below); the red line is the
@@ -91,7 +90,7 @@ seeds.strip_chart(seed_study)
 # not zero), the share of pairs whose sign depends on the order rule, and the runs' tower margins.
 
 # %%
-seeds.family_table(seed_study)
+HTML(study_parts.part("SEEDS_FAMILY_TABLE", ctx.profile.name))
 
 # %% [markdown]
 # Every negative same-configuration pair, and what made it negative: a *near tie* (one run's two
@@ -99,7 +98,7 @@ seeds.family_table(seed_study)
 # division (both rules agree in both runs: the towers' roles really are swapped).
 
 # %%
-seeds.sign_flip_table(seed_study)
+HTML(study_parts.part("SEEDS_SIGN_FLIP_TABLE", ctx.profile.name))
 
 # %% [markdown]
 # ## Table 2: pair-wise correlation
@@ -307,4 +306,5 @@ ctx.finish(pairs=len(pairs), top_n=ctx.profile.analysis.top_n,
 # correlate. What this chapter measured, generated from the runs above:
 
 # %%
-Markdown(analyses.result_box(ctx, pairs, probing.same_config_pairs(ctx)) + "\n\n" + seeds.section_markdown(seed_study, ctx.profile.name))
+Markdown(analyses.result_box(ctx, pairs, probing.same_config_pairs(ctx)) + "\n\n"
+         + study_parts.part("SEEDS_SECTION", ctx.profile.name))

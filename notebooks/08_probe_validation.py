@@ -26,9 +26,9 @@ profile = None   # None: $TWOTOWER_PROFILE, else cpu (only its name is shown; th
 runs_dir = None  # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
 
 # %% tags=["hide-cell"]
-from IPython.display import HTML
+from IPython.display import HTML, Markdown
 
-from twotower_lib.book import charts, error_budget, render, sections, study_parts
+from twotower_lib.book import render, sections, study_parts
 
 part = lambda name: HTML(study_parts.part(name))  # noqa: E731  (a study table, as `python -m studies.probe book` wrote it)
 
@@ -42,11 +42,10 @@ render.enable()
 # r, each read from a committed study (the table says which).
 
 # %%
-budget = error_budget.budget(ctx.profile.name)
-charts.error_budget_bars(budget)
+render.SavedChart(study_parts.part("ERROR_BUDGET_CHART"))
 
 # %%
-budget.set_index("source").round(3)
+Markdown(study_parts.part("ERROR_BUDGET"))
 
 # %% [markdown]
 # ## Why the linear read-out: the probe-seed reliability of head recipes

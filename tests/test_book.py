@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from studies.emergence import charts as emergence_charts
 from tests.browser import Browser, free_port, page_problems, wait_for_port
 from tests.conftest import skip_or_fail_in_ci
 import yaml
@@ -55,8 +56,8 @@ def test_every_builder_renders_offline_with_tooltips():
         charts.correlation_heatmap(matrix),
         charts.score_distributions(s, ["VERB", "NOUN"]),
         charts.score_vs_rank(s),
-        charts.curve_with_band(curve, "tokens", "r", "lo", "hi", "config", "r vs tokens", "tokens seen", "r", log_x=True),
-        charts.gap_scatter(pd.DataFrame({"config": ["gpt", "bert"], "pair": ["s1-s2"] * 2, "tokens": [1e6, 4e6],
+        emergence_charts.curve_with_band(curve, "tokens", "r", "lo", "hi", "config", "r vs tokens", "tokens seen", "r", log_x=True),
+        emergence_charts.gap_scatter(pd.DataFrame({"config": ["gpt", "bert"], "pair": ["s1-s2"] * 2, "tokens": [1e6, 4e6],
                                          "model_type": ["gpt", "bert"], "r": [0.5, -0.4], "abs_r": [0.5, 0.4],
                                          "smaller_gap": [0.06, 0.02]})),
         charts.training_curves(pd.DataFrame({"case": ["a"] * 3, "tokens": [10, 20, 30], "loss": [5.0, 4.0, 3.5],

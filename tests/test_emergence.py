@@ -222,20 +222,25 @@ def test_size_table_compares_configurations_at_about_the_same_tokens_seen():
 
 
 def test_the_decisions_page_gets_every_number_from_the_committed_results():
-    from twotower_lib.book import decisions
+    from studies.decisions import report as decisions
+    from twotower_lib.book import study_parts
+    from twotower_lib.book.build import NUMBER_KEY, fill_numbers
     from twotower_lib.book.sections import PROJECT_ROOT
 
     page = (PROJECT_ROOT / "book" / "decisions.md").read_text()
-    values = {**decisions.numbers(), **ec.numbers(ec.load_curves())}
-    filled = decisions.fill(page, values)
-    assert "{{" not in filled and len(decisions.KEY.findall(page)) > 50
+    values = study_parts.load()[1]
+    filled = fill_numbers(page, values)
+    assert "{{" not in filled and len(NUMBER_KEY.findall(page)) > 50
     assert values["gpt_1m_pairs"] == "6" and values["bert_small_min"].startswith("−")  # computed, signs printed
+    # the committed numbers are what the study computes now (the profiles' settings are code, not files)
+    assert {k: values[k] for k in decisions.numbers()} == decisions.numbers(), "run: python -m studies.decisions"
     with pytest.raises(UserError, match="no_such_number"):
-        decisions.fill("r = {{ no_such_number }}", values)
+        fill_numbers("r = {{ no_such_number }}", values)
 
 
 def test_the_decisions_page_says_which_pairs_pass_their_controls_by_the_scorecards_rule():
-    from twotower_lib.book import decisions, scorecard
+    from studies.decisions import report as decisions
+    from twotower_lib.book import scorecard
 
     rows = pd.DataFrame({"pair": ["gpt-s1 vs gpt-s2", "bert-base-s1 vs bert-base-s2", "bert-large-s1 vs bert-large-s2"],
                          "r": [0.5, 0.3, 0.1], "ci_low": [0.45, 0.04, 0.05], "ci_high": [0.55, 0.5, 0.15],

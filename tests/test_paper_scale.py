@@ -89,12 +89,21 @@ def test_the_committed_book_parts_are_what_the_reports_write_now(tmp_path, monke
     assert study_parts.verdict("register") == register.verdict(table)
     from studies.emergence import report as emergence
 
+    from studies.decisions import report as decisions
+
+    decided = decisions.numbers()
+    assert {k: numbers[k] for k in decided} == decided
     curves = emergence.load_curves()
-    assert {k: v for k, v in numbers.items() if not k.startswith("gpu_")} == emergence.numbers(curves)
+    assert {k: v for k, v in numbers.items() if not k.startswith("gpu_") and k not in decided} == emergence.numbers(curves)
     assert {k: v for k, v in parts.items() if k.startswith("EMERGENCE_")} == emergence.book_parts(curves)
     from studies.probe import report as probe
 
     assert {k: v for k, v in parts.items() if k.startswith("PROBE_")} == probe.book_parts()
+    from studies.seeds import book as seeds
+
+    study = seeds.load("cpu")
+    assert {k: v for k, v in parts.items() if k.endswith("@cpu")} == seeds.book_parts(study, "cpu")
+    assert study_parts.verdict("table4", "cpu") == {**seeds.scorecard_entries(study)["table4"], "profile": "cpu"}
 
 
 def test_a_book_part_whose_results_changed_is_stale(tmp_path):

@@ -11,8 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from studies.seeds import book as seeds
 from twotower_lib.analysis import seed_spread
-from twotower_lib.book import front, seeds
+from twotower_lib.book import front, study_parts
 from twotower_lib.book.scorecard import decide_over_seeds
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,11 +87,14 @@ def test_family_summary_counts_pairs_controls_and_rule_dependence():
 
 
 def _write(study: seeds.SeedStudy, root: Path, profile: str) -> Path:
-    d = root / profile
+    """`study` committed as the seed study of `profile` under `root/seeds/`, its book parts written; `root`
+    is the results folder the book reads."""
+    d = root / "seeds" / profile
     d.mkdir(parents=True)
     study.pairs.to_csv(d / "pairs.csv", index=False)
     study.runs.to_csv(d / "runs.csv", index=False)
     (d / "study.json").write_text('{"seeds": 4, "families": ["gpt"]}')
+    seeds.write_book(root / "seeds")
     return root
 
 
@@ -112,6 +116,18 @@ def test_the_scorecard_decides_correlations_over_seeds_and_keeps_the_run_as_a_po
     assert "GPT, two seeds: median 0.00, not above its controls' 6 pairs" in decided["ours"]
 
 
+def test_a_profiles_parts_are_shown_at_that_profile_and_elsewhere_say_where_they_were_measured(tmp_path):
+    results = _write(_study(), tmp_path, "p")
+    section = study_parts.part("SEEDS_SECTION", "p", results)
+    assert section.startswith("Seed study of profile `p`") and "GPT, two seeds" in section
+    assert "Not measured at profile `q`: committed for `p` only" in study_parts.part("SEEDS_SECTION", "q", results)
+    assert study_parts.load(results)[0]["SEEDS_SECTION@p"] == section       # without a profile: full names
+    claims = front.seed_claims("p", results / "seeds")
+    assert list(claims["claim"]) == list(seeds.claim_rows(_study())["claim"]) and claims["paper_low"].iloc[0] == 0.94
+    (results / "seeds" / "p" / "pairs.csv").write_text("kind\n")          # the study's results changed: stale
+    assert study_parts.stale(results) and "python -m studies.seeds.book" in study_parts.stale(results)[0]
+
+
 def test_the_shortfall_table_summarises_the_single_tower_probes():
     single = pd.DataFrame({"family": ["gpt", "gpt", "elmo"], "seed": [1, 2, 1], "run": ["a", "b", "c"],
                            "val_loss_model": 6.0, "val_loss_head": [6.01, 6.05, 5.9], "shortfall": [0.01, 0.05, -0.1],
@@ -120,7 +136,7 @@ def test_the_shortfall_table_summarises_the_single_tower_probes():
     t = seeds.shortfall_table(s)
     assert t.loc["GPT", "single-tower probes"] == 2 and t.loc["GPT", "largest shortfall"] == pytest.approx(0.05)
     assert t.loc["ELMo", "median shortfall"] == pytest.approx(-0.1)
-    assert seeds.shortfall_table(_study()).empty and seeds.shortfall_table(None).empty
+    assert seeds.shortfall_table(_study()).empty
 
 
 def test_claim_rows_recompute_from_the_table_by_the_rule(tmp_path):

@@ -432,7 +432,7 @@ def book_parts(curves: pd.DataFrame) -> dict[str, str]:
     """Section 07's parts, by name: Markdown (`*_TEXT`, `RESULT`, `SUMMARY`), reader tables as HTML (`*_TABLE`)
     and charts as Vega-Lite JSON (`*_CHART`)."""
     from twotower_lib.analysis import seed_spread as spread_rule
-    from twotower_lib.book import charts
+    from studies.emergence import charts
     from twotower_lib.book.tables import reader_html
 
     ends = seed_spread(curves[curves["tokens"] > 0])

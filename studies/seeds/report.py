@@ -16,8 +16,8 @@ Writes `results/seeds/<profile>/`:
 - `study.json`: what ran (profile, seeds, probe configuration, data hash, code and package
   versions, training and probing minutes, the command).
 
-The book reads these files (`twotower_lib.analysis.seed_spread` summarises them); nothing here is
-imported by the library.
+Then `studies.seeds.book` turns them into what the book reads (`claims.csv` and `results/seeds/book.json`);
+nothing here is imported by the library.
 """
 
 from __future__ import annotations
@@ -177,4 +177,7 @@ def write_report(layout, seeds: int, families: tuple[str, ...], controls: tuple[
         "wall_minutes_calls": [m for m in previous.get("wall_minutes_calls", []) if m > 0]
                               + ([round(study_seconds / 60, 1)] if study_seconds is not None else []),
         "command": command, "provenance": provenance()})
+    from studies.seeds.book import write_book
+
+    write_book(out.parent)
     return out

@@ -12,6 +12,7 @@ their content changed, so Sphinx's incremental build keeps a warm rebuild fast.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import nbformat
 
-from twotower_lib.book import charts, decisions, render, scorecard
+from twotower_lib.book import charts, render, scorecard
 from twotower_lib.book.pipeline import Pipeline, make_pipeline
 from twotower_lib.book.profile_keys import OVERRIDABLE
 from twotower_lib.book.profiles import DEFAULT_PROFILE, PROFILES, runs_root
@@ -79,40 +80,46 @@ def picture_markdown(card: dict) -> str:
 
 
 def chart_markdown(chart) -> str:
-    """An altair chart as a raw-HTML block: the offline chart over its PNG."""
-    return "```{raw} html\n" + render.mimebundle(chart.to_dict())["text/html"] + "\n```\n"
+    """An altair chart (or its Vega-Lite spec: a study's `*_CHART` part) as a raw-HTML block: the offline
+    chart over its PNG."""
+    spec = chart if isinstance(chart, dict) else chart.to_dict()
+    return "```{raw} html\n" + render.mimebundle(spec)["text/html"] + "\n```\n"
 
 
 def fill_placeholders(text: str, card: dict) -> str:
     """Replace every `<!-- NAME: replaced by ... -->` of a book page with what it names, computed from
     the run's scorecard and from results/; an unknown name is an error."""
     from twotower_lib.analysis.seed_spread import CONTROLS_RULE, RULE
-    from twotower_lib.book import error_budget, front, publish, seeds, study_parts
-
-    def strip() -> str:
-        study = seeds.load(card["profile"])
-        if study is None:
-            return f"*No seed study is committed for profile `{card['profile']}`.*\n"
-        return chart_markdown(charts.seed_strips(seeds.strip_points(study)))
+    from twotower_lib.book import front, publish, study_parts
 
     parts = {"PROFILES": profiles_markdown, "SCORECARD": lambda: scorecard.to_markdown(card), "API": api_markdown,
              "ANSWER": lambda: front.verdict_markdown(card), "LEAD": lambda: chart_markdown(front.lead_chart(card)) + "\n" + front.LEAD_KEY + "\n",
              "SCALE": lambda: front.scale_sentence(card["profile"]), "SPREAD": lambda: front.spread_sentence(card["profile"]),
-             "RULE": lambda: f"{RULE} {CONTROLS_RULE}",
-             "ERROR_BUDGET": lambda: (chart_markdown(charts.error_budget_bars(error_budget.budget(card["profile"])))
-                                      + "\n" + error_budget.markdown(card["profile"])), "SEED_STRIPS": strip,
-             "PICTURE": lambda: picture_markdown(card),
+             "RULE": lambda: f"{RULE} {CONTROLS_RULE}", "PICTURE": lambda: picture_markdown(card),
              "PUBLISHED": lambda: publish.markdown(publish.load_published(exclude=card["profile"])),
              }
-    studied, studied_numbers = study_parts.load()
-    parts.update({name: (lambda text=text: text) for name, text in studied.items()})
+    studied, studied_numbers = study_parts.load(profile=card["profile"])
+    parts.update({name: (lambda name=name, text=text: chart_markdown(json.loads(text))
+                         if name.endswith("_CHART") and text.startswith("{") else text)
+                  for name, text in studied.items()})
     unknown = sorted(set(_PLACEHOLDER.findall(text)) - set(parts))
     if unknown:
         raise UserError(f"book page placeholder(s) {unknown} are not known; known: {', '.join(parts)}")
     text = _PLACEHOLDER.sub(lambda m: parts[m.group(1)](), text)
-    if not decisions.KEY.search(text):
-        return text
-    return decisions.fill(text, {**decisions.numbers(), **studied_numbers})
+    return fill_numbers(text, studied_numbers)
+
+
+NUMBER_KEY = re.compile(r"\{\{\s*(\w+)\s*\}\}")
+
+
+def fill_numbers(text: str, values: dict[str, str]) -> str:
+    """`text` with every `{{ key }}` replaced by a study's number (`study_parts`); a clear error naming any
+    key no study gives."""
+    missing = sorted({m.group(1) for m in NUMBER_KEY.finditer(text)} - set(values))
+    if missing:
+        raise UserError(f"a book page names numbers that no study computes: {', '.join(missing)}; add them to a "
+                        "study's results/<study>/book.json (e.g. studies/decisions/report.py) or fix the page")
+    return NUMBER_KEY.sub(lambda m: values[m.group(1)], text)
 
 
 # ---------------------------------------------------------------------- assembling and building

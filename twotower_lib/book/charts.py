@@ -109,43 +109,6 @@ def score_vs_rank(scores: pd.DataFrame, title: str = "Preference score against f
     ).interactive()
 
 
-def curve_with_band(df: pd.DataFrame, x: str, y: str, lo: str, hi: str, series: str,
-                    title: str, x_title: str, y_title: str, log_x: bool = False, panel: str | None = None,
-                    reference: tuple[float, str] | None = None) -> alt.Chart:
-    """A line per `series` with its confidence band, e.g. cross-seed r against tokens seen; with `panel`,
-    one small chart per value of that column (so that each holds a handful of lines); with `reference`
-    (value, label), a dashed horizontal rule there, e.g. the paper's r."""
-    xs = alt.X(f"{x}:Q", title=x_title, scale=alt.Scale(type="log") if log_x else alt.Scale())
-    width = WIDTH if panel is None else WIDTH // 2
-    base = alt.Chart(width=width, height=320 if panel is None else 220)
-    color = alt.Color(f"{series}:N", legend=LEGEND_BELOW if panel is None else alt.Legend(orient="right", labelLimit=220))
-    band = base.mark_area(opacity=0.2).encode(x=xs, y=alt.Y(f"{lo}:Q", title=y_title), y2=f"{hi}:Q", color=color)
-    line = base.mark_line(point=True).encode(
-        x=xs, y=f"{y}:Q", color=color,
-        tooltip=[f"{series}:N", alt.Tooltip(f"{x}:Q", format=","), alt.Tooltip(f"{y}:Q", format=".3f"),
-                 alt.Tooltip(f"{lo}:Q", format=".3f"), alt.Tooltip(f"{hi}:Q", format=".3f")])
-    layers = [band, line]
-    if reference is not None:
-        layers.append(base.mark_rule(strokeDash=[6, 4], color="black").encode(
-            y=alt.datum(reference[0]), tooltip=alt.value(f"{reference[1]}: {reference[0]}")))
-    chart = alt.layer(*layers, data=df)
-    if panel is None:
-        return chart.properties(title=title).interactive()
-    return chart.facet(row=alt.Row(f"{panel}:N", title=None), title=title).resolve_scale(color="independent")
-
-
-def gap_scatter(points: pd.DataFrame, title: str = "Cross-seed agreement against the smaller tower gap") -> alt.Chart:
-    """|r| of each pair and snapshot against the smaller of its two runs' tower gaps, one colour per
-    model type (`emergence.gap_points`)."""
-    return alt.Chart(points, title=title, width=WIDTH, height=320).mark_circle(size=60, opacity=0.7).encode(
-        x=alt.X("smaller_gap:Q", title="smaller tower gap (primary minus secondary mean p, relative)"),
-        y=alt.Y("abs_r:Q", title="|r| between the two seeds"),
-        color=alt.Color("model_type:N", title="model type", legend=LEGEND_BELOW),
-        tooltip=["config:N", "pair:N", alt.Tooltip("tokens:Q", format=","), alt.Tooltip("r:Q", format=".3f"),
-                 alt.Tooltip("smaller_gap:Q", format=".3f")],
-    ).interactive()
-
-
 def training_curves(log: pd.DataFrame, title: str = "Loss during cooperative training") -> alt.Chart:
     """Training loss (line) and validation loss (points) against tokens seen, one colour per case.
 
@@ -289,28 +252,3 @@ def paper_and_ours(df: pd.DataFrame, x_title: str, title: str, percent: bool = F
 
 
 PAPER_AND_OURS_KEY = "Red: the paper (a diamond for its value, a band for the region its claim allows). Dots: ours."
-
-
-def seed_strips(points: pd.DataFrame, title: str = "Every seed pair, its controls' pairs, and the paper's value") -> alt.Chart:
-    """Small multiples, one per claim (`book.seeds.strip_points`): each seed pair a dot in the top lane,
-    each control's pairs in a lane of their own, the paper's value a red line. `points`: claim, group,
-    value, pair, paper."""
-    order = list(dict.fromkeys(points["claim"]))
-    scale = alt.Scale(domain=[-1, 1])
-    base = alt.Chart(width=300, height=alt.Step(14))
-    dots = base.mark_circle(size=50, opacity=0.8).encode(
-        x=alt.X("value:Q", scale=scale, title="r (Pearson) or rho (Spearman)"),
-        y=alt.Y("group:N", title=None, sort=["seed pairs"]), color=alt.Color("group:N", legend=None),
-        tooltip=["claim:N", "group:N", "pair:N", alt.Tooltip("value:Q", format=".2f")])
-    paper = base.mark_rule(color="#e45756", strokeWidth=2).encode(x=alt.X("paper:Q", scale=scale))
-    zero = base.mark_rule(color="#ccc").encode(x=alt.X("zero:Q", scale=scale))
-    return alt.layer(zero, dots, paper, data=points.assign(zero=0.0)).facet(
-        row=alt.Row("claim:N", sort=order, title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelLimit=220)),
-        title=title).resolve_scale(y="independent")
-
-
-def error_budget_bars(budget: pd.DataFrame, title: str = "How far each source of error moves one pair's r") -> alt.Chart:
-    """The probe's error budget (`book.error_budget.budget`): one bar per source, in units of r."""
-    return alt.Chart(budget, title=title, width=WIDTH * 0.7, height=alt.Step(28)).mark_bar().encode(
-        x=alt.X("size (units of r):Q", title="units of r"), y=alt.Y("source:N", sort="-x", title=None),
-        tooltip=["source:N", alt.Tooltip("size (units of r):Q", format=".2f"), "how it is measured:N", "from:N"])

@@ -1,7 +1,8 @@
 """The answer first: the verdict table and the lead figure of the front page and the README.
 
 Both are built from a scorecard (`scorecard.build`, or a published profile's in `results/profiles/`)
-and, where the profile has one, its seed study (`book.seeds`); nothing in them is typed by hand.
+and, where the profile has one, its seed study's claims (`results/seeds/<profile>/claims.csv`, written by
+`studies.seeds.book`); nothing in them is typed by hand.
 `readme_block` is what `python -m twotower_lib publish --readme` writes into README.md between its
 markers, and a test fails when the README is out of date with the committed results.
 """
@@ -13,12 +14,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from twotower_lib.analysis.seed_spread import CENTRAL
 from twotower_lib.artifacts import read_json
-from twotower_lib.book import seeds
+from twotower_lib.book import study_parts
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.book.paper_tables import mark_outside, number
-from twotower_lib.book.paper_items import POINT_LABELS
+from twotower_lib.book.paper_items import CLAIMS, POINT_LABELS, Claim
 from twotower_lib.book.scorecard import decide_over_seeds
 from twotower_lib.run_names import model_of
 
@@ -33,6 +33,8 @@ SHORT = {"table1": "Table 1: model sizes", "table2.same-config": "Table 2: two s
          "fig8": "Fig. 8: no trend with frequency", "table4": "Table 4: Spearman between types"}
 MARK = {"reproduced": "✅ reproduced", "partly": "◐ partly", "not": "✗ not", "not attempted": "— not attempted"}
 PUBLISHED = PROJECT_ROOT / "results" / "profiles"
+SEEDS = PROJECT_ROOT / "results" / "seeds"
+HIGH = "controls' high"   # claims.csv's column: the controls' 90th percentile
 README_START, README_END = "<!-- VERDICTS:start -->", "<!-- VERDICTS:end -->"
 
 
@@ -69,7 +71,7 @@ def _claim_cells(mine: pd.DataFrame) -> tuple[str, str, str]:
     each = " each" if many and counts.nunique() == 1 else ""
     spread = "; ".join(f"{name(c)}{number(c['low'])} to {number(c['high'])}" + ("" if each else f" ({n})")
                        for (_, c), n in zip(mine.iterrows(), counts)) + (f" ({counts.iloc[0]}{each})" if each else "")
-    high = mine[seeds.HIGH].max()
+    high = mine[HIGH].max()
     caveat = "no control measured yet" if pd.isna(high) else f"controls reach {high:.2f}"
     free = mine["median |r|"] if "median |r|" in mine else pd.Series(dtype=float)
     if len(free.dropna()) and (free - mine["median"].abs()).max() > 0.1:
@@ -77,15 +79,21 @@ def _claim_cells(mine: pd.DataFrame) -> tuple[str, str, str]:
     return ours, spread, caveat
 
 
+def seed_claims(profile: str, results: Path = SEEDS) -> pd.DataFrame:
+    """The seed study's row per claim at `profile` (median, central range, controls' high end, verdict), or
+    no rows where the profile has no study."""
+    path = Path(results) / profile / "claims.csv"
+    return pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["item", "claim", "above controls"])
+
+
 def verdict_rows(card: dict) -> pd.DataFrame:
     """One row per paper item: what the paper says, ours (each claim's median over seed pairs where the
     seed study decided it), the spread over seeds (or that it rests on one run), the verdict and a
     one-line caveat."""
-    study = seeds.load(card["profile"])
-    claims = seeds.claim_rows(study) if study is not None else pd.DataFrame(columns=["item"])
+    claims = seed_claims(card["profile"])
     rows = []
     for r in card["rows"]:
-        mine = seeds.same_config_rows(claims) if r["id"] == "controls" else claims[claims["item"] == r["id"]]
+        mine = claims[claims["above controls"].notna()] if r["id"] == "controls" else claims[claims["item"] == r["id"]]
         if r.get("decided_by") == "seeds" and len(mine):
             ours, spread, caveat = _claim_cells(mine)
         else:
@@ -113,21 +121,20 @@ def lead_points(card: dict) -> pd.DataFrame:
     """The lead figure's rows: one per correlation claim the paper reports, with the paper's value,
     this run's pair(s) (their median, where a claim pools several), the seed pairs' central range and
     median, and the controls' high end."""
-    study = seeds.load(card["profile"])
-    claims = seeds.claim_rows(study) if study is not None else pd.DataFrame(columns=["claim"])
+    claims = seed_claims(card["profile"])
     rows = []
-    for c in seeds.CLAIMS:
+    for c in CLAIMS:
         row = {"claim": c.label, "paper": c.paper[0], "this run": this_run(card, c)}
         got = claims[claims["claim"] == c.label]
         if len(got):
             g = got.iloc[0]
-            row.update(median=g["median"], low=g["low"], high=g["high"], controls_high=g[seeds.HIGH], pairs=g["pairs"])
+            row.update(median=g["median"], low=g["low"], high=g["high"], controls_high=g[HIGH], pairs=g["pairs"])
         rows.append(row)
     out = pd.DataFrame(rows)
     return out.dropna(subset=[c for c in ("median", "this run") if c in out], how="all").reset_index(drop=True)
 
 
-def this_run(card: dict, claim: seeds.Claim) -> float | None:
+def this_run(card: dict, claim: Claim) -> float | None:
     """The median of the profile run's own pairs of `claim`'s families (the scorecard's points)."""
     label = POINT_LABELS.get(claim.item)
     wanted = {frozenset(f) for f in claim.families}
@@ -218,20 +225,11 @@ def scale_sentence(profile_name: str) -> str:
 
 
 def spread_sentence(profile_name: str) -> str:
-    """The spread over seeds in one sentence: the profile's seed study where it has one, else the one
-    committed configuration with four seeds (the emergence study's GPT at 2M tokens)."""
-    study = seeds.load(profile_name)
-    if study is not None:
-        t = seeds.family_table(study)
-        fams = "; ".join(f"{f} {number(r['median r'])} ({number(r['r low'])} to {number(r['r high'])})"
-                         for f, r in t.iterrows())
-        ctrl = study.pairs[study.pairs["kind"].isin(seeds.CONTROL_KINDS)]["r"].abs()
-        return (f"**Spread over seeds.** Two runs of one configuration with different seeds agree, as a median "
-                f"over {int(t['pairs'].max())} seed pairs (in parentheses: their {CENTRAL[0]:.0%}–{CENTRAL[1]:.0%} percentile range): {fams}. Their controls' pairs "
-                f"reach |r| of {ctrl.max():.2f} at most; the paper's Bert-large pair reads 0.94.")
-    from twotower_lib.book import study_parts
-
-    n = study_parts.load()[1]   # the emergence study's numbers (its four GPT seeds at 2M tokens)
+    """The spread over seeds in one sentence: the profile's seed study where it has one (`SEEDS_SPREAD`),
+    else the one committed configuration with four seeds (the emergence study's GPT at 2M tokens)."""
+    parts, n = study_parts.load()
+    if f"SEEDS_SPREAD@{profile_name}" in parts:
+        return parts[f"SEEDS_SPREAD@{profile_name}"]
     if "gpt_2m_pairs" not in n:
         return f"No seed study is committed for profile `{profile_name}` yet."
     return (f"No seed study is committed for profile `{profile_name}` yet. The one configuration trained with "

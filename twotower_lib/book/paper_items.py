@@ -1,6 +1,7 @@
 """The paper's side of the scorecard: every table and figure of the paper as an item, its claim in the
-paper's words and numbers, and the section that measures it. Written once, here; our side is never typed
-(`scorecard`)."""
+paper's words and numbers, and the section that measures it; and each correlation it reports as the pairs
+of tower families it compares (`CLAIMS`, which the seed study and the front page's lead figure read).
+Written once, here; our side is never typed (`scorecard`)."""
 
 from __future__ import annotations
 
@@ -61,3 +62,31 @@ POINT_LABELS = {"table2.same-config": "Table 2: Bert-large, two seeds", "same-co
                 "table2.base-large": "Table 2: Bert-base vs Bert-large", "table2.cross-type": "Table 2: Bert-large vs ELMo, GPT",
                 "table2.elmo-gpt": "Table 2: ELMo vs GPT", "table2.bert-base-others": "Table 2: Bert-base vs ELMo, GPT",
                 "table4": "Table 4 (Spearman)"}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One correlation the paper reports, as pairs of families: Table 2 (Pearson r) or Table 4 (Spearman)."""
+
+    item: str                                # the scorecard item it decides
+    label: str                               # what a reader sees
+    families: tuple[tuple[str, str], ...]    # the family pairs whose seed pairs it pools
+    paper: tuple[float, float]               # the paper's value, or the range of its cells (Bert-large's two runs)
+    statistic: str = "r"                     # "r" (Pearson, Eq. 4's score) or "rho" (Spearman, Table 4)
+
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim("table2.same-config", "Bert-large, two seeds (Table 2)", (("bert-large", "bert-large"),), (0.94, 0.94)),
+    Claim("same-config.other", "GPT, two seeds (not in the paper)", (("gpt", "gpt"),), (0.94, 0.94)),
+    Claim("same-config.other", "ELMo, two seeds (not in the paper)", (("elmo", "elmo"),), (0.94, 0.94)),
+    Claim("same-config.other", "Bert-base, two seeds (not in the paper)", (("bert-base", "bert-base"),), (0.94, 0.94)),
+    Claim("table2.base-large", "Bert-base vs Bert-large (Table 2)", (("bert-base", "bert-large"),), (0.62, 0.72)),
+    Claim("table2.cross-type", "Bert-large vs ELMo (Table 2)", (("bert-large", "elmo"),), (0.57, 0.61)),
+    Claim("table2.cross-type", "Bert-large vs GPT (Table 2)", (("bert-large", "gpt"),), (0.57, 0.63)),
+    Claim("table2.elmo-gpt", "ELMo vs GPT (Table 2)", (("elmo", "gpt"),), (0.91, 0.91)),
+    Claim("table2.bert-base-others", "Bert-base vs ELMo (Table 2)", (("bert-base", "elmo"),), (0.27, 0.27)),
+    Claim("table2.bert-base-others", "Bert-base vs GPT (Table 2)", (("bert-base", "gpt"),), (0.26, 0.26)),
+    Claim("table4", "ELMo vs GPT, Spearman (Table 4)", (("elmo", "gpt"),), (0.93, 0.93), "rho"),
+    Claim("table4", "GPT vs Bert-large, Spearman (Table 4)", (("gpt", "bert-large"),), (0.65, 0.65), "rho"),
+    Claim("table4", "ELMo vs Bert-large, Spearman (Table 4)", (("elmo", "bert-large"),), (0.56, 0.56), "rho"),
+)

@@ -259,7 +259,7 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
             analysis=AnalysisConfig(top_n=50, bootstrap=50, pos_docs=10, pos_backend="spacy", ica_tokens=20_000, ica_dim=16),
             models=_TINY_MODELS),
     # The choices of the CPU profiles (a second GPT seed, GPT's 1M tokens, the paper's schedule, fp32, the
-    # cpu-long budgets) and the measurements behind them: book/decisions.md, computed from results/.
+    # cpu-long budgets) and the measurements behind them: book/decisions.md, computed by studies/decisions.
     # Its untrained, independent and quality controls are the seed study's (results/seeds/cpu: the same sizes,
     # budgets and probe, six pairs of each control per family); `-p analysis.controls ...` runs them here.
     Profile("cpu", "the default: the paper's five cases and a second GPT seed on a 2-core CPU in about an hour "

@@ -77,13 +77,15 @@ def mimebundle(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 class SavedChart:
-    """A chart saved as Vega-Lite JSON (e.g. a study's book part), displayed like a live one."""
+    """A chart saved as Vega-Lite JSON (e.g. a study's book part), displayed like a live one; a part that
+    is not a spec (the line saying where a study measured it) is displayed as Markdown."""
 
     def __init__(self, spec_json: str):
-        self.spec = json.loads(spec_json)
+        self.spec = json.loads(spec_json) if spec_json.lstrip().startswith("{") else None
+        self.text = spec_json
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
-        return mimebundle(self.spec)
+        return mimebundle(self.spec) if self.spec is not None else {"text/markdown": self.text, "text/plain": self.text}
 
 
 def _renderer(spec: dict[str, Any], **_: Any) -> dict[str, Any]:

@@ -360,18 +360,14 @@ def build(root: Path, sections) -> dict[str, Any]:
 
 
 def decide_over_seeds(rows: list[dict], profile: str, results: Path | None = None) -> list[dict]:
-    """Where the profile has a committed seed study (`book.seeds`), the correlation items' verdicts are
-    decided by the distribution over seed pairs (`analysis.seed_spread.RULE`); this run's own pair and
-    its note stay beside it as one point of that distribution."""
-    from twotower_lib.book import seeds
+    """Where the profile has a committed seed study (`results/seeds/book.json`'s verdicts `<item>@<profile>`),
+    the correlation items' verdicts are decided by the distribution over seed pairs
+    (`analysis.seed_spread.RULE`); this run's own pair and its note stay beside it as one point of it."""
+    from twotower_lib.book import study_parts
 
-    study = seeds.load(profile, *([results] if results else []))
-    if study is None:
-        return rows
-    entries = seeds.scorecard_entries(study)
     out = []
     for row in rows:
-        e = entries.get(row["id"])
+        e = study_parts.verdict(row["id"], profile, *([results] if results else []))
         if e is None:
             out.append(row)
             continue

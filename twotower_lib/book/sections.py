@@ -56,7 +56,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("02_probing", "Probing and preference scores", "probing",
             ("train.cases", *PROBE_KEYS, "analysis.controls", "analysis.control_models", "analysis.top_n",
              "analysis.reliability_models", "analysis.bert_events_comparison"),
-            ("00_data", "01_training"), committed=("results/probe",)),
+            ("00_data", "01_training"), committed=("results/probe", "results/seeds")),
     Section("03_correlations", "Correlation of preference scores", "correlations",
             ("train.cases", "analysis.top_n", "analysis.bootstrap", "analysis.controls", "analysis.control_models"), ("00_data", "01_training", "02_probing"),
             committed=("results/register", "results/bert-controls", "results/seeds")),
@@ -68,7 +68,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("07_emergence", "When the preference emerges", "emergence", (), ("03_correlations",),
             committed=("results/emergence", "results/profiles")),
     Section("08_probe_validation", "Appendix: the probe's validation studies", "probe_validation", (),
-            committed=("results/probe",)),
+            committed=("results/probe", "results/seeds")),
 )
 
 

@@ -5,6 +5,9 @@ of its prose (`{{ key }}`) and the scorecard verdicts it decides (`verdict`), wi
 result files they were made from. The book fills its pages from those files, so the
 library never imports a study, and a part whose results changed since it was written is stale
 (`stale`): the book build refuses it and names the command that rewrites it.
+
+A part or verdict measured at one profile is named `NAME@<profile>` (the seed study's): the book built at
+that profile shows it as `NAME`, a book built at another says where it was measured.
 """
 
 from __future__ import annotations
@@ -53,11 +56,14 @@ def stale(results: Path = RESULTS) -> list[str]:
     return out
 
 
-def load(results: Path = RESULTS) -> tuple[dict[str, str], dict[str, str]]:
-    """Every committed study's page parts and prose numbers; a name two studies both claim is an error."""
+def load(results: Path = RESULTS, profile: str | None = None) -> tuple[dict[str, str], dict[str, str]]:
+    """Every committed study's page parts and prose numbers; a name two studies both claim is an error.
+    With `profile`, a part `NAME@<profile>` is given as `NAME`, and a `NAME` measured only at other profiles
+    as a line saying so."""
     parts: dict[str, str] = {}
     numbers: dict[str, str] = {}
     owner: dict[str, Path] = {}
+    elsewhere: dict[str, list[str]] = {}
     for path in sorted(results.glob(f"*/{FILE}")):
         found = read_json(path)
         for kind, into in (("parts", parts), ("numbers", numbers)):
@@ -65,20 +71,32 @@ def load(results: Path = RESULTS) -> tuple[dict[str, str], dict[str, str]]:
                 if name in owner:
                     raise UserError(f"{path} and {owner[name]} both give the book's {name!r}")
                 owner[name] = path
-                into[name] = value
+                base, _, at = name.partition("@")
+                if profile is None or not at:
+                    into[name] = value
+                elif at == profile:
+                    into[base] = value
+                else:
+                    elsewhere.setdefault(base, []).append(at)
+    for base, profiles in elsewhere.items():
+        parts.setdefault(base, f"*Not measured at profile `{profile}`: committed for {', '.join(f'`{p}`' for p in profiles)} "
+                               f"only (`{_relative(owner[f'{base}@{profiles[0]}'])}`).*")
     return parts, numbers
 
 
-def part(name: str, results: Path = RESULTS) -> str:
-    """One committed page part by name (a chapter shows it), or a line saying which study has not written it."""
-    parts, _ = load(results)
+def part(name: str, profile: str | None = None, results: Path = RESULTS) -> str:
+    """One committed page part by name (a chapter shows it), at `profile` where it is measured per profile,
+    or a line saying which study has not written it."""
+    parts, _ = load(results, profile)
     return parts.get(name, f"*Not committed yet: no study's results/<study>/{FILE} gives {name!r}.*")
 
 
-def verdict(item: str, results: Path = RESULTS) -> dict | None:
-    """The scorecard verdict a study decides for `item` (profile, ours, verdict, note), or None."""
+def verdict(item: str, profile: str | None = None, results: Path = RESULTS) -> dict | None:
+    """The scorecard verdict a study decides for `item` (profile, ours, verdict, note) — at `profile`, where
+    the study decides it per profile (`item@profile`) — or None."""
+    key = item if profile is None else f"{item}@{profile}"
     for path in sorted(results.glob(f"*/{FILE}")):
         found = read_json(path).get("verdicts", {})
-        if item in found:
-            return found[item]
+        if key in found:
+            return found[key]
     return None

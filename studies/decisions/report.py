@@ -1,22 +1,26 @@
-"""The decisions page (`book/decisions.md`): why each profile is what it is, with the numbers each
-choice rests on. The page's prose names its numbers as `{{ key }}`; they are filled when the book is
-built from the profiles published in `results/profiles/` and the profiles' settings (`numbers`), and from
-the emergence study's book parts (`results/emergence/book.json`), so the prose cannot drift from the data
-and the code does not carry measurements in its comments."""
+"""The decisions study: why each profile is what it is, with the numbers each choice rests on
+(`book/decisions.md`). The page's prose names its numbers as `{{ key }}`; this report computes them from
+the profiles published in `results/profiles/` and from the profiles' settings (`numbers`) and writes them
+into `results/decisions/book.json`, which the book fills the page from (with the emergence study's
+numbers, `results/emergence/book.json`), so the prose cannot drift from the data and the code carries
+no measurements in its comments. Re-run it after `publish`:
+
+    python -m studies.decisions
+"""
 
 from __future__ import annotations
 
-import re
+from pathlib import Path
 
 import pandas as pd
 
-from twotower_lib.book import publish
+from twotower_lib.book import publish, study_parts
 from twotower_lib.book.paper_tables import number, tokens_label as tokens
-from twotower_lib.errors import UserError
+from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.probe_config import probe_label
 from twotower_lib.run_names import model_of
 
-KEY = re.compile(r"\{\{\s*(\w+)\s*\}\}")
+RESULTS = PROJECT_ROOT / "results" / "decisions"
 
 
 def _n(x: float, digits: int = 2) -> str:
@@ -98,17 +102,14 @@ def design_numbers() -> dict[str, str]:
 
 
 def numbers(published: dict | None = None) -> dict[str, str]:
-    """The `{{ key }}` numbers of the decisions page that the book computes: the published profiles' and the
-    profiles' settings. The emergence study's numbers come from its book parts (`study_parts`)."""
+    """The `{{ key }}` numbers of the decisions page this study computes: the published profiles' and the
+    profiles' settings. The emergence study's numbers come from its own book parts."""
     published = publish.load_published() if published is None else published
     return {**published_numbers(published), **design_numbers()}
 
 
-def fill(text: str, values: dict[str, str] | None = None) -> str:
-    """`text` with every `{{ key }}` replaced by its number; a clear error naming any key with none."""
-    values = numbers() if values is None else values
-    missing = sorted({m.group(1) for m in KEY.finditer(text)} - set(values))
-    if missing:
-        raise UserError(f"a book page names numbers that no code computes: {', '.join(missing)}; add them to "
-                        "twotower_lib.book.decisions.numbers (or a study's results/<study>/book.json) or fix the page")
-    return KEY.sub(lambda m: values[m.group(1)], text)
+def write_book(results: Path = RESULTS, published_dir: Path = publish.RESULTS_DIR) -> Path:
+    """The page's numbers into `results/decisions/book.json`, from every published profile's file."""
+    published = publish.load_published(published_dir)
+    inputs = sorted(Path(published_dir).glob("*.json"))
+    return study_parts.write(Path(results), {}, numbers(published), inputs, "python -m studies.decisions")

@@ -1,0 +1,3 @@
+from studies.decisions.report import write_book
+
+print(f"decisions page numbers -> {write_book()}")

@@ -1,0 +1,324 @@
+"""The seed study as the book shows it, written as files the book reads: every correlation the paper
+reports as a distribution over seed pairs, beside its controls' pairs and the paper's value, the verdicts
+those decide, and the probe's error budget.
+
+Reads `results/seeds/<profile>/` (`pairs.csv`, `runs.csv`, `single_tower.csv`, `study.json`, written by
+`studies.seeds.report`) and writes, for every profile with a study, `claims.csv` beside them and the book's
+parts into `results/seeds/book.json` (`write_book`): a part `NAME@<profile>` is shown where the book is
+built at that profile, the verdicts `<item>@<profile>` decide that profile's scorecard. The rule that turns
+a distribution into a verdict is `analysis.seed_spread.RULE`, written once and applied to every row.
+
+    python -m studies.seeds.book
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from twotower_lib.analysis import seed_spread
+from twotower_lib.artifacts import read_json
+from twotower_lib.book import charts, study_parts
+from twotower_lib.book.charts import alt
+from twotower_lib.book.paper_items import CLAIMS, Claim
+from twotower_lib.book.paper_tables import number
+from twotower_lib.book.sections import PROJECT_ROOT
+from twotower_lib.book.tables import reader_html
+
+RESULTS = PROJECT_ROOT / "results" / "seeds"
+PROBE = PROJECT_ROOT / "results" / "probe"
+CONTROL_KINDS = ("untrained", "independent", "shuffled")
+HIGH = "controls' high"
+NAMES = {"elmo": "ELMo", "gpt": "GPT", "bert-base": "Bert-base", "bert-large": "Bert-large"}
+
+
+@dataclass(frozen=True)
+class SeedStudy:
+    """A profile's committed seed study."""
+
+    pairs: pd.DataFrame
+    runs: pd.DataFrame
+    study: dict
+    single_tower: pd.DataFrame | None = None   # the independent control's single-tower probes (shortfall)
+
+
+def load(profile: str, results: Path = RESULTS) -> SeedStudy | None:
+    """The committed study of `profile`, or None where none was run."""
+    d = Path(results) / profile
+    if not (d / "pairs.csv").exists():
+        return None
+    single = pd.read_csv(d / "single_tower.csv") if (d / "single_tower.csv").exists() else None
+    return SeedStudy(pd.read_csv(d / "pairs.csv"), pd.read_csv(d / "runs.csv"), read_json(d / "study.json"), single)
+
+
+def _of(pairs: pd.DataFrame, kinds: tuple[str, ...], families: tuple[tuple[str, str], ...]) -> pd.DataFrame:
+    match = pd.Series(False, index=pairs.index)
+    for a, b in families:
+        match |= ((pairs["family_a"] == a) & (pairs["family_b"] == b)) | ((pairs["family_a"] == b) & (pairs["family_b"] == a))
+    return pairs[match & pairs["kind"].isin(kinds)]
+
+
+def controls_for(pairs: pd.DataFrame, claim: Claim) -> pd.DataFrame:
+    """The control pairs a claim is held against: those of every family it involves, pooled."""
+    families = {f for pair in claim.families for f in pair}
+    return pairs[pairs["kind"].isin(CONTROL_KINDS) & pairs["family_a"].isin(families)]
+
+
+def claim_rows(s: SeedStudy) -> pd.DataFrame:
+    """One row per claim with pairs in the study: paper value, our median and central range over seed
+    pairs, the controls' median and high end, and the verdict by `seed_spread.RULE`."""
+    rows = []
+    for c in CLAIMS:
+        kind = "same" if c.families[0][0] == c.families[0][1] else "cross"
+        ours = _of(s.pairs, (kind,), c.families)[c.statistic]
+        if ours.empty:
+            continue
+        ctrl = controls_for(s.pairs, c)[c.statistic]
+        o, n = seed_spread.summarize(ours), seed_spread.summarize(ctrl)
+        rows.append({"item": c.item, "claim": c.label, "paper": c.paper[0] if c.paper[0] == c.paper[1] else c.paper,
+                     "statistic": "Pearson r" if c.statistic == "r" else "Spearman rho", "unit": "seed pairs",
+                     "pairs": o["n"], "median": o["median"], "low": o["low"], "high": o["high"],
+                     "median |r|": float(ours.abs().median()), "control pairs": n["n"], "controls' median": n["median"], HIGH: n["high"],
+                     "verdict": seed_spread.verdict(ours, ctrl, c.paper),
+                     "above controls": seed_spread.above_controls(ours, ctrl) if kind == "same" else None})
+    freq = s.runs[s.runs["family"].isin(FREQUENCY_FAMILIES)] if "rho_frequency_rank" in s.runs else s.runs.iloc[:0]
+    if len(freq):
+        ours = freq[freq["kind"] == "case"]["rho_frequency_rank"]
+        ctrl = freq[freq["kind"] == "untrained"]["rho_frequency_rank"]
+        o, n = seed_spread.summarize(ours), seed_spread.summarize(ctrl)
+        rows.append({"item": "table4", "claim": FREQUENCY_CLAIM, "paper": FREQUENCY_PAPER, "statistic": "Spearman rho",
+                     "unit": "runs",
+                     "pairs": o["n"], "median": o["median"], "low": o["low"], "high": o["high"], "control pairs": n["n"],
+                     "controls' median": n["median"], HIGH: n["high"],
+                     "verdict": _frequency_verdict(ours, ctrl)})
+    return pd.DataFrame(rows)
+
+
+# Table 4's last column: each run's scores against frequency rank (one value per run, not per pair).
+FREQUENCY_FAMILIES = ("elmo", "gpt", "bert-large")
+FREQUENCY_CLAIM = "ELMo, GPT, Bert-large vs frequency rank, Spearman (Table 4)"
+FREQUENCY_PAPER = (0.16, 0.22)
+
+
+def _frequency_verdict(ours: pd.Series, untrained: pd.Series) -> str:
+    """The paper's claim is a weak positive rho with frequency rank: `seed_spread.RULE` with the untrained
+    towers' runs as the null, over runs instead of pairs."""
+    return seed_spread.verdict(ours, untrained, FREQUENCY_PAPER)
+
+
+def strip_points(s: SeedStudy) -> pd.DataFrame:
+    """Every pair as one point of a strip plot: claim, group (seed pairs or a control), value, paper."""
+    pts = []
+    for c in CLAIMS:
+        kind = "same" if c.families[0][0] == c.families[0][1] else "cross"
+        for _, r in _of(s.pairs, (kind,), c.families).iterrows():
+            pts.append({"claim": c.label, "group": "seed pairs", "value": r[c.statistic], "pair": f"{r['a']} / {r['b']}",
+                        "paper": c.paper[0]})
+        if kind == "same":
+            for _, r in controls_for(s.pairs, c).iterrows():
+                pts.append({"claim": c.label, "group": f"control: {r['kind']}", "value": r[c.statistic],
+                            "pair": f"{r['a']} / {r['b']}", "paper": c.paper[0]})
+    return pd.DataFrame(pts)
+
+
+def _fmt(row) -> str:
+    unit = row.get("unit", "seed pairs")
+    return f"median {row['median']:.2f} ({row['low']:.2f} to {row['high']:.2f}) over {row['pairs']} {unit}"
+
+
+def scorecard_entries(s: SeedStudy) -> dict[str, dict]:
+    """The verdicts this study decides, per scorecard item: what to show, the verdict (the weakest of the
+    item's claims) and a note naming the controls. The run's own pair stays in the text beside it."""
+    out: dict[str, dict] = {}
+    rows = claim_rows(s)
+    for item, group in rows.groupby("item", sort=False):
+        decided = group[group["verdict"] != "not attempted"]
+        if decided.empty:  # the study cannot decide this item yet: the build's own verdict stands
+            continue
+        text = "; ".join(f"{r['claim']}: {_fmt(r)}" for _, r in group.iterrows())
+        note = "; ".join(f"{r['claim']}: the controls' {r['control pairs']} pairs reach {r[HIGH]:.2f} at their "
+                         "90th percentile" for _, r in group.iterrows())
+        missing = [c.label for c in CLAIMS if c.item == item and c.label not in set(group["claim"])]
+        if missing:
+            text += f"; not yet in the seed study: {', '.join(missing)}"
+        out[item] = {"seeds": text, "verdict": max(decided["verdict"], key=seed_spread.VERDICTS.index),
+                     "controls": note}
+    same = same_config_rows(rows)
+    if len(same):  # the item "pairs above their controls": every family's same-configuration pairs
+        out["controls"] = {"seeds": "; ".join(f"{r['claim'].split(' (')[0]}: median {r['median']:.2f}, "
+                                             f"{'above' if r['above controls'] else 'not above'} its controls' "
+                                             f"{r['control pairs']} pairs (90th percentile {r[HIGH]:.2f})"
+                                             for _, r in same.iterrows()),
+                           "verdict": seed_spread.controls_verdict(list(same["above controls"])),
+                           "controls": "each family against its own untrained, independent and shuffled-label pairs"}
+    return out
+
+
+def same_config_rows(claims: pd.DataFrame) -> pd.DataFrame:
+    """The rows of `claim_rows` that hold a family's same-configuration pairs (each with `above controls`)."""
+    return claims[claims["above controls"].notna()] if "above controls" in claims else claims.iloc[:0]
+
+
+def shortfall_table(s: SeedStudy) -> pd.DataFrame:
+    """Per family, the probe shortfall of the study's single-tower probes (the head's validation loss minus
+    the model's): how many, their median and their largest (empty without them)."""
+    if s.single_tower is None or s.single_tower.empty:
+        return pd.DataFrame()
+    g = s.single_tower.groupby("family", sort=False)["shortfall"]
+    t = pd.DataFrame({"single-tower probes": g.size(), "median shortfall": g.median(), "largest shortfall": g.max()})
+    t.index = t.index.map(lambda f: NAMES.get(f, f))
+    return t.round(3)
+
+
+def family_table(s: SeedStudy) -> pd.DataFrame:
+    """`seed_spread.family_summary` with the families named as the paper names them, rounded for reading."""
+    t = seed_spread.family_summary(s.pairs, s.runs)
+    t["family"] = t["family"].map(lambda f: NAMES.get(f, f))
+    return t.set_index("family").round(2)
+
+
+def section_markdown(s: SeedStudy, profile: str) -> str:
+    """The result box of section 03: per claim, the paper's value, ours over seed pairs and the verdict."""
+    t = claim_rows(s)
+    lines = [f"Seed study of profile `{profile}`: {s.study['seeds']} seeds per family "
+             f"({', '.join(NAMES.get(f, f) for f in s.study['families'] if f in set(s.pairs['family_a']))} probed so far). "
+             "Median and central range (10th to 90th percentile) over seed pairs:", "",
+             "| claim | paper | ours over seed pairs | controls' 90th percentile | verdict |", "|---|---|---|---|---|"]
+    for _, r in t.iterrows():
+        paper = r["paper"] if isinstance(r["paper"], float) else f"{r['paper'][0]:.2f}–{r['paper'][1]:.2f}"
+        lines.append(f"| {r['claim']} | {paper} | {_fmt(r)} | {r[HIGH]:.2f} ({r['control pairs']} pairs) | **{r['verdict']}** |")
+    return "\n".join(lines) + "\n"
+
+
+def sign_flip_table(s: SeedStudy) -> pd.DataFrame:
+    """Every negative same-configuration pair and its reading (`seed_spread.sign_flips`)."""
+    return seed_spread.sign_flips(s.pairs[s.pairs["kind"] == "same"], s.runs[s.runs["kind"] == "case"]).round(3)
+
+
+def spread_sentence(s: SeedStudy) -> str:
+    """The spread over seeds in one sentence, for the front page: each family's median same-configuration r
+    and central range, and how high the controls' |r| reaches."""
+    t = family_table(s)
+    fams = "; ".join(f"{f} {number(r['median r'])} ({number(r['r low'])} to {number(r['r high'])})"
+                     for f, r in t.iterrows())
+    ctrl = s.pairs[s.pairs["kind"].isin(CONTROL_KINDS)]["r"].abs()
+    low, high = seed_spread.CENTRAL
+    return (f"**Spread over seeds.** Two runs of one configuration with different seeds agree, as a median "
+            f"over {int(t['pairs'].max())} seed pairs (in parentheses: their {low:.0%}–{high:.0%} percentile range): "
+            f"{fams}. Their controls' pairs reach |r| of {ctrl.max():.2f} at most; the paper's Bert-large pair "
+            f"reads {CLAIMS[0].paper[0]:.2f}.")
+
+
+def strip_chart(points: pd.DataFrame, title: str = "Every seed pair, its controls' pairs, and the paper's value") -> alt.Chart:
+    """Small multiples, one per claim (`strip_points`): each seed pair a dot in the top lane, each control's
+    pairs in a lane of their own, the paper's value a red line."""
+    order = list(dict.fromkeys(points["claim"]))
+    scale = alt.Scale(domain=[-1, 1])
+    base = alt.Chart(width=300, height=alt.Step(14))
+    dots = base.mark_circle(size=50, opacity=0.8).encode(
+        x=alt.X("value:Q", scale=scale, title="r (Pearson) or rho (Spearman)"),
+        y=alt.Y("group:N", title=None, sort=["seed pairs"]), color=alt.Color("group:N", legend=None),
+        tooltip=["claim:N", "group:N", "pair:N", alt.Tooltip("value:Q", format=".2f")])
+    paper = base.mark_rule(color="#e45756", strokeWidth=2).encode(x=alt.X("paper:Q", scale=scale))
+    zero = base.mark_rule(color="#ccc").encode(x=alt.X("zero:Q", scale=scale))
+    return alt.layer(zero, dots, paper, data=points.assign(zero=0.0)).facet(
+        row=alt.Row("claim:N", sort=order, title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelLimit=220)),
+        title=title).resolve_scale(y="independent")
+
+
+# ---------------------------------------------------------------- the probe's error budget
+# How far each source of error moves the default profile's GPT same-configuration pair, in units of r:
+# *seeds* (the SD of r over the seed study's GPT seed pairs), *probe data* (r at the default number of probe
+# training positions against the most measured, `results/probe/positions_cases.json`), *validation text*
+# (half the width of the pair's 95% document-bootstrap interval, same file) and *probe optimiser* (the
+# default heads against the head at its defined optimum, `results/probe/defined_cases.json`).
+PAIR = ("gpt-s1", "gpt-s2")
+DEFAULT_PROBING = "cpu-198k"
+BUDGET_FILES = ("positions_cases.json", "defined_cases.json")
+
+
+def error_budget(s: SeedStudy, profile: str, probe_dir: Path = PROBE) -> pd.DataFrame:
+    """One row per source: its size in units of r, how it was measured, and the file it comes from."""
+    gpt = s.pairs[(s.pairs["kind"] == "same") & (s.pairs["family_a"] == "gpt")]
+    rows = [("seeds", float(np.std(gpt["r"], ddof=1)), f"SD of r over {len(gpt)} GPT seed pairs",
+             f"results/seeds/{profile}/pairs.csv")]
+    positions = read_json(probe_dir / "positions_cases.json")
+    by = {row["probing"]: next(p["r_score"] for p in row["pairs"] if (p["a"], p["b"]) == PAIR)
+          for row in positions["rows"]}
+    most = max(by, key=lambda k: next(r["runs"][PAIR[0]]["train_positions"] for r in positions["rows"] if r["probing"] == k))
+    default = by[DEFAULT_PROBING]
+    rows.append(("probe data", abs(by[most]["r"] - default["r"]), f"r at {DEFAULT_PROBING} against {most} training positions",
+                 "results/probe/positions_cases.json"))
+    rows.append(("validation text", (default["ci_high"] - default["ci_low"]) / 2,
+                 "half-width of the 95% document-bootstrap interval", "results/probe/positions_cases.json"))
+    defined = read_json(probe_dir / "defined_cases.json")
+    pair = next(p for p in defined["pairs"] if {p["a"], p["b"]} == set(PAIR))
+    rows.append(("probe optimiser", abs(pair["old_r"]["score"] - pair["new_r"]["score"]),
+                 "r with the default heads against the head at its defined optimum", "results/probe/defined_cases.json"))
+    return pd.DataFrame(rows, columns=["source", "size (units of r)", "how it is measured", "from"])
+
+
+def error_budget_markdown(t: pd.DataFrame) -> str:
+    """The budget as a table and one generated sentence naming the largest source."""
+    top = t.loc[t["size (units of r)"].idxmax()]
+    lines = ["| source | size (units of r) | how it is measured | from |", "|---|---|---|---|"]
+    lines += [f"| {r['source']} | {r['size (units of r)']:.2f} | {r['how it is measured']} | `{r['from']}` |"
+              for _, r in t.iterrows()]
+    share = top["size (units of r)"] / t["size (units of r)"].sum()
+    verdict = ("the spread over seeds, not the instrument, limits what one pair can say" if top["source"] == "seeds"
+               else "the instrument, more than the seeds, limits what one pair can say")
+    return ("\n".join(lines) + f"\n\nThe largest source is **{top['source']}** ({top['size (units of r)']:.2f}, "
+            f"{share:.0%} of the four summed): {verdict}.\n")
+
+
+def error_budget_chart(t: pd.DataFrame, title: str = "How far each source of error moves one pair's r") -> alt.Chart:
+    """The error budget, one bar per source, in units of r."""
+    return alt.Chart(t, title=title, width=charts.WIDTH * 0.7, height=alt.Step(28)).mark_bar().encode(
+        x=alt.X("size (units of r):Q", title="units of r"), y=alt.Y("source:N", sort="-x", title=None),
+        tooltip=["source:N", alt.Tooltip("size (units of r):Q", format=".2f"), "how it is measured:N", "from:N"])
+
+
+# ---------------------------------------------------------------- what the book reads
+BUDGET_PROFILE = "cpu"   # the profile whose GPT pair the probe studies measured
+
+
+def claims_table(s: SeedStudy) -> pd.DataFrame:
+    """`claim_rows` as `claims.csv` holds it: the paper's value as two columns (a cell or a range)."""
+    t = claim_rows(s)
+    paper = t["paper"].map(lambda v: v if isinstance(v, tuple) else (v, v))
+    return t.drop(columns="paper").assign(paper_low=paper.str[0], paper_high=paper.str[1])
+
+
+def book_parts(s: SeedStudy, profile: str) -> dict[str, str]:
+    """One profile's parts, by name: Markdown, reader tables as HTML (`*_TABLE`), charts as Vega-Lite JSON
+    (`*_CHART`), each `NAME@<profile>`."""
+    parts = {"SEEDS_SECTION": section_markdown(s, profile), "SEEDS_STRIPS_CHART": strip_chart(strip_points(s)).to_json(),
+             "SEEDS_FAMILY_TABLE": reader_html(family_table(s)), "SEEDS_SIGN_FLIP_TABLE": reader_html(sign_flip_table(s)),
+             "SEEDS_SHORTFALL_TABLE": reader_html(shortfall_table(s)), "SEEDS_SPREAD": spread_sentence(s)}
+    return {f"{name}@{profile}": text for name, text in parts.items()}
+
+
+def write_book(results: Path = RESULTS, probe_dir: Path = PROBE) -> Path:
+    """Every committed profile's parts, verdicts and `claims.csv`, and the default profile's error budget
+    (`ERROR_BUDGET`, `ERROR_BUDGET_CHART`), into `results/seeds/book.json`."""
+    parts: dict[str, str] = {}
+    verdicts: dict[str, dict] = {}
+    inputs: list[Path] = []
+    for d in sorted(p.parent for p in Path(results).glob("*/pairs.csv")):
+        s = load(d.name, results)
+        claims_table(s).to_csv(d / "claims.csv", index=False)
+        parts.update(book_parts(s, d.name))
+        verdicts.update({f"{item}@{d.name}": {**e, "profile": d.name} for item, e in scorecard_entries(s).items()})
+        inputs += [f for f in d.iterdir() if f.suffix in (".csv", ".json") and f.name != "claims.csv"]
+        if d.name == BUDGET_PROFILE:
+            budget = error_budget(s, d.name, probe_dir)
+            parts.update({"ERROR_BUDGET": error_budget_markdown(budget), "ERROR_BUDGET_CHART": error_budget_chart(budget).to_json()})
+            inputs += [probe_dir / f for f in BUDGET_FILES]
+    return study_parts.write(Path(results), parts, {}, inputs, "python -m studies.seeds.book", verdicts)
+
+
+if __name__ == "__main__":
+    print(f"seed study's book parts -> {write_book()}")
