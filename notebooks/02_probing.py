@@ -70,7 +70,6 @@ analysis_bert_events_comparison = None  # None: the profile's; probe one BERT ca
 
 # %% tags=["hide-cell"]
 import pandas as pd
-from IPython.display import HTML
 
 from twotower_lib import run_names
 from twotower_lib.book import charts, probing, render, sections, study_parts
@@ -181,7 +180,7 @@ quality.round(3)
 # budgets the decoder itself is short of converged, so the head reads at least what it used.
 
 # %%
-HTML(study_parts.part("SEEDS_SHORTFALL_TABLE", ctx.profile.name))
+study_parts.show("SEEDS_SHORTFALL_TABLE", ctx.profile.name)
 
 # %% [markdown]
 # **Does the instrument agree with itself?** The cases of `analysis.reliability_models` (the first

@@ -67,10 +67,10 @@ Markdown(ctx.rerun_markdown())
 # the same statistic (untrained towers, independent single-tower pairs, shuffled labels).
 
 # %%
-Markdown(study_parts.part("SEEDS_SECTION", ctx.profile.name))
+study_parts.show("SEEDS_SECTION", ctx.profile.name)
 
 # %%
-render.SavedChart(study_parts.part("SEEDS_STRIPS_CHART", ctx.profile.name))
+study_parts.show("SEEDS_STRIPS_CHART", ctx.profile.name)
 
 # %% [markdown]
 # Each dot is one pair of seeds (top lane) or one control pair (the lanes below); the red line is the
@@ -90,7 +90,7 @@ render.SavedChart(study_parts.part("SEEDS_STRIPS_CHART", ctx.profile.name))
 # not zero), the share of pairs whose sign depends on the order rule, and the runs' tower margins.
 
 # %%
-HTML(study_parts.part("SEEDS_FAMILY_TABLE", ctx.profile.name))
+study_parts.show("SEEDS_FAMILY_TABLE", ctx.profile.name)
 
 # %% [markdown]
 # Every negative same-configuration pair, and what made it negative: a *near tie* (one run's two
@@ -98,7 +98,7 @@ HTML(study_parts.part("SEEDS_FAMILY_TABLE", ctx.profile.name))
 # division (both rules agree in both runs: the towers' roles really are swapped).
 
 # %%
-HTML(study_parts.part("SEEDS_SIGN_FLIP_TABLE", ctx.profile.name))
+study_parts.show("SEEDS_SIGN_FLIP_TABLE", ctx.profile.name)
 
 # %% [markdown]
 # ## Table 2: pair-wise correlation
@@ -279,10 +279,10 @@ register["pairs"].pivot_table(index=["a", "b"], columns="variant", values=["r", 
 # against its own ceilings. If the towers split the registers, the pairs would agree less here.
 
 # %%
-HTML(study_parts.part("REGISTER_TABLE"))
+study_parts.show("REGISTER_TABLE")
 
 # %%
-Markdown(study_parts.part("REGISTER"))
+study_parts.show("REGISTER")
 
 # %%
 scorecard.record_correlations(ctx, pairs, control, probing.same_config_pairs(ctx), pairs_by["score_logmean"])

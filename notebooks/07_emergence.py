@@ -34,13 +34,12 @@ runs_dir = None  # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the p
 
 # %% tags=["hide-cell"]
 import pandas as pd
-from IPython.display import HTML, Markdown
 
 from twotower_lib.book import publish, render, sections, study_parts
 
 ctx = sections.open_section("07_emergence", globals())
 render.enable()
-part = study_parts.part  # the study's parts: Markdown, reader tables (HTML) and charts (Vega-Lite JSON)
+part = study_parts.show  # the study's parts: Markdown, reader tables (HTML) and charts (Vega-Lite JSON)
 
 # %% [markdown]
 # ## The result
@@ -51,10 +50,10 @@ part = study_parts.part  # the study's parts: Markdown, reader tables (HTML) and
 # training.
 
 # %%
-Markdown(part("EMERGENCE_RESULT"))
+part("EMERGENCE_RESULT")
 
 # %%
-render.SavedChart(part("EMERGENCE_CHART"))
+part("EMERGENCE_CHART")
 
 # %% [markdown]
 # One line per configuration, one panel per tower family; the band runs from the lowest to the
@@ -74,10 +73,10 @@ render.SavedChart(part("EMERGENCE_CHART"))
 # every one, hours on 2 cores); `python -m twotower_lib run 07_emergence` rebuilds this chapter.
 
 # %%
-Markdown(part("EMERGENCE_PROBES_TEXT"))
+part("EMERGENCE_PROBES_TEXT")
 
 # %%
-HTML(part("EMERGENCE_STUDY_TABLE"))
+part("EMERGENCE_STUDY_TABLE")
 
 # %% [markdown]
 # ## Which tower is primary?
@@ -91,10 +90,10 @@ HTML(part("EMERGENCE_STUDY_TABLE"))
 # configuration share runs, so this describes; it is not a test).
 
 # %%
-render.SavedChart(part("EMERGENCE_GAP_CHART"))
+part("EMERGENCE_GAP_CHART")
 
 # %%
-HTML(part("EMERGENCE_MARGIN_TABLE"))
+part("EMERGENCE_MARGIN_TABLE")
 
 # %% [markdown]
 # ## How much r moves between seeds
@@ -103,7 +102,7 @@ HTML(part("EMERGENCE_MARGIN_TABLE"))
 # deviation and range, and the mean order-free strength.
 
 # %%
-HTML(part("EMERGENCE_SPREAD_TABLE"))
+part("EMERGENCE_SPREAD_TABLE")
 
 # %% [markdown]
 # ### Measured again with the current probe
@@ -116,10 +115,10 @@ HTML(part("EMERGENCE_SPREAD_TABLE"))
 # smaller of the two runs' tower gaps.
 
 # %%
-HTML(part("EMERGENCE_COMPARED_TABLE"))
+part("EMERGENCE_COMPARED_TABLE")
 
 # %%
-HTML(part("EMERGENCE_ALONG_TABLE"))
+part("EMERGENCE_ALONG_TABLE")
 
 # %% [markdown]
 # ## Width, depth, vocabulary and tower family
@@ -133,7 +132,7 @@ HTML(part("EMERGENCE_ALONG_TABLE"))
 # row with its numbers.
 
 # %%
-HTML(part("EMERGENCE_SIZES_TABLE"))
+part("EMERGENCE_SIZES_TABLE")
 
 # %% [markdown]
 # ## The learning-rate schedule at the default's budgets
@@ -145,10 +144,10 @@ HTML(part("EMERGENCE_SIZES_TABLE"))
 # ceiling. GPT first, then BERT.
 
 # %%
-HTML(part("EMERGENCE_SCHEDULES_TABLE"))
+part("EMERGENCE_SCHEDULES_TABLE")
 
 # %%
-HTML(part("EMERGENCE_BERT_SCHEDULES_TABLE"))
+part("EMERGENCE_BERT_SCHEDULES_TABLE")
 
 # %% [markdown]
 # A rate decayed to 0 can leave a run's two towers almost equally good, and such runs agree with no
@@ -178,7 +177,7 @@ publish.same_config_table(published)
 # ## Summary
 
 # %%
-Markdown(part("EMERGENCE_SUMMARY"))
+part("EMERGENCE_SUMMARY")
 
 # %%
 ctx.finish(parts=sorted(k for k in study_parts.load()[0] if k.startswith("EMERGENCE_")));

@@ -26,11 +26,9 @@ profile = None   # None: $TWOTOWER_PROFILE, else cpu (only its name is shown; th
 runs_dir = None  # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
 
 # %% tags=["hide-cell"]
-from IPython.display import HTML, Markdown
-
 from twotower_lib.book import render, sections, study_parts
 
-part = lambda name: HTML(study_parts.part(name))  # noqa: E731  (a study table, as `python -m studies.probe book` wrote it)
+part = study_parts.show  # a study's table, chart or text, as its report wrote it (`python -m studies.probe book`)
 
 ctx = sections.open_section("08_probe_validation", globals())
 render.enable()
@@ -42,10 +40,10 @@ render.enable()
 # r, each read from a committed study (the table says which).
 
 # %%
-render.SavedChart(study_parts.part("ERROR_BUDGET_CHART"))
+part("ERROR_BUDGET_CHART")
 
 # %%
-Markdown(study_parts.part("ERROR_BUDGET"))
+part("ERROR_BUDGET")
 
 # %% [markdown]
 # ## Why the linear read-out: the probe-seed reliability of head recipes

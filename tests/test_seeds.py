@@ -122,6 +122,13 @@ def test_a_profiles_parts_are_shown_at_that_profile_and_elsewhere_say_where_they
     assert section.startswith("Seed study of profile `p`") and "GPT, two seeds" in section
     assert "Not measured at profile `q`: committed for `p` only" in study_parts.part("SEEDS_SECTION", "q", results)
     assert study_parts.load(results)[0]["SEEDS_SECTION@p"] == section       # without a profile: full names
+    from IPython.display import HTML, Markdown
+
+    from twotower_lib.book.render import SavedChart
+
+    assert isinstance(study_parts.show("SEEDS_FAMILY_TABLE", "p", results), HTML)          # a reader table
+    assert isinstance(study_parts.show("SEEDS_STRIPS_CHART", "p", results), SavedChart)    # a chart, drawn offline
+    assert isinstance(study_parts.show("SEEDS_STRIPS_CHART", "q", results), Markdown)      # where it is not measured
     claims = front.seed_claims("p", results / "seeds")
     assert list(claims["claim"]) == list(seeds.claim_rows(_study())["claim"]) and claims["paper_low"].iloc[0] == 0.94
     (results / "seeds" / "p" / "pairs.csv").write_text("kind\n")          # the study's results changed: stale

@@ -77,15 +77,13 @@ def mimebundle(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 class SavedChart:
-    """A chart saved as Vega-Lite JSON (e.g. a study's book part), displayed like a live one; a part that
-    is not a spec (the line saying where a study measured it) is displayed as Markdown."""
+    """A chart saved as Vega-Lite JSON (e.g. a study's book part), displayed like a live one."""
 
     def __init__(self, spec_json: str):
-        self.spec = json.loads(spec_json) if spec_json.lstrip().startswith("{") else None
-        self.text = spec_json
+        self.spec = json.loads(spec_json)
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
-        return mimebundle(self.spec) if self.spec is not None else {"text/markdown": self.text, "text/plain": self.text}
+        return mimebundle(self.spec)
 
 
 def _renderer(spec: dict[str, Any], **_: Any) -> dict[str, Any]:

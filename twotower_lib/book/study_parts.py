@@ -91,6 +91,19 @@ def part(name: str, profile: str | None = None, results: Path = RESULTS) -> str:
     return parts.get(name, f"*Not committed yet: no study's results/<study>/{FILE} gives {name!r}.*")
 
 
+def show(name: str, profile: str | None = None, results: Path = RESULTS):
+    """A part as a chapter displays it: a chart (`*_CHART`, Vega-Lite JSON) drawn offline, a reader table
+    (HTML) as HTML, the rest — and the line saying where a part is missing — as Markdown."""
+    from IPython.display import HTML, Markdown
+
+    from twotower_lib.book.render import SavedChart
+
+    text = part(name, profile, results)
+    if name.endswith("_CHART") and text.lstrip().startswith("{"):
+        return SavedChart(text)
+    return HTML(text) if text.lstrip().startswith("<") else Markdown(text)
+
+
 def verdict(item: str, profile: str | None = None, results: Path = RESULTS) -> dict | None:
     """The scorecard verdict a study decides for `item` (profile, ours, verdict, note) — at `profile`, where
     the study decides it per profile (`item@profile`) — or None."""
