@@ -213,13 +213,13 @@ analyses.side_by_side(quality_by, ("quality of", "a")).round(3) if len(quality_b
 # associated with which tokens gain most as the model gets better, not necessarily a division of labour.
 
 # %%
-bert_controls = analyses.committed_bert_controls()
-if isinstance(bert_controls, dict):
-    print(bert_controls["probe"])
-bert_controls["controls"].round(3) if isinstance(bert_controls, dict) else bert_controls
+study_parts.show("BERT_CONTROLS_PROBE")
 
 # %%
-bert_controls["quality"].round(3) if isinstance(bert_controls, dict) else None
+study_parts.show("BERT_CONTROLS_TABLE")
+
+# %%
+study_parts.show("BERT_CONTROLS_QUALITY_TABLE")
 
 # %% [markdown]
 # ## Two ceilings: the validation text and the probe

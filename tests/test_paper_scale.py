@@ -10,6 +10,7 @@ import pytest
 
 from studies.paper_scale import runner as paper_study
 from studies.paper_scale import report as paper_scale
+from twotower_lib.artifacts import read_json
 from twotower_lib.errors import UserError
 from twotower_lib.probe import ProbeConfig, probe_run
 from twotower_lib.train import TrainConfig, train
@@ -99,6 +100,10 @@ def test_the_committed_book_parts_are_what_the_reports_write_now(tmp_path, monke
     from studies.probe import report as probe
 
     assert {k: v for k, v in parts.items() if k.startswith("PROBE_")} == probe.book_parts()
+    from studies.bert_controls import report as bert_controls
+
+    assert {k: v for k, v in parts.items() if k.startswith("BERT_CONTROLS_")} == bert_controls.book_parts(
+        read_json(bert_controls.RESULTS / "cpu.json"))
     from studies.seeds import book as seeds
 
     study = seeds.load("cpu")

@@ -786,16 +786,18 @@ def test_every_overridable_field_is_read_by_some_section():
 # ---------------------------------------------------------------------- POS and ICA sections
 
 
-def test_the_committed_bert_controls_are_read_or_their_command_is_named():
-    found = analyses.committed_bert_controls()
-    assert ("bert-large", "quality gap") in found["controls"].index and ("gpt", "untrained") in found["controls"].index
-    assert list(found["quality"].columns) == ["r", "ci_low", "ci_high"] and ("bert-large", "bert-large-s1") in found["quality"].index
-    assert "control_models gpt,bert-large" in analyses.committed_bert_controls("results/none.json")
-    # the probe it was measured with is named, and flagged when it is not the current one
+def test_the_committed_bert_controls_are_read_and_their_probe_is_named():
+    from studies.bert_controls import report
+    from twotower_lib.artifacts import read_json
     from twotower_lib.probe_config import CURRENT_PROBE
 
-    assert found["probe"].startswith("measured with probe version ")
-    assert (CURRENT_PROBE in found["probe"].split(";")[0]) == ("not this run's" not in found["probe"])
+    published = read_json(report.RESULTS / "cpu.json")
+    found = report.tables(published)
+    assert ("bert-large", "quality gap") in found["controls"].index and ("gpt", "untrained") in found["controls"].index
+    assert list(found["quality"].columns) == ["r", "ci_low", "ci_high"] and ("bert-large", "bert-large-s1") in found["quality"].index
+    # the probe it was measured with is named, and flagged when it is not the current one
+    said = report.probe_sentence(published)
+    assert "probe version " in said and (CURRENT_PROBE in said.split(";")[0]) == ("not this run's" not in said)
 
 
 def test_pos_and_ica_profile_fields_are_validated():

@@ -7,5 +7,6 @@
 - `pipeline`: runs the sections with papermill, re-running only what is stale (`run`);
 - `scorecard`, `paper_tables`, `charts`: the paper's items and tables beside ours, the charts;
 - `build`: the jupyter-book build (`book`) and its Sphinx extension; `publish`: a finished
-  profile's results committed to `results/profiles/`.
+  profile's results committed to `results/profiles/`; `study_parts`: what the committed studies
+  give the book, read from their `results/<study>/book.json` (no study is imported).
 """

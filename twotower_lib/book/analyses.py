@@ -128,35 +128,6 @@ def word_correlations(ctx: SectionContext, scores: dict, score_col: str = "score
                                  cfg).assign(variant=score_col)
 
 
-BERT_CONTROLS = "results/bert-controls/cpu.json"
-
-
-def committed_bert_controls(path: str | None = None) -> dict[str, pd.DataFrame] | str:
-    """The default profile's run with Bert-large's own controls too (`results/bert-controls/`, its
-    README has the command): each model's controls, and each case's r with each model's quality
-    profile (Eq. 4's score); or how to produce it. Committed because the default profile runs the
-    controls for GPT only (Bert-large's add their own training runs and probes)."""
-    import pandas as pd
-
-    from twotower_lib.artifacts import read_json
-    from twotower_lib.book.sections import PROJECT_ROOT
-
-    found = PROJECT_ROOT / (path or BERT_CONTROLS)
-    if not found.exists():
-        return ("not run yet: python -m twotower_lib run --profile cpu -p analysis.control_models gpt,bert-large, then "
-                "publish it with --results results/bert-controls (results/bert-controls/README.md)")
-    from twotower_lib.probe_config import measured_with, probe_label
-
-    published = read_json(found)
-    summary = published["sections"]["03_correlations"]["summary"]
-    version, precondition = published["probe"]["version"], published["probe"]["config"].get("precondition")
-    older = measured_with(version, precondition)
-    return {"controls": pd.DataFrame(summary["controls"]).set_index(["model", "control"]).sort_index(),
-            "quality": pd.DataFrame(summary["quality"]).set_index(["quality of", "a"])[["r", "ci_low", "ci_high"]],
-            "probe": f"{older}, so these are not this run's numbers" if older else
-                     f"measured with probe version {probe_label(version, precondition)}"}
-
-
 def quality_correlations(ctx: SectionContext, scores: dict, score_col: str = "score") -> pd.DataFrame:
     """The quality-gap control: each case's r with each model's better-vs-worse profile (a single-tower
     run's final weights against its last snapshot at or before half its training, scored by the same

@@ -204,6 +204,9 @@ def main(args: argparse.Namespace) -> int:
     pub = read_json(path)
     print(f"published {path} ({path.stat().st_size / 1e3:.1f} kB): "
           + ", ".join(f"{n} {v}" for v, n in pub["scorecard"]["counts"].items())
-          + f"; sections ran {pub['section_seconds'] / 60:.1f} min. The decisions page reads it through "
-          "`python -m studies.decisions`: run that next")
+          + f"; sections ran {pub['section_seconds'] / 60:.1f} min")
+    from twotower_lib.book import study_parts
+
+    for line in study_parts.stale():  # the studies' book parts read from published files
+        print(f"now stale: {line}")
     return 0
