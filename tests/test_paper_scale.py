@@ -121,6 +121,13 @@ def test_a_book_part_whose_results_changed_is_stale(tmp_path):
     assert study_parts.load(tmp_path) == ({"PART": "text"}, {"n": "1"}) and study_parts.stale(tmp_path) == []
     source.write_text('{"changed": true}')
     assert study_parts.stale(tmp_path) == [f"{tmp_path.name}/study/book.json (from {source}): run `python -m studies.x book`"]
+    study_parts.write(tmp_path / "study", {"PART": "text"}, {}, [tmp_path / "study" / "*.json"], "python -m studies.x")
+    assert study_parts.stale(tmp_path) == []
+    (tmp_path / "study" / "new.json").write_text("{}")              # a file the pattern now matches: stale
+    assert study_parts.stale(tmp_path) == [f"{tmp_path.name}/study/book.json (from {tmp_path}/study/*.json): "
+                                           "run `python -m studies.x`"]
+    with pytest.raises(UserError, match="do not exist"):
+        study_parts.write(tmp_path / "study", {}, {}, [tmp_path / "none" / "*.json"], "python -m studies.x")
     (tmp_path / "other").mkdir()
     study_parts.write(tmp_path / "other", {"PART": "again"}, {}, [source], "python -m studies.y book")
     with pytest.raises(UserError, match="both give the book's 'PART'"):

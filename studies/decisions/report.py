@@ -111,5 +111,5 @@ def numbers(published: dict | None = None) -> dict[str, str]:
 def write_book(results: Path = RESULTS, published_dir: Path = publish.RESULTS_DIR) -> Path:
     """The page's numbers into `results/decisions/book.json`, from every published profile's file."""
     published = publish.load_published(published_dir)
-    inputs = sorted(Path(published_dir).glob("*.json"))
-    return study_parts.write(Path(results), {}, numbers(published), inputs, "python -m studies.decisions")
+    return study_parts.write(Path(results), {}, numbers(published), [Path(published_dir) / "*.json"],
+                             "python -m studies.decisions")

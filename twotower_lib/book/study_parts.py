@@ -12,6 +12,7 @@ that profile shows it as `NAME`, a book built at another says where it was measu
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json, sha256_file
@@ -25,12 +26,14 @@ FILE = "book.json"
 def write(folder: Path, parts: dict[str, str], numbers: dict[str, str], inputs: list[Path], command: str,
           verdicts: dict[str, dict] | None = None) -> Path:
     """Write a study's `book.json` into `folder` (its results folder): `parts` by placeholder name, `numbers`
-    by key, `verdicts` by scorecard item (profile, ours, verdict, note), and the sha256 of every input file
-    (paths relative to the project) it was computed from."""
-    missing = [str(p) for p in inputs if not p.is_file()]
+    by key, `verdicts` by scorecard item (profile, ours, verdict, note), and the sha256 of every input
+    (paths relative to the project) it was computed from. An input may be a pattern (`profiles/*.json`):
+    its digest covers the names and contents of the files it matches, so a file added there makes the
+    parts stale too."""
+    hashes = {_relative(p): _digest(p) for p in sorted(inputs)}
+    missing = [name for name, digest in hashes.items() if digest is None]
     if missing:
         raise UserError(f"the book parts of {folder} are computed from files that do not exist: {missing}")
-    hashes = {_relative(p): sha256_file(p) for p in sorted(inputs)}
     path = folder / FILE
     atomic_write_json(path, {"command": command, "parts": parts, "numbers": numbers, "verdicts": verdicts or {},
                              "inputs": hashes, "provenance": provenance()})
@@ -38,19 +41,28 @@ def write(folder: Path, parts: dict[str, str], numbers: dict[str, str], inputs: 
 
 
 def _relative(path: Path) -> str:
-    path = path.resolve()
+    path = path.parent.resolve() / path.name
     return path.relative_to(PROJECT_ROOT).as_posix() if path.is_relative_to(PROJECT_ROOT) else str(path)
 
 
+def _digest(path: Path) -> str | None:
+    """The sha256 of a file, or of a pattern's files (their names and digests; a study's own `book.json` is
+    never its input); None where nothing is there."""
+    if "*" in path.name:
+        files = sorted(path.parent.glob(path.name))
+        listing = "".join(f"{f.name} {sha256_file(f)}\n" for f in files if f.is_file() and f.name != FILE)
+        return hashlib.sha256(listing.encode()).hexdigest() if listing else None
+    return sha256_file(path) if path.is_file() else None
+
+
 def stale(results: Path = RESULTS) -> list[str]:
-    """Every study's `book.json` whose input files changed (or vanished) since it was written, with the
-    command that rewrites it."""
+    """Every study's `book.json` whose inputs changed (or vanished, or a pattern's files came or went) since
+    it was written, with the command that rewrites it."""
     out = []
     for path in sorted(results.glob(f"*/{FILE}")):
         found = read_json(path)
         root = results.parent
-        changed = [name for name, digest in found.get("inputs", {}).items()
-                   if not (root / name).is_file() or sha256_file(root / name) != digest]
+        changed = [name for name, digest in found.get("inputs", {}).items() if _digest(root / name) != digest]
         if changed:
             out.append(f"{path.relative_to(root)} (from {', '.join(changed)}): run `{found.get('command', '?')}`")
     return out
