@@ -36,6 +36,7 @@ def setup(args: argparse.Namespace):
 
     from twotower_lib import probe_precision as precision
     from twotower_lib import probe_training as pt
+    from twotower_lib.probe_schedule import HeadSchedule
     from twotower_lib.models.heads import ProbeHead
     from twotower_lib.probe_config import ProbeConfig
 
@@ -46,7 +47,7 @@ def setup(args: argparse.Namespace):
     emb = torch.randn(V, E, generator=g) * 0.05
     heads = nn.ModuleList(ProbeHead(H, V, "linear", emb) for _ in range(k))
     feats, labels = torch.randn(n, k, H, generator=g).to(torch.bfloat16), torch.randint(V, (n,), generator=g)
-    schedule = pt._HeadSchedule(cfg, math.ceil(n / cfg.batch_size), list(heads.parameters()))
+    schedule = HeadSchedule(cfg, math.ceil(n / cfg.batch_size), list(heads.parameters()))
     opt = torch.optim.AdamW(heads.parameters(), lr=cfg.peak_lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay)
     order = [torch.Generator().manual_seed(1)]
 

@@ -24,6 +24,7 @@ from twotower_lib.models import make_batch
 from twotower_lib.models.heads import ProbeHead, token_logprob
 from twotower_lib.preference import TowerSums
 from twotower_lib import probe_precision as precision
+from twotower_lib.probe_schedule import HeadSchedule
 from twotower_lib.probe_whitening import Whitening  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
@@ -86,16 +87,6 @@ def extract_features(model, blocks: np.ndarray, special_ids: dict[str, int], voc
         feats.append(states[keep].to(torch.bfloat16))                       # (n, k, H), kept in host memory
         labels.append(y[keep])
     return torch.cat(feats), torch.cat(labels)
-
-
-def _lr_lambda(total_steps: int, warmup_fraction: float):
-    warmup = max(1, int(total_steps * warmup_fraction))
-
-    def f(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
-    return f
 
 
 def train_block_count(cfg: ProbeConfig, model_type: str, seq_len: int) -> int:
@@ -232,11 +223,11 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True, head_seed: int
 def _fit(heads: nn.ModuleList, feats: torch.Tensor, labels: torch.Tensor, held_feats: torch.Tensor | None,
          held_labels: torch.Tensor | None, seeds: list[int], cfg: ProbeConfig, k: int, device: torch.device,
          show: bool) -> tuple[list[dict], str]:
-    """Train `heads` epoch by epoch (`_epoch`) until `_HeadSchedule` says they converged; keep each head's
+    """Train `heads` epoch by epoch (`_epoch`) until `HeadSchedule` says they converged; keep each head's
     best held-out state (plateau schedule). Returns the curve and why training stopped."""
     n_held = 0 if held_labels is None else len(held_labels)
     params = [p for p in heads.parameters()]
-    schedule = _HeadSchedule(cfg, max(1, math.ceil(len(labels) / cfg.batch_size)), params)
+    schedule = HeadSchedule(cfg, max(1, math.ceil(len(labels) / cfg.batch_size)), params)
     opt = torch.optim.AdamW(heads.parameters(), lr=cfg.peak_lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay)
     dtype, score_dtype = precision.head_dtype(cfg, device), precision.score_dtype(cfg, device)
     orders = [torch.Generator().manual_seed(s) for s in seeds]
@@ -281,61 +272,7 @@ def _cost_note(epoch_seconds: float, positions: int, heads: int, cfg: ProbeConfi
             f"{max(2, cfg.max_epochs // 4)}), at the cost of an unconverged probe.")
 
 
-class _HeadSchedule:
-    """The heads' learning rate and when they stop. `linear`: warm-up and linear decay over max_epochs.
-    `plateau`: warm-up, then constant; a plateau (no head's held-out loss improving by `tol`) lowers the
-    rate (`lr_drops` times), then starts a linear cool-down to 0 over `cooldown_epochs` whose iterates
-    are averaged (`cooldown_average`), after which the heads stop."""
-
-    def __init__(self, cfg: ProbeConfig, steps_per_epoch: int, params: list[torch.Tensor]):
-        self.cfg, self.steps_per_epoch, self.params = cfg, steps_per_epoch, params
-        if cfg.schedule == "linear":
-            self.rate = _lr_lambda(steps_per_epoch * cfg.max_epochs, cfg.warmup_fraction)
-        else:
-            warmup = max(1, int(steps_per_epoch * cfg.warmup_fraction))
-            self.rate = lambda step: min(1.0, (step + 1) / warmup)  # noqa: E731  (then constant; drops on plateaus)
-        self.scale, self.drops_left = 1.0, cfg.lr_drops
-        self.cooldown: tuple[int, int] | None = None  # (first step, steps) once the rate is falling to 0
-        self.average: list[torch.Tensor] | None = None
-        self.average_steps = 0
-        self.step = 0
-
-    def lr(self, step: int) -> float:
-        lr = self.cfg.peak_lr * self.scale * self.rate(step)
-        return lr if self.cooldown is None else lr * max(0.0, 1 - (step - self.cooldown[0]) / self.cooldown[1])
-
-    def after_step(self) -> None:
-        """Count an optimizer step; during the cool-down, fold the new iterate into the uniform average."""
-        self.step += 1
-        if self.average is not None:
-            self.average_steps += 1
-            with torch.no_grad():
-                torch._foreach_lerp_(self.average, self.params, 1 / self.average_steps)
-
-    def end_of_epoch(self) -> None:
-        """Once the cool-down is over, the heads take the average of its iterates."""
-        if self.average is not None and self.step >= sum(self.cooldown):
-            with torch.no_grad():
-                torch._foreach_copy_(self.params, self.average)
-
-    def after_epoch(self, gain: float) -> bool:
-        """React to an epoch's best held-out gain (plateau schedule); True when the heads have converged."""
-        cfg = self.cfg
-        if self.cooldown is not None and self.step >= sum(self.cooldown):    # the rate has reached 0
-            return True
-        if self.cooldown is None and gain < cfg.tol:                          # a plateau
-            if self.drops_left:
-                self.drops_left, self.scale = self.drops_left - 1, self.scale * cfg.lr_drop
-            elif cfg.cooldown_epochs:
-                self.cooldown = (self.step, self.steps_per_epoch * cfg.cooldown_epochs)
-                if cfg.cooldown_average:
-                    self.average, self.average_steps = [p.detach().clone() for p in self.params], 0
-            else:
-                return True
-        return False
-
-
-def _epoch(heads: nn.ModuleList, opt, schedule: _HeadSchedule, feats: torch.Tensor, labels: torch.Tensor,
+def _epoch(heads: nn.ModuleList, opt, schedule: HeadSchedule, feats: torch.Tensor, labels: torch.Tensor,
            orders: list[torch.Generator], cfg: ProbeConfig, k: int, device, dtype: torch.dtype) -> list[float]:
     """One pass over the training positions, each head set in its own order; every head's mean training loss."""
     perms = [torch.randperm(len(labels), generator=g) for g in orders]     # each head set its own order

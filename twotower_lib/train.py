@@ -47,7 +47,7 @@ from twotower_lib.models import MODEL_TYPES, PRESETS, ModelConfig, build_model, 
 from twotower_lib.models.config import released_options
 from twotower_lib.train_batches import BlockOrder, evaluate, micro_batch, seed_of
 from twotower_lib.torch_engine import TorchEngine
-from twotower_lib.train_config import ENGINES, FIRST_SNAPSHOT_TOKENS, PRECISIONS, TrainConfig  # noqa: F401 (re-exported)
+from twotower_lib.train_config import ENGINES, PRECISIONS, TrainConfig, lr_at, next_snapshot  # noqa: F401 (re-exported)
 
 
 class TrainingDiverged(UserError):
@@ -63,24 +63,6 @@ def parse_duration(text: str) -> float:
     if not parts or "".join(n + u for n, u in parts) != text:
         raise UserError(f"cannot read the duration {text!r}; write it like 90s, 10m, 2h, 1h30m or 1d")
     return sum(float(n) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[u] for n, u in parts)
-
-
-def lr_at(progress: float, peak: float, warmup: float, final: float = 0.0) -> float:
-    """Linear warm-up over the first `warmup` fraction of the budget, then linear decay to `final` x peak."""
-    progress = min(max(progress, 0.0), 1.0)
-    if progress < warmup:
-        return peak * progress / warmup
-    return peak * (final + (1.0 - final) * (1.0 - progress) / (1.0 - warmup))
-
-
-def next_snapshot(tokens: int, every: int | None) -> int:
-    """Smallest snapshot threshold strictly above `tokens`."""
-    if every:
-        return (tokens // every + 1) * every
-    t = FIRST_SNAPSHOT_TOKENS
-    while t <= tokens:
-        t *= 2
-    return t
 
 
 # ----------------------------------------------------------------------------- the loop

@@ -1,4 +1,5 @@
-"""The configuration of one training run: which model, how long, at what batch and learning rate.
+"""The configuration of one training run: which model, how long, at what batch and learning rate, and the
+schedules it implies (the learning rate over the budget, when weight snapshots are written).
 
 Its own module so that what configures a run (the profiles, the DeepSpeed setup) does not import the
 training loop; `twotower_lib.train` runs it.
@@ -91,3 +92,21 @@ class TrainConfig:
             raise UserError(f"--final-lr-fraction must be in [0, 1] (0: decay to 0, 1: constant), "
                             f"got {self.final_lr_fraction}")
         return self
+
+
+def lr_at(progress: float, peak: float, warmup: float, final: float = 0.0) -> float:
+    """Linear warm-up over the first `warmup` fraction of the budget, then linear decay to `final` x peak."""
+    progress = min(max(progress, 0.0), 1.0)
+    if progress < warmup:
+        return peak * progress / warmup
+    return peak * (final + (1.0 - final) * (1.0 - progress) / (1.0 - warmup))
+
+
+def next_snapshot(tokens: int, every: int | None) -> int:
+    """Smallest snapshot threshold strictly above `tokens`."""
+    if every:
+        return (tokens // every + 1) * every
+    t = FIRST_SNAPSHOT_TOKENS
+    while t <= tokens:
+        t *= 2
+    return t
