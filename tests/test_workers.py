@@ -58,6 +58,21 @@ def test_jobs_run_in_workers_on_one_thread_each_and_come_back_in_order():
     assert os.getpid() not in pids and 1 <= len(pids) <= 2
 
 
+def env_value(name: str) -> str | None:
+    return os.environ.get(name)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to run side by side")
+def test_workers_are_kept_for_the_next_call_and_restarted_when_the_environment_changed(monkeypatch):
+    jobs = [{"tag": t} for t in "abcd"]
+    first = {p for _, _, p in run_jobs(threads_and_pid, jobs, threads_per_run=1)}
+    second = {p for _, _, p in run_jobs(threads_and_pid, jobs, threads_per_run=1)}
+    assert second <= first                              # the same processes: no second start
+    monkeypatch.setenv("TWOTOWER_TEST_MARK", "changed")
+    seen = run_jobs(env_value, [{"name": "TWOTOWER_TEST_MARK"}] * 2, threads_per_run=1)
+    assert seen == ["changed", "changed"]               # new workers, which see the new environment
+
+
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to run side by side")
 def test_a_failing_job_raises_its_error_and_cancels_the_rest(tmp_path):
     jobs = [{"tag": t, "bad": "a", "marker_dir": str(tmp_path)} for t in ["a"] + [f"x{i}" for i in range(12)]]

@@ -122,13 +122,43 @@ def _start_worker(threads: int, parent: int) -> None:
     _exit_with_parent(parent)
 
 
+_POOL: tuple[tuple, ProcessPoolExecutor] | None = None
+
+
+def _pool(workers: int, threads_per_run: int) -> ProcessPoolExecutor:
+    """The worker processes of `run_jobs`, kept for its next call with the same number of workers, threads
+    and environment (a worker inherits the environment when it starts).
+
+    Why kept: a spawned worker imports torch and the library before its first job, seconds that a
+    section calling `run_jobs` more than once (the probes of the cases, then of the controls) would pay
+    at every call. The workers end with this process."""
+    global _POOL
+    key = (workers, threads_per_run, tuple(sorted(os.environ.items())), tuple(sys.path))
+    if _POOL is not None and (_POOL[0] != key or getattr(_POOL[1], "_broken", False)):
+        _POOL[1].shutdown(wait=True)
+        _POOL = None
+    if _POOL is None:
+        _POOL = (key, ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                          initializer=_start_worker, initargs=(threads_per_run, os.getpid())))
+    return _POOL[1]
+
+
+def _drop_pool() -> None:
+    """Stop the kept workers: after a failed job, the jobs not yet started are cancelled with them."""
+    global _POOL
+    if _POOL is not None:
+        _POOL[1].shutdown(wait=True, cancel_futures=True)
+        _POOL = None
+
+
 def run_jobs(fn: Callable[..., Any], jobs: list[dict[str, Any]], threads_per_run: int,
              desc: str = "runs", label: Callable[[dict], str] = str) -> list[Any]:
     """`fn(**job)` for every job, side by side where the cores allow; the results in job order.
 
-    `fn` must be a module-level function (workers are spawned processes). With one worker the
-    jobs run here, one after the other. If a job fails, the jobs not yet started are cancelled,
-    the ones running finish (their results are saved by `fn` as usual), and the error is raised.
+    `fn` must be a module-level function (workers are spawned processes, kept for the next call:
+    `_pool`). With one worker the jobs run here, one after the other. If a job fails, the jobs not
+    yet started are cancelled, the ones running finish (their results are saved by `fn` as usual),
+    and the error is raised.
     """
     workers = worker_count(threads_per_run, len(jobs))
     if workers == 1:
@@ -141,17 +171,15 @@ def run_jobs(fn: Callable[..., Any], jobs: list[dict[str, Any]], threads_per_run
                 bar.update(1)
         return out
     results: list[Any] = [None] * len(jobs)
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_start_worker, initargs=(threads_per_run, os.getpid()))
-    with pool, tqdm(total=len(jobs), desc=f"{desc} ({workers} at once, {threads_per_run} thread(s) each)",
-                    unit="run") as bar:
+    pool = _pool(workers, threads_per_run)
+    with tqdm(total=len(jobs), desc=f"{desc} ({workers} at once, {threads_per_run} thread(s) each)", unit="run") as bar:
         pending = {pool.submit(fn, **job): i for i, job in enumerate(jobs)}
         while pending:
             done, _ = wait(pending, return_when=FIRST_EXCEPTION)
             for fut in done:
                 i = pending.pop(fut)
                 if fut.exception() is not None:
-                    pool.shutdown(wait=True, cancel_futures=True)
+                    _drop_pool()
                     raise fut.exception()
                 results[i] = fut.result()
                 bar.write(f"done: {label(jobs[i])}")
