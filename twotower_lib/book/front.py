@@ -218,7 +218,8 @@ def scale_sentence(profile_name: str) -> str:
         lo, hi = min(values), max(values)
         return fmt(lo) if lo == hi else f"{fmt(lo)}–{fmt(hi)}"
 
-    return (f"**Scale.** Profile `{p.name}` trains towers of {span([c.n_layer for c in ours])} layers and "
+    layers = span([c.n_layer for c in ours])
+    return (f"**Scale.** Profile `{p.name}` trains towers of {layers} layer{'s' * (layers != '1')} and "
             f"{span([c.hidden for c in ours])} units (Table 1: {span([t[0] for t in paper])} layers, "
             f"{span([t[1] for t in paper])} units) for {span([p.tokens_for(m) for m in models], tokens)} tokens each, "
             f"with {p.data.vocab_size:,} word pieces (the paper: {TABLE1_VOCAB:,}, about a day per case on six GPUs).")

@@ -88,7 +88,7 @@ def record_table1(ctx) -> None:
     from twotower_lib.models.config import PAPER_PRESETS
 
     models = dict.fromkeys(m for m, _ in ctx.profile.case_list())
-    text = "; ".join(f"{m}: {c.n_layer} layers x {c.hidden}" for m in models for c in [ctx.profile.model_config(m)])
+    text = "; ".join(f"{m}: {c.n_layer} layer{'s' * (c.n_layer != 1)} x {c.hidden}" for m in models for c in [ctx.profile.model_config(m)])
     paper = all(ctx.profile.models[m].preset in PAPER_PRESETS for m in models)
     record(ctx, "table1", text, "reproduced" if paper else "not attempted",
            "Table 1's sizes (paper presets)" if paper else "smaller models than Table 1 at this profile; "
