@@ -250,8 +250,9 @@ def _cpu_probe(**changes: Any) -> ProbeConfig:
 PROFILES: dict[str, Profile] = {p.name: p for p in (
     # The first 120 Brown documents, a tenth of them for validation; POS with spaCy (the stanza attempt of
     # "auto" imports torch only to find no model). benchmarks/bench_profile.py times it end to end.
-    Profile("tiny", "tests and a first run: every section end to end in about a minute on 2 cores (the heads "
-                    "stop after 3 epochs, unconverged); no result is meaningful at this size",
+    Profile("tiny", "tests and a first run: every section end to end in about a minute on 2 cores with AVX-512, "
+                    "about two with AVX2 alone (results/timing); the heads stop after 3 epochs, unconverged; no "
+                    "result is meaningful at this size",
             data=DataConfig(corpus="registry:brown", max_docs=120, vocab_size=300, seq_len=32, doc_words=300),
             train=TrainPlan(cases=("gpt:1", "gpt:2", "bert-large:1"), tokens=10_000, precision="fp32", micro_batch=8,
                             threads_per_run=1),
