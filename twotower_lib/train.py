@@ -47,7 +47,7 @@ from twotower_lib.models import MODEL_TYPES, PRESETS, ModelConfig, build_model, 
 from twotower_lib.models.config import released_options
 from twotower_lib.train_batches import BlockOrder, evaluate, micro_batch, seed_of
 from twotower_lib.torch_engine import TorchEngine
-from twotower_lib.train_config import ENGINES, PRECISIONS, TrainConfig, lr_at, next_snapshot  # noqa: F401 (re-exported)
+from twotower_lib.train_config import ENGINES, PRECISIONS, TrainConfig, lr_at, next_snapshot
 
 
 class TrainingDiverged(UserError):
