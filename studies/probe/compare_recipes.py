@@ -26,7 +26,7 @@ from dataclasses import asdict
 from itertools import combinations
 from pathlib import Path
 
-RESULT = Path(__file__).resolve().parent.parent / "results" / "probe" / "recipes.json"
+RESULT = Path(__file__).resolve().parents[2] / "results" / "probe" / "recipes.json"  # report.RECIPES
 
 
 def main() -> None:
