@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from twotower_lib.artifacts import sha256_file
+from twotower_lib.artifacts import atomic_write_json, read_json, sha256_file
 from twotower_lib.errors import UserError
 from twotower_lib.models import ModelConfig
 from twotower_lib.preference import (TowerSums, check_same_vocabulary, document_stats, frequency_rank,
@@ -265,6 +265,12 @@ def test_probe_cli_on_trained_runs_and_independent_pair(tiny_data, tmp_path, cap
     assert set(r.manifest["val_loss"]) == {"cooperative", "tower0_head", "tower1_head"}
     assert r.table["score"].notna().sum() == r.manifest["scored_tokens"]
     assert cli(["probe", str(runs["two"]), *args]) == 0 and "up to date" in capsys.readouterr().out
+    assert r.manifest["resolved_precision"] == {"towers": "fp32", "heads": "fp32", "scoring": "fp32"}  # auto on a CPU
+    manifest = runs["two"] / "probe" / "manifest.json"          # the same probe, as if a bf16 run had written it
+    atomic_write_json(manifest, {**read_json(manifest), "resolved_precision": {"towers": "bf16", "heads": "bf16",
+                                                                                 "scoring": "bf16"}})
+    assert cli(["probe", str(runs["two"]), *args]) == 0 and "up to date" not in capsys.readouterr().out
+    assert load_artifact(runs["two"]).manifest["resolved_precision"]["heads"] == "fp32"
     for name in ("one_a", "one_b"):
         assert cli(["probe", str(runs[name]), *args]) == 0
     seeds = [load_artifact(runs[n] / "probe").manifest["head_seed"] for n in ("two", "one_a", "one_b")]

@@ -102,7 +102,7 @@ def probe_run(run_dir: str | os.PathLike, cfg: ProbeConfig | None = None, *, sna
     identity = {"version": PROBE_VERSION, "weights_sha256": sha256_file(weights),
                 "data_hash": data.data_hash,
                 "probe": asdict(cfg), **({"refine": refine.identity} if refine is not None else {})}
-    if not force and _up_to_date(out, identity):
+    if not force and _up_to_date(out, identity, resolved_precision(cfg, next(model.parameters()).device)):
         if show:
             print(f"probe up to date: {out}")
         return out
@@ -167,15 +167,18 @@ def _load_run(run_dir: Path, snapshot: str | int | None, data_dir: str | os.Path
     return model, mcfg, data, run_config
 
 
-def _up_to_date(out: Path, identity: dict) -> bool:
-    """Whether `out` holds a finished probe with this identity (an unreadable manifest: no)."""
+def _up_to_date(out: Path, identity: dict, precision: dict[str, str]) -> bool:
+    """Whether `out` holds a finished probe with this identity, computed in the dtypes this one would use
+    (`precision`; a manifest that does not record them counts as alike; an unreadable manifest: no)."""
     if not (out / "manifest.json").exists():
         return False
     try:
-        found = read_json(out / "manifest.json").get("identity") or {}
+        manifest = read_json(out / "manifest.json")
     except UserError:
         return False
-    return {**found, "probe": settled(found.get("probe", {}))} == identity
+    found = manifest.get("identity") or {}
+    return ({**found, "probe": settled(found.get("probe", {}))} == identity
+            and manifest.get("resolved_precision", precision) == precision)
 
 
 def _positions_npz(sums: TowerSums, replicate: TowerSums | None = None) -> bytes:

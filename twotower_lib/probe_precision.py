@@ -1,10 +1,12 @@
 """The dtypes a probe runs with: the frozen towers' forward pass, the head-training matmuls and the scoring
-logits. `precision="auto"` takes bf16 on GPUs and on CPUs where a bf16 matmul is measured to be faster; the
-manifest records what was chosen (`resolved_precision`)."""
+logits. `precision="auto"` takes bf16 on GPUs and fp32 on CPUs; the manifest records what was chosen
+(`resolved_precision`).
+
+Why fp32 on every CPU, although bf16 matmuls are faster on CPUs with native bf16 units: the dtype moves the
+scores (`studies.probe.precision`, results/probe/precision.json), so a rule that followed the CPU would give
+the same seed another probe on another machine. `precision="bf16"` asks for the faster one."""
 
 from __future__ import annotations
-
-import time
 
 import torch
 
@@ -12,9 +14,8 @@ from twotower_lib.probe_config import ProbeConfig
 
 
 def tower_dtype(cfg: ProbeConfig, device: torch.device) -> torch.dtype:
-    """The frozen towers' forward pass: bf16 autocast on GPUs (fp16 where bf16 is missing) and on CPUs
-    where bf16 matmuls are faster (`bf16_matmul_pays_off`); fp32 otherwise. The features are cached in
-    bf16 anyway."""
+    """The frozen towers' forward pass: bf16 autocast on GPUs (fp16 where bf16 is missing) and where the heads
+    train in bf16; fp32 otherwise. The features are cached in bf16 anyway."""
     if device.type == "cuda":
         if cfg.precision == "fp32":
             return torch.float32
@@ -29,35 +30,10 @@ def autocast(cfg: ProbeConfig, device: torch.device):
                           enabled=dtype != torch.float32)
 
 
-_BF16_PAYS_OFF: bool | None = None
-
-
-def bf16_matmul_pays_off() -> bool:
-    """Whether a head-sized bf16 matmul (fp32 accumulation) beats fp32 on this CPU, measured once.
-
-    Why measured: on CPUs with native bf16 units (AVX-512 BF16, AMX) it is faster than fp32; on others
-    bf16 is emulated and slower. The probe's manifest records what was chosen (`resolved_precision`).
-    """
-    global _BF16_PAYS_OFF
-    if _BF16_PAYS_OFF is None:
-        x, w = torch.randn(1024, 128), torch.randn(4096, 128)
-        timing = {}
-        for dtype in (torch.float32, torch.bfloat16):
-            a, b = x.to(dtype), w.to(dtype)
-            a @ b.t()
-            t0 = time.perf_counter()
-            for _ in range(5):
-                a @ b.t()
-            timing[dtype] = time.perf_counter() - t0
-        _BF16_PAYS_OFF = timing[torch.bfloat16] < 0.8 * timing[torch.float32]
-    return _BF16_PAYS_OFF
-
-
 def head_dtype(cfg: ProbeConfig, device: torch.device) -> torch.dtype:
-    """The dtype of the head-training matmuls: bf16 where asked or (auto) where it is faster (this CPU,
-    measured; GPUs with bf16); softmax and loss stay fp32. Held-out losses and scores are fp32 (`ProbeHead.logprob`)."""
-    if cfg.precision == "bf16" or (cfg.precision == "auto" and (torch.cuda.is_bf16_supported() if device.type == "cuda"
-                                                               else bf16_matmul_pays_off())):
+    """The dtype of the head-training matmuls: bf16 where asked or (auto) on GPUs with bf16, else fp32; softmax
+    and loss stay fp32."""
+    if cfg.precision == "bf16" or (cfg.precision == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported()):
         return torch.bfloat16
     return torch.float32
 

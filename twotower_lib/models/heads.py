@@ -129,8 +129,7 @@ class LinearCrossEntropy(torch.autograd.Function):
     gradient (the loss is a scalar). Equal to `F.cross_entropy` up to float rounding
     (tests/test_probe.py); `benchmarks/bench_probe_head.py` times it against torch's generic path.
     Every target must be a real class (no ignore index). With `dtype` bf16 the matmuls take bf16
-    inputs (fp32 accumulation) while the softmax and the loss stay fp32: on CPUs with native bf16
-    that is faster (`probe_precision.bf16_matmul_pays_off` decides per machine).
+    inputs (fp32 accumulation) while the softmax and the loss stay fp32 (`probe_precision` says where).
     """
 
     @staticmethod
