@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         atomic_write_json(args.out, {
             "command": portable_command("benchmarks/bench_head_training.py", sys.argv[1:] if argv is None else argv),
-            "settings": vars(args) | {"matmul_dtype": str(dtype).removeprefix("torch.")},
+            "settings": {k: v for k, v in vars(args).items() if k != "out"} | {"matmul_dtype": str(dtype).removeprefix("torch.")},
             "seconds": times, "epoch_gflops": round(flops / t_epoch / 1e9, 1),
             "products_gflops": round(flops / t_products / 1e9, 1), "ratio": round(ratio, 3), "goal": GOAL,
             "provenance": provenance()})
