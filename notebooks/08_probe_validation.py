@@ -331,5 +331,18 @@ part("PROBE_RECIPES_ACROSS")
 # %%
 part("PROBE_BENCHMARK")
 
+# %% [markdown]
+# **The dtype the probe computes in** (`studies/probe/precision.py`, `results/probe/precision.json`): the
+# default profile's Bert-large pair, trained in fp32, probed on one CPU with native bf16 in fp32, in bf16 (the
+# towers' pass and the heads' matmuls), and in bf16 with fp32 scoring logits: the pair's correlation in each,
+# then how well each run's scores agree between dtypes. The probe's `auto` dtype followed the CPU until this
+# was measured; it is fp32 on every CPU since (the changelog appendix).
+
+# %%
+part("PROBE_PRECISION_PAIRS")
+
+# %%
+part("PROBE_PRECISION_RUNS")
+
 # %%
 ctx.finish()

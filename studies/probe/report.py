@@ -208,6 +208,24 @@ def _counterparts(a: str, b: str) -> bool:
     return ra != rb and ra.replace("adam-whiten", "adam", 1) == rb.replace("adam-whiten", "adam", 1)
 
 
+def probe_precision(path: Path | None = None) -> dict[str, pd.DataFrame] | str:
+    """The committed comparison of the probe's dtypes on the same runs (`studies/probe/precision.py`): the
+    runs' pair r per dtype with its interval (`pairs`), and per run the agreement of each two dtypes' scores
+    (`agreement`); or how to produce it."""
+    import pandas as pd
+
+    path = path or RESULTS / "precision.json"
+    if not path.exists():
+        return "not measured yet: python -m studies.probe.precision --runs-dir DIR"
+    found = read_json(path)
+    a, b = found["runs"]
+    pairs = pd.DataFrame([{"dtype": name, "a": a, "b": b, "r": p["r"], "95% CI low": p["ci"][0], "95% CI high": p["ci"][1]}
+                          for name, p in found["pair"].items()]).set_index("dtype")
+    agreement = pd.DataFrame([{"run": run, "dtypes": k, f"r over the top {found['top_n']} tokens": v}
+                              for run, rec in found["per_run"].items() for k, v in rec["agreement"].items()])
+    return {"pairs": pairs, "agreement": agreement.set_index(["run", "dtypes"])}
+
+
 def probe_benchmark(path: Path | None = None) -> str:
     """The committed output of `benchmarks/bench_probe.py` (the earlier and the current probe timed
     side by side on the same runs), or how to produce it."""
@@ -225,7 +243,7 @@ def _html(table) -> str:
 def book_parts() -> dict[str, str]:
     """The appendix notebook's tables, by name (`PROBE_*`), as reader HTML."""
     optimum, recipes = optimum_benchmark(), recipe_comparison()
-    positions, noise = training_positions(), probe_data_noise()
+    positions, noise, dtypes = training_positions(), probe_data_noise(), probe_precision()
     absent = {"recipes": "not measured yet: python -m studies.probe.optimum_experiments --out results/probe/optimum/NAME.json",
               "runs": "not measured yet: python -m studies.probe.compare_recipes"}
     return {
@@ -247,6 +265,8 @@ def book_parts() -> dict[str, str]:
         "PROBE_RECIPES_RUNS": _html(recipes.get("runs", absent["runs"])),
         "PROBE_RECIPES_PAIRS": _html(recipes.get("pairs", "")),
         "PROBE_RECIPES_ACROSS": _html(recipes.get("across_recipes", "")),
+        "PROBE_PRECISION_PAIRS": _html(dtypes["pairs"] if isinstance(dtypes, dict) else dtypes),
+        "PROBE_PRECISION_RUNS": _html(dtypes["agreement"] if isinstance(dtypes, dict) else ""),
         "PROBE_BENCHMARK": "<pre>" + __import__("html").escape(probe_benchmark()) + "</pre>"}
 
 
