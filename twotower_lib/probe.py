@@ -102,7 +102,8 @@ def probe_run(run_dir: str | os.PathLike, cfg: ProbeConfig | None = None, *, sna
     identity = {"version": PROBE_VERSION, "weights_sha256": sha256_file(weights),
                 "data_hash": data.data_hash,
                 "probe": asdict(cfg), **({"refine": refine.identity} if refine is not None else {})}
-    if not force and _up_to_date(out, identity, resolved_precision(cfg, next(model.parameters()).device)):
+    dtypes = resolved_precision(cfg, next(model.parameters()).device)
+    if not force and _up_to_date(out, identity, dtypes):
         if show:
             print(f"probe up to date: {out}")
         return out
@@ -133,7 +134,7 @@ def probe_run(run_dir: str | os.PathLike, cfg: ProbeConfig | None = None, *, sna
         "val_loss": val_loss,
         "heads": record,
         "seconds": {"train_heads": round(t_train, 2), "total": round(time.time() - t0, 2)},
-        "resolved_precision": resolved_precision(cfg, next(model.parameters()).device),
+        "resolved_precision": dtypes,
         "provenance": provenance(),
     }
     if cfg.replicate:
