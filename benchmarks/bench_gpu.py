@@ -1,18 +1,23 @@
-"""Training throughput on one GPU at Table 1 sizes, through the trainer's own DeepSpeed configs.
+"""Training throughput on one GPU at Table 1 sizes, through the trainer's own engines and DeepSpeed configs.
 
     python benchmarks/bench_gpu.py [--families elmo gpt bert-base bert-large] [--precisions bf16 fp16]
-                                   [--engines deepspeed torch torch-compile] [--released] [--micro-batch 256] [--peak-tflops 989] [--out FILE.json]
+        [--engines deepspeed torch torch-compile] [--released] [--micro-batch 256] [--sequences-per-step 3840]
+        [--model-option vocab_multiple=64] [--profile-dir DIR] [--single-tower] [--peak-tflops 989] [--out FILE.json]
 
-For each two-tower model (the `paper-*` presets, and with --released the released code's shapes)
-and precision it runs DeepSpeed optimizer steps (AdamW, clipping, the precision's DeepSpeed config:
-bf16, or fp16 with dynamic loss scaling) on random tokens at the paper's vocabulary and prints
+For each two-tower model (the `paper-*` presets, and with --released the released code's shapes), engine
+and precision it runs optimizer steps of the paper's 3,840 sequences (micro-batches accumulated; AdamW,
+clipping, the precision's DeepSpeed config: bf16, or fp16 with dynamic loss scaling) on random tokens at
+the paper's vocabulary and prints
   - tokens/s,
   - model FLOPs utilisation: model FLOPs per second / the device's dense peak for the precision
     (FLOPs: model_flops.step_flops, torch's FlopCounterMode plus the LSTM recurrences by hand),
   - peak GPU memory,
-  - a two-tower step / two single-tower steps of the same tower width,
+  - the optimizer step's share of a step (the last micro-batch's excess over the others' median),
+  - with --profile-dir, how busy the GPU was during one profiled micro-batch (its kernels' time / wall time),
+  - with --single-tower, a two-tower step / two single-tower steps of the same tower width,
   - the projected wall time of the paper profile's token budget per case on 1 and on 6 such GPUs
     (6: perfect data-parallel scaling assumed, an upper bound on speed).
+`--model-option` sets a ModelConfig field for every model: one lever measured alone.
 Without a CUDA GPU it says so and exits with status 0.
 """
 
@@ -48,51 +53,87 @@ def device_peak(name: str, given: float | None) -> float | None:
     return None
 
 
-def trainer_engine(cfg, precision: str, micro: int, engine_name: str):
-    """The model (seed 0, on the GPU) and the engine the trainer builds for it (`train.build_engine`), with
-    whether its forward passes autocast to bf16."""
+def trainer_engine(cfg, precision: str, micro: int, engine_name: str, accum: int = 1):
+    """The model (seed 0, on the GPU) and the engine the trainer builds for it (`train.build_engine`) with an
+    optimizer step every `accum` micro-batches, with whether its forward passes autocast to bf16."""
     from twotower_lib.deepspeed_setup import deepspeed_config
     from twotower_lib.models import build_model
     from twotower_lib.train import TrainConfig, build_engine
 
     torch.manual_seed(0)
     model = build_model(cfg).cuda()
-    tcfg = TrainConfig(model=cfg.model_type, preset="paper", max_steps=1, micro_batch=micro, grad_accum=1,
+    tcfg = TrainConfig(model=cfg.model_type, preset="paper", max_steps=1, micro_batch=micro, grad_accum=accum,
                        precision=precision, engine=engine_name).validate()
     engine, autocast = build_engine(tcfg, model, deepspeed_config(tcfg), world=1)
     return model, engine, autocast
 
 
-def measure(cfg, precision: str, micro: int, steps: int, engine_name: str = "deepspeed") -> dict:
-    """Tokens/s and peak memory of optimizer steps with the trainer's config for `precision`, through the
-    trainer's own engine (`train.build_engine`: DeepSpeed's, or the torch engine) and its autocast rule."""
+def measure(cfg, precision: str, micro: int, steps: int, engine_name: str = "deepspeed", accum: int = 1,
+            profile_to: Path | None = None) -> dict:
+    """Tokens/s and peak memory of optimizer steps of `micro` x `accum` sequences with the trainer's config for
+    `precision`, through the trainer's own engine (`train.build_engine`: DeepSpeed's, or the torch engine) and
+    its autocast rule. One optimizer step warms up; `steps` are timed. Each micro-batch is timed with device
+    events, so the optimizer step's share is the last micro-batch's excess over the others' median. With
+    `profile_to`, one more micro-batch runs under torch.profiler and its kernel table is written there."""
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
-    model, engine, autocast = trainer_engine(cfg, precision, micro, engine_name)
-    flops = step_flops(model, cfg, micro, "cuda")
-    batches = [random_batch(cfg, micro, s, engine.device) for s in range(steps)]
+    model, engine, autocast = trainer_engine(cfg, precision, micro, engine_name, accum)
+    flops = step_flops(model, cfg, micro, "cuda") * accum
+    batches = [random_batch(cfg, micro, s, engine.device) for s in range(min(accum, 8))]
 
-    def run(n: int) -> float:
+    def micro_step(i: int) -> None:
+        inputs, labels = batches[i % len(batches)]
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+            loss, _ = engine(inputs, labels, only_labeled=True)
+        engine.backward(loss)
+        engine.step()
+
+    def run(n: int) -> tuple[float, list[float]]:
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
         torch.cuda.synchronize()
         t = time.perf_counter()
+        events[0].record()
         for i in range(n):
-            inputs, labels = batches[i % steps]
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
-                loss, _ = engine(inputs, labels, only_labeled=True)
-            engine.backward(loss)
-            engine.step()
+            micro_step(i)
+            events[i + 1].record()
         torch.cuda.synchronize()
-        return time.perf_counter() - t
+        return time.perf_counter() - t, [a.elapsed_time(b) / 1e3 for a, b in zip(events, events[1:])]
 
-    run(3)  # warm-up: kernel selection, the allocator, fp16's first loss-scale steps
-    seconds = run(steps) / steps
-    out = {"step_s": seconds, "tokens_per_s": micro * cfg.seq_len / seconds, "flops_per_step": flops,
+    run(accum)  # warm-up: one optimizer step (kernel selection, the allocator, compilation, optimizer state)
+    seconds, per_micro = run(steps * accum)
+    step_s = seconds / steps
+    inner = sorted(t for i, t in enumerate(per_micro) if (i + 1) % accum) if accum > 1 else []
+    micro_s = inner[len(inner) // 2] if inner else None
+    last = [t for i, t in enumerate(per_micro) if (i + 1) % accum == 0]
+    out = {"step_s": step_s, "accum": accum, "sequences_per_step": micro * accum,
+           "tokens_per_s": micro * accum * cfg.seq_len / step_s, "flops_per_step": flops,
+           "micro_step_s": micro_s, "optimizer_step_s": sum(last) / len(last) - micro_s if micro_s else None,
            "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
            "params_m": sum(p.numel() for p in model.parameters()) / 1e6}
+    if profile_to is not None:
+        out["profile"] = profile_micro_step(micro_step, profile_to)
     engine = model = batches = None  # free the GPU memory before the next configuration
     gc.collect()
     torch.cuda.empty_cache()
     return out
+
+
+def profile_micro_step(micro_step, path: Path) -> dict:
+    """One micro-batch under torch.profiler: its kernels' table (by device time) written to `path`, and how
+    busy the device was: the kernels' summed time over the wall time (low: the host cannot keep up)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        t = time.perf_counter()
+        micro_step(0)
+        torch.cuda.synchronize()
+        wall = time.perf_counter() - t
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    device_s = sum(e.time_range.elapsed_us() for e in kernels) / 1e6
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(prof.key_averages().table(sort_by="device_time_total", row_limit=25) + "\n")
+    return {"wall_s": wall, "kernels": len(kernels), "kernel_s": device_s, "device_busy": device_s / wall}
 
 
 def loss_curves(cfg, precision: str, micro: int, steps: int, engines: tuple[str, ...] = ("torch",)) -> dict:
@@ -132,6 +173,14 @@ def main() -> int:
                    help="sequences per step (128 tokens each) for the transformer families: at 64 the steps were "
                         "bound by kernel launches (1-10%% utilisation on the H100)")
     p.add_argument("--elmo-micro-batch", type=int, default=128, help="ELMo's (its 4096-wide LSTMs need the memory)")
+    p.add_argument("--sequences-per-step", type=int, default=3840,
+                   help="sequences per optimizer step (the paper's 3,840): micro-batches accumulate to it")
+    p.add_argument("--single-tower", action="store_true",
+                   help="also time the single-tower model of the same width (the 2T/(2x1T) column)")
+    p.add_argument("--model-option", action="append", default=[], metavar="FIELD=VALUE",
+                   help="a ModelConfig field for every model, e.g. vocab_multiple=64 or fuse_towers=true (a lever alone)")
+    p.add_argument("--profile-dir", type=Path, default=None,
+                   help="after timing, profile one micro-batch per configuration and write its kernel table here")
     p.add_argument("--vocab-size", type=int, default=30522)
     p.add_argument("--steps", type=int, default=10, help="timed steps per configuration")
     p.add_argument("--peak-tflops", type=float, default=None,
@@ -158,10 +207,11 @@ def main() -> int:
     driver = _driver()
     paper_tokens = get_profile("paper").train.tokens
     shapes = [(f, f"paper-{f}") for f in args.families]
+    options = model_options(args.model_option)
     if args.compare_steps:
         compared = {}
         for label, name_preset in shapes:
-            cfg = preset(name_preset, FAMILIES[label], vocab_size=args.vocab_size, seq_len=128)
+            cfg = preset(name_preset, FAMILIES[label], vocab_size=args.vocab_size, seq_len=128, **options)
             micro = args.elmo_micro_batch if FAMILIES[label] == "elmo" else args.micro_batch
             others = tuple(e for e in args.engines if e != "deepspeed") or ("torch",)
             compared[label] = c = loss_curves(cfg, "bf16", micro, args.compare_steps, others)
@@ -176,41 +226,70 @@ def main() -> int:
     if args.released:
         shapes += [(f + "-released", f"released-{f}") for f in args.families]
     print(f"{name}; dense peak {peak / 1e12 if peak else float('nan'):.0f} TFLOP/s; micro-batch {args.micro_batch} "
-          f"(ELMo {args.elmo_micro_batch}) x 128 tokens; vocabulary {args.vocab_size}; {args.steps} timed steps\n")
-    header = (f"{'model':20} {'prec':4} {'engine':9} {'params M':>8} {'tok/s':>9} {'MFU':>6} {'mem GiB':>7} {'2T/(2x1T)':>9} "
-              f"{'paper 1 GPU h':>13} {'6 GPUs h':>8}")
+          f"(ELMo {args.elmo_micro_batch}) x 128 tokens, accumulated to {args.sequences_per_step} sequences a step; "
+          f"vocabulary {args.vocab_size}; {args.steps} timed steps; model options {options or 'none'}\n")
+    header = (f"{'model':20} {'prec':4} {'engine':13} {'params M':>8} {'tok/s':>9} {'MFU':>6} {'mem GiB':>7} "
+              f"{'optim %':>7} {'busy %':>6} {'2T/(2x1T)':>9} {'paper 1 GPU h':>13}")
     print(header)
     rows = []
     runs = [(e, p) for e in args.engines for p in args.precisions if not (e != "deepspeed" and p == "fp16")]
     for engine_name, precision in runs:
         for label, name_preset in shapes:
             model_type = FAMILIES[label.removesuffix("-released")]
-            cfg = preset(name_preset, model_type, vocab_size=args.vocab_size, seq_len=128)
+            cfg = preset(name_preset, model_type, vocab_size=args.vocab_size, seq_len=128, **options)
             micro = args.elmo_micro_batch if model_type == "elmo" else args.micro_batch
+            accum = max(1, args.sequences_per_step // micro)
             row = {"model": label, "preset": name_preset, "precision": precision, "engine": engine_name,
-                   "micro_batch": micro}
+                   "micro_batch": micro, "model_options": options}
+            profile_to = (args.profile_dir / f"{label}_{engine_name}_{precision}.txt") if args.profile_dir else None
             try:
-                two = measure(cfg, precision, micro, args.steps, engine_name)
-                one = measure(dataclasses.replace(cfg, towers=1), precision, micro, args.steps, engine_name)
+                two = measure(cfg, precision, micro, args.steps, engine_name, accum, profile_to)
+                one = (measure(dataclasses.replace(cfg, towers=1), precision, micro, args.steps, engine_name, accum)
+                       if args.single_tower else None)
             except Exception as e:  # report and go on: one family failing must not hide the others
                 row["error"] = f"{type(e).__name__}: {e}"[:300]
-                print(f"{label:20} {precision:4} {engine_name:9} failed: {row['error']}")
+                print(f"{label:20} {precision:4} {engine_name:13} failed: {row['error']}", flush=True)
                 rows.append(row)
+                _write(args, name, peak, driver, rows)
                 continue
             mfu = two["flops_per_step"] / two["step_s"] / peak if peak else None
             hours = paper_tokens / two["tokens_per_s"] / 3600
-            row.update(two, mfu=mfu, single_tower=one, two_vs_two_single=two["step_s"] / (2 * one["step_s"]),
+            row.update(two, mfu=mfu, single_tower=one, two_vs_two_single=one and two["step_s"] / (2 * one["step_s"]),
                        paper_tokens=paper_tokens, paper_hours_1gpu=hours, paper_hours_6gpu=hours / 6)
             rows.append(row)
-            print(f"{label:20} {precision:4} {engine_name:9} {two['params_m']:8.1f} {two['tokens_per_s']:9.0f} "
-                  f"{100 * mfu if mfu else float('nan'):5.1f}% {two['peak_memory_gib']:7.1f} "
-                  f"{row['two_vs_two_single']:9.2f} {hours:13.1f} {hours / 6:8.1f}", flush=True)
-            if args.out:  # after every row: a run stopped part-way keeps what it measured
-                args.out.parent.mkdir(parents=True, exist_ok=True)
-                args.out.write_text(json.dumps(provenance(
-                    device=name, peak_flops=peak, cuda=torch.version.cuda, driver=driver, argv=_relative(sys.argv[1:]),
-                    rows=rows), indent=1) + "\n")
+            optim = 100 * two["optimizer_step_s"] / two["step_s"] if two["optimizer_step_s"] else float("nan")
+            busy = 100 * two["profile"]["device_busy"] if "profile" in two else float("nan")
+            print(f"{label:20} {precision:4} {engine_name:13} {two['params_m']:8.1f} {two['tokens_per_s']:9.0f} "
+                  f"{100 * mfu if mfu else float('nan'):5.1f}% {two['peak_memory_gib']:7.1f} {optim:7.1f} {busy:6.1f} "
+                  f"{row['two_vs_two_single'] or float('nan'):9.2f} {hours:13.1f}", flush=True)
+            _write(args, name, peak, driver, rows)  # after every row: a run stopped part-way keeps what it measured
     return 0
+
+
+def model_options(pairs: list[str]) -> dict:
+    """`FIELD=VALUE` pairs as ModelConfig overrides, each value parsed as the field's type."""
+    from twotower_lib.models import ModelConfig
+
+    types = {f.name: f.type for f in dataclasses.fields(ModelConfig)}
+    out = {}
+    for pair in pairs:
+        field, _, value = pair.partition("=")
+        if field not in types or not value:
+            raise SystemExit(f"--model-option {pair!r}: expected FIELD=VALUE with FIELD one of {sorted(types)}")
+        kind = types[field] if isinstance(types[field], str) else types[field].__name__
+        out[field] = (value.lower() in ("1", "true", "yes") if kind == "bool" else int(value) if kind == "int"
+                      else float(value) if kind == "float" else value)
+    return out
+
+
+def _write(args, device: str, peak, driver, rows: list[dict]) -> None:
+    if args.out:
+        from twotower_lib.artifacts import provenance
+
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(provenance(device=device, peak_flops=peak, cuda=torch.version.cuda,
+                                                  driver=driver, argv=_relative(sys.argv[1:]), rows=rows),
+                                       indent=1) + "\n")
 
 
 def _relative(argv: list[str]) -> list[str]:

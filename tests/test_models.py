@@ -155,6 +155,31 @@ def test_fused_towers_match_sequential(model_type):
         torch.testing.assert_close(grads[name].grad, p.grad, msg=name)
 
 
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_padded_vocabulary_gives_the_same_loss_logits_and_gradients(model_type):
+    """`vocab_multiple` pads the decoder's columns with masked ones: the same model, to rounding."""
+    model = tiny(model_type).train()
+    padded = TwoTowerLM(dataclasses.replace(model.cfg, vocab_multiple=64)).train()
+    padded.load_state_dict(model.state_dict())
+    assert -V % 64  # the test's vocabulary is not already a multiple
+    inputs, labels = make_batch(model_type, random_ids(), torch.Generator().manual_seed(1), SPECIAL, V)
+    for only_labeled in (False, True):
+        (loss, logits), (loss_p, logits_p) = (m(inputs, labels, only_labeled=only_labeled) for m in (model, padded))
+        assert logits_p.shape == logits.shape and logits.shape[-1] == V
+        torch.testing.assert_close(logits_p, logits)
+        torch.testing.assert_close(loss_p, loss)
+    model.zero_grad(), padded.zero_grad()
+    model(inputs, labels)[0].backward()
+    padded(inputs, labels)[0].backward()
+    grads = dict(padded.named_parameters())
+    for name, p in model.named_parameters():
+        assert grads[name].grad.shape == p.grad.shape, name
+        torch.testing.assert_close(grads[name].grad, p.grad, msg=name)
+    assert "vocab_multiple" not in model.cfg.to_dict() and padded.cfg.to_dict()["vocab_multiple"] == 64
+    with pytest.raises(UserError, match="`vocab_multiple`"):
+        dataclasses.replace(model.cfg, vocab_multiple=0).validate()
+
+
 def test_towers_start_different():
     states = tiny("gpt").tower_states(random_ids())
     assert not torch.allclose(states[:, :, 0], states[:, :, 1])

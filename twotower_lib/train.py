@@ -132,7 +132,8 @@ def _start(tcfg: TrainConfig, data, out: Path, resume: bool) -> _Run | None:
     init_distributed()
     rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
     cfg = preset(tcfg.preset, tcfg.model, towers=tcfg.towers, vocab_size=data.vocab_size,
-                 seq_len=data.seq_len, **(released_options(tcfg.model) if tcfg.as_released else {}))
+                 seq_len=data.seq_len, vocab_multiple=tcfg.vocab_multiple,
+                 **(released_options(tcfg.model) if tcfg.as_released else {}))
     if tcfg.world_size is not None and tcfg.world_size != world:
         raise UserError(f"this run's step count was computed for {tcfg.world_size} process(es) but it runs on {world}: "
                         f"it would train {world / tcfg.world_size:g}x its token budget. Launch it with "
@@ -346,6 +347,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "AdamW with fp32 weights and gradients, bf16 autocast on GPUs, from the same JSON config; "
                         "torch-compile: the same with the forward pass compiled (torch.compile; the first steps "
                         "compile)")
+    p.add_argument("--vocab-multiple", type=int, default=1,
+                   help="pad the decoder's output columns to a multiple of this, masked (the same loss): 64 aligns "
+                        "the bf16 matrix products on GPUs")
     p.add_argument("--deepspeed-config", default=None,
                    help="DeepSpeed JSON (default: configs/deepspeed_cpu.json; on a GPU the one for --precision)")
     p.add_argument("--eval-every-steps", type=int, default=100)
@@ -378,7 +382,7 @@ def main(args: argparse.Namespace) -> int:
         eval_every_steps=args.eval_every_steps, checkpoint_every_s=parse_duration(args.checkpoint_every),
         checkpoint_every_steps=args.checkpoint_every_steps, snapshot_every_tokens=args.snapshot_every_tokens,
         deepspeed_config=args.deepspeed_config, data=str(args.data), as_released=args.as_released,
-        world_size=args.world_size, engine=args.engine)
+        world_size=args.world_size, engine=args.engine, vocab_multiple=args.vocab_multiple)
     summary = train(tcfg, load_prepared(args.data), args.out, resume=args.resume)
     if int(os.environ.get("RANK", "0")) == 0:
         print(f"trained {summary['steps']} steps ({summary['tokens_seen']} tokens) in "

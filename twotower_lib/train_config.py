@@ -46,6 +46,7 @@ class TrainConfig:
     engine: str = "deepspeed"           # "deepspeed", or "torch": one process without DeepSpeed's wrapper
                                         # (`torch_engine`), the same JSON config's optimizer and clipping;
                                         # "torch-compile": the same with the forward pass torch.compile'd
+    vocab_multiple: int = 1             # the decoder's columns padded to a multiple of this (ModelConfig.vocab_multiple)
 
     @staticmethod
     def steps_for(tokens: int, micro_batch: int, seq_len: int, grad_accum: int = 1, world_size: int = 1) -> int:
@@ -81,6 +82,8 @@ class TrainConfig:
             raise UserError(f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if self.engine not in ENGINES:
             raise UserError(f"--engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+        if not isinstance(self.vocab_multiple, int) or self.vocab_multiple < 1:
+            raise UserError(f"--vocab-multiple must be a positive integer (1: no padding), got {self.vocab_multiple!r}")
         if self.engine != "deepspeed" and self.precision == "fp16":
             raise UserError("--engine torch trains in bf16 or fp32; fp16 with loss scaling (the paper's) needs "
                             "--engine deepspeed")

@@ -22,7 +22,7 @@ MODEL_TYPES = ("elmo", "gpt", "bert")
 #   bert  pre-LN layers (the DeepSpeed kernel's `pre_layer_norm=True`) with no final LayerNorm
 LAYOUTS = ("paper", "released")
 
-_LATER_OPTIONS = {"elmo_backward_zeroed": False, "layout": "paper"}  # option -> its default
+_LATER_OPTIONS = {"elmo_backward_zeroed": False, "layout": "paper", "vocab_multiple": 1}  # option -> its default
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,8 @@ class ModelConfig:
     elmo_backward_zeroed: bool = False  # ELMo as released: every backward output is 0, so both directions read
                                         # only the left context (see elmo.py); the paper's text: False
     layout: str = "paper"     # "paper" | "released": the module layout of the text or of the authors' code (LAYOUTS)
+    vocab_multiple: int = 1   # the decoder's output columns padded to a multiple of this, the padding masked to
+                              # -inf (the same softmax): 64 aligns the bf16 output GEMMs on GPUs; weights unchanged
 
     @property
     def embed_dim(self) -> int:
@@ -91,6 +93,8 @@ class ModelConfig:
         if self.layout not in LAYOUTS:
             raise bad("layout", f"is not one of {LAYOUTS}: 'paper' builds the text's architecture, 'released' "
                                 "the authors' code's")
+        if not isinstance(self.vocab_multiple, int) or self.vocab_multiple < 1:
+            raise bad("vocab_multiple", "must be a positive integer (1: no padding; 64 aligns GPU matrix products)")
         if self.elmo_backward_zeroed and self.model_type != "elmo":
             raise bad("elmo_backward_zeroed", f"is an ELMo option, not one of {self.model_type!r}")
         if self.model_type == "elmo":

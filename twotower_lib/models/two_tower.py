@@ -107,9 +107,19 @@ class TwoTowerLM(nn.Module):
 
     def decode(self, states: torch.Tensor) -> torch.Tensor:
         """The cooperative head: tower states (..., k, H) -> logits (..., V) over the concatenation."""
+        return self._padded_logits(states)[..., :self.cfg.vocab_size]
+
+    def _padded_logits(self, states: torch.Tensor) -> torch.Tensor:
+        """Logits (..., V') with V' = V rounded up to `cfg.vocab_multiple`; the padded columns are -inf, so
+        softmax and cross-entropy over V' equal those over V."""
         h = states.flatten(-2)                                              # concatenation (..., k*H)
         h = self.head_ln2(F.gelu(self.head_dense(self.head_ln1(h))))       # (..., E)
-        return F.linear(h, self.tok_emb.weight) + self.out_bias            # (..., V)
+        weight, bias = self.tok_emb.weight, self.out_bias
+        pad = -self.cfg.vocab_size % self.cfg.vocab_multiple
+        if pad:
+            weight = torch.cat([weight, weight.new_zeros(pad, weight.size(1))])
+            bias = torch.cat([bias, bias.new_full((pad,), float("-inf"))])
+        return F.linear(h, weight) + bias                                   # (..., V')
 
     def forward(self, input_ids: torch.Tensor, labels: torch.Tensor | None = None,
                 only_labeled: bool = False) -> tuple[torch.Tensor | None, torch.Tensor]:
@@ -124,9 +134,9 @@ class TwoTowerLM(nn.Module):
                 raise ValueError("only_labeled=True needs labels")
             keep = labels != -100
             states, labels = states[keep], labels[keep]                     # (N, k, H), (N,)
-        logits = self.decode(states)                                        # (..., V)
+        logits = self._padded_logits(states)                                # (..., V')
         loss = None
         if labels is not None:
             loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), labels.reshape(-1),
                                    ignore_index=-100)
-        return loss, logits
+        return loss, logits[..., :self.cfg.vocab_size]
