@@ -162,7 +162,8 @@ def loss_curves(cfg, precision: str, micro: int, steps: int, engines: tuple[str,
             "mean_abs_diff_last_50": {e: sum(d[-50:]) / len(d[-50:]) for e, d in diffs.items()}}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
     p.add_argument("--precisions", nargs="+", default=["bf16", "fp16"], choices=["bf16", "fp16", "fp32"])
@@ -189,7 +190,8 @@ def main() -> int:
                    help="instead of timing: the first N losses of DeepSpeed and of each other --engines per family "
                         "(bf16), written to --out")
     p.add_argument("--out", type=Path, default=None, help="also write the rows and provenance as JSON")
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    args.argv = _relative(argv)
     if not torch.cuda.is_available():
         print("bench_gpu: no CUDA GPU is visible to torch here; this benchmark measures GPU training throughput, "
               "so there is nothing to measure (on a CPU use benchmarks/bench_train.py)")
@@ -220,7 +222,7 @@ def main() -> int:
                       f"{c['max_abs_diff'][e]:.4f}, mean of the last 50 = {c['mean_abs_diff_last_50'][e]:.4f}", flush=True)
             if args.out:
                 args.out.parent.mkdir(parents=True, exist_ok=True)
-                args.out.write_text(json.dumps(provenance(device=name, argv=_relative(sys.argv[1:]), compared=compared),
+                args.out.write_text(json.dumps(provenance(device=name, argv=args.argv, compared=compared),
                                                indent=1) + "\n")
         return 0
     if args.released:
@@ -288,7 +290,7 @@ def _write(args, device: str, peak, driver, rows: list[dict]) -> None:
 
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(provenance(device=device, peak_flops=peak, cuda=torch.version.cuda,
-                                                  driver=driver, argv=_relative(sys.argv[1:]), rows=rows),
+                                                  driver=driver, argv=args.argv, rows=rows),
                                        indent=1) + "\n")
 
 

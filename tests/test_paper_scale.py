@@ -132,3 +132,88 @@ def test_a_book_part_whose_results_changed_is_stale(tmp_path):
     study_parts.write(tmp_path / "other", {"PART": "again"}, {}, [source], "python -m studies.y book")
     with pytest.raises(UserError, match="both give the book's 'PART'"):
         study_parts.load(tmp_path)
+
+
+def _bench_gpu_on_the_cpu(monkeypatch):
+    """`benchmarks/bench_gpu.py` with torch's CUDA calls faked on the CPU and every preset tiny: its Python
+    (accumulation, the step's split, levers, JSON) is checked here before a GPU session spends time on it."""
+    import importlib.util
+    import sys
+    import time
+    from pathlib import Path
+
+    import torch
+
+    import twotower_lib.models as models
+    import twotower_lib.torch_engine as torch_engine
+    from twotower_lib.deepspeed_setup import init_distributed
+
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.syspath_prepend(str(root / "benchmarks"))
+    init_distributed()  # gloo, while torch still says there is no GPU
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.t = None
+
+        def record(self):
+            self.t = time.perf_counter()
+
+        def elapsed_time(self, other):
+            return (other.t - self.t) * 1e3
+
+    for name, value in dict(is_available=lambda: True, Event=Event, synchronize=lambda *a: None,
+                            empty_cache=lambda: None, reset_peak_memory_stats=lambda *a: None,
+                            max_memory_allocated=lambda *a: 0, get_device_name=lambda *a: "NVIDIA H100 (faked)").items():
+        monkeypatch.setattr(torch.cuda, name, value)
+    monkeypatch.setattr(torch.nn.Module, "cuda", lambda self, *a, **k: self)
+    real_preset, real_init = models.preset, torch_engine.TorchEngine.__init__
+    monkeypatch.setattr(models, "preset", lambda name, model_type, seq_len=None, **kw: real_preset("tiny", model_type, **kw))
+    monkeypatch.setattr(torch_engine.TorchEngine, "__init__",
+                        lambda self, model, groups, ds, device, compile=False: real_init(self, model, groups, ds,
+                                                                                         torch.device("cpu"), compile))
+    spec = importlib.util.spec_from_file_location("bench_gpu", root / "benchmarks" / "bench_gpu.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    real_batch = bench.random_batch
+    monkeypatch.setattr(bench, "random_batch", lambda cfg, micro, seed, device="cpu": real_batch(cfg, micro, seed))
+    monkeypatch.setattr(sys.modules["model_flops"], "random_batch", bench.random_batch)
+    return bench
+
+
+def test_the_gpu_bench_times_steps_of_accumulated_micro_batches(monkeypatch, tmp_path):
+    bench = _bench_gpu_on_the_cpu(monkeypatch)
+    out = tmp_path / "bench.json"
+    assert bench.main(["--families", "gpt", "bert-base", "--engines", "deepspeed", "torch", "--precisions", "fp32",
+                       "--steps", "2", "--micro-batch", "4", "--sequences-per-step", "12",
+                       "--model-option", "vocab_multiple=64", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["model"], r["engine"]) for r in rows] == [("gpt", "deepspeed"), ("bert-base", "deepspeed"),
+                                                         ("gpt", "torch"), ("bert-base", "torch")]
+    for r in rows:
+        assert "error" not in r, r.get("error")
+        assert r["accum"] == 3 and r["sequences_per_step"] == 12 and r["model_options"] == {"vocab_multiple": 64}
+        assert r["tokens_per_s"] == pytest.approx(12 * 32 / r["step_s"])  # the tiny preset's 32-token blocks
+        assert 0 < r["micro_step_s"] < r["step_s"] and r["mfu"] > 0
+    with pytest.raises(SystemExit, match="FIELD=VALUE"):
+        bench.model_options(["vocab_multipl=64"])
+    assert bench.model_options(["fuse_towers=true", "vocab_multiple=8"]) == {"fuse_towers": True, "vocab_multiple": 8}
+
+
+def test_the_gpu_bench_compares_the_engines_losses_step_by_step(monkeypatch, tmp_path):
+    """In fp32 on the CPU the torch engine steps as DeepSpeed's (tests/test_train.py), so the bench's
+    comparison of their first losses from the same weights and batches must read near zero."""
+    bench = _bench_gpu_on_the_cpu(monkeypatch)
+    monkeypatch.setattr(bench, "loss_curves", _in_fp32(bench.loss_curves))
+    out = tmp_path / "losses.json"
+    assert bench.main(["--families", "elmo", "bert-base", "--compare-steps", "6", "--engines", "torch",
+                       "--micro-batch", "4", "--elmo-micro-batch", "4", "--out", str(out)]) == 0
+    compared = json.loads(out.read_text())["compared"]
+    for family in ("elmo", "bert-base"):
+        c = compared[family]
+        assert len(c["curves"]["deepspeed"]) == len(c["curves"]["torch"]) == 6
+        assert c["max_abs_diff"]["torch"] < 1e-4, family
+
+
+def _in_fp32(loss_curves):
+    return lambda cfg, precision, micro, steps, engines: loss_curves(cfg, "fp32", micro, steps, engines)

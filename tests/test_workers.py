@@ -124,6 +124,28 @@ def test_workers_stop_when_the_process_that_started_them_is_killed(tmp_path):
     assert not any(_running(p) for p in pids), "a worker went on running after its parent was killed"
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux's /proc and two cores to run side by side")
+def test_an_interrupt_to_the_process_group_ends_kept_workers_without_a_traceback():
+    """What a notebook kernel's shutdown does (it signals the kernel's process group): the kept, idle
+    workers end at once, and print nothing."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = ("import os, signal, time\nfrom twotower_lib.workers import run_jobs\n"
+              "from tests.test_workers import threads_and_pid\n"
+              "pids = {p for _, _, p in run_jobs(threads_and_pid, [{'tag': t} for t in 'abcd'], threads_per_run=1)}\n"
+              "print('PIDS', *sorted(pids), flush=True)\n"
+              "signal.signal(signal.SIGINT, signal.SIG_IGN)\nos.killpg(0, signal.SIGINT)\ntime.sleep(3)\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parent.parent,
+                          capture_output=True, text=True, timeout=120, start_new_session=True)
+    assert done.returncode == 0, done.stderr
+    pids = [int(p) for line in done.stdout.splitlines() if line.startswith("PIDS") for p in line.split()[1:]]
+    assert pids and not any(_running(p) for p in pids)
+    assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr, done.stderr
+
+
 @pytest.mark.skipif(not (os.uname().sysname == "Linux" and os.confstr("CS_GNU_LIBC_VERSION")),
                     reason="the allocator setting is for glibc")
 def test_the_allocator_keeps_freed_memory_unless_told_not_to(monkeypatch):

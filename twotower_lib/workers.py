@@ -111,7 +111,19 @@ def _exit_with_parent(parent: int, every_s: float = 2.0) -> None:
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
+def _end_quietly(signum: int, frame: Any) -> None:
+    """An interrupt ends a worker at once, without a traceback.
+
+    Why: a notebook kernel's interrupt and its shutdown signal the kernel's whole process group, kept
+    workers (`_pool`) included; idle ones would each print a KeyboardInterrupt traceback into the
+    pipeline's log at the end of every section that used them. A run stopped this way resumes from its
+    last checkpoint, as after `_exit_with_parent`."""
+    os._exit(128 + signum)
+
+
 def _start_worker(threads: int, parent: int) -> None:
+    import signal
+
     import torch
 
     global _IN_WORKER
@@ -119,6 +131,7 @@ def _start_worker(threads: int, parent: int) -> None:
     for k in _DISTRIBUTED_ENV:
         os.environ.pop(k, None)
     torch.set_num_threads(threads)
+    signal.signal(signal.SIGINT, _end_quietly)
     _exit_with_parent(parent)
 
 
