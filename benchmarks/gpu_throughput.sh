@@ -19,17 +19,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-results/gpu/new}"
 mkdir -p "$out"
-exec > >(tee "$out/run.log") 2>&1
 deadline=$((SECONDS + ${BUDGET_S:-540}))
-if [ -d .whl ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-        || exit 1
-    export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" HF_HUB_OFFLINE=1 DS_ACCELERATOR=cuda PYTHONUNBUFFERED=1
-export TORCH_CUDA_ARCH_LIST=9.0a
-nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader
-python3 -c "import sys, torch, deepspeed, transformers; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'deepspeed', deepspeed.__version__, 'transformers', transformers.__version__)"
 
 part() {  # part SECONDS COMMAND...: run with the smaller of its limit and what the deadline leaves
     local left=$((deadline - SECONDS)) limit=$1
@@ -39,16 +29,30 @@ part() {  # part SECONDS COMMAND...: run with the smaller of its limit and what 
     echo "== $(date +%T) limit ${limit}s: $*"
     timeout "$limit" "$@" || echo "== stopped: status $?"
 }
-bench="python3 benchmarks/bench_gpu.py --precisions bf16 --steps 1"
-order="gpt bert-large bert-base elmo"
-part 120 $bench --engines deepspeed --families $order --out "$out/bench_engines_deepspeed.json"
-part 100 $bench --engines torch --families $order --profile-dir "$out/profiles" --out "$out/bench_engines_torch.json"
-part 80 python3 benchmarks/bench_gpu.py --compare-steps 200 --engines torch --families $order --micro-batch 32 \
-    --elmo-micro-batch 32 --out "$out/engine_losses.json"
-part 130 $bench --engines torch-compile --families gpt bert-large bert-base --out "$out/bench_compile.json"
-part 60 $bench --engines torch --families gpt bert-large bert-base --model-option vocab_multiple=64 \
-    --out "$out/bench_vocab64.json"
-part 60 python3 -m pytest -q -m gpu tests/test_gpu.py -k "torch_engine" -p no:cacheprovider 2>&1 | tail -15 \
-    | tee "$out/gpu_tests.log"
-[ -d "$out/profiles" ] && tar -czf "$out/profiles.tar.gz" -C "$out" profiles && rm -rf "$out/profiles"
-echo "== done at $SECONDS s"
+
+main() {
+    if [ -d .whl ]; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+            || exit 1
+        export PYTHONPATH=/tmp/site
+    fi
+    export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" HF_HUB_OFFLINE=1 DS_ACCELERATOR=cuda PYTHONUNBUFFERED=1
+    export TORCH_CUDA_ARCH_LIST=9.0a
+    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader
+    python3 -c "import sys, torch, deepspeed, transformers; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'deepspeed', deepspeed.__version__, 'transformers', transformers.__version__)"
+
+    bench="python3 benchmarks/bench_gpu.py --precisions bf16 --steps 1"
+    order="gpt bert-large bert-base elmo"
+    part 120 $bench --engines deepspeed --families $order --out "$out/bench_engines_deepspeed.json"
+    part 100 $bench --engines torch --families $order --profile-dir "$out/profiles" --out "$out/bench_engines_torch.json"
+    part 80 python3 benchmarks/bench_gpu.py --compare-steps 200 --engines torch --families $order --micro-batch 32 \
+        --elmo-micro-batch 32 --out "$out/engine_losses.json"
+    part 130 $bench --engines torch-compile --families gpt bert-large bert-base --out "$out/bench_compile.json"
+    part 60 $bench --engines torch --families gpt bert-large bert-base --model-option vocab_multiple=64 \
+        --out "$out/bench_vocab64.json"
+    part 60 python3 -m pytest -q -m gpu tests/test_gpu.py -k "torch_engine" -p no:cacheprovider 2>&1 | tail -15 \
+        | tee "$out/gpu_tests.log"
+    if [ -d "$out/profiles" ]; then tar -czf "$out/profiles.tar.gz" -C "$out" profiles && rm -rf "$out/profiles"; fi
+    echo "== done at $SECONDS s"
+}
+main 2>&1 | tee "$out/run.log"
