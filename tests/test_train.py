@@ -244,6 +244,16 @@ def test_precision_picks_the_deepspeed_config(monkeypatch):
     from twotower_lib.deepspeed_setup import ds_precision
 
     assert ds_precision(deepspeed_config(tcfg(precision="auto"))) == "fp32"        # CPU: fp32 weights
+    # CPU autocast only when asked for: `auto` is fp32 even with native bf16 and AMX tiles
+    from twotower_lib.deepspeed_setup import use_bf16_autocast
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True, raising=False)
+    assert not use_bf16_autocast(tcfg(model="gpt", precision="auto"))
+    assert use_bf16_autocast(tcfg(model="gpt", precision="bf16"))
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)
+    with pytest.raises(UserError, match="no native bf16"):
+        use_bf16_autocast(tcfg(model="gpt", precision="bf16"))
     with pytest.raises(UserError, match="fp16 needs a GPU"):
         deepspeed_config(tcfg(precision="fp16"))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

@@ -169,24 +169,17 @@ def deepspeed_config(tcfg: TrainConfig) -> dict[str, Any]:
 def use_bf16_autocast(tcfg: TrainConfig) -> bool:
     """Whether to train under CPU bf16 autocast; GPUs use the DeepSpeed config's fp16/bf16 instead.
 
-    `auto` is a fixed rule per machine (so a seed still fixes the result): bf16 for the transformer
-    families on CPUs with AMX tiles, whose bf16 matmuls are several times faster than fp32.
-    On AVX-512-BF16 CPUs without AMX, bf16 matmuls are slower than fp32 and nn.LSTM under autocast
-    slower still (`benchmarks/bench_train.py` measures it), so those CPUs and ELMo stay fp32.
+    Only when asked for (`--precision bf16`): `auto` is fp32 on every CPU, as the probe's is, so that a
+    seed gives the same run whichever CPU trains it, up to float rounding (bf16 rounding moves the
+    weights, and through them the probes; `results/probe/precision.json` measured how far for the
+    probe's dtype). On CPUs with AMX tiles bf16 matmuls are several times faster than fp32
+    (`benchmarks/bench_train.py` measures it): ask for bf16 there.
     """
-    if torch.cuda.is_available() or tcfg.precision == "fp32":
+    if torch.cuda.is_available() or tcfg.precision != "bf16":
         return False
-    if tcfg.precision == "bf16":
-        if not (torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()):
-            raise UserError("--precision bf16 asked for, but this CPU has no native bf16 support; use fp32 or auto")
-        return True
-    return cpu_bf16_pays_off() and tcfg.model != "elmo"
-
-
-def cpu_bf16_pays_off() -> bool:
-    """True on CPUs with native bf16 *and* AMX tiles: only there do bf16 matmuls beat fp32."""
-    native = torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
-    return bool(native and torch.cpu._is_amx_tile_supported())
+    if not (torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()):
+        raise UserError("--precision bf16 asked for, but this CPU has no native bf16 support; use fp32 or auto")
+    return True
 
 
 # ----------------------------------------------------------------------------- after training

@@ -340,7 +340,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--final-lr-fraction", type=float, default=0.0,
                    help="the linear decay ends at this fraction of the peak (default 0; 1 = constant after warm-up)")
     p.add_argument("--precision", default="auto", choices=PRECISIONS,
-                   help="CPU: bf16 autocast where the CPU has native bf16 (auto), or force fp32/bf16. "
+                   help="CPU: fp32 (auto), or bf16 autocast where the CPU has native bf16 (faster with AMX). "
                         "GPU: bf16 (auto), fp16 with loss scaling (the paper's), or fp32")
     p.add_argument("--engine", default="deepspeed", choices=ENGINES,
                    help="deepspeed (default; several processes through its launcher) or torch: one process, plain "
