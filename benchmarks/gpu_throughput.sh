@@ -14,7 +14,7 @@
 #   6. the torch-engine GPU tests (gpu_tests.log).
 # Everything lands in $OUT/ (or results/gpu/new/); run.log holds the whole output and the versions.
 # The device cannot reach the package registries: carry DeepSpeed, transformers and their missing
-# dependencies as wheels in .whl/ (results/gpu/README.md says which).
+# dependencies as wheels in .whl/ (results/gpu/README.md says which; benchmarks/gpu_env.sh installs them).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-results/gpu/new}"
@@ -31,15 +31,7 @@ part() {  # part SECONDS COMMAND...: run with the smaller of its limit and what 
 }
 
 main() {
-    if [ -d .whl ]; then
-        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-            || exit 1
-        export PYTHONPATH=/tmp/site
-    fi
-    export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" HF_HUB_OFFLINE=1 DS_ACCELERATOR=cuda PYTHONUNBUFFERED=1
-    export TORCH_CUDA_ARCH_LIST=9.0a
-    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader
-    python3 -c "import sys, torch, deepspeed, transformers; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'deepspeed', deepspeed.__version__, 'transformers', transformers.__version__)"
+    source benchmarks/gpu_env.sh
 
     bench="python3 benchmarks/bench_gpu.py --precisions bf16 --steps 1"
     order="gpt bert-large bert-base elmo"
