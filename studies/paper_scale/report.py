@@ -59,6 +59,52 @@ def bench_markdown(path: Path = RESULTS / "bench_gpu.json", baseline: Path | Non
             f"profile's); measured {bench['created'][:10]}.*\n")
 
 
+# The throughput issue's goals: model FLOPs utilisation on one GPU at the paper's batch, bf16.
+MFU_GOALS = {"gpt": 0.40, "bert-large": 0.35, "bert-base": 0.25, "elmo": 0.45}
+
+
+def engines_markdown(folder: Path = RESULTS / "engines") -> str:
+    """Every row of the engine benches in `folder` (`benchmarks/gpu_throughput.sh`: the paper's 3,840 sequences
+    a step, each engine and lever alone), with the goal beside each model's utilisation."""
+    files = sorted(folder.glob("bench*.json"))
+    if not files:
+        return "*Not measured: run `benchmarks/gpu_throughput.sh` on a GPU.*\n"
+    head = ("| Model | Engine | Lever | Tokens/s | Model FLOPs utilisation | Goal | Optimizer step | GPU busy | "
+            "Peak memory (GiB) | Paper budget, 1 GPU (h) | File |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+    rows = []
+    for f in files:
+        for r in read_json(f)["rows"]:
+            if "error" in r:
+                rows.append(f"| {r['model']} | {r['engine']} | failed: {r['error']} |" + " |" * 8)
+                continue
+            lever = ", ".join(f"{k}={v}" for k, v in r["model_options"].items()) or "—"
+            busy = r.get("profile", {}).get("device_busy")
+            rows.append(f"| {r['model']} | {r['engine']} | {lever} | {r['tokens_per_s']:,.0f} | {100 * r['mfu']:.1f}% | "
+                        f"{100 * MFU_GOALS[r['model']]:.0f}% | {100 * r['optimizer_step_s'] / r['step_s']:.1f}% | "
+                        f"{'—' if busy is None else f'{100 * busy:.0f}%'} | {r['peak_memory_gib']:.1f} | "
+                        f"{r['paper_hours_1gpu']:.0f} | `{f.name}` |")
+    first = read_json(files[0])
+    return (head + "\n".join(rows) + f"\n\n*{first['device']}, driver {first['driver']}, CUDA {first['cuda']}, torch "
+            f"{first['packages'].get('torch')}, DeepSpeed {first['packages'].get('deepspeed')}; "
+            f"{first['rows'][0]['sequences_per_step']} sequences a step; dense peak {first['peak_flops'] / 1e12:.0f} "
+            f"TFLOP/s; measured {first['created'][:10]}.*\n")
+
+
+def engine_losses_markdown(folder: Path = RESULTS / "engines") -> str:
+    """The torch engine's training losses against DeepSpeed's from the same weights and batches, per model."""
+    rows = []
+    for f in sorted(folder.glob("engine_losses*.json")):
+        for model, c in read_json(f)["compared"].items():
+            for engine, worst in c["max_abs_diff"].items():
+                final = c["curves"]["deepspeed"][-1]
+                rows.append(f"| {model} | {engine} | {c['steps']} | {worst:.4f} | "
+                            f"{c['mean_abs_diff_last_50'][engine]:.4f} | {final:.2f} |")
+    if not rows:
+        return "*Not measured: run `benchmarks/gpu_throughput.sh` on a GPU.*\n"
+    return ("| Model | Engine | Steps | Largest difference (nats) | Mean difference, last 50 steps | DeepSpeed's last "
+            "loss |\n|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n")
+
+
 def numbers(results: Path = RESULTS) -> dict[str, str]:
     """The `{{ gpu_... }}` numbers of the paper-scale page's prose, from the committed bench and cases:
     how much the transformer families' utilisation rose from 64 sequences a step to the bench's, a
@@ -121,8 +167,11 @@ def write_book(results: Path = RESULTS) -> Path:
     """The page's parts and numbers into `results/book.json`, from the committed logs and results."""
     from twotower_lib.book import study_parts
 
-    inputs = sorted(results.glob("gpu_tests_run*.log")) + [results / n for n in INPUTS if (results / n).is_file()]
+    inputs = (sorted(results.glob("gpu_tests_run*.log")) + [results / n for n in INPUTS if (results / n).is_file()]
+              + sorted((results / "engines").glob("*.json")))
     parts = {"GPU_TESTS": tests_markdown(results), "GPU_BENCH": bench_markdown(results / "bench_gpu.json",
                                                                                results / "bench_gpu_micro64.json"),
+             "GPU_ENGINES": engines_markdown(results / "engines"),
+             "GPU_ENGINE_LOSSES": engine_losses_markdown(results / "engines"),
              "GPU_TABLE2": table2_markdown(results / "paper_cases.json")}
     return study_parts.write(results, parts, numbers(results), inputs, "python -m studies.paper_scale book")
