@@ -177,9 +177,9 @@ def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str
 def cpu_features() -> dict[str, Any]:
     """The CPU's model name and the vector units its kernels choose by (Linux; empty elsewhere).
 
-    Why recorded: torch picks its matmul kernels by the instruction set, and the trainer's `auto` precision
-    picks bf16 autocast only where the CPU has native bf16 units, so two machines can compute a seed's result
-    differently; the record says which kind of machine made it."""
+    Why recorded: torch picks its matmul kernels by the instruction set, so two machines compute a seed's
+    result with different float rounding, and bf16 (asked for) runs only where the CPU has native bf16 units;
+    the record says which kind of machine made it."""
     try:
         text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
     except OSError:
