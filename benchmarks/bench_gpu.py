@@ -1,8 +1,8 @@
 """Training throughput on one GPU at Table 1 sizes, through the trainer's own engines and DeepSpeed configs.
 
     python benchmarks/bench_gpu.py [--families elmo gpt bert-base bert-large] [--precisions bf16 fp16]
-        [--engines deepspeed torch torch-compile] [--released] [--micro-batch 256] [--sequences-per-step 3840]
-        [--model-option vocab_multiple=64] [--profile-dir DIR] [--single-tower] [--peak-tflops 989] [--out FILE.json]
+        [--engines deepspeed torch torch-compile] [--released] [--micro-batch 256]
+        [--sequences-per-step 3840] [--model-option vocab_multiple=64] [--label-bucket 1024] [--profile-dir DIR] [--single-tower] [--peak-tflops 989] [--out FILE.json]
 
 For each two-tower model (the `paper-*` presets, and with --released the released code's shapes), engine
 and precision it runs optimizer steps of the paper's 3,840 sequences (micro-batches accumulated; AdamW,
@@ -17,7 +17,8 @@ the paper's vocabulary and prints
   - with --single-tower, a two-tower step / two single-tower steps of the same tower width,
   - the projected wall time of the paper profile's token budget per case on 1 and on 6 such GPUs
     (6: perfect data-parallel scaling assumed, an upper bound on speed).
-`--model-option` sets a ModelConfig field for every model: one lever measured alone.
+`--model-option` sets a ModelConfig field for every model, `--label-bucket` the trainer's padding of the
+predicted positions: one lever measured alone.
 Without a CUDA GPU it says so and exits with status 0.
 """
 
@@ -37,6 +38,7 @@ from pathlib import Path
 import torch
 
 from model_flops import random_batch, step_flops  # benchmarks/model_flops.py
+from twotower_lib.train_config import ENGINES
 
 FAMILIES = {"elmo": "elmo", "gpt": "gpt", "bert-base": "bert", "bert-large": "bert"}
 # Dense bf16/fp16 tensor-core peaks (no sparsity), TFLOP/s, by a substring of torch's device name.
@@ -69,7 +71,7 @@ def trainer_engine(cfg, precision: str, micro: int, engine_name: str, accum: int
 
 
 def measure(cfg, precision: str, micro: int, steps: int, engine_name: str = "deepspeed", accum: int = 1,
-            profile_to: Path | None = None) -> dict:
+            profile_to: Path | None = None, label_bucket: int = 1) -> dict:
     """Tokens/s and peak memory of optimizer steps of `micro` x `accum` sequences with the trainer's config for
     `precision`, through the trainer's own engine (`train.build_engine`: DeepSpeed's, or the torch engine) and
     its autocast rule. One optimizer step warms up; `steps` are timed. Each micro-batch is timed with device
@@ -79,12 +81,11 @@ def measure(cfg, precision: str, micro: int, steps: int, engine_name: str = "dee
     torch.cuda.reset_peak_memory_stats()
     model, engine, autocast = trainer_engine(cfg, precision, micro, engine_name, accum)
     flops = step_flops(model, cfg, micro, "cuda") * accum
-    batches = [random_batch(cfg, micro, s, engine.device) for s in range(min(accum, 8))]
+    batches = [random_batch(cfg, micro, s, engine.device, label_bucket) for s in range(min(accum, 8))]
 
     def micro_step(i: int) -> None:
-        inputs, labels = batches[i % len(batches)]
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
-            loss, _ = engine(inputs, labels, only_labeled=True)
+            loss, _ = engine(*batches[i % len(batches)])
         engine.backward(loss)
         engine.step()
 
@@ -139,7 +140,8 @@ def profile_micro_step(micro_step, path: Path) -> dict:
     return {"wall_s": wall, "kernels": len(kernels), "kernel_s": device_s, "device_busy": device_s / wall}
 
 
-def loss_curves(cfg, precision: str, micro: int, steps: int, engines: tuple[str, ...] = ("torch",)) -> dict:
+def loss_curves(cfg, precision: str, micro: int, steps: int, engines: tuple[str, ...] = ("torch",),
+                label_bucket: int = 1) -> dict:
     """The first `steps` training losses of DeepSpeed's engine and of each of `engines` from the same initial
     weights and the same batches at a constant rate: the numerics of the torch engine (fp32 weights, bf16
     autocast; compiled or not) against DeepSpeed's (bf16 weights, fp32 master copies), at the model's real size."""
@@ -150,9 +152,9 @@ def loss_curves(cfg, precision: str, micro: int, steps: int, engines: tuple[str,
             group["lr"] = 1e-4
         losses = []
         for s in range(steps):
-            inputs, labels = random_batch(cfg, micro, 10_000 + s, engine.device)
+            batch = random_batch(cfg, micro, 10_000 + s, engine.device, label_bucket)
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
-                loss, _ = engine(inputs, labels, only_labeled=True)
+                loss, _ = engine(*batch)
             engine.backward(loss)
             engine.step()
             losses.append(loss.detach().float())
@@ -170,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
     p.add_argument("--precisions", nargs="+", default=["bf16", "fp16"], choices=["bf16", "fp16", "fp32"])
-    p.add_argument("--engines", nargs="+", default=["deepspeed"], choices=["deepspeed", "torch", "torch-compile"],
+    p.add_argument("--engines", nargs="+", default=["deepspeed"], choices=list(ENGINES),
                    help="the trainer's engines to measure (`--engine` of `train`; torch engines: bf16 and fp32 only)")
     p.add_argument("--released", action="store_true", help="also the released code's shapes (released-* presets)")
     p.add_argument("--micro-batch", type=int, default=256,
@@ -185,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="a ModelConfig field for every model, e.g. vocab_multiple=64 or fuse_towers=true (a lever alone)")
     p.add_argument("--profile-dir", type=Path, default=None,
                    help="after timing, profile one micro-batch per configuration and write its kernel table here")
+    p.add_argument("--label-bucket", type=int, default=1,
+                   help="the predicted positions padded to a multiple of this (`train --label-bucket`): BERT's shapes "
+                        "repeat, so torch-compile compiles once")
     p.add_argument("--vocab-size", type=int, default=30522)
     p.add_argument("--steps", type=int, default=10, help="timed steps per configuration")
     p.add_argument("--peak-tflops", type=float, default=None,
@@ -219,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
             cfg = preset(name_preset, FAMILIES[label], vocab_size=args.vocab_size, seq_len=128, **options)
             micro = args.elmo_micro_batch if FAMILIES[label] == "elmo" else args.micro_batch
             others = tuple(e for e in args.engines if e != "deepspeed") or ("torch",)
-            compared[label] = c = loss_curves(cfg, "bf16", micro, args.compare_steps, others)
+            compared[label] = c = loss_curves(cfg, "bf16", micro, args.compare_steps, others, args.label_bucket)
             for e in others:
                 print(f"{label:12} {args.compare_steps} steps: max |loss_{e} - loss_deepspeed| = "
                       f"{c['max_abs_diff'][e]:.4f}, mean of the last 50 = {c['mean_abs_diff_last_50'][e]:.4f}", flush=True)
@@ -245,11 +250,12 @@ def main(argv: list[str] | None = None) -> int:
             micro = args.elmo_micro_batch if model_type == "elmo" else args.micro_batch
             accum = max(1, args.sequences_per_step // micro)
             row = {"model": label, "preset": name_preset, "precision": precision, "engine": engine_name,
-                   "micro_batch": micro, "model_options": options}
+                   "micro_batch": micro, "model_options": options, "label_bucket": args.label_bucket}
             profile_to = (args.profile_dir / f"{label}_{engine_name}_{precision}.txt") if args.profile_dir else None
             try:
-                two = measure(cfg, precision, micro, args.steps, engine_name, accum, profile_to)
-                one = (measure(dataclasses.replace(cfg, towers=1), precision, micro, args.steps, engine_name, accum)
+                two = measure(cfg, precision, micro, args.steps, engine_name, accum, profile_to, args.label_bucket)
+                one = (measure(dataclasses.replace(cfg, towers=1), precision, micro, args.steps, engine_name, accum,
+                               label_bucket=args.label_bucket)
                        if args.single_tower else None)
             except Exception as e:  # report and go on: one family failing must not hide the others
                 row["error"] = f"{type(e).__name__}: {e}"[:300]

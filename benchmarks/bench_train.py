@@ -57,9 +57,9 @@ def make_step(cfg: ModelConfig, micro: int, bf16: bool, steps: int):
     batches = [random_batch(cfg, micro, s) for s in range(steps)]
 
     def run() -> None:
-        for inputs, labels in batches:
+        for batch in batches:
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                loss, _ = engine(inputs, labels, only_labeled=True)
+                loss, _ = engine(*batch)
             engine.backward(loss)
             engine.step()
 

@@ -21,7 +21,7 @@ import time
 def train_steps(model: str, preset: str, steps: int, vocab_size: int) -> float:
     import torch
 
-    from twotower_lib.models import build_model, make_batch
+    from twotower_lib.models import build_model, labeled_positions, make_batch
     from twotower_lib.models import preset as model_preset
 
     torch.manual_seed(0)
@@ -34,7 +34,7 @@ def train_steps(model: str, preset: str, steps: int, vocab_size: int) -> float:
     for _ in range(steps):
         ids = torch.randint(len(special), vocab_size, (32, cfg.seq_len), generator=g)
         inputs, labels = make_batch(cfg.model_type, ids, g, special, vocab_size)
-        loss, _ = net(inputs, labels, only_labeled=True)
+        loss, _ = net(inputs, *labeled_positions(labels))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

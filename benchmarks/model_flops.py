@@ -8,17 +8,19 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from twotower_lib.models import ModelConfig, make_batch
+from twotower_lib.train_batches import to_device
 
 SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
 
 
-def random_batch(cfg: ModelConfig, micro: int, seed: int, device: str | torch.device = "cpu"
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(inputs, labels) of `micro` random blocks for the family's objective."""
+def random_batch(cfg: ModelConfig, micro: int, seed: int, device: str | torch.device = "cpu", label_bucket: int = 1
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The model's arguments (inputs, labels, positions) for `micro` random blocks of the family's objective, on
+    `device` as the trainer moves them there (`train_batches.to_device`)."""
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(len(SPECIAL), cfg.vocab_size, (micro, cfg.seq_len), generator=g)
     inputs, labels = make_batch(cfg.model_type, ids, g, SPECIAL, cfg.vocab_size)
-    return inputs.to(device), labels.to(device)
+    return to_device(inputs, labels, torch.device(device), label_bucket)
 
 
 def lstm_flops_per_token(cfg: ModelConfig) -> float:
@@ -33,9 +35,9 @@ def lstm_flops_per_token(cfg: ModelConfig) -> float:
 
 def step_flops(model, cfg: ModelConfig, micro: int, device: str | torch.device = "cpu") -> float:
     """FLOPs of one forward + backward pass of `model` on one micro-batch (its gradients are cleared after)."""
-    inputs, labels = random_batch(cfg, micro, 0, device)
+    batch = random_batch(cfg, micro, 0, device)
     with FlopCounterMode(display=False) as counter:
-        loss, _ = model(inputs, labels, only_labeled=True)
+        loss, _ = model(*batch)
         loss.backward()
     model.zero_grad(set_to_none=True)
     return counter.get_total_flops() + lstm_flops_per_token(cfg) * micro * cfg.seq_len

@@ -11,7 +11,7 @@ import torch
 
 from twotower_lib.errors import UserError
 from tests import released_reference
-from twotower_lib.models import MODEL_TYPES, ModelConfig, TwoTowerLM, build_model, make_batch, preset
+from twotower_lib.models import MODEL_TYPES, ModelConfig, TwoTowerLM, build_model, labeled_positions, make_batch, preset
 
 SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
 V = 60
@@ -38,10 +38,13 @@ def test_shapes_and_loss(model_type, towers):
     assert logits.shape == (3, 32, V)
     # An untrained model predicts close to uniformly: loss near log(V).
     assert abs(loss.item() - torch.log(torch.tensor(float(V))).item()) < 0.5
-    # Decoding only the labelled positions gives the same loss.
-    loss2, logits2 = model(inputs, labels, only_labeled=True)
+    # Decoding only the labelled positions gives the same loss, padded to a multiple or not.
+    loss2, logits2 = model(inputs, *labeled_positions(labels))
     assert logits2.shape == ((labels != -100).sum().item(), V)
     torch.testing.assert_close(loss, loss2)
+    loss3, logits3 = model(inputs, *labeled_positions(labels, 64))
+    assert logits3.shape[0] % 64 == 0 and logits3.shape[0] > logits2.shape[0]
+    torch.testing.assert_close(loss, loss3)
 
 
 def test_decoder_is_tied_to_embedding():
@@ -156,6 +159,26 @@ def test_fused_towers_match_sequential(model_type):
 
 
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_padded_positions_give_the_same_gradients_and_are_found_on_the_host(model_type):
+    """The predicted positions padded to a multiple (`labeled_positions`; ignored labels at position 0): the
+    same gradients as decoding exactly the predicted ones, to rounding: a padded row's gradient is zero, only
+    the order of the sums over rows changes."""
+    model = tiny(model_type).train()
+    inputs, labels = make_batch(model_type, random_ids(), torch.Generator().manual_seed(1), SPECIAL, V)
+    grads = []
+    for multiple in (1, 64):
+        at, positions = labeled_positions(labels, multiple)
+        assert positions.shape == at.shape and positions.device.type == "cpu"
+        assert torch.equal(at[at != -100], labels[labels != -100]) and (at == -100).sum() == -len(at[at != -100]) % multiple
+        torch.manual_seed(0)
+        model.zero_grad()
+        model(inputs, at, positions)[0].backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
+    for name, g in grads[0].items():
+        torch.testing.assert_close(grads[1][name], g, rtol=1e-5, atol=1e-8, msg=name)
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_padded_vocabulary_gives_the_same_loss_logits_and_gradients(model_type):
     """`vocab_multiple` pads the decoder's columns with masked ones: the same model, to rounding."""
     model = tiny(model_type).train()
@@ -163,8 +186,8 @@ def test_padded_vocabulary_gives_the_same_loss_logits_and_gradients(model_type):
     padded.load_state_dict(model.state_dict())
     assert -V % 64  # the test's vocabulary is not already a multiple
     inputs, labels = make_batch(model_type, random_ids(), torch.Generator().manual_seed(1), SPECIAL, V)
-    for only_labeled in (False, True):
-        (loss, logits), (loss_p, logits_p) = (m(inputs, labels, only_labeled=only_labeled) for m in (model, padded))
+    for args in ((inputs, labels), (inputs, *labeled_positions(labels))):
+        (loss, logits), (loss_p, logits_p) = (m(*args) for m in (model, padded))
         assert logits_p.shape == logits.shape and logits.shape[-1] == V
         torch.testing.assert_close(logits_p, logits)
         torch.testing.assert_close(loss_p, loss)

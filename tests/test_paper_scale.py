@@ -176,7 +176,8 @@ def _bench_gpu_on_the_cpu(monkeypatch):
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     real_batch = bench.random_batch
-    monkeypatch.setattr(bench, "random_batch", lambda cfg, micro, seed, device="cpu": real_batch(cfg, micro, seed))
+    monkeypatch.setattr(bench, "random_batch", lambda cfg, micro, seed, device="cpu", label_bucket=1:
+                        real_batch(cfg, micro, seed, "cpu", label_bucket))
     monkeypatch.setattr(sys.modules["model_flops"], "random_batch", bench.random_batch)
     return bench
 
@@ -186,13 +187,14 @@ def test_the_gpu_bench_times_steps_of_accumulated_micro_batches(monkeypatch, tmp
     out = tmp_path / "bench.json"
     assert bench.main(["--families", "gpt", "bert-base", "--engines", "deepspeed", "torch", "--precisions", "fp32",
                        "--steps", "2", "--micro-batch", "4", "--sequences-per-step", "12",
-                       "--model-option", "vocab_multiple=64", "--out", str(out)]) == 0
+                       "--model-option", "vocab_multiple=64", "--label-bucket", "64", "--out", str(out)]) == 0
     rows = json.loads(out.read_text())["rows"]
     assert [(r["model"], r["engine"]) for r in rows] == [("gpt", "deepspeed"), ("bert-base", "deepspeed"),
                                                          ("gpt", "torch"), ("bert-base", "torch")]
     for r in rows:
         assert "error" not in r, r.get("error")
         assert r["accum"] == 3 and r["sequences_per_step"] == 12 and r["model_options"] == {"vocab_multiple": 64}
+        assert r["label_bucket"] == 64
         assert r["tokens_per_s"] == pytest.approx(12 * 32 / r["step_s"])  # the tiny preset's 32-token blocks
         assert 0 < r["micro_step_s"] < r["step_s"] and r["mfu"] > 0
     with pytest.raises(SystemExit, match="FIELD=VALUE"):
@@ -207,7 +209,7 @@ def test_the_gpu_bench_compares_the_engines_losses_step_by_step(monkeypatch, tmp
     monkeypatch.setattr(bench, "loss_curves", _in_fp32(bench.loss_curves))
     out = tmp_path / "losses.json"
     assert bench.main(["--families", "elmo", "bert-base", "--compare-steps", "6", "--engines", "torch",
-                       "--micro-batch", "4", "--elmo-micro-batch", "4", "--out", str(out)]) == 0
+                       "--micro-batch", "4", "--elmo-micro-batch", "4", "--label-bucket", "64", "--out", str(out)]) == 0
     compared = json.loads(out.read_text())["compared"]
     for family in ("elmo", "bert-base"):
         c = compared[family]
@@ -216,4 +218,4 @@ def test_the_gpu_bench_compares_the_engines_losses_step_by_step(monkeypatch, tmp
 
 
 def _in_fp32(loss_curves):
-    return lambda cfg, precision, micro, steps, engines: loss_curves(cfg, "fp32", micro, steps, engines)
+    return lambda cfg, precision, *rest: loss_curves(cfg, "fp32", *rest)

@@ -403,23 +403,29 @@ def test_every_artifact_says_which_kind_of_cpu_made_it():
 
 def test_the_compiled_torch_engine_trains_as_the_eager_one(tiny_data, tmp_path):
     """`--engine torch-compile`: the forward pass through torch.compile (a different kernel for the same maths)
-    against the eager torch engine on the same seed and data, BERT (whose masked positions break the graph):
-    every step's loss within ENGINE_LOSS_TOL, the same weights' file layout, the engine in the manifest."""
+    against the eager torch engine on the same seed and data, BERT with its predicted positions padded
+    (`label_bucket`), the eager run without: every step's loss within
+    ENGINE_LOSS_TOL, one graph for every micro-batch (no break, no recompilation: the shapes repeat), the same
+    weights' file layout, the engine in the manifest."""
     from torch._dynamo.utils import counters
 
+    torch._dynamo.reset()
     counters.clear()
     runs = {}
-    for engine in ("torch", "torch-compile"):
-        out = tmp_path / engine
-        train(tcfg("bert", engine=engine, max_steps=12, micro_batch=8, log_every_steps=1, eval_every_steps=100),
+    engine = "torch-compile"
+    for name, settings in (("eager", dict(engine="torch")), ("compiled", dict(engine=engine, label_bucket=256))):
+        out = tmp_path / name
+        train(tcfg("bert", max_steps=12, micro_batch=8, log_every_steps=1, eval_every_steps=100, **settings),
               tiny_data, out, show_progress=False)
         log = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
-        runs[engine] = ([r["loss"] for r in log if "loss" in r], weights(out / "model.safetensors"),
-                        json.loads((out / "manifest.json").read_text()))
-    (e_loss, e_w, _), (c_loss, c_w, c_manifest) = runs["torch"], runs["torch-compile"]
-    assert len(e_loss) == len(c_loss) == 12 and counters["stats"]["unique_graphs"] > 0    # it did compile
+        runs[name] = ([r["loss"] for r in log if "loss" in r], weights(out / "model.safetensors"),
+                      json.loads((out / "manifest.json").read_text()))
+    (e_loss, e_w, _), (c_loss, c_w, c_manifest) = runs["eager"], runs["compiled"]
+    assert len(e_loss) == len(c_loss) == 12 and counters["stats"]["unique_graphs"] == 1
     assert max(abs(a - b) for a, b in zip(e_loss, c_loss)) < ENGINE_LOSS_TOL
     assert sorted(e_w) == sorted(c_w) and max(float((e_w[k] - c_w[k]).abs().max()) for k in e_w) < 1e-4
-    assert c_manifest["engine"] == "torch-compile" and c_manifest["precision"] == "fp32"
+    assert c_manifest["engine"] == engine and c_manifest["precision"] == "fp32"
     with pytest.raises(UserError, match="fp16 with loss scaling"):
-        tcfg(engine="torch-compile", precision="fp16").validate()
+        tcfg(engine=engine, precision="fp16").validate()
+    with pytest.raises(UserError, match="--label-bucket must be a positive integer"):
+        tcfg(engine=engine, label_bucket=0).validate()

@@ -9,9 +9,12 @@ This engine keeps the surface `train` uses (`engine(inputs, labels)`, `backward`
 optimizer's parameters, `gradient_clipping`, `gradient_accumulation_steps`), so a run has one
 configuration either way. Several processes or nodes stay with DeepSpeed and its launcher.
 
-With `compile` (`--engine torch-compile`) the forward pass runs through `torch.compile` (the model's own
-parameters, so weights and checkpoints are the same files); BERT's masked positions are a data-dependent
-selection, where the compiled graph breaks.
+With `--engine torch-compile` the forward pass runs through `torch.compile` (the model's own parameters, so
+weights and checkpoints are the same files). It compiles once when a micro-batch's shapes repeat: BERT predicts
+a random number of positions, which `train --label-bucket` pads to a multiple (ignored labels); then GPT's and
+BERT's forward passes are one graph each. ELMo's LSTMs are not traced (the graph breaks around them). CUDA
+graphs (torch.compile's "reduce-overhead") are not offered: with gradient accumulation PyTorch's CUDA graph
+trees overwrite or take over the accumulated gradients (pytorch/pytorch#169545).
 
 Semantics as DeepSpeed's at stage 0: the loss is divided by the accumulation steps in `backward`;
 `step` counts micro-batches and, at each accumulation boundary, clips the gradients' global norm,

@@ -45,7 +45,7 @@ from twotower_lib.deepspeed_setup import (any_rank, deepspeed_config, ds_precisi
 from twotower_lib.errors import UserError
 from twotower_lib.models import MODEL_TYPES, PRESETS, ModelConfig, build_model, preset, snapshot_name
 from twotower_lib.models.config import released_options
-from twotower_lib.train_batches import BlockOrder, evaluate, micro_batch, seed_of
+from twotower_lib.train_batches import BlockOrder, evaluate, micro_batch, seed_of, to_device
 from twotower_lib.torch_engine import TorchEngine
 from twotower_lib.train_config import ENGINES, PRECISIONS, TrainConfig, lr_at, next_snapshot
 
@@ -253,9 +253,10 @@ def _step(run: _Run, order: BlockOrder, lr: float) -> float:
     step_loss = torch.zeros((), dtype=torch.float64, device=engine.device)
     for j in range(run.accum):
         inputs, labels = micro_batch(run.data, order, run.tcfg, step, j, run.rank, run.world, run.micro, run.accum)
+        batch = to_device(inputs, labels, engine.device, run.tcfg.label_bucket)
         torch.manual_seed(seed_of(run.tcfg.seed, "dropout", step, j * run.world + run.rank))
         with torch.autocast(engine.device.type, dtype=torch.bfloat16, enabled=run.autocast):
-            loss, _ = engine(inputs.to(engine.device), labels.to(engine.device), only_labeled=True)
+            loss, _ = engine(*batch)
         step_loss += loss.detach().double() / run.accum
         engine.backward(loss)
         engine.step()
@@ -346,10 +347,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="deepspeed (default; several processes through its launcher) or torch: one process, plain "
                         "AdamW with fp32 weights and gradients, bf16 autocast on GPUs, from the same JSON config; "
                         "torch-compile: the same with the forward pass compiled (torch.compile; the first steps "
-                        "compile)")
+                        "compile; with --label-bucket, once)")
     p.add_argument("--vocab-multiple", type=int, default=1,
                    help="pad the decoder's output columns to a multiple of this, masked (the same loss): 64 aligns "
                         "the bf16 matrix products on GPUs")
+    p.add_argument("--label-bucket", type=int, default=1,
+                   help="decode a micro-batch's predicted positions padded to a multiple of this (ignored labels, the "
+                        "same loss), so that BERT's steps repeat their shapes: with torch-compile, e.g. 1024")
     p.add_argument("--deepspeed-config", default=None,
                    help="DeepSpeed JSON (default: configs/deepspeed_cpu.json; on a GPU the one for --precision)")
     p.add_argument("--eval-every-steps", type=int, default=100)
@@ -382,7 +386,8 @@ def main(args: argparse.Namespace) -> int:
         eval_every_steps=args.eval_every_steps, checkpoint_every_s=parse_duration(args.checkpoint_every),
         checkpoint_every_steps=args.checkpoint_every_steps, snapshot_every_tokens=args.snapshot_every_tokens,
         deepspeed_config=args.deepspeed_config, data=str(args.data), as_released=args.as_released,
-        world_size=args.world_size, engine=args.engine, vocab_multiple=args.vocab_multiple)
+        world_size=args.world_size, engine=args.engine, vocab_multiple=args.vocab_multiple,
+        label_bucket=args.label_bucket)
     summary = train(tcfg, load_prepared(args.data), args.out, resume=args.resume)
     if int(os.environ.get("RANK", "0")) == 0:
         print(f"trained {summary['steps']} steps ({summary['tokens_seen']} tokens) in "

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from twotower_lib.models import TwoTowerLM, make_batch
+from twotower_lib.models import TwoTowerLM, labeled_positions, make_batch
 from twotower_lib.train_config import TrainConfig
 
 
@@ -52,6 +52,17 @@ def micro_batch(data, order: BlockOrder, tcfg: TrainConfig, step: int, micro: in
     return make_batch(tcfg.model, ids, g, data.special_ids, data.vocab_size)
 
 
+def to_device(inputs: torch.Tensor, labels: torch.Tensor, device: torch.device, multiple: int = 1
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A host micro-batch as the model's arguments on `device`: (inputs, labels, positions), the labels and
+    positions those of the predicted positions (`labeled_positions`, padded to `multiple`). To a GPU the
+    copies go from pinned memory without waiting, so the host builds the next batch while the device works."""
+    labels, positions = labeled_positions(labels, multiple)
+    if device.type == "cuda":
+        return tuple(t.pin_memory().to(device, non_blocking=True) for t in (inputs, labels, positions))
+    return inputs.to(device), labels.to(device), positions.to(device)
+
+
 @torch.no_grad()
 def evaluate(model: TwoTowerLM, data, tcfg: TrainConfig, batch_size: int, autocast: bool) -> float:
     """Mean validation cross-entropy per predicted token over a fixed set of blocks and masks."""
@@ -68,7 +79,7 @@ def evaluate(model: TwoTowerLM, data, tcfg: TrainConfig, batch_size: int, autoca
         if k == 0:
             continue
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
-            loss, _ = model(inputs.to(device), labels.to(device), only_labeled=True)
+            loss, _ = model(*to_device(inputs, labels, device))
         total, count = total + float(loss) * k, count + k
     model.train(was_training)
     return total / max(count, 1)

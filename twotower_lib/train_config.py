@@ -47,6 +47,8 @@ class TrainConfig:
                                         # (`torch_engine`), the same JSON config's optimizer and clipping;
                                         # "torch-compile": the same with the forward pass torch.compile'd
     vocab_multiple: int = 1             # the decoder's columns padded to a multiple of this (ModelConfig.vocab_multiple)
+    label_bucket: int = 1               # a micro-batch's predicted positions padded to a multiple of this
+                                        # (models.labeled_positions): the same loss, shapes that repeat
 
     @staticmethod
     def steps_for(tokens: int, micro_batch: int, seq_len: int, grad_accum: int = 1, world_size: int = 1) -> int:
@@ -82,8 +84,10 @@ class TrainConfig:
             raise UserError(f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if self.engine not in ENGINES:
             raise UserError(f"--engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
-        if not isinstance(self.vocab_multiple, int) or self.vocab_multiple < 1:
-            raise UserError(f"--vocab-multiple must be a positive integer (1: no padding), got {self.vocab_multiple!r}")
+        for name in ("vocab_multiple", "label_bucket"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise UserError(f"--{name.replace('_', '-')} must be a positive integer (1: no padding), got {v!r}")
         if self.engine != "deepspeed" and self.precision == "fp16":
             raise UserError("--engine torch trains in bf16 or fp32; fp16 with loss scaling (the paper's) needs "
                             "--engine deepspeed")

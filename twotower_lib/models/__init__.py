@@ -4,6 +4,7 @@
     model = build_model(cfg)
     input_ids, labels = make_batch("gpt", ids, generator, data.special_ids, data.vocab_size)
     loss, logits = model(input_ids, labels)
+    loss, _ = model(input_ids, *labeled_positions(labels))   # decode only the predicted positions
     states = model.tower_states(input_ids)          # (B, T, k, H): what the probes read
     model, cfg = load_model("runs/gpt-s1")           # final weights, or snapshot="tokens-..."
 """
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from twotower_lib.models.two_tower import TwoTowerLM
 
 __all__ = ["MODEL_TYPES", "PAPER_PRESETS", "PRESETS", "ModelConfig", "TwoTowerLM", "build_model",
-           "list_snapshots", "load_embedding", "load_model", "make_batch", "preset", "snapshot_name", "weights_path"]
+           "labeled_positions", "list_snapshots", "load_embedding", "load_model", "make_batch", "preset", "snapshot_name", "weights_path"]
 
 IGNORE = -100  # label value for "nothing to predict here" (torch's cross-entropy default)
 
@@ -96,6 +97,24 @@ def make_batch(model_type: str, ids: torch.Tensor, generator: torch.Generator, s
     to_random = chosen & (branch >= 0.8) & (branch < 0.9)
     inputs[to_random] = random_tokens[to_random]
     return inputs, labels
+
+
+def labeled_positions(labels: torch.Tensor, multiple: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """The labels of the predicted positions of `labels` (B, T), and those positions as flat indices into B*T:
+    both (N',), in the order `TwoTowerLM.forward` takes them after the inputs.
+
+    N' is the number of labels rounded up to `multiple`; the padding points at position 0 with the label
+    IGNORE, so the loss is the same. Found where the labels are (on the host in training), the selection
+    on the device waits for nothing; with `multiple` > 1 the decoder's shapes repeat from batch to batch,
+    which is what torch.compile and CUDA graphs need (BERT predicts a random number of positions).
+    """
+    import torch
+
+    flat = labels.reshape(-1)
+    positions = (flat != IGNORE).nonzero().squeeze(1)
+    pad = -positions.numel() % multiple
+    return (torch.cat([flat[positions], flat.new_full((pad,), IGNORE)]),
+            torch.cat([positions, positions.new_zeros(pad)]))
 
 
 def snapshot_name(tokens: int) -> str:

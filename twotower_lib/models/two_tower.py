@@ -122,18 +122,17 @@ class TwoTowerLM(nn.Module):
         return F.linear(h, weight) + bias                                   # (..., V')
 
     def forward(self, input_ids: torch.Tensor, labels: torch.Tensor | None = None,
-                only_labeled: bool = False) -> tuple[torch.Tensor | None, torch.Tensor]:
-        """Logits (B, T, V) and, with `labels` (-100 = not predicted), the mean cross-entropy.
+                positions: torch.Tensor | None = None) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """Logits and, with `labels` (-100 = not predicted), the mean cross-entropy.
 
-        `only_labeled=True` decodes only the positions with a label (logits (N, V)): the tied
-        decoder is the largest matmul in small models, and BERT predicts only ~15% of positions.
+        Without `positions`: logits (B, T, V) for labels (B, T). With `positions` (N,), flat indices into
+        the B*T positions (`models.labeled_positions`), only those are decoded: logits (N, V) for labels
+        (N,). The tied decoder is the largest matmul in small models, and BERT predicts only ~15% of
+        positions.
         """
         states = self.tower_states(input_ids)                               # (B, T, k, H)
-        if only_labeled:
-            if labels is None:
-                raise ValueError("only_labeled=True needs labels")
-            keep = labels != -100
-            states, labels = states[keep], labels[keep]                     # (N, k, H), (N,)
+        if positions is not None:
+            states = states.flatten(0, 1).index_select(0, positions)        # (N, k, H)
         logits = self._padded_logits(states)                                # (..., V')
         loss = None
         if labels is not None:
