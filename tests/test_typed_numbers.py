@@ -2,7 +2,7 @@
 
 A number a reader sees in the book comes from a run or from `results/` through code (a notebook's
 output, or a placeholder a build fills). This test scans the prose a person writes — the book's
-pages, the markdown cells of the notebooks, the README outside its generated block — for
+pages, the markdown cells of the notebooks, the README outside its generated blocks — for
 result-like numbers: decimals, percentages, and counts or durations with units. The paper's own
 values, equation and section numbers, years and a few design constants are allowed.
 
@@ -42,7 +42,7 @@ def prose(path: Path) -> str:
     if path.suffix == ".py":
         cells = re.split(r"^# %%", text, flags=re.M)
         text = "\n".join(re.sub(r"^# ?", "", c, flags=re.M) for c in cells if c.startswith(" [markdown]"))
-    text = re.sub(r"<!-- VERDICTS:start -->.*?<!-- VERDICTS:end -->", "", text, flags=re.S)
+    text = re.sub(r"<!-- (\w+):start -->.*?<!-- \1:end -->", "", text, flags=re.S)  # the generated blocks
     for pattern in STRIP:
         text = pattern.sub(" ", text)
     return text

@@ -90,6 +90,38 @@ def engines_markdown(folder: Path = RESULTS / "engines") -> str:
             f"TFLOP/s; measured {first['created'][:10]}.*\n")
 
 
+def hours_markdown(folder: Path = RESULTS / "engines") -> str:
+    """GPU-hours of the paper profile's cases on one GPU at the rates of the engine benches in `folder`: per case
+    the default engine's (DeepSpeed) and the fastest engine and lever measured (a projection from one timed
+    step each, not a run), and the sum over the profile's cases."""
+    from twotower_lib.book.profiles import get_profile
+
+    rows = [r for f in sorted(folder.glob("bench*.json")) for r in read_json(f)["rows"] if "error" not in r]
+    if not rows:
+        return "*Not measured: run `benchmarks/gpu_throughput.sh` on a GPU.*\n"
+    cases = [m for m, _ in get_profile("paper").case_list()]
+    by_model = {m: [r for r in rows if r["model"] == m] for m in dict.fromkeys(cases)}
+    if any(not v for v in by_model.values()):
+        return f"*Not every paper case was measured: {sorted(m for m, v in by_model.items() if not v)} missing.*\n"
+    default = {m: min((r["paper_hours_1gpu"] for r in v if r["engine"] == "deepspeed"), default=None)
+               for m, v in by_model.items()}
+    fastest = {m: min(v, key=lambda r: r["paper_hours_1gpu"]) for m, v in by_model.items()}
+
+    def lever(r: dict) -> str:
+        options = [f"{k}={v}" for k, v in r["model_options"].items()]
+        options += [f"label_bucket={r['label_bucket']}"] if r.get("label_bucket", 1) > 1 else []
+        return r["engine"] + (f", {', '.join(options)}" if options else "")
+
+    lines = [f"| {m} | {cases.count(m)} | {'—' if default[m] is None else f'{default[m]:.0f}'} | "
+             f"{fastest[m]['paper_hours_1gpu']:.0f} ({lever(fastest[m])}) |" for m in by_model]
+    total = sum(cases.count(m) * fastest[m]["paper_hours_1gpu"] for m in by_model)
+    device = read_json(sorted(folder.glob("bench*.json"))[0])["device"]
+    return ("| Case | Runs | DeepSpeed (h) | Fastest measured (h) |\n|---|---|---|---|\n" + "\n".join(lines)
+            + f"\n\n*One {device}, bf16, the paper profile's {rows[0]['paper_tokens'] / 1e9:.0f}B tokens a run, "
+              f"{rows[0]['sequences_per_step']:,} sequences a step; all the paper's runs at the fastest rates: "
+              f"{total:.0f} GPU-hours.*\n")
+
+
 def engine_losses_markdown(folder: Path = RESULTS / "engines") -> str:
     """The torch engine's training losses against DeepSpeed's from the same weights and batches, per model."""
     rows = []
@@ -173,5 +205,6 @@ def write_book(results: Path = RESULTS) -> Path:
                                                                                results / "bench_gpu_micro64.json"),
              "GPU_ENGINES": engines_markdown(results / "engines"),
              "GPU_ENGINE_LOSSES": engine_losses_markdown(results / "engines"),
+             "GPU_HOURS": hours_markdown(results / "engines"),
              "GPU_TABLE2": table2_markdown(results / "paper_cases.json")}
     return study_parts.write(results, parts, numbers(results), inputs, "python -m studies.paper_scale book")

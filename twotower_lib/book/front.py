@@ -3,8 +3,9 @@
 Both are built from a scorecard (`scorecard.build`, or a published profile's in `results/profiles/`)
 and, where the profile has one, its seed study's claims (`results/seeds/<profile>/claims.csv`, written by
 `studies.seeds.book`); nothing in them is typed by hand.
-`readme_block` is what `python -m twotower_lib publish --readme` writes into README.md between its
-markers, and a test fails when the README is out of date with the committed results.
+`readme_blocks` is what `python -m twotower_lib publish --readme` writes into README.md between its
+markers (the verdict table, and the paper-scale study's GPU-hours), and a test fails when the README is out
+of date with the committed results.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ MARK = {"reproduced": "✅ reproduced", "partly": "◐ partly", "not": "✗ not"
 PUBLISHED = PROJECT_ROOT / "results" / "profiles"
 SEEDS = PROJECT_ROOT / "results" / "seeds"
 HIGH = "controls' high"   # claims.csv's column: the controls' 90th percentile
-README_START, README_END = "<!-- VERDICTS:start -->", "<!-- VERDICTS:end -->"
 
 
 def _brief(text: str, limit: int = 90) -> str:
@@ -186,18 +186,21 @@ def published_card(profile: str = "cpu", results: Path = PUBLISHED) -> dict:
     return card
 
 
-def readme_block(profile: str = "cpu") -> str:
-    """What README.md holds between its markers: the published default profile's verdict table."""
-    return f"{README_START}\n{verdict_markdown(published_card(profile))}{README_END}"
+def readme_blocks(profile: str = "cpu") -> dict[str, str]:
+    """What README.md holds between each pair of markers: the published default profile's verdict table, and
+    the GPU-hours of the paper's runs at the measured rates (the paper-scale study's `GPU_HOURS` part)."""
+    blocks = {"VERDICTS": verdict_markdown(published_card(profile)), "GPU_HOURS": study_parts.load()[0]["GPU_HOURS"]}
+    return {name: f"<!-- {name}:start -->\n{text}<!-- {name}:end -->" for name, text in blocks.items()}
 
 
 def update_readme(path: Path, profile: str = "cpu") -> bool:
-    """Rewrite README.md's block between the markers; True if it changed."""
-    text = path.read_text(encoding="utf-8")
-    pattern = re.compile(re.escape(README_START) + ".*?" + re.escape(README_END), re.S)
-    if not pattern.search(text):
-        raise ValueError(f"{path} has no {README_START} ... {README_END} block")
-    new = pattern.sub(lambda _: readme_block(profile), text)
+    """Rewrite README.md's blocks between their markers; True if any changed."""
+    text = new = path.read_text(encoding="utf-8")
+    for name, block in readme_blocks(profile).items():
+        pattern = re.compile(re.escape(f"<!-- {name}:start -->") + ".*?" + re.escape(f"<!-- {name}:end -->"), re.S)
+        if not pattern.search(new):
+            raise ValueError(f"{path} has no <!-- {name}:start --> ... <!-- {name}:end --> block")
+        new = pattern.sub(lambda _: block, new)
     if new != text:
         path.write_text(new, encoding="utf-8")
     return new != text

@@ -183,16 +183,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs-dir", default=None, help="where runs/<profile>/ lives (default $TWOTOWER_RUNS, else the project's runs/)")
     p.add_argument("--results", type=Path, default=RESULTS_DIR, help=f"where to write <profile>.json (default {RESULTS_DIR})")
     p.add_argument("--readme", action="store_true",
-                   help="instead: regenerate README.md's verdict table from the published default profile and its seed study")
+                   help="instead: regenerate README.md's verdict table (from the published default profile and its seed study) and "
+                        "its GPU-hours (from results/gpu/book.json)")
 
 
 def update_readme() -> int:
-    """`--readme`: rewrite the README's generated block (`front.readme_block`)."""
+    """`--readme`: rewrite the README's generated blocks (`front.readme_blocks`)."""
     from twotower_lib.book import front
     from twotower_lib.book.sections import PROJECT_ROOT
 
     changed = front.update_readme(PROJECT_ROOT / "README.md")
-    print("README.md: verdict table " + ("regenerated" if changed else "already up to date"))
+    print("README.md: generated blocks " + ("regenerated" if changed else "already up to date"))
     return 0
 
 
