@@ -10,7 +10,8 @@
 #      positions padded to a multiple of 1024 so that the shapes repeat and it compiles once
 #      (`--label-bucket 1024`), the decoder's columns padded to a multiple of 64 (`--vocab-multiple 64`),
 #      profiled (bench_after.json); Bert-base, host-bound, the same at micro-batches of 768 (bench_micro768.json);
-#   3. one lever alone: the positions padded in the eager engine (bench_bucket.json);
+#   3. ELMo at micro-batches of 256 (its recurrent products read the 4096-wide weights once a time step, for
+#      twice the rows), the decoder padded (bench_elmo256.json);
 #   4. numerics: the first 200 training losses of DeepSpeed, the eager torch engine and the compiled one, with
 #      the levers, from the same weights and batches, GPT and the BERT families (engine_losses.json); ELMo's
 #      comparison, 100 steps (engine_losses_elmo.json);
@@ -43,7 +44,8 @@ main() {
     part 180 $bench --engines torch-compile --families $transformers $levers --profile-dir "$out/profiles" \
         --out "$out/bench_after.json"
     part 90 $bench --engines torch-compile --families bert-base $levers --micro-batch 768 --out "$out/bench_micro768.json"
-    part 40 $bench --engines torch --families bert-base bert-large --label-bucket 1024 --out "$out/bench_bucket.json"
+    part 60 $bench --engines torch --families elmo --elmo-micro-batch 256 --model-option vocab_multiple=64 \
+        --out "$out/bench_elmo256.json"
     part 100 python3 benchmarks/bench_gpu.py --compare-steps 200 --engines torch torch-compile $levers \
         --families $transformers --micro-batch 32 --out "$out/engine_losses.json"
     part 60 python3 benchmarks/bench_gpu.py --compare-steps 100 --engines torch --families elmo --elmo-micro-batch 32 \

@@ -70,6 +70,26 @@ def test_the_page_statements_hold_on_the_committed_results():
     assert all(np.isfinite(p["r"]) and p["r"] < 0.4 for p in found["pairs"])  # "small or negative"
 
 
+def test_the_gpu_hours_take_each_case_at_its_default_and_fastest_measured_rate(tmp_path):
+    """GPU_HOURS (the README's and the page's table): per paper case DeepSpeed's hours and the fastest row with
+    what it changed; the total counts Bert-large's two runs; a case without a row says so."""
+    def row(model, engine, hours, micro=256, **kw):
+        return {"model": model, "engine": engine, "paper_hours_1gpu": hours, "micro_batch": micro, "model_options": {},
+                "paper_tokens": 2e10, "sequences_per_step": 3840, **kw}
+
+    rows = [row("elmo", "deepspeed", 80.0, 128), row("elmo", "torch", 60.0, 512), row("gpt", "deepspeed", 30.0),
+            row("gpt", "torch-compile", 20.0, label_bucket=1024, model_options={"vocab_multiple": 64}),
+            row("bert-base", "deepspeed", 10.0), row("bert-large", "deepspeed", 40.0), row("gpt", "torch", 1.0, error="x")]
+    (tmp_path / "bench_a.json").write_text(json.dumps({"device": "GPU X", "rows": rows}))
+    table = paper_scale.hours_markdown(tmp_path)
+    assert "| elmo | 1 | 80 | 60 (torch, micro-batch 512) |" in table
+    assert "| gpt | 1 | 30 | 20 (torch-compile, vocab_multiple=64, label_bucket=1024) |" in table
+    assert "| bert-large | 2 | 40 | 40 (deepspeed) |" in table and "GPU X" in table
+    assert f"at the fastest rates: {60 + 20 + 10 + 2 * 40} GPU-hours" in table
+    (tmp_path / "bench_a.json").write_text(json.dumps({"device": "GPU X", "rows": rows[:4]}))
+    assert "missing" in paper_scale.hours_markdown(tmp_path)
+
+
 def test_the_committed_book_parts_are_what_the_reports_write_now(tmp_path, monkeypatch):
     """Each study's results/<study>/book.json holds what its report computes from the committed results today
     (the book refuses a stale one: `study_parts.stale`)."""
@@ -79,7 +99,7 @@ def test_the_committed_book_parts_are_what_the_reports_write_now(tmp_path, monke
     assert study_parts.stale() == []
     parts, numbers = study_parts.load()
     assert parts["GPU_BENCH"] == paper_scale.bench_markdown() and parts["GPU_TABLE2"] == paper_scale.table2_markdown()
-    assert parts["GPU_TESTS"] == paper_scale.tests_markdown()
+    assert parts["GPU_TESTS"] == paper_scale.tests_markdown() and parts["GPU_HOURS"] == paper_scale.hours_markdown()
     assert {k: v for k, v in numbers.items() if k.startswith("gpu_")} == paper_scale.numbers()
     assert parts["RELEASED"] == released.to_markdown(released.load("cpu"), released.load_recipes())
     assert parts["RELEASED_ELMO"] == released.elmo_sentence(released.load("cpu"))

@@ -77,7 +77,7 @@ def engines_markdown(folder: Path = RESULTS / "engines") -> str:
             if "error" in r:
                 rows.append(f"| {r['model']} | {r['engine']} | failed: {r['error']} |" + " |" * 8)
                 continue
-            lever = ", ".join(f"{k}={v}" for k, v in r["model_options"].items()) or "—"
+            lever = ", ".join(levers(r)) or "—"
             busy = r.get("profile", {}).get("device_busy")
             rows.append(f"| {r['model']} | {r['engine']} | {lever} | {r['tokens_per_s']:,.0f} | {100 * r['mfu']:.1f}% | "
                         f"{100 * MFU_GOALS[r['model']]:.0f}% | {100 * r['optimizer_step_s'] / r['step_s']:.1f}% | "
@@ -88,6 +88,17 @@ def engines_markdown(folder: Path = RESULTS / "engines") -> str:
             f"{first['packages'].get('torch')}, DeepSpeed {first['packages'].get('deepspeed')}; "
             f"{first['rows'][0]['sequences_per_step']} sequences a step; dense peak {first['peak_flops'] / 1e12:.0f} "
             f"TFLOP/s; measured {first['created'][:10]}.*\n")
+
+
+DEFAULT_MICRO_BATCH = {"elmo": 128}  # bench_gpu.py's micro-batches (others: 256)
+
+
+def levers(row: dict) -> list[str]:
+    """What a bench row changed from the engine's defaults: model options, padded positions, micro-batch."""
+    out = [f"{k}={v}" for k, v in row["model_options"].items()]
+    out += [f"label_bucket={row['label_bucket']}"] if row.get("label_bucket", 1) > 1 else []
+    out += [f"micro-batch {row['micro_batch']}"] if row["micro_batch"] != DEFAULT_MICRO_BATCH.get(row["model"], 256) else []
+    return out
 
 
 def hours_markdown(folder: Path = RESULTS / "engines") -> str:
@@ -107,13 +118,9 @@ def hours_markdown(folder: Path = RESULTS / "engines") -> str:
                for m, v in by_model.items()}
     fastest = {m: min(v, key=lambda r: r["paper_hours_1gpu"]) for m, v in by_model.items()}
 
-    def lever(r: dict) -> str:
-        options = [f"{k}={v}" for k, v in r["model_options"].items()]
-        options += [f"label_bucket={r['label_bucket']}"] if r.get("label_bucket", 1) > 1 else []
-        return r["engine"] + (f", {', '.join(options)}" if options else "")
-
     lines = [f"| {m} | {cases.count(m)} | {'—' if default[m] is None else f'{default[m]:.0f}'} | "
-             f"{fastest[m]['paper_hours_1gpu']:.0f} ({lever(fastest[m])}) |" for m in by_model]
+             f"{fastest[m]['paper_hours_1gpu']:.0f} ({', '.join([fastest[m]['engine'], *levers(fastest[m])])}) |"
+             for m in by_model]
     total = sum(cases.count(m) * fastest[m]["paper_hours_1gpu"] for m in by_model)
     device = read_json(sorted(folder.glob("bench*.json"))[0])["device"]
     return ("| Case | Runs | DeepSpeed (h) | Fastest measured (h) |\n|---|---|---|---|\n" + "\n".join(lines)
