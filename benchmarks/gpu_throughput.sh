@@ -5,18 +5,21 @@
 # results/gpu/engines/). At Table 1 sizes, bf16, sequence length 128, the paper's 3,840 sequences per optimizer
 # step (micro-batches of 256, accumulated):
 #   1. before, on this machine: the torch engine as it was (eager, the positions not padded) for GPT and the
-#      BERT families, each micro-batch profiled (bench_before.json, profiles.tar.gz);
+#      BERT families, each micro-batch profiled (before.json; profiles/);
 #   2. after: the levers together: the forward pass compiled (`--engine torch-compile`), BERT's predicted
 #      positions padded to a multiple of 1024 so that the shapes repeat and it compiles once
 #      (`--label-bucket 1024`), the decoder's columns padded to a multiple of 64 (`--vocab-multiple 64`),
-#      profiled (bench_after.json); Bert-base, host-bound, the same at micro-batches of 768 (bench_micro768.json);
-#   3. ELMo at micro-batches of 256 (its recurrent products read the 4096-wide weights once a time step, for
-#      twice the rows), the decoder padded (bench_elmo256.json);
+#      profiled (after.json);
+#   3. one lever more each: the BERT families with both towers in one vmapped call (`fuse_towers`: half the
+#      kernels, each twice as large) (fused.json); Bert-base, host-bound, at micro-batches of 768
+#      (micro768.json); ELMo at micro-batches of 256, its recurrent products reading the 4096-wide weights
+#      once a time step for twice the rows, the decoder padded (elmo256.json);
 #   4. numerics: the first 200 training losses of DeepSpeed, the eager torch engine and the compiled one, with
-#      the levers, from the same weights and batches, GPT and the BERT families (engine_losses.json); ELMo's
-#      comparison, 100 steps (engine_losses_elmo.json);
+#      the levers, from the same weights and batches, GPT and the BERT families (losses.json); ELMo's
+#      comparison, 100 steps (losses_elmo.json);
 #   5. the torch-engine GPU tests (their output is in run.log).
-# Everything lands in $OUT/ (or results/gpu/new/); run.log holds the whole output and the versions.
+# What comes back: $OUT/run.log (the whole output and the versions) and $OUT/bench.tar.gz (the JSON files and
+# the profiles; the device returns at most 8 files). $OUT defaults to results/gpu/new/.
 # The device cannot reach the package registries: carry DeepSpeed, transformers and their missing
 # dependencies as wheels in .whl/ (results/gpu/README.md says which; benchmarks/gpu_env.sh installs them).
 set -uo pipefail
@@ -40,18 +43,22 @@ main() {
     bench="python3 benchmarks/bench_gpu.py --precisions bf16 --steps 1"
     transformers="gpt bert-base bert-large"
     levers="--label-bucket 1024 --model-option vocab_multiple=64"
-    part 90 $bench --engines torch --families $transformers --profile-dir "$out/profiles" --out "$out/bench_before.json"
+    parts="$out/parts"
+    mkdir -p "$parts"
+    part 90 $bench --engines torch --families $transformers --profile-dir "$out/profiles" --out "$parts/before.json"
     part 180 $bench --engines torch-compile --families $transformers $levers --profile-dir "$out/profiles" \
-        --out "$out/bench_after.json"
-    part 90 $bench --engines torch-compile --families bert-base $levers --micro-batch 768 --out "$out/bench_micro768.json"
+        --out "$parts/after.json"
+    part 120 $bench --engines torch-compile --families bert-base bert-large $levers --model-option fuse_towers=true \
+        --out "$parts/fused.json"
+    part 90 $bench --engines torch-compile --families bert-base $levers --micro-batch 768 --out "$parts/micro768.json"
     part 60 $bench --engines torch --families elmo --elmo-micro-batch 256 --model-option vocab_multiple=64 \
-        --out "$out/bench_elmo256.json"
+        --out "$parts/elmo256.json"
     part 100 python3 benchmarks/bench_gpu.py --compare-steps 200 --engines torch torch-compile $levers \
-        --families $transformers --micro-batch 32 --out "$out/engine_losses.json"
+        --families $transformers --micro-batch 32 --out "$parts/losses.json"
     part 60 python3 benchmarks/bench_gpu.py --compare-steps 100 --engines torch --families elmo --elmo-micro-batch 32 \
-        --out "$out/engine_losses_elmo.json"
+        --out "$parts/losses_elmo.json"
     part 60 python3 -m pytest -q -m gpu tests/test_gpu.py -k "torch_engine" -p no:cacheprovider 2>&1 | tail -15
-    if [ -d "$out/profiles" ]; then tar -czf "$out/profiles.tar.gz" -C "$out" profiles && rm -rf "$out/profiles"; fi
+    tar -czf "$out/bench.tar.gz" -C "$out" parts $( [ -d "$out/profiles" ] && echo profiles ) && rm -rf "$parts" "$out/profiles"
     echo "== done at $SECONDS s"
 }
 main 2>&1 | tee "$out/run.log"

@@ -81,13 +81,13 @@ def test_the_gpu_hours_take_each_case_at_its_default_and_fastest_measured_rate(t
             row("gpt", "torch-compile", 20.0, label_bucket=1024, model_options={"vocab_multiple": 64}),
             row("bert-base", "deepspeed", 10.0), row("bert-large", "deepspeed", 40.0), row("gpt", "torch", 1.0, error="x")]
     (tmp_path / "bench_a.json").write_text(json.dumps({"device": "GPU X", "rows": rows}))
-    table = paper_scale.hours_markdown(tmp_path)
+    table = paper_scale.hours_markdown((tmp_path,))
     assert "| elmo | 1 | 80 | 60 (torch, micro-batch 512) |" in table
     assert "| gpt | 1 | 30 | 20 (torch-compile, vocab_multiple=64, label_bucket=1024) |" in table
     assert "| bert-large | 2 | 40 | 40 (deepspeed) |" in table and "GPU X" in table
     assert f"at the fastest rates: {60 + 20 + 10 + 2 * 40} GPU-hours" in table
     (tmp_path / "bench_a.json").write_text(json.dumps({"device": "GPU X", "rows": rows[:4]}))
-    assert "missing" in paper_scale.hours_markdown(tmp_path)
+    assert "missing" in paper_scale.hours_markdown((tmp_path,))
 
 
 def test_the_committed_book_parts_are_what_the_reports_write_now(tmp_path, monkeypatch):

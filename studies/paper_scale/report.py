@@ -63,10 +63,20 @@ def bench_markdown(path: Path = RESULTS / "bench_gpu.json", baseline: Path | Non
 MFU_GOALS = {"gpt": 0.40, "bert-large": 0.35, "bert-base": 0.25, "elmo": 0.45}
 
 
-def engines_markdown(folder: Path = RESULTS / "engines") -> str:
-    """Every row of the engine benches in `folder` (`benchmarks/gpu_throughput.sh`: the paper's 3,840 sequences
-    a step, each engine and lever alone), with the goal beside each model's utilisation."""
-    files = sorted(folder.glob("bench*.json"))
+ENGINE_FOLDERS = ("engines", "levers")  # benchmarks/gpu_throughput.sh's rounds, unpacked
+ENGINE_DIRS = tuple(RESULTS / name for name in ENGINE_FOLDERS)
+
+
+def bench_files(folders: tuple[Path, ...], kind: str = "rows") -> list[Path]:
+    """The JSON files of `bench_gpu.py` in `folders`, in order: its timing rows (`kind="rows"`), or its loss
+    comparisons (`kind="compared"`)."""
+    return [f for folder in folders for f in sorted(folder.glob("*.json")) if kind in read_json(f)]
+
+
+def engines_markdown(folders: tuple[Path, ...] = ENGINE_DIRS) -> str:
+    """Every row of the engine benches in `folders` (`benchmarks/gpu_throughput.sh`: the paper's 3,840 sequences
+    a step, each engine and its levers), with the goal beside each model's utilisation."""
+    files = bench_files(folders)
     if not files:
         return "*Not measured: run `benchmarks/gpu_throughput.sh` on a GPU.*\n"
     head = ("| Model | Engine | Lever | Tokens/s | Model FLOPs utilisation | Goal | Optimizer step | GPU busy | "
@@ -82,7 +92,7 @@ def engines_markdown(folder: Path = RESULTS / "engines") -> str:
             rows.append(f"| {r['model']} | {r['engine']} | {lever} | {r['tokens_per_s']:,.0f} | {100 * r['mfu']:.1f}% | "
                         f"{100 * MFU_GOALS[r['model']]:.0f}% | {100 * r['optimizer_step_s'] / r['step_s']:.1f}% | "
                         f"{'—' if busy is None else f'{100 * busy:.0f}%'} | {r['peak_memory_gib']:.1f} | "
-                        f"{r['paper_hours_1gpu']:.0f} | `{f.name}` |")
+                        f"{r['paper_hours_1gpu']:.0f} | `{f.parent.name}/{f.name}` |")
     first = read_json(files[0])
     return (head + "\n".join(rows) + f"\n\n*{first['device']}, driver {first['driver']}, CUDA {first['cuda']}, torch "
             f"{first['packages'].get('torch')}, DeepSpeed {first['packages'].get('deepspeed')}; "
@@ -101,13 +111,14 @@ def levers(row: dict) -> list[str]:
     return out
 
 
-def hours_markdown(folder: Path = RESULTS / "engines") -> str:
-    """GPU-hours of the paper profile's cases on one GPU at the rates of the engine benches in `folder`: per case
+def hours_markdown(folders: tuple[Path, ...] = ENGINE_DIRS) -> str:
+    """GPU-hours of the paper profile's cases on one GPU at the rates of the engine benches in `folders`: per case
     the default engine's (DeepSpeed) and the fastest engine and lever measured (a projection from one timed
     step each, not a run), and the sum over the profile's cases."""
     from twotower_lib.book.profiles import get_profile
 
-    rows = [r for f in sorted(folder.glob("bench*.json")) for r in read_json(f)["rows"] if "error" not in r]
+    files = bench_files(folders)
+    rows = [r for f in files for r in read_json(f)["rows"] if "error" not in r]
     if not rows:
         return "*Not measured: run `benchmarks/gpu_throughput.sh` on a GPU.*\n"
     cases = [m for m, _ in get_profile("paper").case_list()]
@@ -122,17 +133,17 @@ def hours_markdown(folder: Path = RESULTS / "engines") -> str:
              f"{fastest[m]['paper_hours_1gpu']:.0f} ({', '.join([fastest[m]['engine'], *levers(fastest[m])])}) |"
              for m in by_model]
     total = sum(cases.count(m) * fastest[m]["paper_hours_1gpu"] for m in by_model)
-    device = read_json(sorted(folder.glob("bench*.json"))[0])["device"]
+    device = read_json(files[0])["device"]
     return ("| Case | Runs | DeepSpeed (h) | Fastest measured (h) |\n|---|---|---|---|\n" + "\n".join(lines)
             + f"\n\n*One {device}, bf16, the paper profile's {rows[0]['paper_tokens'] / 1e9:.0f}B tokens a run, "
               f"{rows[0]['sequences_per_step']:,} sequences a step; all the paper's runs at the fastest rates: "
               f"{total:.0f} GPU-hours.*\n")
 
 
-def engine_losses_markdown(folder: Path = RESULTS / "engines") -> str:
+def engine_losses_markdown(folders: tuple[Path, ...] = ENGINE_DIRS) -> str:
     """The torch engine's training losses against DeepSpeed's from the same weights and batches, per model."""
     rows = []
-    for f in sorted(folder.glob("engine_losses*.json")):
+    for f in bench_files(folders, "compared"):
         for model, c in read_json(f)["compared"].items():
             for engine, worst in c["max_abs_diff"].items():
                 final = c["curves"]["deepspeed"][-1]
@@ -207,11 +218,12 @@ def write_book(results: Path = RESULTS) -> Path:
     from twotower_lib.book import study_parts
 
     inputs = (sorted(results.glob("gpu_tests_run*.log")) + [results / n for n in INPUTS if (results / n).is_file()]
-              + sorted((results / "engines").glob("*.json")))
+              + [f for name in ENGINE_FOLDERS for f in sorted((results / name).glob("*.json"))])
+    engines = tuple(results / name for name in ENGINE_FOLDERS)
     parts = {"GPU_TESTS": tests_markdown(results), "GPU_BENCH": bench_markdown(results / "bench_gpu.json",
                                                                                results / "bench_gpu_micro64.json"),
-             "GPU_ENGINES": engines_markdown(results / "engines"),
-             "GPU_ENGINE_LOSSES": engine_losses_markdown(results / "engines"),
-             "GPU_HOURS": hours_markdown(results / "engines"),
+             "GPU_ENGINES": engines_markdown(engines),
+             "GPU_ENGINE_LOSSES": engine_losses_markdown(engines),
+             "GPU_HOURS": hours_markdown(engines),
              "GPU_TABLE2": table2_markdown(results / "paper_cases.json")}
     return study_parts.write(results, parts, numbers(results), inputs, "python -m studies.paper_scale book")
