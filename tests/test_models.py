@@ -370,3 +370,28 @@ def test_released_gpt_towers_read_the_shared_embedding_directly():
     assert model.tower_in is None and model.emb_ln is None and model.cfg.embed_dim == model.cfg.hidden
     with pytest.raises(UserError, match="`layout`"):
         preset("tiny", "gpt", layout="as-written")
+
+
+@pytest.mark.parametrize("fuse_towers", [False, True])
+@pytest.mark.parametrize("model_type", ["gpt", "bert"])
+def test_the_transformer_families_compile_into_one_graph_for_every_batch(model_type, fuse_towers):
+    """With the predicted positions padded to a multiple (`labeled_positions`), micro-batches that predict
+    different numbers of positions have the same shapes: torch.compile traces the whole forward pass once,
+    with no graph break (fullgraph) and no recompilation, towers fused (vmap) or not. (ELMo's LSTMs are not
+    traced; its graph breaks around them.)"""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    model = TwoTowerLM(dataclasses.replace(tiny(model_type).cfg, fuse_towers=fuse_towers)).train()
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    counts = set()
+    for seed in range(3):
+        inputs, labels = make_batch(model_type, random_ids(seed=seed), torch.Generator().manual_seed(seed), SPECIAL, V)
+        counts.add(int((labels != -100).sum()))
+        torch.manual_seed(0)
+        loss, _ = compiled(inputs, *labeled_positions(labels, 128))
+        loss.backward()
+        torch.manual_seed(0)
+        torch.testing.assert_close(loss, model(inputs, labels)[0])
+    assert counters["stats"]["unique_graphs"] == 1 and (model_type == "gpt" or len(counts) > 1)
