@@ -4,8 +4,8 @@
 # (the first round, 28 Nov, measured both engines' baselines, the engines' losses and one lever at a time:
 # results/gpu/engines/). At Table 1 sizes, bf16, sequence length 128, the paper's 3,840 sequences per optimizer
 # step (micro-batches of 256, accumulated):
-#   1. before, on this machine: the torch engine as it was (eager, the positions not padded) for GPT and the
-#      BERT families, each micro-batch profiled (before.json; profiles/);
+#   1. before, on this machine: the torch engine without levers (eager; the positions found on the host, not
+#      padded) for GPT and the BERT families, each micro-batch profiled (before.json; profiles/);
 #   2. after: the levers together: the forward pass compiled (`--engine torch-compile`), BERT's predicted
 #      positions padded to a multiple of 1024 so that the shapes repeat and it compiles once
 #      (`--label-bucket 1024`), the decoder's columns padded to a multiple of 64 (`--vocab-multiple 64`),

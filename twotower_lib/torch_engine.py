@@ -4,7 +4,7 @@ weights and gradients, bf16 autocast on GPUs.
 Why: on one GPU at ZeRO stage 0, DeepSpeed's bf16 wrapper costs more than it gives. It keeps bf16
 weights beside fp32 master copies, checks each parameter tensor for overflow with a host sync,
 flattens and all-reduces the gradients even for a world of one, and accumulates gradients in bf16.
-This engine keeps the surface `train` uses (`engine(inputs, labels)`, `backward`, `step`, `module`,
+This engine keeps the surface `train` uses (`engine(inputs, labels, positions)`, `backward`, `step`, `module`,
 `optimizer`, `device`, `train()`) and takes every setting from the same DeepSpeed JSON config (the
 optimizer's parameters, `gradient_clipping`, `gradient_accumulation_steps`), so a run has one
 configuration either way. Several processes or nodes stay with DeepSpeed and its launcher.

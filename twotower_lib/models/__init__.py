@@ -106,7 +106,7 @@ def labeled_positions(labels: torch.Tensor, multiple: int = 1) -> tuple[torch.Te
     N' is the number of labels rounded up to `multiple`; the padding points at position 0 with the label
     IGNORE, so the loss is the same. Found where the labels are (on the host in training), the selection
     on the device waits for nothing; with `multiple` > 1 the decoder's shapes repeat from batch to batch,
-    which is what torch.compile and CUDA graphs need (BERT predicts a random number of positions).
+    so torch.compile compiles once (BERT predicts a random number of positions).
     """
     import torch
 
