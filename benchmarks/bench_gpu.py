@@ -2,7 +2,8 @@
 
     python benchmarks/bench_gpu.py [--families elmo gpt bert-base bert-large] [--precisions bf16 fp16]
         [--engines deepspeed torch torch-compile] [--released] [--micro-batch 256] [--sequences-per-step 3840]
-        [--model-option vocab_multiple=64] [--label-bucket 1024] [--profile-dir DIR] [--single-tower]
+        [--model-option vocab_multiple=64] [--label-bucket 1024] [--cast-each-micro-batch] [--profile-dir DIR]
+        [--single-tower]
         [--peak-tflops 989] [--out FILE.json]
 
 For each two-tower model (the `paper-*` presets, and with --released the released code's shapes), engine
@@ -19,7 +20,7 @@ the paper's vocabulary and prints
   - the projected wall time of the paper profile's token budget per case on 1 and on 6 such GPUs
     (6: perfect data-parallel scaling assumed, an upper bound on speed).
 `--model-option` sets a ModelConfig field for every model, `--label-bucket` the trainer's padding of the
-predicted positions: one lever measured alone.
+predicted positions, `--cast-each-micro-batch` the trainer's autocast region as it was: one lever measured alone.
 Without a CUDA GPU it says so and exits with status 0.
 """
 
@@ -72,32 +73,33 @@ def trainer_engine(cfg, precision: str, micro: int, engine_name: str, accum: int
 
 
 def measure(cfg, precision: str, micro: int, steps: int, engine_name: str = "deepspeed", accum: int = 1,
-            profile_to: Path | None = None, label_bucket: int = 1) -> dict:
+            profile_to: Path | None = None, label_bucket: int = 1, cast_each_micro_batch: bool = False) -> dict:
     """Tokens/s and peak memory of optimizer steps of `micro` x `accum` sequences with the trainer's config for
-    `precision`, through the trainer's own engine (`train.build_engine`: DeepSpeed's, or the torch engine) and
-    its autocast rule. One optimizer step warms up; `steps` are timed. Each micro-batch is timed with device
-    events, so the optimizer step's share is the last micro-batch's excess over the others' median. With
-    `profile_to`, one more micro-batch runs under torch.profiler and its kernel table is written there."""
+    `precision`, through the trainer's own engine (`train.build_engine`: DeepSpeed's, or the torch engine), its
+    autocast rule and its step (`train.step_region`, `train.micro_step`). One optimizer step warms up; `steps`
+    are timed. Each micro-batch is timed with device events, so the optimizer step's share is the last
+    micro-batch's excess over the others' median. With `profile_to`, one more micro-batch, not a step's first,
+    runs under torch.profiler and its kernel table is written there. `cast_each_micro_batch`: an autocast
+    region a micro-batch, as the trainer had before `step_region` (its weights cast every micro-batch)."""
+    from twotower_lib.train import micro_step, step_region
+
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     model, engine, autocast = trainer_engine(cfg, precision, micro, engine_name, accum)
     flops = step_flops(model, cfg, micro, "cuda") * accum
     batches = [random_batch(cfg, micro, s, engine.device, label_bucket) for s in range(min(accum, 8))]
-
-    def micro_step(i: int) -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
-            loss, _ = engine(*batches[i % len(batches)])
-        engine.backward(loss)
-        engine.step()
+    per_region = 1 if cast_each_micro_batch else accum
 
     def run(n: int) -> tuple[float, list[float]]:
         events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
         torch.cuda.synchronize()
         t = time.perf_counter()
         events[0].record()
-        for i in range(n):
-            micro_step(i)
-            events[i + 1].record()
+        for first in range(0, n, per_region):
+            with step_region(engine, autocast):
+                for i in range(first, first + per_region):
+                    micro_step(engine, batches[i % len(batches)])
+                    events[i + 1].record()
         torch.cuda.synchronize()
         return time.perf_counter() - t, [a.elapsed_time(b) / 1e3 for a, b in zip(events, events[1:])]
 
@@ -114,7 +116,10 @@ def measure(cfg, precision: str, micro: int, steps: int, engine_name: str = "dee
            "params_m": sum(p.numel() for p in model.parameters()) / 1e6}
     if profile_to is not None:
         try:
-            out["profile"] = profile_micro_step(micro_step, profile_to)
+            with step_region(engine, autocast):
+                if not cast_each_micro_batch:
+                    micro_step(engine, batches[0])  # a step's first micro-batch casts the weights
+                out["profile"] = profile_micro_step(lambda: micro_step(engine, batches[-1]), profile_to)
         except Exception as e:  # the timing stands without its profile
             out["profile"] = {"error": f"{type(e).__name__}: {e}"[:300]}
     engine = model = batches = None  # free the GPU memory before the next configuration
@@ -123,7 +128,7 @@ def measure(cfg, precision: str, micro: int, steps: int, engine_name: str = "dee
     return out
 
 
-def profile_micro_step(micro_step, path: Path) -> dict:
+def profile_micro_step(one_micro_batch, path: Path) -> dict:
     """One micro-batch under torch.profiler: its kernels' table (by device time) written to `path`, and how
     busy the device was: the kernels' summed time over the wall time (low: the host cannot keep up)."""
     from torch.profiler import ProfilerActivity, profile
@@ -131,7 +136,7 @@ def profile_micro_step(micro_step, path: Path) -> dict:
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         t = time.perf_counter()
-        micro_step(0)
+        one_micro_batch()
         torch.cuda.synchronize()
         wall = time.perf_counter() - t
     kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
@@ -146,6 +151,8 @@ def loss_curves(cfg, precision: str, micro: int, steps: int, engines: tuple[str,
     """The first `steps` training losses of DeepSpeed's engine and of each of `engines` from the same initial
     weights and the same batches at a constant rate: the numerics of the torch engine (fp32 weights, bf16
     autocast; compiled or not) against DeepSpeed's (bf16 weights, fp32 master copies), at the model's real size."""
+    from twotower_lib.train import micro_step, step_region
+
     curves = {}
     for engine_name in ("deepspeed", *engines):
         _, engine, autocast = trainer_engine(cfg, precision, micro, engine_name)
@@ -154,11 +161,8 @@ def loss_curves(cfg, precision: str, micro: int, steps: int, engines: tuple[str,
         losses = []
         for s in range(steps):
             batch = random_batch(cfg, micro, 10_000 + s, engine.device, label_bucket)
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
-                loss, _ = engine(*batch)
-            engine.backward(loss)
-            engine.step()
-            losses.append(loss.detach().float())
+            with step_region(engine, autocast):
+                losses.append(micro_step(engine, batch).detach().float())
         curves[engine_name] = [float(x) for x in torch.stack(losses).cpu()]
         engine = None  # free the GPU memory before the other engine
         gc.collect()
@@ -191,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--label-bucket", type=int, default=1,
                    help="the predicted positions padded to a multiple of this (`train --label-bucket`): BERT's shapes "
                         "repeat, so torch-compile compiles once")
+    p.add_argument("--cast-each-micro-batch", action="store_true",
+                   help="an autocast region a micro-batch, as the trainer had before one a step: the weights cast "
+                        "every micro-batch, not once a step (that lever measured alone)")
     p.add_argument("--vocab-size", type=int, default=30522)
     p.add_argument("--steps", type=int, default=10, help="timed steps per configuration")
     p.add_argument("--peak-tflops", type=float, default=None,
@@ -251,12 +258,14 @@ def main(argv: list[str] | None = None) -> int:
             micro = args.elmo_micro_batch if model_type == "elmo" else args.micro_batch
             accum = max(1, args.sequences_per_step // micro)
             row = {"model": label, "preset": name_preset, "precision": precision, "engine": engine_name,
-                   "micro_batch": micro, "model_options": options, "label_bucket": args.label_bucket}
+                   "micro_batch": micro, "model_options": options, "label_bucket": args.label_bucket,
+                   "casts": "each micro-batch" if args.cast_each_micro_batch else "once a step"}
             profile_to = (args.profile_dir / f"{label}_{engine_name}_{precision}.txt") if args.profile_dir else None
             try:
-                two = measure(cfg, precision, micro, args.steps, engine_name, accum, profile_to, args.label_bucket)
+                two = measure(cfg, precision, micro, args.steps, engine_name, accum, profile_to, args.label_bucket,
+                              args.cast_each_micro_batch)
                 one = (measure(dataclasses.replace(cfg, towers=1), precision, micro, args.steps, engine_name, accum,
-                               label_bucket=args.label_bucket)
+                               label_bucket=args.label_bucket, cast_each_micro_batch=args.cast_each_micro_batch)
                        if args.single_tower else None)
             except Exception as e:  # report and go on: one family failing must not hide the others
                 row["error"] = f"{type(e).__name__}: {e}"[:300]

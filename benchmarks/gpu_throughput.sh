@@ -5,7 +5,10 @@
 # results/gpu/engines/). At Table 1 sizes, bf16, sequence length 128, the paper's 3,840 sequences per optimizer
 # step (micro-batches of 256, accumulated):
 #   1. before, on this machine: the torch engine without levers (eager; the positions found on the host, not
-#      padded) for the BERT families and GPT, each micro-batch profiled (before.json; profiles/);
+#      padded; the weights cast to bf16 every micro-batch, `--cast-each-micro-batch`) for the BERT families and
+#      GPT, each micro-batch profiled (before.json; profiles/); then the same with the trainer's autocast region
+#      open over a whole step, so that each weight is cast once a step (casts.json: that lever alone; every
+#      later part has it);
 #   2. after: the levers together: the forward pass compiled (`--engine torch-compile`), BERT's predicted
 #      positions padded to a multiple of 1024 so that the shapes repeat and it compiles once
 #      (`--label-bucket 1024`), the decoder's columns padded to a multiple of 64 (`--vocab-multiple 64`),
@@ -47,7 +50,9 @@ main() {
     levers="--label-bucket 1024 --model-option vocab_multiple=64"
     parts="$out/parts"
     mkdir -p "$parts"
-    part 90 $bench --engines torch --families $transformers --profile-dir "$out/profiles" --out "$parts/before.json"
+    part 90 $bench --engines torch --families $transformers --cast-each-micro-batch --profile-dir "$out/profiles" \
+        --out "$parts/before.json"
+    part 45 $bench --engines torch --families $transformers --out "$parts/casts.json"
     part 240 $bench --engines torch-compile --families $transformers $levers --profile-dir "$out/profiles" \
         --out "$parts/after.json"
     part 150 python3 benchmarks/bench_gpu.py --compare-steps 100 --engines torch-compile $levers \

@@ -78,12 +78,13 @@ def test_the_gpu_hours_take_each_case_at_its_default_and_fastest_measured_rate(t
                 "paper_tokens": 2e10, "sequences_per_step": 3840, **kw}
 
     rows = [row("elmo", "deepspeed", 80.0, 128), row("elmo", "torch", 60.0, 512), row("gpt", "deepspeed", 30.0),
-            row("gpt", "torch-compile", 20.0, label_bucket=1024, model_options={"vocab_multiple": 64}),
+            row("gpt", "torch-compile", 20.0, label_bucket=1024, model_options={"vocab_multiple": 64},
+                casts="once a step"),
             row("bert-base", "deepspeed", 10.0), row("bert-large", "deepspeed", 40.0), row("gpt", "torch", 1.0, error="x")]
     (tmp_path / "bench_a.json").write_text(json.dumps({"device": "GPU X", "rows": rows}))
     table = paper_scale.hours_markdown((tmp_path,))
     assert "| elmo | 1 | 80 | 60 (torch, micro-batch 512) |" in table
-    assert "| gpt | 1 | 30 | 20 (torch-compile, vocab_multiple=64, label_bucket=1024) |" in table
+    assert "| gpt | 1 | 30 | 20 (torch-compile, vocab_multiple=64, label_bucket=1024, casts once a step) |" in table
     assert "| bert-large | 2 | 40 | 40 (deepspeed) |" in table and "GPU X" in table
     assert f"at the fastest rates: {60 + 20 + 10 + 2 * 40} GPU-hours" in table
     (tmp_path / "bench_a.json").write_text(json.dumps({"device": "GPU X", "rows": rows[:4]}))
@@ -214,9 +215,15 @@ def test_the_gpu_bench_times_steps_of_accumulated_micro_batches(monkeypatch, tmp
     for r in rows:
         assert "error" not in r, r.get("error")
         assert r["accum"] == 3 and r["sequences_per_step"] == 12 and r["model_options"] == {"vocab_multiple": 64}
-        assert r["label_bucket"] == 64
+        assert r["label_bucket"] == 64 and r["casts"] == "once a step"
         assert r["tokens_per_s"] == pytest.approx(12 * 32 / r["step_s"])  # the tiny preset's 32-token blocks
         assert 0 < r["micro_step_s"] < r["step_s"] and r["mfu"] > 0
+    assert bench.main(["--families", "bert-base", "--engines", "torch", "--precisions", "fp32", "--steps", "1",
+                       "--micro-batch", "4", "--sequences-per-step", "8", "--cast-each-micro-batch",
+                       "--profile-dir", str(tmp_path / "profiles"), "--out", str(out)]) == 0
+    row, = json.loads(out.read_text())["rows"]
+    assert row["casts"] == "each micro-batch" and row["accum"] == 2 and "error" not in row["profile"], row
+    assert (tmp_path / "profiles" / "bert-base_torch_fp32.txt").is_file()
     with pytest.raises(SystemExit, match="FIELD=VALUE"):
         bench.model_options(["vocab_multipl=64"])
     assert bench.model_options(["fuse_towers=true", "vocab_multiple=8"]) == {"fuse_towers": True, "vocab_multiple": 8}

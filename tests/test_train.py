@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import json
 import os
 import subprocess
@@ -429,3 +431,50 @@ def test_the_compiled_torch_engine_trains_as_the_eager_one(tiny_data, tmp_path):
         tcfg(engine=engine, precision="fp16").validate()
     with pytest.raises(UserError, match="--label-bucket must be a positive integer"):
         tcfg(engine=engine, label_bucket=0).validate()
+
+
+class _ParameterCasts(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts the casts of each parameter to bf16 (autocast's weight casts) while active."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if (func is torch.ops.aten._to_copy.default and kwargs.get("dtype") == torch.bfloat16
+                and isinstance(args[0], torch.nn.Parameter)):
+            self.count[id(args[0])] += 1
+        return func(*args, **kwargs)
+
+
+@pytest.mark.parametrize("model", ["gpt", "elmo"])
+def test_a_step_casts_each_weight_once_and_trains_as_a_cast_every_micro_batch(tiny_data, tmp_path, monkeypatch,
+                                                                              model):
+    """Under bf16 autocast one region a step (`train.step_region`) casts each weight once a step, not once a
+    micro-batch (autocast's cache), and trains to the same weights, bit for bit, as a region per micro-batch,
+    the loop it replaced. (Evaluation casts the same in both.)"""
+    import twotower_lib.train as trainer
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True)
+    config = tcfg(model, engine="torch", precision="bf16", max_steps=3, grad_accum=3, eval_every_steps=100)
+    casts = {}
+    with _ParameterCasts() as counted:
+        train(config, tiny_data, tmp_path / "once", show_progress=False)
+    casts["once"] = sorted(counted.count.values())
+
+    def each_micro_batch(engine, batch):
+        with torch.autocast(engine.device.type, dtype=torch.bfloat16):
+            loss, _ = engine(*batch)
+        engine.backward(loss)
+        engine.step()
+        return loss
+
+    monkeypatch.setattr(trainer, "step_region", lambda engine, autocast: contextlib.nullcontext())
+    monkeypatch.setattr(trainer, "micro_step", each_micro_batch)
+    with _ParameterCasts() as counted:
+        train(config, tiny_data, tmp_path / "each", show_progress=False)
+    casts["each"] = sorted(counted.count.values())
+    steps, accum = config.max_steps, config.grad_accum
+    assert casts["once"] and casts["each"] == [n + steps * (accum - 1) for n in casts["once"]], casts
+    assert_same_weights(weights(tmp_path / "once" / "model.safetensors"), weights(tmp_path / "each" / "model.safetensors"))

@@ -251,15 +251,12 @@ def _step(run: _Run, order: BlockOrder, lr: float) -> float:
     for group in engine.optimizer.param_groups:
         group["lr"] = lr
     step_loss = torch.zeros((), dtype=torch.float64, device=engine.device)
-    for j in range(run.accum):
-        inputs, labels = micro_batch(run.data, order, run.tcfg, step, j, run.rank, run.world, run.micro, run.accum)
-        batch = to_device(inputs, labels, engine.device, run.tcfg.label_bucket)
-        torch.manual_seed(seed_of(run.tcfg.seed, "dropout", step, j * run.world + run.rank))
-        with torch.autocast(engine.device.type, dtype=torch.bfloat16, enabled=run.autocast):
-            loss, _ = engine(*batch)
-        step_loss += loss.detach().double() / run.accum
-        engine.backward(loss)
-        engine.step()
+    with step_region(engine, run.autocast):
+        for j in range(run.accum):
+            inputs, labels = micro_batch(run.data, order, run.tcfg, step, j, run.rank, run.world, run.micro, run.accum)
+            batch = to_device(inputs, labels, engine.device, run.tcfg.label_bucket)
+            torch.manual_seed(seed_of(run.tcfg.seed, "dropout", step, j * run.world + run.rank))
+            step_loss += micro_step(engine, batch).detach().double() / run.accum
     loss_value = step_loss.item()
     if any_rank(not math.isfinite(loss_value)):
         last = latest_checkpoint(run.out)
@@ -271,6 +268,26 @@ def _step(run: _Run, order: BlockOrder, lr: float) -> float:
             "learning rate in the DeepSpeed config or use --precision fp32, then train again "
             "(--resume continues from that checkpoint).")
     return loss_value
+
+
+def step_region(engine, autocast: bool) -> torch.autocast:
+    """The bf16 autocast region of one optimizer step, open over all of its micro-batches.
+
+    Autocast keeps each weight's bf16 copy until its outermost region closes, so one region a step casts
+    every weight once a step, not once a micro-batch: the same values, a fraction of the casts when
+    micro-batches accumulate. The weights change only at the step's last micro-batch, as the region closes."""
+    return torch.autocast(engine.device.type, dtype=torch.bfloat16, enabled=autocast)
+
+
+def micro_step(engine, batch: tuple) -> torch.Tensor:
+    """One micro-batch inside a step's region: its loss under the region's autocast; the backward pass and the
+    engine's step (the optimizer's, at the accumulation boundary) outside autocast, which wraps forward
+    passes only."""
+    loss, _ = engine(*batch)
+    with torch.autocast(engine.device.type, enabled=False):
+        engine.backward(loss)
+        engine.step()
+    return loss
 
 
 def _log(run: _Run, lr: float, interval: dict, evaluate_now: bool, bar) -> dict:

@@ -104,9 +104,11 @@ DEFAULT_MICRO_BATCH = {"elmo": 128}  # bench_gpu.py's micro-batches (others: 256
 
 
 def levers(row: dict) -> list[str]:
-    """What a bench row changed from the engine's defaults: model options, padded positions, micro-batch."""
+    """What a bench row changed from the engine's defaults: model options, padded positions, a torch engine's
+    weights cast once a step (rows without `casts` predate it: once a micro-batch), micro-batch."""
     out = [f"{k}={v}" for k, v in row["model_options"].items()]
     out += [f"label_bucket={row['label_bucket']}"] if row.get("label_bucket", 1) > 1 else []
+    out += ["casts once a step"] if row.get("casts") == "once a step" and row["engine"] != "deepspeed" else []
     out += [f"micro-batch {row['micro_batch']}"] if row["micro_batch"] != DEFAULT_MICRO_BATCH.get(row["model"], 256) else []
     return out
 
