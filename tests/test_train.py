@@ -19,8 +19,8 @@ from twotower_lib.errors import UserError
 from twotower_lib.models import TwoTowerLM, list_snapshots, load_model
 from twotower_lib.deepspeed_setup import _free_port as free_port, deepspeed_config, params_sha256
 from twotower_lib.models.config import released_options
-from twotower_lib.train import TrainConfig, TrainingDiverged, parse_duration, train
-from twotower_lib.train_config import lr_at
+from twotower_lib.train import TrainConfig, TrainingDiverged, train
+from twotower_lib.train_config import lr_at, parse_duration
 from twotower_lib.train_batches import evaluate
 
 REPO = Path(__file__).resolve().parent.parent

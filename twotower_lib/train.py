@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -47,22 +46,11 @@ from twotower_lib.models import MODEL_TYPES, PRESETS, ModelConfig, build_model, 
 from twotower_lib.models.config import released_options
 from twotower_lib.train_batches import BlockOrder, evaluate, micro_batch, seed_of, to_device
 from twotower_lib.torch_engine import TorchEngine
-from twotower_lib.train_config import ENGINES, PRECISIONS, TrainConfig, lr_at, next_snapshot
+from twotower_lib.train_config import ENGINES, PRECISIONS, TrainConfig, lr_at, next_snapshot, parse_duration
 
 
 class TrainingDiverged(UserError):
     """The loss became NaN or infinite; the run stopped without saving the bad state."""
-
-
-def parse_duration(text: str) -> float:
-    """'90s', '10m', '2h', '1h30m', '1d' or plain seconds -> seconds."""
-    text = text.strip().lower()
-    if re.fullmatch(r"\d+(\.\d+)?", text):
-        return float(text)
-    parts = re.findall(r"(\d+(?:\.\d+)?)([smhd])", text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise UserError(f"cannot read the duration {text!r}; write it like 90s, 10m, 2h, 1h30m or 1d")
-    return sum(float(n) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[u] for n, u in parts)
 
 
 # ----------------------------------------------------------------------------- the loop

@@ -7,6 +7,7 @@ training loop; `twotower_lib.train` runs it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from twotower_lib.errors import UserError
@@ -117,3 +118,14 @@ def next_snapshot(tokens: int, every: int | None) -> int:
     while t <= tokens:
         t *= 2
     return t
+
+
+def parse_duration(text: str) -> float:
+    """'90s', '10m', '2h', '1h30m', '1d' or plain seconds -> seconds."""
+    text = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        return float(text)
+    parts = re.findall(r"(\d+(?:\.\d+)?)([smhd])", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise UserError(f"cannot read the duration {text!r}; write it like 90s, 10m, 2h, 1h30m or 1d")
+    return sum(float(n) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[u] for n, u in parts)
