@@ -3,8 +3,7 @@
     python benchmarks/bench_gpu.py [--families elmo gpt bert-base bert-large] [--precisions bf16 fp16]
         [--engines deepspeed torch torch-compile] [--released] [--micro-batch 256] [--sequences-per-step 3840]
         [--model-option vocab_multiple=64] [--label-bucket 1024] [--cast-each-micro-batch] [--profile-dir DIR]
-        [--single-tower]
-        [--peak-tflops 989] [--out FILE.json]
+        [--single-tower] [--peak-tflops 989] [--out FILE.json]
 
 For each two-tower model (the `paper-*` presets, and with --released the released code's shapes), engine
 and precision it runs optimizer steps of the paper's 3,840 sequences (micro-batches accumulated; AdamW,

@@ -26,6 +26,7 @@ import torch  # noqa: E402
 from model_flops import random_batch, step_flops  # noqa: E402  (benchmarks/model_flops.py)
 from twotower_lib.models import MODEL_TYPES, ModelConfig, build_model, preset  # noqa: E402
 from twotower_lib.deepspeed_setup import init_distributed  # noqa: E402
+from twotower_lib.train import micro_step, step_region  # noqa: E402
 
 
 
@@ -44,7 +45,8 @@ def flops_per_step(cfg: ModelConfig, micro: int) -> float:
 
 
 def make_step(cfg: ModelConfig, micro: int, bf16: bool, steps: int):
-    """A function running `steps` optimizer steps through a DeepSpeed engine (AdamW, clipping), as in training."""
+    """A function running `steps` optimizer steps through a DeepSpeed engine (AdamW, clipping) and the trainer's
+    step (`train.step_region`, `train.micro_step`), as in training."""
     import deepspeed
 
     torch.manual_seed(0)
@@ -58,10 +60,8 @@ def make_step(cfg: ModelConfig, micro: int, bf16: bool, steps: int):
 
     def run() -> None:
         for batch in batches:
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                loss, _ = engine(*batch)
-            engine.backward(loss)
-            engine.step()
+            with step_region(engine, bf16):
+                micro_step(engine, batch)
 
     run()  # warm-up: allocator, oneDNN kernel selection
     return run
