@@ -1,7 +1,7 @@
 """Training throughput on one GPU at Table 1 sizes, through the trainer's own engines and DeepSpeed configs.
 
     python benchmarks/bench_gpu.py [--families elmo gpt bert-base bert-large] [--precisions bf16 fp16]
-        [--engines deepspeed torch torch-compile] [--released] [--micro-batch 256] [--sequences-per-step 3840]
+        [--engines deepspeed torch torch-compile torch-compile-layers] [--released] [--micro-batch 256] [--sequences-per-step 3840]
         [--model-option vocab_multiple=64] [--label-bucket 1024] [--cast-each-micro-batch] [--profile-dir DIR]
         [--single-tower] [--peak-tflops 989] [--out FILE.json]
 
@@ -14,6 +14,7 @@ the paper's vocabulary and prints
     (FLOPs: model_flops.step_flops, torch's FlopCounterMode plus the LSTM recurrences by hand),
   - peak GPU memory,
   - the optimizer step's share of a step (the last micro-batch's excess over the others' median),
+  - the warm-up step's seconds (with a compiling engine, its compilation),
   - with --profile-dir, how busy the GPU was during one profiled micro-batch (its kernels' time / wall time),
   - with --single-tower, a two-tower step / two single-tower steps of the same tower width,
   - the projected wall time of the paper profile's token budget per case on 1 and on 6 such GPUs
@@ -102,13 +103,13 @@ def measure(cfg, precision: str, micro: int, steps: int, engine_name: str = "dee
         torch.cuda.synchronize()
         return time.perf_counter() - t, [a.elapsed_time(b) / 1e3 for a, b in zip(events, events[1:])]
 
-    run(accum)  # warm-up: one optimizer step (kernel selection, the allocator, compilation, optimizer state)
+    warmup_s, _ = run(accum)  # warm-up: one optimizer step (kernel selection, the allocator, compilation, optimizer state)
     seconds, per_micro = run(steps * accum)
     step_s = seconds / steps
     inner = sorted(t for i, t in enumerate(per_micro) if (i + 1) % accum) if accum > 1 else []
     micro_s = inner[len(inner) // 2] if inner else None
     last = [t for i, t in enumerate(per_micro) if (i + 1) % accum == 0]
-    out = {"step_s": step_s, "accum": accum, "sequences_per_step": micro * accum,
+    out = {"step_s": step_s, "warmup_step_s": warmup_s, "accum": accum, "sequences_per_step": micro * accum,
            "tokens_per_s": micro * accum * cfg.seq_len / step_s, "flops_per_step": flops,
            "micro_step_s": micro_s, "optimizer_step_s": sum(last) / len(last) - micro_s if micro_s else None,
            "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
@@ -246,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
           f"(ELMo {args.elmo_micro_batch}) x 128 tokens, accumulated to {args.sequences_per_step} sequences a step; "
           f"vocabulary {args.vocab_size}; {args.steps} timed steps; model options {options or 'none'}\n")
     header = (f"{'model':20} {'prec':4} {'engine':13} {'params M':>8} {'tok/s':>9} {'MFU':>6} {'mem GiB':>7} "
-              f"{'optim %':>7} {'busy %':>6} {'2T/(2x1T)':>9} {'paper 1 GPU h':>13}")
+              f"{'optim %':>7} {'busy %':>6} {'warm-up s':>9} {'2T/(2x1T)':>9} {'paper 1 GPU h':>13}")
     print(header)
     rows = []
     runs = [(e, p) for e in args.engines for p in args.precisions if not (e != "deepspeed" and p == "fp16")]
@@ -281,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
             busy = 100 * two.get("profile", {}).get("device_busy", float("nan"))
             print(f"{label:20} {precision:4} {engine_name:13} {two['params_m']:8.1f} {two['tokens_per_s']:9.0f} "
                   f"{100 * mfu if mfu else float('nan'):5.1f}% {two['peak_memory_gib']:7.1f} {optim:7.1f} {busy:6.1f} "
+                  f"{two['warmup_step_s']:9.1f} "
                   f"{row['two_vs_two_single'] or float('nan'):9.2f} {hours:13.1f}", flush=True)
             _write(args, name, peak, driver, rows)  # after every row: a run stopped part-way keeps what it measured
     return 0

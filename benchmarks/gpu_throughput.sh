@@ -5,23 +5,24 @@
 # results/gpu/engines/). At Table 1 sizes, bf16, sequence length 128, the paper's 3,840 sequences per optimizer
 # step (micro-batches of 256, accumulated):
 #   1. before, on this machine: the torch engine without levers (eager; the positions found on the host, not
-#      padded; the weights cast to bf16 every micro-batch, `--cast-each-micro-batch`) for the BERT families and
-#      GPT, each micro-batch profiled (before.json; profiles/); then the same with the trainer's autocast region
-#      open over a whole step, so that each weight is cast once a step (casts.json: that lever alone; every
-#      later part has it);
-#   2. after: the levers together: the forward pass compiled (`--engine torch-compile`), BERT's predicted
-#      positions padded to a multiple of 1024 so that the shapes repeat and it compiles once
-#      (`--label-bucket 1024`), the decoder's columns padded to a multiple of 64 (`--vocab-multiple 64`),
-#      profiled (after.json). Compiling takes a minute or more a model (Bert-base's forward and backward took
-#      81 s on 2 CPU cores with the CPU backend), so the BERT families, not measured compiled yet, go first;
+#      padded; the weights cast to bf16 every micro-batch, `--cast-each-micro-batch`) for the four families,
+#      each micro-batch profiled (before.json; profiles/); then the BERT families and GPT with the trainer's
+#      autocast region open over a whole step, so that each weight is cast once a step (casts.json: that lever
+#      alone; every later part has it);
+#   2. after: the levers together: the forward pass compiled region by region (`--engine torch-compile-layers`:
+#      the embedding, each layer, the decoder with its loss; on 2 CPU cores it compiles 2-4x sooner than the
+#      whole model, results/compile/), BERT's predicted positions padded to a multiple of 1024 so that the shapes
+#      repeat and it compiles once (`--label-bucket 1024`), the decoder's columns padded to a multiple of 64
+#      (`--vocab-multiple 64`), profiled; ELMo last (after.json; each row's warm-up step holds its compilation);
 #   3. numerics: the first 100 training losses of DeepSpeed and of the new path from the same weights and
 #      batches at the same micro-batches as 2 (so that Inductor's cache can serve the compiled graphs)
 #      (losses.json);
 #   4. one lever more each: the BERT families with both towers in one vmapped call (`fuse_towers`: half the
 #      kernels, each twice as large) (fused.json); Bert-base, host-bound, at micro-batches of 768
 #      (micro768.json); ELMo at micro-batches of 256, its recurrent products reading the 4096-wide weights
-#      once a time step for twice the rows, the decoder padded (elmo256.json); ELMo's loss comparison,
-#      100 steps (losses_elmo.json);
+#      once a time step for twice the rows (elmo256.json); GPT compiled as one graph (`--engine torch-compile`)
+#      against 2's regions, for speed and compilation time (whole.json); ELMo's loss comparison, 100 steps
+#      (losses_elmo.json);
 #   5. the torch-engine GPU tests (their output is in run.log).
 # What comes back: $OUT/run.log (the whole output and the versions) and $OUT/bench.tar.gz (the JSON files and
 # the profiles; the device returns at most 8 files). $OUT defaults to results/gpu/new/.
@@ -48,20 +49,21 @@ main() {
     bench="python3 benchmarks/bench_gpu.py --precisions bf16 --steps 1"
     transformers="bert-base bert-large gpt"
     levers="--label-bucket 1024 --model-option vocab_multiple=64"
+    compiled=torch-compile-layers
     parts="$out/parts"
     mkdir -p "$parts"
-    part 90 $bench --engines torch --families $transformers --cast-each-micro-batch --profile-dir "$out/profiles" \
-        --out "$parts/before.json"
+    part 100 $bench --engines torch --families $transformers elmo --cast-each-micro-batch \
+        --profile-dir "$out/profiles" --out "$parts/before.json"
     part 45 $bench --engines torch --families $transformers --out "$parts/casts.json"
-    part 240 $bench --engines torch-compile --families $transformers $levers --profile-dir "$out/profiles" \
+    part 240 $bench --engines $compiled --families $transformers elmo $levers --profile-dir "$out/profiles" \
         --out "$parts/after.json"
-    part 150 python3 benchmarks/bench_gpu.py --compare-steps 100 --engines torch-compile $levers \
+    part 150 python3 benchmarks/bench_gpu.py --compare-steps 100 --engines $compiled $levers \
         --families $transformers --out "$parts/losses.json"
-    part 100 $bench --engines torch-compile --families bert-base bert-large $levers --model-option fuse_towers=true \
+    part 100 $bench --engines $compiled --families bert-base bert-large $levers --model-option fuse_towers=true \
         --out "$parts/fused.json"
-    part 80 $bench --engines torch-compile --families bert-base $levers --micro-batch 768 --out "$parts/micro768.json"
-    part 60 $bench --engines torch --families elmo --elmo-micro-batch 256 --model-option vocab_multiple=64 \
-        --out "$parts/elmo256.json"
+    part 80 $bench --engines $compiled --families bert-base $levers --micro-batch 768 --out "$parts/micro768.json"
+    part 60 $bench --engines $compiled --families elmo --elmo-micro-batch 256 $levers --out "$parts/elmo256.json"
+    part 120 $bench --engines torch-compile --families gpt $levers --out "$parts/whole.json"
     part 60 python3 benchmarks/bench_gpu.py --compare-steps 100 --engines torch --families elmo --elmo-micro-batch 32 \
         --out "$parts/losses_elmo.json"
     part 60 python3 -m pytest -q -m gpu tests/test_gpu.py -k "torch_engine" -p no:cacheprovider 2>&1 | tail -15

@@ -9,12 +9,14 @@ This engine keeps the surface `train` uses (`engine(inputs, labels, positions)`,
 optimizer's parameters, `gradient_clipping`, `gradient_accumulation_steps`), so a run has one
 configuration either way. Several processes or nodes stay with DeepSpeed and its launcher.
 
-With `--engine torch-compile` the forward pass runs through `torch.compile` (the model's own parameters, so
-weights and checkpoints are the same files). It compiles once when a micro-batch's shapes repeat: BERT predicts
-a random number of positions, which `train --label-bucket` pads to a multiple (ignored labels); then GPT's and
-BERT's forward passes are one graph each. ELMo's LSTMs are not traced (the graph breaks around them). CUDA
-graphs (torch.compile's "reduce-overhead") are not offered: with gradient accumulation PyTorch's CUDA graph
-trees overwrite or take over the accumulated gradients (pytorch/pytorch#169545).
+With `--engine torch-compile` the forward pass runs through `torch.compile` as one graph; with
+`--engine torch-compile-layers` region by region (`TwoTowerLM.compile_regions`: the embedding, each layer, the
+decoder with the loss), which compiles minutes sooner at Table 1 sizes. Either way the parameters are the model's
+own, so weights and checkpoints are the same files. It compiles once when a micro-batch's shapes repeat: BERT
+predicts a random number of positions, which `train --label-bucket` pads to a multiple (ignored labels).
+ELMo's LSTMs are not traced (the graph breaks around them). CUDA graphs (torch.compile's "reduce-overhead") are
+not offered: with gradient accumulation PyTorch's CUDA graph trees overwrite or take over the accumulated
+gradients (pytorch/pytorch#169545).
 
 Semantics as DeepSpeed's at stage 0: the loss is divided by the accumulation steps in `backward`;
 `step` counts micro-batches and, at each accumulation boundary, clips the gradients' global norm,
@@ -34,14 +36,16 @@ class TorchEngine:
     """One process's model and AdamW, stepped as DeepSpeed steps them (see the module docstring)."""
 
     def __init__(self, model: torch.nn.Module, param_groups: list[dict], ds: dict[str, Any], device: torch.device,
-                 compile: bool = False):
+                 compile: str | None = None):
         opt = ds.get("optimizer", {})
         if opt.get("type", "AdamW").lower() != "adamw":
             raise UserError(f"the torch engine trains with AdamW; the DeepSpeed config asks for {opt.get('type')!r}")
         p = opt.get("params", {})
         self.device = device
         self.module = model.to(device)
-        self.forward = torch.compile(self.module) if compile else self.module
+        self.forward = torch.compile(self.module) if compile == "model" else self.module
+        if compile == "layers":
+            self.module.compile_regions()
         self.optimizer = torch.optim.AdamW(param_groups, lr=p.get("lr", 1e-3), betas=tuple(p.get("betas", (0.9, 0.999))),
                                            eps=p.get("eps", 1e-8), weight_decay=p.get("weight_decay", 0.01),
                                            fused=True if device.type == "cuda" else None)

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from twotower_lib.errors import UserError
 from twotower_lib.models.config import MODEL_TYPES
 
-ENGINES = ("deepspeed", "torch", "torch-compile")  # see twotower_lib.torch_engine
+ENGINES = ("deepspeed", "torch", "torch-compile", "torch-compile-layers")  # see twotower_lib.torch_engine
+COMPILE_SCOPE = {"torch-compile": "model", "torch-compile-layers": "layers"}  # engine -> what it compiles
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # fp16: GPUs only (DeepSpeed loss scaling), as in the paper
 FIRST_SNAPSHOT_TOKENS = 1 << 16  # default snapshots double from here: early training is where things change
 
@@ -46,7 +47,8 @@ class TrainConfig:
                                         # another number stops with an error instead of missing the token budget
     engine: str = "deepspeed"           # "deepspeed", or "torch": one process without DeepSpeed's wrapper
                                         # (`torch_engine`), the same JSON config's optimizer and clipping;
-                                        # "torch-compile": the same with the forward pass torch.compile'd
+                                        # "torch-compile": the same with the forward pass torch.compile'd;
+                                        # "torch-compile-layers": compiled region by region (minutes less)
     vocab_multiple: int = 1             # the decoder's columns padded to a multiple of this (ModelConfig.vocab_multiple)
     label_bucket: int = 1               # a micro-batch's predicted positions padded to a multiple of this
                                         # (models.labeled_positions): the same loss, shapes that repeat

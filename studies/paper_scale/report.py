@@ -15,6 +15,7 @@ from twotower_lib.book.paper_tables import number
 
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "gpu"
 INPUTS = ("bench_gpu.json", "bench_gpu_micro64.json", "paper_cases.json")
+COMPILE_CPU = Path("compile") / "cpu.json"  # benchmarks/bench_compile.py on 2 CPU cores, beside results/gpu/
 
 
 def tests_markdown(results: Path = RESULTS) -> str:
@@ -160,7 +161,8 @@ def engine_losses_markdown(folders: tuple[Path, ...] = ENGINE_DIRS) -> str:
 def numbers(results: Path = RESULTS) -> dict[str, str]:
     """The `{{ gpu_... }}` numbers of the paper-scale page's prose, from the committed bench and cases:
     how much the transformer families' utilisation rose from 64 sequences a step to the bench's, a
-    two-tower step against two one-tower steps, and what the cases' training and probes measured."""
+    two-tower step against two one-tower steps, what the cases' training and probes measured, and (the
+    `{{ gpu_compile_... }}` numbers) how much sooner the forward pass compiles region by region on the CPU."""
     out: dict[str, str] = {}
     bench, small = results / "bench_gpu.json", results / "bench_gpu_micro64.json"
     if bench.is_file():
@@ -173,6 +175,14 @@ def numbers(results: Path = RESULTS) -> dict[str, str]:
                     if r["model"] != "elmo" and at_64.get((r["model"], r["precision"]))]
             if rise:
                 out.update(gpu_rise_min=f"{min(rise):.1f}", gpu_rise_max=f"{max(rise):.1f}")
+    compiled = results.parent / COMPILE_CPU
+    if compiled.is_file():
+        rows = read_json(compiled)["rows"]
+        ratio = [r["first_step_over_layers"] for r in rows if "first_step_over_layers" in r]
+        by = {(r["family"], r["engine"]): r["first_step_s"] for r in rows}
+        out.update(gpu_compile_ratio_min=f"{min(ratio):.1f}", gpu_compile_ratio_max=f"{max(ratio):.1f}",
+                   gpu_compile_whole_large_s=f"{by[('bert-large', 'torch-compile')]:.0f}",
+                   gpu_compile_layers_large_s=f"{by[('bert-large', 'torch-compile-layers')]:.0f}")
     cases = results / "paper_cases.json"
     if cases.is_file():
         found = read_json(cases)
@@ -220,6 +230,7 @@ def write_book(results: Path = RESULTS) -> Path:
     from twotower_lib.book import study_parts
 
     inputs = (sorted(results.glob("gpu_tests_run*.log")) + [results / n for n in INPUTS if (results / n).is_file()]
+              + [f for f in [results.parent / COMPILE_CPU] if f.is_file()]
               + [f for name in ENGINE_FOLDERS for f in sorted((results / name).glob("*.json"))])
     engines = tuple(results / name for name in ENGINE_FOLDERS)
     parts = {"GPU_TESTS": tests_markdown(results), "GPU_BENCH": bench_markdown(results / "bench_gpu.json",

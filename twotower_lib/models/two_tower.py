@@ -70,6 +70,13 @@ class TwoTowerLM(nn.Module):
 
     def tower_states(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Each tower's output at every position: (B, T) -> (B, T, k, H)."""
+        x = self._tower_inputs(input_ids)                                   # (B, T, k, W)
+        if self.cfg.fuse_towers and self.cfg.towers > 1 and self.cfg.model_type != "elmo":
+            return self._fused_towers(x)
+        return torch.stack([tower(x[:, :, j]) for j, tower in enumerate(self.towers)], dim=2)
+
+    def _tower_inputs(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """The shared embedding mapped to each tower's input: (B, T) -> (B, T, k, W)."""
         B, T = input_ids.shape
         if T > self.cfg.max_position and self.pos_emb is not None:
             raise UserError(f"input has {T} positions but the model's position table has "
@@ -85,9 +92,7 @@ class TwoTowerLM(nn.Module):
         else:                                                               # released ELMo: forward | backward input
             x = torch.cat([self.tower_in(self.drop(ln(x))).view(B, T, k, W)
                            for ln in (self.emb_ln, self.emb_ln_backward)], dim=-1)   # (B, T, k, 2 * H/2)
-        if self.cfg.fuse_towers and self.cfg.towers > 1 and self.cfg.model_type != "elmo":
-            return self._fused_towers(x)
-        return torch.stack([tower(x[:, :, j]) for j, tower in enumerate(self.towers)], dim=2)
+        return x
 
     def _fused_towers(self, x: torch.Tensor) -> torch.Tensor:
         """All k towers in one vmapped call over stacked weights: same maths, fewer, larger kernels."""
@@ -133,9 +138,30 @@ class TwoTowerLM(nn.Module):
         states = self.tower_states(input_ids)                               # (B, T, k, H)
         if positions is not None:
             states = states.flatten(0, 1).index_select(0, positions)        # (N, k, H)
+        return self._loss_and_logits(states, labels)
+
+    def _loss_and_logits(self, states: torch.Tensor, labels: torch.Tensor | None) -> tuple[torch.Tensor | None, torch.Tensor]:
         logits = self._padded_logits(states)                                # (..., V')
         loss = None
         if labels is not None:
             loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), labels.reshape(-1),
                                    ignore_index=-100)
         return loss, logits[..., :self.cfg.vocab_size]
+
+    def compile_regions(self, **options) -> None:
+        """Compile the forward pass region by region, in place (torch's "regional compilation"): the embedding
+        (`_tower_inputs`), each transformer layer (every layer of a family is the same code on the same shapes,
+        so one compiled graph serves them all: two, as the first layer reads a strided slice), the k towers
+        together when fused, and the decoder with the loss (`_loss_and_logits`). Compiling the whole forward
+        pass as one graph (`torch.compile(model)`) traces every layer of every tower anew, which takes minutes
+        at Table 1 sizes; the regions lose only the fusions across a layer's boundary. ELMo's LSTMs and
+        DeepSpeed's kernel layers stay eager. The parameters stay the model's own: the same state_dict.
+        `options`: `torch.compile`'s keywords (e.g. backend)."""
+        self._tower_inputs = torch.compile(self._tower_inputs, **options)
+        self._loss_and_logits = torch.compile(self._loss_and_logits, **options)
+        if self.cfg.fuse_towers and self.cfg.towers > 1 and self.cfg.model_type != "elmo":
+            self._fused_towers = torch.compile(self._fused_towers, **options)
+        elif self.cfg.model_type != "elmo" and not self.cfg.deepspeed_kernel:
+            for tower in self.towers:
+                for layer in getattr(tower, "layers", None) or tower.blocks:
+                    layer.compile(**options)
