@@ -23,8 +23,9 @@ from pathlib import Path
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
+from bench_gpu import FAMILIES  # noqa: E402  (benchmarks/bench_gpu.py: bench name -> model type)
+
 ENGINES = ("torch-compile", "torch-compile-layers")
-FAMILIES = {"gpt": "gpt", "bert-base": "bert", "bert-large": "bert", "elmo": "elmo"}
 
 
 def one(family: str, engine_name: str, micro: int) -> dict:

@@ -10,8 +10,8 @@
 #      autocast region open over a whole step, so that each weight is cast once a step (casts.json: that lever
 #      alone; every later part has it);
 #   2. after: the levers together: the forward pass compiled region by region (`--engine torch-compile-layers`:
-#      the embedding, each layer, the decoder with its loss; on 2 CPU cores it compiles 2-4x sooner than the
-#      whole model, results/compile/), BERT's predicted positions padded to a multiple of 1024 so that the shapes
+#      the embedding, each layer, the decoder with its loss; sooner compiled than the whole model:
+#      results/compile/), BERT's predicted positions padded to a multiple of 1024 so that the shapes
 #      repeat and it compiles once (`--label-bucket 1024`), the decoder's columns padded to a multiple of 64
 #      (`--vocab-multiple 64`), profiled; ELMo last (after.json; each row's warm-up step holds its compilation);
 #   3. numerics: the first 100 training losses of DeepSpeed and of the new path from the same weights and

@@ -180,9 +180,10 @@ def numbers(results: Path = RESULTS) -> dict[str, str]:
         rows = read_json(compiled)["rows"]
         ratio = [r["first_step_over_layers"] for r in rows if "first_step_over_layers" in r]
         by = {(r["family"], r["engine"]): r["first_step_s"] for r in rows}
-        out.update(gpu_compile_ratio_min=f"{min(ratio):.1f}", gpu_compile_ratio_max=f"{max(ratio):.1f}",
-                   gpu_compile_whole_large_s=f"{by[('bert-large', 'torch-compile')]:.0f}",
-                   gpu_compile_layers_large_s=f"{by[('bert-large', 'torch-compile-layers')]:.0f}")
+        if ratio and ("bert-large", "torch-compile-layers") in by:
+            out.update(gpu_compile_ratio_min=f"{min(ratio):.1f}", gpu_compile_ratio_max=f"{max(ratio):.1f}",
+                       gpu_compile_whole_large_s=f"{by[('bert-large', 'torch-compile')]:.0f}",
+                       gpu_compile_layers_large_s=f"{by[('bert-large', 'torch-compile-layers')]:.0f}")
     cases = results / "paper_cases.json"
     if cases.is_file():
         found = read_json(cases)
