@@ -7,6 +7,7 @@ Every test here skips cleanly where torch sees no CUDA device (CI has none). On 
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -104,6 +105,44 @@ def test_the_compiled_torch_engine_on_cuda_trains_as_the_eager_one(tiny_data, tm
     summary = train(tcfg(model, engine=engine, label_bucket=256, precision="bf16"), tiny_data, out, show_progress=False)
     log = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
     assert summary["engine"] == engine and all(np.isfinite(r["loss"]) for r in log) and log[-1]["loss"] < log[0]["loss"]
+
+
+@pytest.mark.parametrize("options", [{}, {"layout": "released", "elmo_backward_zeroed": True}])
+def test_elmo_lstms_on_streams_compute_as_one_after_another(options, deterministic):
+    """`lstm_streams`: every LSTM of both towers runs on a side stream (a hook sees each LSTM called under a
+    stream that is not the caller's), and the loss and every gradient equal those of the LSTMs run one after
+    another, in fp32 and under bf16 autocast, over three micro-batches accumulated."""
+    torch.manual_seed(0)
+    cfg = replace(preset("cpu", "elmo", vocab_size=500, **options), dropout=0.0)
+    plain, streams = build_model(cfg).cuda(), build_model(replace(cfg, lstm_streams=True)).cuda()
+    streams.load_state_dict(plain.state_dict())
+    seen = []
+    for tower in streams.towers:
+        for lstm in (tower.forward_lstm, tower.backward_lstm):
+            lstm.register_forward_pre_hook(lambda module, args: seen.append(torch.cuda.current_stream()))
+    g = torch.Generator().manual_seed(0)
+    special = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
+    for dtype in (None, torch.bfloat16):
+        losses = {}
+        for name, net in (("plain", plain), ("streams", streams)):
+            net.zero_grad()
+            g.manual_seed(0)
+            total = 0.0
+            for _ in range(3):
+                inputs, labels = make_batch("elmo", torch.randint(5, 500, (16, 128), generator=g), g, special, 500)
+                with torch.autocast("cuda", dtype=dtype) if dtype else contextlib.nullcontext():
+                    loss, _ = net(inputs.cuda(), labels.cuda())
+                loss.backward()
+                total += loss.item()
+            losses[name] = total
+        assert losses["streams"] == pytest.approx(losses["plain"], rel=1e-6 if dtype is None else 1e-3)
+        grads = dict(streams.named_parameters())
+        for name, p in plain.named_parameters():
+            torch.testing.assert_close(grads[name].grad, p.grad, msg=name,
+                                       **({} if dtype is None else dict(rtol=2e-2, atol=1e-4)))
+    lstms_run = 2 * (1 if options else 2)                 # towers x directions run (the zeroed one is not)
+    assert len(seen) == 2 * 3 * lstms_run and len({s.stream_id for s in seen[:lstms_run]}) == lstms_run
+    assert all(s != torch.cuda.default_stream() for s in seen)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])

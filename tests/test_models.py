@@ -127,6 +127,26 @@ def test_elmo_as_released_is_an_elmo_option_saved_only_when_set():
     assert ModelConfig.from_dict(released.to_dict()) == released
 
 
+@pytest.mark.parametrize("released", [False, True])
+def test_elmo_lstm_streams_is_an_elmo_option_and_changes_nothing_off_cuda(released):
+    """`lstm_streams` (ELMo's LSTMs side by side on CUDA streams; tests/test_gpu.py checks it there) is refused
+    for other families, saved only when set, and on the CPU the model computes as without it."""
+    with pytest.raises(UserError, match="lstm_streams.*ELMo option"):
+        preset("tiny", "bert", lstm_streams=True)
+    assert "lstm_streams" not in preset("tiny", "elmo").to_dict()
+    options = dict(elmo_backward_zeroed=True, layout="released") if released else {}
+    model = tiny("elmo", n_layer=2, **options).train()
+    streams = tiny("elmo", n_layer=2, lstm_streams=True, **options).train()
+    assert ModelConfig.from_dict(streams.cfg.to_dict()) == streams.cfg
+    ids = random_ids()
+    for net in (model, streams):
+        net.tower_states(ids).square().sum().backward()
+    torch.testing.assert_close(streams.tower_states(ids), model.tower_states(ids))
+    grads = dict(streams.named_parameters())
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(grads[name].grad, p.grad, msg=name)
+
+
 @pytest.mark.parametrize("i", [0, 13, 31])
 def test_gpt_is_causal(i):
     model = tiny("gpt")

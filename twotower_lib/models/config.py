@@ -22,7 +22,7 @@ MODEL_TYPES = ("elmo", "gpt", "bert")
 #   bert  pre-LN layers (the DeepSpeed kernel's `pre_layer_norm=True`) with no final LayerNorm
 LAYOUTS = ("paper", "released")
 
-_LATER_OPTIONS = {"elmo_backward_zeroed": False, "layout": "paper", "vocab_multiple": 1}  # option -> its default
+_LATER_OPTIONS = {"elmo_backward_zeroed": False, "layout": "paper", "vocab_multiple": 1, "lstm_streams": False}  # option -> its default
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,8 @@ class ModelConfig:
     layout: str = "paper"     # "paper" | "released": the module layout of the text or of the authors' code (LAYOUTS)
     vocab_multiple: int = 1   # the decoder's output columns padded to a multiple of this, the padding masked to
                               # -inf (the same softmax): 64 aligns the bf16 output GEMMs on GPUs; weights unchanged
+    lstm_streams: bool = False  # ELMo on CUDA: every LSTM of every tower on a CUDA stream of its own, side by side
+                                # (the same arithmetic; elsewhere they run one after another)
 
     @property
     def embed_dim(self) -> int:
@@ -95,6 +97,8 @@ class ModelConfig:
                                 "the authors' code's")
         if not isinstance(self.vocab_multiple, int) or self.vocab_multiple < 1:
             raise bad("vocab_multiple", "must be a positive integer (1: no padding; 64 aligns GPU matrix products)")
+        if self.lstm_streams and self.model_type != "elmo":
+            raise bad("lstm_streams", f"is an ELMo option (its LSTMs on CUDA streams), not one of {self.model_type!r}")
         if self.elmo_backward_zeroed and self.model_type != "elmo":
             raise bad("elmo_backward_zeroed", f"is an ELMo option, not one of {self.model_type!r}")
         if self.model_type == "elmo":

@@ -16,6 +16,9 @@ is not run: its output would be multiplied by 0 and its gradient is 0).
 With `layout="released"` (the released module shapes) a tower's input is the forward input (first H/2)
 beside the backward input (last H/2), each normalised by its own embedding LayerNorm, and the LSTMs
 read H/2; otherwise both LSTMs read the same H-wide input.
+
+With `lstm_streams` on CUDA, the k towers' LSTMs run side by side on streams of their own
+(`towers_on_streams`); the same arithmetic.
 """
 
 from __future__ import annotations
@@ -39,14 +42,58 @@ class ELMoTower(nn.Module):
         self.backward_proj = nn.Linear(cfg.intermediate, cfg.hidden // 2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, H) -> (B, T, H)
+        calls = self.lstm_calls(x)
+        return self.combine(*(lstm(inputs)[0] for lstm, inputs in calls))
+
+    def lstm_calls(self, x: torch.Tensor) -> list[tuple[nn.LSTM, torch.Tensor]]:
+        """The LSTMs this tower runs on `x` (B, T, H), each with its input: the forward LSTM on the input
+        shifted right, and (unless zeroed) the backward LSTM on it shifted left and reversed."""
         x_in, x_back = x.chunk(2, dim=-1) if self.split_input else (x, x)   # each (B, T, W)
         start = x_in.new_zeros(x_in[:, :1].shape)              # (B, 1, W): "nothing seen yet"
         x_fwd = torch.cat([start, x_in[:, :-1]], dim=1)        # position i holds token i-1
-        if self.backward_zeroed:                               # as released: the backward half is 0
-            h_fwd, _ = self.forward_lstm(x_fwd)
-            out = self.forward_proj(h_fwd)                     # (B, T, H/2)
-            return torch.cat([out, torch.zeros_like(out)], dim=-1)
+        if self.backward_zeroed:                               # as released: the backward half is 0, not run
+            return [(self.forward_lstm, x_fwd)]
         x_bwd = torch.cat([x_back[:, 1:], start], dim=1).flip(1)   # reversed; position i holds token i+1
-        h_fwd, _ = self.forward_lstm(x_fwd)                    # (B, T, L)
-        h_bwd, _ = self.backward_lstm(x_bwd)                   # (B, T, L), reversed order
-        return torch.cat([self.forward_proj(h_fwd), self.backward_proj(h_bwd).flip(1)], dim=-1)
+        return [(self.forward_lstm, x_fwd), (self.backward_lstm, x_bwd)]
+
+    def combine(self, h_fwd: torch.Tensor, h_bwd: torch.Tensor | None = None) -> torch.Tensor:
+        """The tower's output from its LSTMs' states (B, T, L): each direction projected to H/2, the backward
+        one put back in order (or zero, as released), side by side."""
+        out = self.forward_proj(h_fwd)                         # (B, T, H/2)
+        if h_bwd is None:
+            return torch.cat([out, torch.zeros_like(out)], dim=-1)
+        return torch.cat([out, self.backward_proj(h_bwd).flip(1)], dim=-1)
+
+
+_SIDE_STREAMS: dict[tuple[int, int], torch.cuda.Stream] = {}   # (device index, lane) -> stream, made once
+
+
+def towers_on_streams(towers: list[ELMoTower], inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Each tower's output (as `tower(x)`), with every LSTM of every tower on a CUDA stream of its own, all
+    launched before any is awaited (`lstm_streams`): an LSTM's time steps run one after another, each a short
+    kernel that leaves the GPU partly idle, and the LSTMs are independent, so their kernels can overlap.
+    Autograd runs each backward on its forward's stream. Tensors that cross streams are recorded on the stream
+    that reads them, so that the allocator does not reuse their memory early. One limit: PyTorch keeps one
+    cuDNN dropout state per device, and once an LSTM has used it (training with dropout between layers) each
+    LSTM's forward pass waits for the one before (an event on that state); the backward passes still overlap."""
+    calls = [tower.lstm_calls(x) for tower, x in zip(towers, inputs)]
+    flat = [call for tower_calls in calls for call in tower_calls]
+    current = torch.cuda.current_stream()
+    device = current.device.index
+    states = []
+    for lane, (lstm, x) in enumerate(flat):
+        if (device, lane) not in _SIDE_STREAMS:
+            _SIDE_STREAMS[(device, lane)] = torch.cuda.Stream(device=current.device)
+        stream = _SIDE_STREAMS[(device, lane)]
+        stream.wait_stream(current)                            # its input is ready
+        x.record_stream(stream)
+        with torch.cuda.stream(stream):
+            states.append(lstm(x)[0])
+    for lane, h in enumerate(states):
+        current.wait_stream(_SIDE_STREAMS[(device, lane)])
+        h.record_stream(current)
+    out, i = [], 0
+    for tower, tower_calls in zip(towers, calls):
+        out.append(tower.combine(*states[i:i + len(tower_calls)]))
+        i += len(tower_calls)
+    return out

@@ -25,7 +25,7 @@ from transformers.pytorch_utils import Conv1D
 from twotower_lib.errors import UserError
 from twotower_lib.models.bert import BertTower, DeepSpeedKernelTower
 from twotower_lib.models.config import ModelConfig
-from twotower_lib.models.elmo import ELMoTower
+from twotower_lib.models.elmo import ELMoTower, towers_on_streams
 from twotower_lib.models.gpt import GPTTower
 
 TOWER_CLASSES: dict[str, type[nn.Module]] = {"elmo": ELMoTower, "gpt": GPTTower, "bert": BertTower}
@@ -73,7 +73,10 @@ class TwoTowerLM(nn.Module):
         x = self._tower_inputs(input_ids)                                   # (B, T, k, W)
         if self.cfg.fuse_towers and self.cfg.towers > 1 and self.cfg.model_type != "elmo":
             return self._fused_towers(x)
-        return torch.stack([tower(x[:, :, j]) for j, tower in enumerate(self.towers)], dim=2)
+        inputs = [x[:, :, j] for j in range(self.cfg.towers)]
+        if self.cfg.lstm_streams and x.is_cuda and not torch.compiler.is_compiling():   # traced: one stream
+            return torch.stack(towers_on_streams(list(self.towers), inputs), dim=2)
+        return torch.stack([tower(xj) for tower, xj in zip(self.towers, inputs)], dim=2)
 
     def _tower_inputs(self, input_ids: torch.Tensor) -> torch.Tensor:
         """The shared embedding mapped to each tower's input: (B, T) -> (B, T, k, W)."""
