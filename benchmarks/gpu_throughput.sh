@@ -24,7 +24,7 @@
 #      once a time step for twice the rows (elmo256.json); GPT compiled as one graph (`--engine torch-compile`)
 #      against 2's regions, for speed and compilation time (whole.json); ELMo's loss comparison, 100 steps
 #      (losses_elmo.json);
-#   5. the GPU tests of the torch engine and of ELMo's streams (their output is in run.log).
+#   5. the GPU tests of the torch engine and of ELMo's LSTMs (bf16, streams) (their output is in run.log).
 # What comes back: $OUT/run.log (the whole output and the versions) and $OUT/bench.tar.gz (the JSON files and
 # the profiles; the device returns at most 8 files). $OUT defaults to results/gpu/new/.
 # The device cannot reach the package registries: carry DeepSpeed, transformers and their missing
@@ -68,7 +68,7 @@ main() {
     part 120 $bench --engines torch-compile --families gpt $levers --out "$parts/whole.json"
     part 60 python3 benchmarks/bench_gpu.py --compare-steps 100 --engines torch --families elmo --elmo-micro-batch 32 \
         --out "$parts/losses_elmo.json"
-    part 60 python3 -m pytest -q -m gpu tests/test_gpu.py -k "torch_engine or lstms_on_streams" -p no:cacheprovider 2>&1 | tail -15
+    part 60 python3 -m pytest -q -m gpu tests/test_gpu.py -k "torch_engine or elmo_lstms" -p no:cacheprovider 2>&1 | tail -15
     tar -czf "$out/bench.tar.gz" -C "$out" parts $( [ -d "$out/profiles" ] && echo profiles ) && rm -rf "$parts" "$out/profiles"
     echo "== done at $SECONDS s"
 }

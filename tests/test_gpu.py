@@ -107,6 +107,31 @@ def test_the_compiled_torch_engine_on_cuda_trains_as_the_eager_one(tiny_data, tm
     assert summary["engine"] == engine and all(np.isfinite(r["loss"]) for r in log) and log[-1]["loss"] < log[0]["loss"]
 
 
+def test_elmo_lstms_under_bf16_autocast_run_in_bf16():
+    """Autocast alone runs cuDNN's LSTMs in fp16 (no loss scaling); `elmo.run_lstm` runs them in bf16 under
+    bf16 autocast: every LSTM's states are bf16, and the loss and gradients are those of fp32 within bf16's
+    precision."""
+    torch.manual_seed(0)
+    net = build_model(replace(preset("cpu", "elmo", vocab_size=500), dropout=0.0)).cuda()
+    dtypes = []
+    for tower in net.towers:
+        for lstm in (tower.forward_lstm, tower.backward_lstm):
+            lstm.register_forward_hook(lambda module, args, out: dtypes.append(out[0].dtype))
+    g = torch.Generator().manual_seed(0)
+    special = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
+    inputs, labels = make_batch("elmo", torch.randint(5, 500, (16, 128), generator=g), g, special, 500)
+    losses, grads = {}, {}
+    for name, dtype in (("fp32", None), ("bf16", torch.bfloat16)):
+        net.zero_grad()
+        with torch.autocast("cuda", dtype=dtype) if dtype else contextlib.nullcontext():
+            loss, _ = net(inputs.cuda(), labels.cuda())
+        loss.backward()
+        losses[name], grads[name] = loss.item(), torch.cat([p.grad.flatten() for p in net.parameters()])
+    assert dtypes == [torch.float32] * 4 + [torch.bfloat16] * 4
+    assert losses["bf16"] == pytest.approx(losses["fp32"], rel=1e-2)
+    assert torch.nn.functional.cosine_similarity(grads["bf16"], grads["fp32"], dim=0) > 0.99
+
+
 @pytest.mark.parametrize("options", [{}, {"layout": "released", "elmo_backward_zeroed": True}])
 def test_elmo_lstms_on_streams_compute_as_one_after_another(options, deterministic):
     """`lstm_streams`: every LSTM of both towers runs on a side stream (a hook sees each LSTM called under a

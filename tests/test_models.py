@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import numpy as np
@@ -145,6 +146,27 @@ def test_elmo_lstm_streams_is_an_elmo_option_and_changes_nothing_off_cuda(releas
     grads = dict(streams.named_parameters())
     for name, p in model.named_parameters():
         torch.testing.assert_close(grads[name].grad, p.grad, msg=name)
+
+
+def test_an_lstm_in_another_dtype_is_the_module_cast_to_it():
+    """`elmo.in_dtype` (ELMo's LSTMs in bf16 under CUDA's bf16 autocast, `run_lstm`; tests/test_gpu.py checks
+    that path): the states and every gradient equal those of a copy of the module converted to bf16, the
+    gradients reach the module's own fp32 parameters, and the module is itself afterwards."""
+    from torch import nn
+
+    from twotower_lib.models.elmo import in_dtype, run_lstm
+
+    torch.manual_seed(0)
+    lstm = nn.LSTM(8, 16, num_layers=2, batch_first=True)
+    converted = copy.deepcopy(lstm).to(torch.bfloat16)
+    x = torch.randn(3, 5, 8)
+    out = in_dtype(lstm, x, torch.bfloat16)
+    assert out.dtype == torch.bfloat16 and torch.equal(out, converted(x.to(torch.bfloat16))[0])
+    out.float().square().sum().backward()
+    converted(x.to(torch.bfloat16))[0].float().square().sum().backward()
+    for (name, p), q in zip(lstm.named_parameters(), converted.parameters()):
+        assert p.dtype == torch.float32 and torch.equal(p.grad, q.grad.float()), name
+    assert torch.equal(run_lstm(lstm, x), lstm(x)[0]) and torch.equal(in_dtype(lstm, x, torch.float32), lstm(x)[0])
 
 
 @pytest.mark.parametrize("i", [0, 13, 31])

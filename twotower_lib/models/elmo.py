@@ -17,14 +17,18 @@ With `layout="released"` (the released module shapes) a tower's input is the for
 beside the backward input (last H/2), each normalised by its own embedding LayerNorm, and the LSTMs
 read H/2; otherwise both LSTMs read the same H-wide input.
 
+Under bf16 autocast on CUDA the LSTMs run in bf16 (`run_lstm`; autocast alone would run them in fp16).
 With `lstm_streams` on CUDA, the k towers' LSTMs run side by side on streams of their own
 (`towers_on_streams`); the same arithmetic.
 """
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import nn
+from torch.func import functional_call
 
 from twotower_lib.models.config import ModelConfig
 
@@ -42,8 +46,7 @@ class ELMoTower(nn.Module):
         self.backward_proj = nn.Linear(cfg.intermediate, cfg.hidden // 2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, H) -> (B, T, H)
-        calls = self.lstm_calls(x)
-        return self.combine(*(lstm(inputs)[0] for lstm, inputs in calls))
+        return self.combine(*(run_lstm(lstm, inputs) for lstm, inputs in self.lstm_calls(x)))
 
     def lstm_calls(self, x: torch.Tensor) -> list[tuple[nn.LSTM, torch.Tensor]]:
         """The LSTMs this tower runs on `x` (B, T, H), each with its input: the forward LSTM on the input
@@ -63,6 +66,29 @@ class ELMoTower(nn.Module):
         if h_bwd is None:
             return torch.cat([out, torch.zeros_like(out)], dim=-1)
         return torch.cat([out, self.backward_proj(h_bwd).flip(1)], dim=-1)
+
+
+def run_lstm(lstm: nn.LSTM, x: torch.Tensor) -> torch.Tensor:
+    """The LSTM's states (B, T, L) for input `x`, in the precision the caller's autocast asks for.
+
+    PyTorch's autocast runs cuDNN's LSTMs in fp16 whatever its dtype (its `_cudnn_rnn` wrapper casts to half):
+    under bf16 autocast on CUDA the LSTMs, most of ELMo's arithmetic, would run in fp16 with no loss scaling,
+    where fp16's narrower range flushes small gradients to zero. There they run in bf16 instead, their weights
+    cast for the call (`in_dtype`), as DeepSpeed's bf16 engine runs them."""
+    if x.is_cuda and torch.is_autocast_enabled("cuda") and torch.get_autocast_dtype("cuda") == torch.bfloat16:
+        with torch.autocast("cuda", enabled=False):
+            return in_dtype(lstm, x, torch.bfloat16)
+    return lstm(x)[0]
+
+
+def in_dtype(lstm: nn.LSTM, x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The LSTM's states with its input and weights cast to `dtype` for this call (gradients reach the module's
+    own parameters through the casts). The cast weights are separate tensors, so cuDNN copies them into one
+    buffer for the call (autocast's cast does the same) and would warn that they are not one buffer."""
+    weights = {name: p.to(dtype) for name, p in lstm.named_parameters()}
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="RNN module weights are not part of single contiguous chunk")
+        return functional_call(lstm, weights, (x.to(dtype),))[0]
 
 
 _SIDE_STREAMS: dict[tuple[int, int], torch.cuda.Stream] = {}   # (device index, lane) -> stream, made once
@@ -88,7 +114,7 @@ def towers_on_streams(towers: list[ELMoTower], inputs: list[torch.Tensor]) -> li
         stream.wait_stream(current)                            # its input is ready
         x.record_stream(stream)
         with torch.cuda.stream(stream):
-            states.append(lstm(x)[0])
+            states.append(run_lstm(lstm, x))
     for lane, h in enumerate(states):
         current.wait_stream(_SIDE_STREAMS[(device, lane)])
         h.record_stream(current)
