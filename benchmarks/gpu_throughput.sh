@@ -18,13 +18,14 @@
 #      batches at the same micro-batches as 2 (so that Inductor's cache can serve the compiled graphs)
 #      (losses.json);
 #   4. one lever more each: ELMo with every LSTM of both towers on a CUDA stream of its own (`lstm_streams`:
-#      their per-time-step kernels overlap), against 2's ELMo (streams.json); the BERT families with both towers
-#      in one vmapped call (`fuse_towers`: half the kernels, each twice as large) (fused.json); Bert-base, host-bound, at micro-batches of 768
-#      (micro768.json); ELMo at micro-batches of 256, its recurrent products reading the 4096-wide weights
+#      their per-time-step kernels overlap), against 2's ELMo (streams.json), and the GPU tests of ELMo's LSTMs
+#      (bf16 under bf16 autocast, streams; their output is in run.log); the BERT families with both towers
+#      in one vmapped call (`fuse_towers`: half the kernels, each twice as large) (fused.json); Bert-base,
+#      host-bound, at micro-batches of 768 (micro768.json); ELMo at micro-batches of 256, its recurrent products reading the 4096-wide weights
 #      once a time step for twice the rows (elmo256.json); GPT compiled as one graph (`--engine torch-compile`)
 #      against 2's regions, for speed and compilation time (whole.json); ELMo's loss comparison, 100 steps
 #      (losses_elmo.json);
-#   5. the GPU tests of the torch engine and of ELMo's LSTMs (bf16, streams) (their output is in run.log).
+#   5. the torch-engine GPU tests (their output is in run.log).
 # What comes back: $OUT/run.log (the whole output and the versions) and $OUT/bench.tar.gz (the JSON files and
 # the profiles; the device returns at most 8 files). $OUT defaults to results/gpu/new/.
 # The device cannot reach the package registries: carry DeepSpeed, transformers and their missing
@@ -61,6 +62,7 @@ main() {
     part 150 python3 benchmarks/bench_gpu.py --compare-steps 100 --engines $compiled $levers \
         --families $transformers --out "$parts/losses.json"
     part 60 $bench --engines $compiled --families elmo $levers --model-option lstm_streams=true --out "$parts/streams.json"
+    part 40 python3 -m pytest -q -m gpu tests/test_gpu.py -k "elmo_lstms" -p no:cacheprovider 2>&1 | tail -8
     part 100 $bench --engines $compiled --families bert-base bert-large $levers --model-option fuse_towers=true \
         --out "$parts/fused.json"
     part 80 $bench --engines $compiled --families bert-base $levers --micro-batch 768 --out "$parts/micro768.json"
@@ -68,7 +70,7 @@ main() {
     part 120 $bench --engines torch-compile --families gpt $levers --out "$parts/whole.json"
     part 60 python3 benchmarks/bench_gpu.py --compare-steps 100 --engines torch --families elmo --elmo-micro-batch 32 \
         --out "$parts/losses_elmo.json"
-    part 60 python3 -m pytest -q -m gpu tests/test_gpu.py -k "torch_engine or elmo_lstms" -p no:cacheprovider 2>&1 | tail -15
+    part 60 python3 -m pytest -q -m gpu tests/test_gpu.py -k "torch_engine" -p no:cacheprovider 2>&1 | tail -15
     tar -czf "$out/bench.tar.gz" -C "$out" parts $( [ -d "$out/profiles" ] && echo profiles ) && rm -rf "$parts" "$out/profiles"
     echo "== done at $SECONDS s"
 }

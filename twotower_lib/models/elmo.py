@@ -73,7 +73,7 @@ def run_lstm(lstm: nn.LSTM, x: torch.Tensor) -> torch.Tensor:
 
     PyTorch's autocast runs cuDNN's LSTMs in fp16 whatever its dtype (its `_cudnn_rnn` wrapper casts to half):
     under bf16 autocast on CUDA the LSTMs, most of ELMo's arithmetic, would run in fp16 with no loss scaling,
-    where fp16's narrower range flushes small gradients to zero. There they run in bf16 instead, their weights
+    where fp16's smaller exponent range flushes small gradients to zero. There they run in bf16 instead, their weights
     cast for the call (`in_dtype`), as DeepSpeed's bf16 engine runs them."""
     if x.is_cuda and torch.is_autocast_enabled("cuda") and torch.get_autocast_dtype("cuda") == torch.bfloat16:
         with torch.autocast("cuda", enabled=False):
