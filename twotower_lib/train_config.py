@@ -48,7 +48,11 @@ class TrainConfig:
     engine: str = "deepspeed"           # "deepspeed", or "torch": one process without DeepSpeed's wrapper
                                         # (`torch_engine`), the same JSON config's optimizer and clipping;
                                         # "torch-compile": the same with the forward pass torch.compile'd;
-                                        # "torch-compile-layers": compiled region by region (minutes less)
+                                        # "torch-compile-layers": compiled region by region (minutes less).
+                                        # DeepSpeed stays the default: in the GPU measurement at the paper's
+                                        # batch (results/gpu/engines/, the book's "Paper scale") the eager torch
+                                        # engine was no faster for the BERT families; the compiled ones wait for
+                                        # their measurement with every lever (benchmarks/gpu_throughput.sh)
     vocab_multiple: int = 1             # the decoder's columns padded to a multiple of this (ModelConfig.vocab_multiple)
     label_bucket: int = 1               # a micro-batch's predicted positions padded to a multiple of this
                                         # (models.labeled_positions): the same loss, shapes that repeat
