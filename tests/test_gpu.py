@@ -107,6 +107,21 @@ def test_the_compiled_torch_engine_on_cuda_trains_as_the_eager_one(tiny_data, tm
     assert summary["engine"] == engine and all(np.isfinite(r["loss"]) for r in log) and log[-1]["loss"] < log[0]["loss"]
 
 
+def _elmo_batch(g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """An ELMo batch on CUDA: 16 blocks of 128 tokens from a 500-token vocabulary."""
+    special = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
+    inputs, labels = make_batch("elmo", torch.randint(5, 500, (16, 128), generator=g), g, special, 500)
+    return inputs.cuda(), labels.cuda()
+
+
+def _lstms(net) -> list[torch.nn.LSTM]:
+    return [lstm for tower in net.towers for lstm in (tower.forward_lstm, tower.backward_lstm)]
+
+
+def _autocast(dtype: torch.dtype | None):
+    return torch.autocast("cuda", dtype=dtype) if dtype else contextlib.nullcontext()
+
+
 def test_elmo_lstms_under_bf16_autocast_run_in_bf16():
     """Autocast alone runs cuDNN's LSTMs in fp16 (no loss scaling); `elmo.run_lstm` runs them in bf16 under
     bf16 autocast: every LSTM's states are bf16, and the loss and gradients are those of fp32 within bf16's
@@ -114,17 +129,14 @@ def test_elmo_lstms_under_bf16_autocast_run_in_bf16():
     torch.manual_seed(0)
     net = build_model(replace(preset("cpu", "elmo", vocab_size=500), dropout=0.0)).cuda()
     dtypes = []
-    for tower in net.towers:
-        for lstm in (tower.forward_lstm, tower.backward_lstm):
-            lstm.register_forward_hook(lambda module, args, out: dtypes.append(out[0].dtype))
-    g = torch.Generator().manual_seed(0)
-    special = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
-    inputs, labels = make_batch("elmo", torch.randint(5, 500, (16, 128), generator=g), g, special, 500)
+    for lstm in _lstms(net):
+        lstm.register_forward_hook(lambda module, args, out: dtypes.append(out[0].dtype))
+    inputs, labels = _elmo_batch(torch.Generator().manual_seed(0))
     losses, grads = {}, {}
     for name, dtype in (("fp32", None), ("bf16", torch.bfloat16)):
         net.zero_grad()
-        with torch.autocast("cuda", dtype=dtype) if dtype else contextlib.nullcontext():
-            loss, _ = net(inputs.cuda(), labels.cuda())
+        with _autocast(dtype):
+            loss, _ = net(inputs, labels)
         loss.backward()
         losses[name], grads[name] = loss.item(), torch.cat([p.grad.flatten() for p in net.parameters()])
     assert dtypes == [torch.float32] * 4 + [torch.bfloat16] * 4
@@ -142,11 +154,9 @@ def test_elmo_lstms_on_streams_compute_as_one_after_another(options, determinist
     plain, streams = build_model(cfg).cuda(), build_model(replace(cfg, lstm_streams=True)).cuda()
     streams.load_state_dict(plain.state_dict())
     seen = []
-    for tower in streams.towers:
-        for lstm in (tower.forward_lstm, tower.backward_lstm):
-            lstm.register_forward_pre_hook(lambda module, args: seen.append(torch.cuda.current_stream()))
-    g = torch.Generator().manual_seed(0)
-    special = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
+    for lstm in _lstms(streams):
+        lstm.register_forward_pre_hook(lambda module, args: seen.append(torch.cuda.current_stream()))
+    g = torch.Generator()
     for dtype in (None, torch.bfloat16):
         losses = {}
         for name, net in (("plain", plain), ("streams", streams)):
@@ -154,9 +164,8 @@ def test_elmo_lstms_on_streams_compute_as_one_after_another(options, determinist
             g.manual_seed(0)
             total = 0.0
             for _ in range(3):
-                inputs, labels = make_batch("elmo", torch.randint(5, 500, (16, 128), generator=g), g, special, 500)
-                with torch.autocast("cuda", dtype=dtype) if dtype else contextlib.nullcontext():
-                    loss, _ = net(inputs.cuda(), labels.cuda())
+                with _autocast(dtype):
+                    loss, _ = net(*_elmo_batch(g))
                 loss.backward()
                 total += loss.item()
             losses[name] = total

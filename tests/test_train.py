@@ -407,10 +407,11 @@ def test_every_artifact_says_which_kind_of_cpu_made_it():
 def test_the_compiled_torch_engine_trains_as_the_eager_one(tiny_data, tmp_path, engine, graphs):
     """`--engine torch-compile` (the forward pass through torch.compile as one graph: a different kernel for the
     same maths) and `torch-compile-layers` (region by region, in the model itself: the embedding, the tiny
-    preset's one layer, the decoder with the loss, each again for the validation passes without gradients) against the eager torch engine on the same seed and data, BERT with its predicted
-    positions padded (`label_bucket`), the eager run without: every step's loss within ENGINE_LOSS_TOL, the same
-    graphs for every micro-batch (no break, no recompilation: the shapes repeat), the same weights' file
-    layout, the engine in the manifest."""
+    preset's one layer, the decoder with the loss, each again for the validation passes without gradients)
+    against the eager torch engine on the same seed and data, BERT with its predicted positions padded
+    (`label_bucket`), the eager run without: every step's loss within ENGINE_LOSS_TOL, the same graphs for every
+    micro-batch (no break, no recompilation: the shapes repeat), the same weights' file layout, the engine in
+    the manifest."""
     from torch._dynamo.utils import counters
 
     torch._dynamo.reset()

@@ -24,6 +24,7 @@ With `lstm_streams` on CUDA, the k towers' LSTMs run side by side on streams of 
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import torch
@@ -91,7 +92,10 @@ def in_dtype(lstm: nn.LSTM, x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor
         return functional_call(lstm, weights, (x.to(dtype),))[0]
 
 
-_SIDE_STREAMS: dict[tuple[int, int], torch.cuda.Stream] = {}   # (device index, lane) -> stream, made once
+@functools.cache
+def _side_stream(device_index: int, lane: int) -> torch.cuda.Stream:
+    """The device's CUDA stream for the `lane`-th LSTM of `towers_on_streams`, made once and kept."""
+    return torch.cuda.Stream(device=device_index)
 
 
 def towers_on_streams(towers: list[ELMoTower], inputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -105,21 +109,15 @@ def towers_on_streams(towers: list[ELMoTower], inputs: list[torch.Tensor]) -> li
     calls = [tower.lstm_calls(x) for tower, x in zip(towers, inputs)]
     flat = [call for tower_calls in calls for call in tower_calls]
     current = torch.cuda.current_stream()
-    device = current.device.index
+    streams = [_side_stream(current.device.index, lane) for lane in range(len(flat))]
     states = []
-    for lane, (lstm, x) in enumerate(flat):
-        if (device, lane) not in _SIDE_STREAMS:
-            _SIDE_STREAMS[(device, lane)] = torch.cuda.Stream(device=current.device)
-        stream = _SIDE_STREAMS[(device, lane)]
+    for (lstm, x), stream in zip(flat, streams):
         stream.wait_stream(current)                            # its input is ready
         x.record_stream(stream)
         with torch.cuda.stream(stream):
             states.append(run_lstm(lstm, x))
-    for lane, h in enumerate(states):
-        current.wait_stream(_SIDE_STREAMS[(device, lane)])
+    for h, stream in zip(states, streams):
+        current.wait_stream(stream)
         h.record_stream(current)
-    out, i = [], 0
-    for tower, tower_calls in zip(towers, calls):
-        out.append(tower.combine(*states[i:i + len(tower_calls)]))
-        i += len(tower_calls)
-    return out
+    per_tower = iter(states)
+    return [tower.combine(*(next(per_tower) for _ in tower_calls)) for tower, tower_calls in zip(towers, calls)]

@@ -68,10 +68,15 @@ class TwoTowerLM(nn.Module):
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
 
+    @property
+    def _fused(self) -> bool:
+        """Whether the k towers run in one vmapped call (`fuse_towers`; transformer towers, k > 1)."""
+        return self.cfg.fuse_towers and self.cfg.towers > 1 and self.cfg.model_type != "elmo"
+
     def tower_states(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Each tower's output at every position: (B, T) -> (B, T, k, H)."""
         x = self._tower_inputs(input_ids)                                   # (B, T, k, W)
-        if self.cfg.fuse_towers and self.cfg.towers > 1 and self.cfg.model_type != "elmo":
+        if self._fused:
             return self._fused_towers(x)
         inputs = [x[:, :, j] for j in range(self.cfg.towers)]
         if self.cfg.lstm_streams and x.is_cuda and not torch.compiler.is_compiling():   # traced: one stream
@@ -162,7 +167,7 @@ class TwoTowerLM(nn.Module):
         `options`: `torch.compile`'s keywords (e.g. backend)."""
         self._tower_inputs = torch.compile(self._tower_inputs, **options)
         self._loss_and_logits = torch.compile(self._loss_and_logits, **options)
-        if self.cfg.fuse_towers and self.cfg.towers > 1 and self.cfg.model_type != "elmo":
+        if self._fused:
             self._fused_towers = torch.compile(self._fused_towers, **options)
         elif self.cfg.model_type != "elmo" and not self.cfg.deepspeed_kernel:
             for tower in self.towers:
