@@ -124,6 +124,7 @@ def _end_quietly(signum: int, frame: Any) -> None:
 def _start_worker(threads: int, parent: int) -> None:
     import signal
 
+    signal.signal(signal.SIGINT, _end_quietly)   # first: an interrupt may come while torch is still importing
     import torch
 
     global _IN_WORKER
@@ -131,7 +132,6 @@ def _start_worker(threads: int, parent: int) -> None:
     for k in _DISTRIBUTED_ENV:
         os.environ.pop(k, None)
     torch.set_num_threads(threads)
-    signal.signal(signal.SIGINT, _end_quietly)
     _exit_with_parent(parent)
 
 
