@@ -1,7 +1,7 @@
 """Training throughput on one GPU at Table 1 sizes, through the trainer's own engines and DeepSpeed configs.
 
     python benchmarks/bench_gpu.py [--families elmo gpt bert-base bert-large] [--precisions bf16 fp16]
-        [--engines deepspeed torch torch-compile torch-compile-layers] [--released] [--micro-batch 256] [--sequences-per-step 3840]
+        [--engines deepspeed torch torch-compile torch-compile-layers torch-graphs] [--released] [--micro-batch 256] [--sequences-per-step 3840]
         [--model-option vocab_multiple=64] [--label-bucket 1024] [--cast-each-micro-batch] [--profile-dir DIR]
         [--single-tower] [--peak-tflops 989] [--out FILE.json]
 

@@ -82,13 +82,15 @@ def test_the_torch_engine_on_cuda_trains_as_deepspeed_in_fp32(tiny_data, tmp_pat
     assert all(np.isfinite(r["loss"]) for r in log) and log[-1]["loss"] < log[0]["loss"]
 
 
-@pytest.mark.parametrize("engine", ["torch-compile", "torch-compile-layers"])
+@pytest.mark.parametrize("engine", ["torch-compile", "torch-compile-layers", "torch-graphs"])
 @pytest.mark.parametrize("model", ["gpt", "bert"])
 def test_the_compiled_torch_engine_on_cuda_trains_as_the_eager_one(tiny_data, tmp_path, model, engine):
-    """`--engine torch-compile` (one graph) and `torch-compile-layers` (region by region: at most its three
-    regions for training and three for validation) on one GPU, the predicted positions padded (`label_bucket`):
-    fp32 against the eager torch engine step by step (other kernels, so 1e-4 nats), no recompilation for later
-    micro-batches, no graph break; bf16 learns."""
+    """`--engine torch-compile` (one graph), `torch-compile-layers` (region by region: at most its three regions
+    for training and three for validation) and `torch-graphs` (those regions replayed as CUDA graphs) on one GPU,
+    three micro-batches accumulated a step, the predicted positions padded (`label_bucket`): fp32 against the
+    eager torch engine step by step (other kernels, so 1e-4 nats; a gradient overwritten by the next replay, or
+    taken over as `.grad`, would differ at once), no recompilation for later micro-batches, no graph break, no
+    region run without its CUDA graph; bf16 learns."""
     from torch._dynamo.utils import counters
 
     losses = {}
@@ -96,13 +98,15 @@ def test_the_compiled_torch_engine_on_cuda_trains_as_the_eager_one(tiny_data, tm
         torch._dynamo.reset()
         counters.clear()
         out = tmp_path / f"{model}-{name}"
-        train(tcfg(model, log_every_steps=1, **settings), tiny_data, out, show_progress=False)
+        train(tcfg(model, log_every_steps=1, grad_accum=3, **settings), tiny_data, out, show_progress=False)
         losses[name] = [json.loads(x)["loss"] for x in (out / "log.jsonl").read_text().splitlines() if '"loss"' in x]
     graphs = counters["stats"]["unique_graphs"]
     assert (graphs == 1 if engine == "torch-compile" else graphs <= 6) and not counters["graph_break"]
+    assert engine != "torch-graphs" or not counters["inductor"]["cudagraph_skips"]
     assert max(abs(a - b) for a, b in zip(losses["eager"], losses["compiled"])) < 1e-4
     out = tmp_path / f"{model}-bf16"
-    summary = train(tcfg(model, engine=engine, label_bucket=256, precision="bf16"), tiny_data, out, show_progress=False)
+    summary = train(tcfg(model, engine=engine, label_bucket=256, precision="bf16", grad_accum=3), tiny_data, out,
+                    show_progress=False)
     log = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
     assert summary["engine"] == engine and all(np.isfinite(r["loss"]) for r in log) and log[-1]["loss"] < log[0]["loss"]
 

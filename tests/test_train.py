@@ -436,6 +436,59 @@ def test_the_compiled_torch_engine_trains_as_the_eager_one(tiny_data, tmp_path, 
         tcfg(engine=engine, label_bucket=0).validate()
 
 
+def test_cuda_graphs_keep_each_gradient_in_its_own_buffer_and_train_the_same(tiny_data, tmp_path):
+    """`--engine torch-graphs` keeps every gradient in one buffer, zeroed instead of freed after a step, so that a
+    CUDA graph's output (overwritten by its next replay) is never taken as `.grad`: on the CPU, with the graphs'
+    mode skipped there, three accumulated micro-batches a step give the losses and weights of the engine that
+    frees its gradients, bit for bit without compiling and within ENGINE_LOSS_TOL compiled region by region;
+    each gradient's storage never changes. The command line refuses it without CUDA, and for BERT without
+    `--label-bucket` (graphs replay fixed shapes)."""
+    from twotower_lib.models import build_model, labeled_positions, make_batch, preset
+    from twotower_lib.torch_engine import TorchEngine
+
+    cfg = preset("tiny", "bert", vocab_size=tiny_data.vocab_size)
+    g = torch.Generator().manual_seed(0)
+    batches = []
+    for _ in range(6):
+        inputs, labels = make_batch("bert", torch.randint(5, cfg.vocab_size, (4, 32), generator=g), g,
+                                    tiny_data.special_ids, cfg.vocab_size)
+        labels, positions = labeled_positions(labels, 64)
+        batches.append((inputs, labels, positions))
+    ds = {"optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}, "gradient_clipping": 1.0,
+          "gradient_accumulation_steps": 3}
+
+    def run(**engine_options):
+        torch.manual_seed(0)
+        model = build_model(cfg)
+        engine = TorchEngine(model, [{"params": list(model.parameters())}], ds, torch.device("cpu"), **engine_options)
+        buffers = {name: p.grad.data_ptr() for name, p in model.named_parameters() if p.grad is not None}
+        losses = []
+        for batch in batches:
+            loss, _ = engine(*batch)
+            engine.backward(loss)
+            engine.step()
+            losses.append(loss.item())
+            if buffers:
+                assert {name: p.grad.data_ptr() for name, p in model.named_parameters()} == buffers
+        if buffers:
+            assert all(not p.grad.any() for p in model.parameters())
+        return losses, {k: v.detach().clone() for k, v in model.state_dict().items()}, len(buffers)
+
+    freed, kept = run(), run(cuda_graphs=True)
+    assert freed[2] == 0 and kept[2] == len(list(build_model(cfg).parameters()))
+    assert freed[0] == kept[0] and freed[0][-1] != freed[0][0]
+    assert_same_weights(freed[1], kept[1])
+    torch._dynamo.reset()
+    compiled = run(compile="layers", cuda_graphs=True)
+    assert max(abs(a - b) for a, b in zip(freed[0], compiled[0])) < ENGINE_LOSS_TOL
+    assert_same_weights(freed[1], compiled[1], atol=1e-5)
+    with pytest.raises(UserError, match="needs a CUDA GPU"):
+        train(tcfg("gpt", engine="torch-graphs", max_steps=1), tiny_data, tmp_path, show_progress=False)
+    with pytest.raises(UserError, match="add --label-bucket"):
+        tcfg("bert", engine="torch-graphs").validate()
+    tcfg("bert", engine="torch-graphs", label_bucket=64).validate()
+
+
 class _ParameterCasts(torch.utils._python_dispatch.TorchDispatchMode):
     """Counts the casts of each parameter to bf16 (autocast's weight casts) while active."""
 

@@ -14,13 +14,23 @@ With `--engine torch-compile` the forward pass runs through `torch.compile` as o
 decoder with the loss), which compiles minutes sooner at Table 1 sizes. Either way the parameters are the model's
 own, so weights and checkpoints are the same files. It compiles once when a micro-batch's shapes repeat: BERT
 predicts a random number of positions, which `train --label-bucket` pads to a multiple (ignored labels).
-ELMo's LSTMs are not traced (the graph breaks around them). CUDA graphs (torch.compile's "reduce-overhead") are
-not offered: with gradient accumulation PyTorch's CUDA graph trees overwrite or take over the accumulated
-gradients (pytorch/pytorch#169545).
+ELMo's LSTMs are not traced (the graph breaks around them).
+
+With `--engine torch-graphs` (GPUs only) those regions are compiled with torch.compile's "reduce-overhead": each is
+recorded once as a CUDA graph and then replayed, one launch for all of its kernels, for the models whose steps
+wait on the host (Bert-base). A graph's outputs live in memory that its next replay overwrites, and the backward
+graph's outputs are the parameters' gradients: when a parameter has no `.grad`, autograd takes the graph's output
+tensor itself as `.grad`, and the next micro-batch overwrites the gradient being accumulated (PyTorch's CUDA graph
+trees then stop with "accessing tensor output of CUDAGraphs that has been overwritten", pytorch/pytorch#169545).
+So this engine keeps every gradient in a buffer of its own, allocated once and zeroed after each optimizer step
+instead of freed: autograd adds each micro-batch's gradient into it in place. The same values (0 + g = g); one
+difference from set-to-None: a parameter that gets no gradient in a step is still decayed by AdamW, as
+DeepSpeed's flat gradient buffers do. Each micro-batch starts a new graph generation
+(`torch.compiler.cudagraph_mark_step_begin`) and its loss is copied out of the graph's memory.
 
 Semantics as DeepSpeed's at stage 0: the loss is divided by the accumulation steps in `backward`;
 `step` counts micro-batches and, at each accumulation boundary, clips the gradients' global norm,
-steps the optimizer and sets the gradients to None.
+steps the optimizer and sets the gradients to None (to zero with CUDA graphs).
 """
 
 from __future__ import annotations
@@ -36,16 +46,22 @@ class TorchEngine:
     """One process's model and AdamW, stepped as DeepSpeed steps them (see the module docstring)."""
 
     def __init__(self, model: torch.nn.Module, param_groups: list[dict], ds: dict[str, Any], device: torch.device,
-                 compile: str | None = None):
+                 compile: str | None = None, cuda_graphs: bool = False):
         opt = ds.get("optimizer", {})
         if opt.get("type", "AdamW").lower() != "adamw":
             raise UserError(f"the torch engine trains with AdamW; the DeepSpeed config asks for {opt.get('type')!r}")
         p = opt.get("params", {})
         self.device = device
         self.module = model.to(device)
-        self.forward = torch.compile(self.module) if compile == "model" else self.module
+        options = {"mode": "reduce-overhead"} if cuda_graphs else {}
+        self.forward = torch.compile(self.module, **options) if compile == "model" else self.module
         if compile == "layers":
-            self.module.compile_regions()
+            self.module.compile_regions(**options)
+        self.cuda_graphs = cuda_graphs
+        if cuda_graphs:  # gradients in buffers of their own, added to in place (the module docstring says why)
+            for param in self.module.parameters():
+                if param.requires_grad:
+                    param.grad = torch.zeros_like(param)
         self.optimizer = torch.optim.AdamW(param_groups, lr=p.get("lr", 1e-3), betas=tuple(p.get("betas", (0.9, 0.999))),
                                            eps=p.get("eps", 1e-8), weight_decay=p.get("weight_decay", 0.01),
                                            fused=True if device.type == "cuda" else None)
@@ -54,7 +70,13 @@ class TorchEngine:
         self.micro_steps = 0
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        """The loss and logits of one micro-batch. With CUDA graphs the logits are the graph's memory, valid
+        until the next call; the loss is a copy."""
+        if not self.cuda_graphs:
+            return self.forward(*args, **kwargs)
+        torch.compiler.cudagraph_mark_step_begin()
+        loss, logits = self.forward(*args, **kwargs)
+        return (None if loss is None else loss.clone()), logits
 
     def train(self, mode: bool = True) -> "TorchEngine":
         self.module.train(mode)
@@ -71,4 +93,4 @@ class TorchEngine:
         if self.clip > 0:
             torch.nn.utils.clip_grad_norm_(self.module.parameters(), self.clip)  # no host sync: a device scale
         self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad(set_to_none=not self.cuda_graphs)

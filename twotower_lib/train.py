@@ -46,7 +46,8 @@ from twotower_lib.models import MODEL_TYPES, PRESETS, ModelConfig, build_model, 
 from twotower_lib.models.config import released_options
 from twotower_lib.train_batches import BlockOrder, evaluate, micro_batch, seed_of, to_device
 from twotower_lib.torch_engine import TorchEngine
-from twotower_lib.train_config import COMPILE_SCOPE, ENGINES, PRECISIONS, TrainConfig, lr_at, next_snapshot, parse_duration
+from twotower_lib.train_config import (COMPILE_SCOPE, CUDA_GRAPH_ENGINES, ENGINES, PRECISIONS, TrainConfig, lr_at,
+                                       next_snapshot, parse_duration)
 
 
 class TrainingDiverged(UserError):
@@ -166,7 +167,12 @@ def build_engine(tcfg: TrainConfig, model, ds: dict, world: int) -> tuple[Any, b
         gpu = torch.cuda.is_available()
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if gpu else torch.device("cpu")
         autocast = tcfg.precision != "fp32" if gpu else use_bf16_autocast(tcfg)
-        return TorchEngine(model, groups, ds_clean, device, compile=COMPILE_SCOPE.get(tcfg.engine)), autocast
+        graphs = tcfg.engine in CUDA_GRAPH_ENGINES
+        if graphs and not gpu:
+            raise UserError(f"--engine {tcfg.engine} replays CUDA graphs and needs a CUDA GPU; on a CPU "
+                            "--engine torch-compile-layers compiles the same regions")
+        return TorchEngine(model, groups, ds_clean, device, compile=COMPILE_SCOPE.get(tcfg.engine),
+                           cuda_graphs=graphs), autocast
     import deepspeed
 
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=groups, config=ds_clean)
@@ -352,7 +358,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="deepspeed (default; several processes through its launcher) or torch: one process, plain "
                         "AdamW with fp32 weights and gradients, bf16 autocast on GPUs, from the same JSON config; "
                         "torch-compile: the same with the forward pass compiled (torch.compile; the first steps "
-                        "compile; with --label-bucket, once); torch-compile-layers: layer by layer, sooner compiled")
+                        "compile; with --label-bucket, once); torch-compile-layers: layer by layer, sooner compiled; "
+                        "torch-graphs: those layers replayed as CUDA graphs (GPUs; BERT with --label-bucket)")
     p.add_argument("--vocab-multiple", type=int, default=1,
                    help="pad the decoder's output columns to a multiple of this, masked (the same loss): 64 aligns "
                         "the bf16 matrix products on GPUs")

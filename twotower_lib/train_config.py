@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from twotower_lib.errors import UserError
 from twotower_lib.models.config import MODEL_TYPES
 
-ENGINES = ("deepspeed", "torch", "torch-compile", "torch-compile-layers")  # see twotower_lib.torch_engine
-COMPILE_SCOPE = {"torch-compile": "model", "torch-compile-layers": "layers"}  # engine -> what it compiles
+ENGINES = ("deepspeed", "torch", "torch-compile", "torch-compile-layers", "torch-graphs")  # see twotower_lib.torch_engine
+# engine -> what it compiles
+COMPILE_SCOPE = {"torch-compile": "model", "torch-compile-layers": "layers", "torch-graphs": "layers"}
+CUDA_GRAPH_ENGINES = ("torch-graphs",)  # replay each compiled region as a CUDA graph
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # fp16: GPUs only (DeepSpeed loss scaling), as in the paper
 FIRST_SNAPSHOT_TOKENS = 1 << 16  # default snapshots double from here: early training is where things change
 
@@ -48,7 +50,8 @@ class TrainConfig:
     engine: str = "deepspeed"           # "deepspeed", or "torch": one process without DeepSpeed's wrapper
                                         # (`torch_engine`), the same JSON config's optimizer and clipping;
                                         # "torch-compile": the same with the forward pass torch.compile'd;
-                                        # "torch-compile-layers": compiled region by region (minutes less).
+                                        # "torch-compile-layers": compiled region by region (minutes less);
+                                        # "torch-graphs": those regions replayed as CUDA graphs (GPUs only).
                                         # DeepSpeed stays the default: in the GPU measurement at the paper's
                                         # batch (results/gpu/engines/, the book's "Paper scale") the eager torch
                                         # engine was no faster for the BERT families; the compiled ones wait for
@@ -95,6 +98,9 @@ class TrainConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
                 raise UserError(f"--{name.replace('_', '-')} must be a positive integer (1: no padding), got {v!r}")
+        if self.engine in CUDA_GRAPH_ENGINES and self.model == "bert" and self.label_bucket == 1:
+            raise UserError(f"--engine {self.engine} replays CUDA graphs, which need shapes that repeat; BERT predicts "
+                            "a different number of positions in each micro-batch: add --label-bucket (e.g. 1024)")
         if self.engine != "deepspeed" and self.precision == "fp16":
             raise UserError("--engine torch trains in bf16 or fp32; fp16 with loss scaling (the paper's) needs "
                             "--engine deepspeed")
