@@ -191,8 +191,8 @@ def _bench_gpu_on_the_cpu(monkeypatch):
     real_preset, real_init = models.preset, torch_engine.TorchEngine.__init__
     monkeypatch.setattr(models, "preset", lambda name, model_type, seq_len=None, **kw: real_preset("tiny", model_type, **kw))
     monkeypatch.setattr(torch_engine.TorchEngine, "__init__",
-                        lambda self, model, groups, ds, device, compile=None: real_init(self, model, groups, ds,
-                                                                                         torch.device("cpu"), compile))
+                        lambda self, model, groups, ds, device, **options: real_init(self, model, groups, ds,
+                                                                                      torch.device("cpu"), **options))
     spec = importlib.util.spec_from_file_location("bench_gpu", root / "benchmarks" / "bench_gpu.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
