@@ -21,7 +21,8 @@ recorded once as a CUDA graph and then replayed, one launch for all of its kerne
 wait on the host (Bert-base). A graph's outputs live in memory that its next replay overwrites, and the backward
 graph's outputs are the parameters' gradients: when a parameter has no `.grad`, autograd takes the graph's output
 tensor itself as `.grad`, and the next micro-batch overwrites the gradient being accumulated (PyTorch's CUDA graph
-trees then stop with "accessing tensor output of CUDAGraphs that has been overwritten", pytorch/pytorch#169545).
+trees then stop with "accessing tensor output of CUDAGraphs that has been overwritten" or, in reports on
+pytorch/pytorch#169545, silently accumulate the wrong gradient).
 So this engine keeps every gradient in a buffer of its own, allocated once and zeroed after each optimizer step
 instead of freed: autograd adds each micro-batch's gradient into it in place. The same values (0 + g = g); one
 difference from set-to-None: a parameter that gets no gradient in a step is still decayed by AdamW, as
