@@ -46,8 +46,7 @@ from twotower_lib.models import MODEL_TYPES, PRESETS, ModelConfig, build_model, 
 from twotower_lib.models.config import released_options
 from twotower_lib.train_batches import BlockOrder, evaluate, micro_batch, seed_of, to_device
 from twotower_lib.torch_engine import TorchEngine
-from twotower_lib.train_config import (COMPILE_SCOPE, CUDA_GRAPH_ENGINES, ENGINES, PRECISIONS, TrainConfig, lr_at,
-                                       next_snapshot, parse_duration)
+from twotower_lib.train_config import COMPILE_SCOPE, ENGINES, PRECISIONS, TrainConfig, lr_at, next_snapshot, parse_duration
 
 
 class TrainingDiverged(UserError):
@@ -167,7 +166,7 @@ def build_engine(tcfg: TrainConfig, model, ds: dict, world: int) -> tuple[Any, b
         gpu = torch.cuda.is_available()
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if gpu else torch.device("cpu")
         autocast = tcfg.precision != "fp32" if gpu else use_bf16_autocast(tcfg)
-        graphs = tcfg.engine in CUDA_GRAPH_ENGINES
+        graphs = tcfg.engine == "torch-graphs"
         if graphs and not gpu:
             raise UserError(f"--engine {tcfg.engine} replays CUDA graphs and needs a CUDA GPU; on a CPU "
                             "--engine torch-compile-layers compiles the same regions")

@@ -14,9 +14,7 @@ from twotower_lib.errors import UserError
 from twotower_lib.models.config import MODEL_TYPES
 
 ENGINES = ("deepspeed", "torch", "torch-compile", "torch-compile-layers", "torch-graphs")  # see twotower_lib.torch_engine
-# engine -> what it compiles
-COMPILE_SCOPE = {"torch-compile": "model", "torch-compile-layers": "layers", "torch-graphs": "layers"}
-CUDA_GRAPH_ENGINES = ("torch-graphs",)  # replay each compiled region as a CUDA graph
+COMPILE_SCOPE = {"torch-compile": "model", "torch-compile-layers": "layers", "torch-graphs": "layers"}  # what each compiles
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # fp16: GPUs only (DeepSpeed loss scaling), as in the paper
 FIRST_SNAPSHOT_TOKENS = 1 << 16  # default snapshots double from here: early training is where things change
 
@@ -98,7 +96,7 @@ class TrainConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
                 raise UserError(f"--{name.replace('_', '-')} must be a positive integer (1: no padding), got {v!r}")
-        if self.engine in CUDA_GRAPH_ENGINES and self.model == "bert" and self.label_bucket == 1:
+        if self.engine == "torch-graphs" and self.model == "bert" and self.label_bucket == 1:
             raise UserError(f"--engine {self.engine} replays CUDA graphs, which need shapes that repeat; BERT predicts "
                             "a different number of positions in each micro-batch: add --label-bucket (e.g. 1024)")
         if self.engine != "deepspeed" and self.precision == "fp16":
