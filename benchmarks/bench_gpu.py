@@ -57,19 +57,27 @@ def device_peak(name: str, given: float | None) -> float | None:
     return None
 
 
-def trainer_engine(cfg, precision: str, micro: int, engine_name: str, accum: int = 1):
+def trainer_engine(cfg, precision: str, micro: int, engine_name: str, accum: int = 1, label_bucket: int = 1):
     """The model (seed 0, on the GPU) and the engine the trainer builds for it (`train.build_engine`) with an
-    optimizer step every `accum` micro-batches, with whether its forward passes autocast to bf16."""
+    optimizer step every `accum` micro-batches, with whether its forward passes autocast to bf16. Every option
+    the bench is given reaches the trainer's config (`train_config`), so it validates as `train` would."""
     from twotower_lib.deepspeed_setup import deepspeed_config
     from twotower_lib.models import build_model
-    from twotower_lib.train import TrainConfig, build_engine
+    from twotower_lib.train import build_engine
 
     torch.manual_seed(0)
     model = build_model(cfg).cuda()
-    tcfg = TrainConfig(model=cfg.model_type, preset="paper", max_steps=1, micro_batch=micro, grad_accum=accum,
-                       precision=precision, engine=engine_name).validate()
+    tcfg = train_config(cfg, precision, micro, engine_name, accum, label_bucket)
     engine, autocast = build_engine(tcfg, model, deepspeed_config(tcfg), world=1)
     return model, engine, autocast
+
+
+def train_config(cfg, precision: str, micro: int, engine_name: str, accum: int = 1, label_bucket: int = 1):
+    """The trainer's `TrainConfig` of one bench row: its engine, precision, batching and padded positions."""
+    from twotower_lib.train import TrainConfig
+
+    return TrainConfig(model=cfg.model_type, preset="paper", max_steps=1, micro_batch=micro, grad_accum=accum,
+                       precision=precision, engine=engine_name, label_bucket=label_bucket).validate()
 
 
 def measure(cfg, precision: str, micro: int, steps: int, engine_name: str = "deepspeed", accum: int = 1,
@@ -85,7 +93,7 @@ def measure(cfg, precision: str, micro: int, steps: int, engine_name: str = "dee
 
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
-    model, engine, autocast = trainer_engine(cfg, precision, micro, engine_name, accum)
+    model, engine, autocast = trainer_engine(cfg, precision, micro, engine_name, accum, label_bucket)
     flops = step_flops(model, cfg, micro, "cuda") * accum
     batches = [random_batch(cfg, micro, s, engine.device, label_bucket) for s in range(min(accum, 8))]
     per_region = 1 if cast_each_micro_batch else accum
@@ -155,7 +163,7 @@ def loss_curves(cfg, precision: str, micro: int, steps: int, engines: tuple[str,
 
     curves = {}
     for engine_name in ("deepspeed", *engines):
-        _, engine, autocast = trainer_engine(cfg, precision, micro, engine_name)
+        _, engine, autocast = trainer_engine(cfg, precision, micro, engine_name, label_bucket=label_bucket)
         for group in engine.optimizer.param_groups:
             group["lr"] = 1e-4
         losses = []

@@ -42,7 +42,40 @@ render.enable()
 part = study_parts.show  # the study's parts: Markdown, reader tables (HTML) and charts (Vega-Lite JSON)
 
 # %% [markdown]
-# ## The result
+# ## Does it grow with size? The ladder
+#
+# A signed r between two seeds answers two questions at once: does the same *division* of tokens
+# between the towers repeat, and does Eq. 3 give the same tower the same *role*? The ladder asks
+# both, at several tower sizes with everything else fixed: four seeds of each family at each
+# rung, each trained for exactly one epoch of the Brown corpus (no text seen twice, the same steps
+# at every rung), probed with today's probe, and each run's towers probed again at 0 tokens (the
+# untrained control of that rung). The rules below are `twotower_lib.analysis.seed_spread`'s,
+# fixed before the ladder was measured. The runs are committed as they finish
+# (`results/ladder/runs/`, `python -m studies.ladder`; the GPU rungs at Table 1's sizes come from
+# `benchmarks/gpu_ladder.sh`).
+
+# %%
+part("LADDER_PROGRESS")
+
+# %%
+part("LADDER_ANSWER")
+
+# %%
+part("LADDER_CHART")
+
+# %% [markdown]
+# The chart's dashed lines are each family's untrained towers (the controls' 90% quantile of |r|);
+# the vertical bars the median's range when one seed is left out; the black line the paper's
+# Bert-large pair. Per rung and family:
+
+# %%
+part("LADDER_TABLE")
+
+# %%
+part("LADDER_RULES")
+
+# %% [markdown]
+# ## The result along training
 #
 # Each configuration trained with four seeds, at the end of its training: the distribution of r
 # over its six seed pairs, the order-free strength |r|, and the same pairs before training (the
@@ -180,4 +213,4 @@ publish.same_config_table(published)
 part("EMERGENCE_SUMMARY")
 
 # %%
-ctx.finish(parts=sorted(k for k in study_parts.load()[0] if k.startswith("EMERGENCE_")));
+ctx.finish(parts=sorted(k for k in study_parts.load()[0] if k.startswith(("EMERGENCE_", "LADDER_"))));

@@ -246,3 +246,23 @@ def test_the_gpu_bench_compares_the_engines_losses_step_by_step(monkeypatch, tmp
 
 def _in_fp32(loss_curves):
     return lambda cfg, precision, *rest: loss_curves(cfg, "fp32", *rest)
+
+
+def test_the_gpu_bench_hands_every_option_to_the_trainers_config(monkeypatch):
+    """Each engine the bench can name, with each option it takes, builds the trainer's `TrainConfig` as `train`
+    would (the 28 Nov round lost `--label-bucket` on its way, and the trainer refused `torch-graphs` for BERT)."""
+    from twotower_lib.errors import UserError
+    from twotower_lib.models.config import preset
+    from twotower_lib.train_config import ENGINES
+
+    bench = _bench_gpu_on_the_cpu(monkeypatch)
+    for family in bench.FAMILIES:
+        cfg = preset("tiny", bench.FAMILIES[family])
+        for engine in ENGINES:
+            for bucket in (1, 1024):
+                try:
+                    tcfg = bench.train_config(cfg, "bf16", 8, engine, accum=3, label_bucket=bucket)
+                except UserError as e:   # refused: only for a reason `train` gives too (BERT graphs need a bucket)
+                    assert engine == "torch-graphs" and bucket == 1 and cfg.model_type == "bert", (family, engine, e)
+                    continue
+                assert (tcfg.engine, tcfg.label_bucket, tcfg.grad_accum, tcfg.micro_batch) == (engine, bucket, 3, 8)

@@ -55,10 +55,15 @@ def test_the_rerun_line_names_the_section_and_a_parameter_at_its_value():
 def test_the_front_table_has_one_row_per_item_and_a_caveat_each():
     card = front.published_card("cpu")
     rows = front.verdict_rows(card)
-    assert list(rows.columns) == ["claim", "the paper", "ours", "spread over seeds", "verdict", "caveat"]
+    assert list(rows.columns) == ["claim", "the paper", "ours", "spread over seeds", "verdict", "division (median |r|)",
+                                  "orientation (Eq. 3)", "caveat"]
     assert len(rows) == len(card["rows"]) and rows["caveat"].str.len().gt(0).all()
     seeded = rows[rows["spread over seeds"].str.contains(r" to .*\(\d+ pairs", regex=True)]
     assert len(seeded) >= 5   # Table 2's cells and Table 4 rest on the seed study
+    # every seed-decided correlation answers the partition question; the same-configuration ones orientation too
+    assert seeded["division (median |r|)"].str.contains(r"(holds|unstable|not): \d", regex=True).all()
+    same = rows[rows["claim"].str.contains("two seeds")]
+    assert same["orientation (Eq. 3)"].str.contains(r"/\d resolved", regex=True).all()
 
 
 def _curves(end_r: list[float]) -> pd.DataFrame:

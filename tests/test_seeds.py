@@ -56,23 +56,38 @@ def test_above_controls_is_the_verdict_rules_first_test():
 
 def _study() -> seeds.SeedStudy:
     """Four GPT seeds, one of them (s4) with its towers' roles mirrored; s3's order rules disagree."""
-    runs = pd.DataFrame({"kind": "case", "family": "gpt", "seed": [1, 2, 3, 4],
-                         "run": [f"gpt-s{i}" for i in range(1, 5)], "primary_eq3": [1, 1, 1, 0],
-                         "rules_agree": [True, True, False, True], "margin": [0.05, 0.04, 0.001, 0.06]})
-    rows, null = [], iter([-0.05, 0.05, -0.02, 0.02, 0.01, -0.01])
+    cases = pd.DataFrame({"kind": "case", "family": "gpt", "seed": [1, 2, 3, 4],
+                          "run": [f"gpt-s{i}" for i in range(1, 5)], "primary_eq3": [1, 1, 1, 0],
+                          "rules_agree": [True, True, False, True], "margin": [0.05, 0.04, 0.001, 0.06]})
+    untrained = cases.assign(kind="untrained", margin=[0.002, 0.001, 0.003, 0.002])
+    rows, null, flat = [], iter([-0.05, 0.05, -0.02, 0.02, 0.01, -0.01]), iter([0.03, -0.04, 0.02, -0.01, 0.05, 0.0])
     for a in range(1, 5):
         for b in range(a + 1, 5):
             r = 0.5 * (-1 if 4 in (a, b) else 1)
-            rows.append({"kind": "same", "family_a": "gpt", "family_b": "gpt", "a": f"gpt-s{a}", "b": f"gpt-s{b}",
-                         "r": r, "r_logmean": r, "rho": r, "sign_depends_on_rule": 3 in (a, b)})
-            rows.append({"kind": "shuffled", "family_a": "gpt", "family_b": "gpt", "a": f"gpt-s{a}", "b": f"gpt-s{b}",
-                         "r": next(null), "r_logmean": 0.0, "rho": 0.0, "sign_depends_on_rule": False})
-    return seeds.SeedStudy(pd.DataFrame(rows), runs, {"seeds": 4, "families": ["gpt"]})
+            pair = {"family_a": "gpt", "family_b": "gpt", "a": f"gpt-s{a}", "b": f"gpt-s{b}", "seed_a": a, "seed_b": b}
+            rows.append(pair | {"kind": "same", "r": r, "r_logmean": r, "rho": r, "sign_depends_on_rule": 3 in (a, b)})
+            rows.append(pair | {"kind": "shuffled", "r": next(null), "r_logmean": 0.0, "rho": 0.0,
+                                "sign_depends_on_rule": False})
+            u = next(flat)
+            rows.append(pair | {"kind": "untrained", "r": u, "r_logmean": u, "rho": u, "sign_depends_on_rule": False})
+    return seeds.SeedStudy(pd.DataFrame(rows), pd.concat([cases, untrained], ignore_index=True),
+                           {"seeds": 4, "families": ["gpt"]})
+
+
+def test_a_claim_is_answered_as_two_questions():
+    """s4's towers are mirrored: the signed median is 0, the division (|r|) repeats in every pair, and Eq. 3's
+    orientation does not repeat between resolved runs; s3's margin is within the untrained towers'."""
+    row = seeds.claim_rows(_study()).set_index("claim").loc["GPT, two seeds (not in the paper)"]
+    assert row["median"] == pytest.approx(0.0) and row["verdict"] == "not"
+    assert row["partition median |r|"] == pytest.approx(0.5) and row["partition verdict"] == "holds"
+    assert row["partition loo low"] == pytest.approx(0.5) and row["partition shuffled max |r|"] == pytest.approx(0.05)
+    assert row["orientation verdict"] == "not" and row["orientation resolved runs"] == 3
+    assert row["controls' high"] < 0.05                 # the untrained pairs, not the shuffled labels
 
 
 def test_sign_flips_say_whether_a_near_tie_or_a_mirrored_division():
     s = _study()
-    flips = seed_spread.sign_flips(s.pairs[s.pairs["kind"] == "same"], s.runs)
+    flips = seed_spread.sign_flips(s.pairs[s.pairs["kind"] == "same"], s.runs[s.runs["kind"] == "case"])
     assert set(zip(flips["a"], flips["b"])) == {("gpt-s1", "gpt-s4"), ("gpt-s2", "gpt-s4"), ("gpt-s3", "gpt-s4")}
     reading = dict(zip(zip(flips["a"], flips["b"]), flips["reading"]))
     assert reading[("gpt-s3", "gpt-s4")] == "near tie" and reading[("gpt-s1", "gpt-s4")] == "mirrored"
@@ -81,7 +96,7 @@ def test_sign_flips_say_whether_a_near_tie_or_a_mirrored_division():
 def test_family_summary_counts_pairs_controls_and_rule_dependence():
     s = _study()
     t = seed_spread.family_summary(s.pairs, s.runs).iloc[0]
-    assert t["pairs"] == 6 and t["control pairs"] == 6
+    assert t["pairs"] == 6 and t["control pairs"] == 12   # six untrained and six shuffled-label pairs
     assert t["median r"] == pytest.approx(0.0) and t["median |r|"] == pytest.approx(0.5)
     assert t["sign depends on rule"] == pytest.approx(0.5)
 
@@ -104,14 +119,14 @@ def test_the_scorecard_decides_correlations_over_seeds_and_keeps_the_run_as_a_po
              "ours": "gpt-s1 vs gpt-s2: r = 0.50", "verdict": "partly", "note": "controls: ..."},
             {"id": "fig5", "item": "x", "paper": "y", "section": "05_ica", "ours": "80%", "verdict": "reproduced", "note": ""}]
     out = decide_over_seeds(rows, "p", results)
-    assert out[0]["verdict"] == "not"  # median 0.0 over six pairs is not above the shuffled pairs' high end
+    assert out[0]["verdict"] == "not"  # median 0.0 over six pairs is not above the untrained pairs' high end
     assert "median +0.00" not in out[0]["ours"] and "median 0.00" in out[0]["ours"] and "This run: gpt-s1 vs gpt-s2" in out[0]["ours"]
     assert out[1] == rows[1]
     assert decide_over_seeds(rows, "no-such-profile", results) == rows
     controls = [{"id": "controls", "item": "x", "paper": "y", "section": "03_correlations",
                  "ours": "gpt-s1 vs gpt-s2: r = 0.50 (not run: untrained, independent)", "verdict": "partly", "note": ""}]
     decided = decide_over_seeds(controls, "p", results)[0]
-    # GPT's median pair (0.0) is not above its shuffled pairs' 90th percentile: the only family decides 'not'
+    # GPT's median pair (0.0) is not above its untrained pairs' 90th percentile: the only family decides 'not'
     assert decided["verdict"] == "not" and decided["decided_by"] == "seeds"
     assert "GPT, two seeds: median 0.00, not above its controls' 6 pairs" in decided["ours"]
 

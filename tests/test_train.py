@@ -6,6 +6,7 @@ import collections
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -113,6 +114,46 @@ def test_resume_equals_uninterrupted(tiny_data, tmp_path, monkeypatch, engine):
     with pytest.raises(UserError, match="different run setup"):
         train(tcfg("bert", checkpoint_every_steps=5, seed=2, max_steps=20), tiny_data, part, resume=True,
               show_progress=False)
+
+
+@pytest.mark.parametrize("stop_at", ["before the config", "after the config", "mid-checkpoint", "after a checkpoint",
+                                     "finished"])
+def test_pipeline_run_folder_restarts_from_any_moment(tiny_data, tmp_path, monkeypatch, stop_at):
+    """`train_job` (the pipeline's and the studies' entry) turns a folder killed at any moment into the same run:
+    before its first complete checkpoint it starts over, after it resumes, finished it is kept."""
+    import twotower_lib.train as train_mod
+    from twotower_lib.checkpoints import latest_checkpoint
+
+    data_path = str(tiny_data.path)
+    cfg = tcfg("gpt", checkpoint_every_steps=5)
+    full = tmp_path / "full"
+    train_mod.train_job(cfg, data_path, str(full))
+    out = tmp_path / "killed"
+    if stop_at == "before the config":
+        out.mkdir()
+    elif stop_at in ("after the config", "mid-checkpoint"):
+        real = interrupt_training_at(monkeypatch, 3)
+        with pytest.raises(KeyboardInterrupt):
+            train(cfg, tiny_data, out, show_progress=False)
+        monkeypatch.setattr(train_mod, "micro_batch", real)
+        # the moment before the first checkpoint (step 0's) is complete: none, or one without its state.json
+        step0 = latest_checkpoint(out)
+        if stop_at == "after the config":
+            shutil.rmtree(out / "checkpoints")
+        else:
+            (step0 / "state.json").unlink()
+        assert (out / "config.json").exists() and latest_checkpoint(out) is None
+    elif stop_at == "after a checkpoint":
+        real = interrupt_training_at(monkeypatch, 7)
+        with pytest.raises(KeyboardInterrupt):
+            train(cfg, tiny_data, out, show_progress=False)
+        monkeypatch.setattr(train_mod, "micro_batch", real)
+    else:
+        train_mod.train_job(cfg, data_path, str(out))
+    train_mod.train_job(cfg, data_path, str(out))
+    assert_same_weights(weights(full / "model.safetensors"), weights(out / "model.safetensors"))
+    log = lambda p: [(r["step"], r["loss"]) for r in map(json.loads, (p / "log.jsonl").read_text().splitlines())]
+    assert log(full) == log(out)
 
 
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(tiny_data, tmp_path, monkeypatch):

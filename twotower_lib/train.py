@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -329,8 +330,19 @@ def train_job(tcfg: TrainConfig, data_path: str, out: str) -> None:
     from twotower_lib.data import load_prepared
     from twotower_lib.workers import in_worker
 
-    train(tcfg, load_prepared(data_path), out, resume=(Path(out) / "config.json").exists(),
-          show_progress=not in_worker())
+    train(tcfg, load_prepared(data_path), out, resume=_restartable(Path(out)), show_progress=not in_worker())
+
+
+def _restartable(out: Path) -> bool:
+    """Whether the pipeline's run folder `out` resumes: it does once it holds a complete checkpoint or the final
+    weights. A folder killed before its first checkpoint (a config, a log, snapshot 0) holds nothing a restart
+    would not write again bit for bit (the run is seeded), so it is cleared and the run starts over."""
+    if not (out / "config.json").exists():
+        return False
+    if latest_checkpoint(out) is not None or (out / "model.safetensors").exists():
+        return True
+    shutil.rmtree(out)
+    return False
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

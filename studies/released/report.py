@@ -22,6 +22,7 @@ from statistics import mean
 from twotower_lib.artifacts import read_json
 from studies.probe.report import DEFAULT_RECIPE, RECIPES
 from twotower_lib.book.sections import PROJECT_ROOT
+from twotower_lib.book.tables import markdown_table
 from twotower_lib.probe_config import measured_with
 from twotower_lib.run_names import model_of
 
@@ -224,20 +225,18 @@ def load_recipes() -> dict | None:
 def to_markdown(found: dict | None, recipes: dict | None = None) -> str:
     """The page's table: one row per difference, the measured effect where there is one."""
     measured = effects(found, recipes) if found else {}
-    head = ("| Difference | The paper | The released code | Where | This library (default) | The released side here "
-            "| Measured here |\n|---|---|---|---|---|---|---|\n")
-    rows = []
-    for d in DIFFERENCES:
-        where = ", ".join(code_link(path, line, repo) for path, line, repo in d.where)
-        effect = measured.get(d.effect, "not measured") if d.effect else "not measured"
-        rows.append(f"| {d.topic} | {d.paper} | {d.released} | {where} | {d.here} | {d.option} | {effect} |")
+    rows = [[d.topic, d.paper, d.released, ", ".join(code_link(path, line, repo) for path, line, repo in d.where),
+             d.here, d.option, measured.get(d.effect, "not measured") if d.effect else "not measured"]
+            for d in DIFFERENCES]
+    table = markdown_table(["Difference", "The paper", "The released code", "Where", "This library (default)",
+                            "The released side here", "Measured here"], rows)
     note = ("" if found else "\n*Not measured yet at this profile: "
             "`python -m studies.released --profile cpu` writes results/released/cpu.json.*\n")
     older = measured_with(found.get("probe_version"), found.get("probe_precondition")) if found else None
     if older:
         note += (f"\n*{older[:1].upper()}{older[1:]} (section 02). `{found.get('command', 'python -m studies.released')}` "
                  "re-measures it on a pipeline run probed with the current version.*\n")
-    return head + "\n".join(rows) + "\n" + note
+    return table + note
 
 
 def write_book(profile: str = "cpu") -> Path:

@@ -31,6 +31,7 @@ from twotower_lib.book.tables import reader_html
 RESULTS = PROJECT_ROOT / "results" / "seeds"
 PROBE = PROJECT_ROOT / "results" / "probe"
 CONTROL_KINDS = ("untrained", "independent", "shuffled")
+NULL_KINDS = ("untrained", "independent")   # the controls a verdict is held against; the shuffled labels beside
 HIGH = "controls' high"
 NAMES = {"elmo": "ELMo", "gpt": "GPT", "bert-base": "Bert-base", "bert-large": "Bert-large"}
 
@@ -61,10 +62,31 @@ def _of(pairs: pd.DataFrame, kinds: tuple[str, ...], families: tuple[tuple[str, 
     return pairs[match & pairs["kind"].isin(kinds)]
 
 
-def controls_for(pairs: pd.DataFrame, claim: Claim) -> pd.DataFrame:
-    """The control pairs a claim is held against: those of every family it involves, pooled."""
+def controls_for(pairs: pd.DataFrame, claim: Claim, kinds: tuple[str, ...] = NULL_KINDS) -> pd.DataFrame:
+    """The control pairs of `kinds` a claim is held against: those of every family it involves, pooled (by
+    default the untrained and independent towers; the shuffled-label null is a permutation null of a
+    different kind, reported beside them)."""
     families = {f for pair in claim.families for f in pair}
-    return pairs[pairs["kind"].isin(CONTROL_KINDS) & pairs["family_a"].isin(families)]
+    return pairs[pairs["kind"].isin(kinds) & pairs["family_a"].isin(families)]
+
+
+def two_questions(s: SeedStudy, claim: Claim, ours: pd.DataFrame) -> dict:
+    """The partition and orientation answers (`seed_spread.PARTITION_RULE`, `ORIENTATION_RULE`) for one claim's
+    pairs: |r| against the untrained and independent pairs, leaving one run out at a time, the shuffled labels
+    beside; for a same-configuration claim, its runs' Eq. 3 margins against the untrained towers' (the study
+    keeps no per-document sums, so no bootstrap SE) and the signs of its pairs."""
+    stat = claim.statistic
+    part = seed_spread.partition(ours["a"], ours["b"], ours[stat], controls_for(s.pairs, claim)[stat],
+                                 controls_for(s.pairs, claim, ("shuffled",))[stat])
+    out = {"partition " + k: v for k, v in part.items()}
+    family_a, family_b = claim.families[0]
+    if family_a == family_b:
+        runs = s.runs[s.runs["family"] == family_a]
+        cases = runs[runs["kind"] == "case"].assign(margin_se=np.nan)[["seed", "margin", "margin_se"]]
+        o = seed_spread.orientation(cases, ours["seed_a"], ours["seed_b"], ours["r"],
+                                    runs[runs["kind"] == "untrained"]["margin"], shared=part["controls |r| threshold"])
+        out |= {"orientation " + k: v for k, v in o.items()}
+    return out
 
 
 def claim_rows(s: SeedStudy) -> pd.DataFrame:
@@ -73,17 +95,21 @@ def claim_rows(s: SeedStudy) -> pd.DataFrame:
     rows = []
     for c in CLAIMS:
         kind = "same" if c.families[0][0] == c.families[0][1] else "cross"
-        ours = _of(s.pairs, (kind,), c.families)[c.statistic]
+        pairs = _of(s.pairs, (kind,), c.families)
+        ours = pairs[c.statistic]
         if ours.empty:
             continue
         ctrl = controls_for(s.pairs, c)[c.statistic]
         o, n = seed_spread.summarize(ours), seed_spread.summarize(ctrl)
+        shuffled = controls_for(s.pairs, c, ("shuffled",))[c.statistic].abs()
         rows.append({"item": c.item, "claim": c.label, "paper": c.paper[0] if c.paper[0] == c.paper[1] else c.paper,
                      "statistic": "Pearson r" if c.statistic == "r" else "Spearman rho", "unit": "seed pairs",
                      "pairs": o["n"], "median": o["median"], "low": o["low"], "high": o["high"],
-                     "median |r|": float(ours.abs().median()), "control pairs": n["n"], "controls' median": n["median"], HIGH: n["high"],
+                     "control pairs": n["n"], "controls' median": n["median"], HIGH: n["high"],
+                     "shuffled max |r|": float(shuffled.max()) if len(shuffled) else np.nan,
                      "verdict": seed_spread.verdict(ours, ctrl, c.paper),
-                     "above controls": seed_spread.above_controls(ours, ctrl) if kind == "same" else None})
+                     "above controls": seed_spread.above_controls(ours, ctrl) if kind == "same" else None}
+                    | two_questions(s, c, pairs))
     freq = s.runs[s.runs["family"].isin(FREQUENCY_FAMILIES)] if "rho_frequency_rank" in s.runs else s.runs.iloc[:0]
     if len(freq):
         ours = freq[freq["kind"] == "case"]["rho_frequency_rank"]

@@ -13,6 +13,7 @@ it is not a confidence interval, and no test here treats the pairs as independen
 
 from __future__ import annotations
 
+import itertools
 from typing import Sequence
 
 import numpy as np
@@ -106,3 +107,128 @@ def family_summary(pairs: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
                      "sign depends on rule": float(group["sign_depends_on_rule"].astype(bool).mean()),
                      "median tower margin": m["median"]})
     return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------- the two questions a signed r mixes
+#
+# A signed r between two runs answers two questions at once: does the same *division* of tokens between the
+# towers repeat (whatever tower is called primary), and does Eq. 3 give the same tower the same *role*? Flip
+# which tower one run calls primary and every r of its pairs changes sign. The partition question is asked of
+# an order-free statistic, |r|; the orientation question of the Eq. 3 margins and the signs.
+
+CONTROL_QUANTILE = CENTRAL[1]  # a statistic is "above its controls" when above this quantile of the controls'
+MARGIN_Z = 2.0                 # an Eq. 3 margin is resolved when above MARGIN_Z document-bootstrap SEs ...
+                               # ... and above the untrained towers' margins at CONTROL_QUANTILE
+MARGIN_BOOTSTRAP = 1000        # document resamples for a margin's SE
+PARTITION_VERDICTS = ("holds", "unstable", "not", "not attempted")
+ORIENTATION_VERDICTS = ("holds", "not", "unresolved", "not attempted")
+
+PARTITION_RULE = (
+    "**Partition** (does the same division of tokens repeat?): the statistic is |r| of each seed pair, which no "
+    "choice of primary tower changes. **holds**: the median |r| over seed pairs and every leave-one-seed-out "
+    f"median are above the {CONTROL_QUANTILE:.0%} quantile of the controls' |r| (untrained towers and independent "
+    "single-tower pairs, pooled; the shuffled-label null is reported beside, not pooled). **unstable**: the "
+    "median is above it but some leave-one-seed-out median is not. **not**: the median is not above it. "
+    "**not attempted**: fewer than three seeds, or no control pairs.")
+ORIENTATION_RULE = (
+    "**Orientation** (does Eq. 3 give the same tower the same role?): a run's Eq. 3 margin (relative gap of the "
+    f"towers' mean p) is *resolved* when it exceeds {MARGIN_Z:g} document-bootstrap SEs and the untrained towers' "
+    f"margins' {CONTROL_QUANTILE:.0%} quantile. Only the signs of pairs that share a division (|r| above the "
+    "partition's control threshold) are read. **holds**: every run is resolved and every pair read is positive. "
+    "**not**: some pair read, of two resolved runs, is negative. **unresolved**: otherwise — the margins do not "
+    "resolve a primary tower, or no pair shares a division (then the sign of r is a label, not a finding). "
+    "**not attempted**: fewer than two seeds.")
+
+
+def leave_one_seed_out(seed_a: Sequence, seed_b: Sequence, values: Sequence[float]) -> tuple[float, float]:
+    """The lowest and highest median of `values` over the pairs left when one run is dropped, run by run (a run
+    named by its seed, or by its name where the pairs join two families): how far the median moves with which
+    seeds happened to be trained (NaN with fewer than three runs)."""
+    a, b, v = np.asarray(seed_a), np.asarray(seed_b), np.asarray(values, dtype=float)
+    seeds = np.union1d(a, b)
+    if seeds.size < 3:
+        return float("nan"), float("nan")
+    medians = [float(np.median(v[(a != s) & (b != s)])) for s in seeds]
+    return min(medians), max(medians)
+
+
+def partition(seed_a: Sequence[int], seed_b: Sequence[int], r: Sequence[float], controls_r: Sequence[float],
+              shuffled_r: Sequence[float] = ()) -> dict:
+    """`PARTITION_RULE` for one configuration's seed pairs (`seed_a`, `seed_b`, signed `r`) against the control
+    pairs' signed r (`controls_r`; untrained and independent); the shuffled-label null beside."""
+    abs_r, ctrl = np.abs(np.asarray(r, dtype=float)), np.abs(np.asarray(controls_r, dtype=float))
+    o = summarize(abs_r)
+    lo, hi = leave_one_seed_out(seed_a, seed_b, abs_r)
+    threshold = float(np.quantile(ctrl, CONTROL_QUANTILE)) if ctrl.size else float("nan")
+    shuffled = np.abs(np.asarray(shuffled_r, dtype=float))
+    if not np.isfinite(lo) or not ctrl.size:
+        verdict_ = "not attempted"
+    elif o["median"] <= threshold:
+        verdict_ = "not"
+    else:
+        verdict_ = "holds" if lo > threshold else "unstable"
+    return {"pairs": o["n"], "median |r|": o["median"], "loo low": lo, "loo high": hi, "min |r|": o["min"],
+            "max |r|": o["max"], "controls": int(ctrl.size), "controls |r| threshold": threshold,
+            "controls max |r|": float(ctrl.max()) if ctrl.size else float("nan"),
+            "shuffled max |r|": float(shuffled.max()) if shuffled.size else float("nan"), "verdict": verdict_}
+
+
+def margin_and_se(n: Sequence[float], sum_p1: Sequence[float], sum_p2: Sequence[float],
+                  resamples: int = MARGIN_BOOTSTRAP, seed: int = 0) -> tuple[float, float]:
+    """Eq. 3's relative margin |P1 - P2| / max(P1, P2) of the towers' mean p over all validation positions, from
+    per-document counts and sums, and its standard error over `resamples` document bootstrap resamples."""
+    n, s1, s2 = (np.asarray(x, dtype=float) for x in (n, sum_p1, sum_p2))
+    if not (n.shape == s1.shape == s2.shape) or n.size < 2 or n.sum() <= 0:
+        raise UserError(f"margin_and_se needs per-document n, sum_p1, sum_p2 of one length >= 2 (got "
+                        f"{n.shape}, {s1.shape}, {s2.shape})")
+
+    def margin(w: np.ndarray) -> np.ndarray:
+        p1, p2 = (w @ s1) / (w @ n), (w @ s2) / (w @ n)
+        return np.abs(p1 - p2) / np.maximum(p1, p2)
+
+    weights = np.random.default_rng(seed).multinomial(n.size, np.full(n.size, 1.0 / n.size), size=resamples)
+    return float(margin(np.ones((1, n.size)))[0]), float(np.std(margin(weights.astype(float)), ddof=1))
+
+
+def triad_share(seed_a: Sequence[int], seed_b: Sequence[int], r: Sequence[float]) -> float:
+    """The share of seed triads whose three pairwise r multiply to a positive number: the share whose signs a
+    per-run choice of primary tower can explain (a division shared up to orientation gives 1; NaN without a
+    triad)."""
+    sign = {frozenset((a, b)): np.sign(v) for a, b, v in zip(seed_a, seed_b, r)}
+    seeds = sorted(set(seed_a) | set(seed_b))
+    triads = [t for t in itertools.combinations(seeds, 3)
+              if all(frozenset(p) in sign for p in itertools.combinations(t, 2))]
+    if not triads:
+        return float("nan")
+    return float(np.mean([np.prod([sign[frozenset(p)] for p in itertools.combinations(t, 2)]) > 0 for t in triads]))
+
+
+def orientation(runs: pd.DataFrame, seed_a: Sequence[int], seed_b: Sequence[int], r: Sequence[float],
+                untrained_margins: Sequence[float], shared: float = 0.0) -> dict:
+    """`ORIENTATION_RULE` for one configuration: `runs` has one row per seed (seed, margin, margin_se — NaN where
+    no per-document sums were kept, so only the untrained test applies), the seed pairs' signed r, and the
+    untrained towers' margins. `shared`: the |r| at or below which a pair shares no division (the partition's
+    control threshold), so that its sign is not read; such pairs and the triads holding them are left out."""
+    if runs.empty or not {"seed", "margin", "margin_se"} <= set(runs):
+        raise UserError("orientation needs a runs table with columns seed, margin, margin_se")
+    u = np.asarray(untrained_margins, dtype=float)
+    floor = float(np.quantile(u, CONTROL_QUANTILE)) if u.size else float("nan")
+    se = runs["margin_se"].to_numpy(dtype=float)
+    by_se = np.where(np.isfinite(se), runs["margin"].to_numpy() > MARGIN_Z * se, True)
+    resolved = dict(zip(runs["seed"], by_se & (runs["margin"].to_numpy() > floor if u.size else True)))
+    a, b, v = np.asarray(seed_a), np.asarray(seed_b), np.asarray(r, dtype=float)
+    read = np.abs(v) > shared
+    both = read & np.array([bool(resolved.get(x, False) and resolved.get(y, False)) for x, y in zip(a, b)], dtype=bool)
+    if len(runs) < 2 or v.size == 0:
+        verdict_ = "not attempted"
+    elif (v[both] < 0).any():
+        verdict_ = "not"
+    elif all(resolved.values()) and read.any() and (v[read] > 0).all():
+        verdict_ = "holds"
+    else:
+        verdict_ = "unresolved"
+    return {"runs": len(runs), "resolved runs": int(sum(resolved.values())),
+            "median margin": float(np.median(runs["margin"])), "median margin SE": float(np.nanmedian(se))
+            if np.isfinite(se).any() else float("nan"), "untrained margin threshold": floor,
+            "pairs read": int(read.sum()), "positive pairs": float(np.mean(v[read] > 0)) if read.any() else float("nan"),
+            "consistent triads": triad_share(a[read], b[read], v[read]), "verdict": verdict_}

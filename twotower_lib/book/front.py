@@ -19,6 +19,7 @@ from twotower_lib.artifacts import read_json
 from twotower_lib.book import study_parts
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.book.paper_tables import mark_outside, number
+from twotower_lib.book.tables import markdown_table
 from twotower_lib.book.paper_items import CLAIMS, POINT_LABELS, Claim
 from twotower_lib.book.scorecard import decide_over_seeds
 from twotower_lib.run_names import model_of
@@ -61,9 +62,10 @@ CAVEATS = {"table1": "the `paper` profile trains Table 1's sizes",
            "fig8": "judged with Table 4: a flat curve means something only if the runs agree"}
 
 
-def _claim_cells(mine: pd.DataFrame) -> tuple[str, str, str]:
-    """A seed-decided row's "ours" (each claim's median), "spread" (its central range and pairs) and caveat
-    (how high the controls reach, and whether the division agrees more than its sign)."""
+def _claim_cells(mine: pd.DataFrame) -> dict[str, str]:
+    """A seed-decided row's cells: "ours" (each claim's signed median), "spread" (its central range and pairs),
+    the two questions a signed r mixes, each with its own statistic (`seed_spread.PARTITION_RULE`,
+    `ORIENTATION_RULE`), and the caveat: the controls' 90th percentile the signed r is judged against."""
     many = len(mine) > 1
     name = (lambda c: c["claim"].split(" (")[0] + ": ") if many else (lambda c: "")
     ours = "; ".join(f"{name(c)}{number(c['median'])}" for _, c in mine.iterrows())
@@ -72,11 +74,28 @@ def _claim_cells(mine: pd.DataFrame) -> tuple[str, str, str]:
     spread = "; ".join(f"{name(c)}{number(c['low'])} to {number(c['high'])}" + ("" if each else f" ({n})")
                        for (_, c), n in zip(mine.iterrows(), counts)) + (f" ({counts.iloc[0]}{each})" if each else "")
     high = mine[HIGH].max()
-    caveat = "no control measured yet" if pd.isna(high) else f"controls reach {high:.2f}"
-    free = mine["median |r|"] if "median |r|" in mine else pd.Series(dtype=float)
-    if len(free.dropna()) and (free - mine["median"].abs()).max() > 0.1:
-        caveat += f"; |r| up to {free.max():.2f}: the division agrees more than its sign"
-    return ours, spread, caveat
+    caveat = "no control measured yet" if pd.isna(high) else f"signed r against controls' 90th pct. {high:.2f}"
+    return {"ours": ours, "spread over seeds": spread, "division (median |r|)": _joined(mine, name, _division),
+            "orientation (Eq. 3)": _joined(mine, name, _orientation), "caveat": caveat}
+
+
+def _joined(mine: pd.DataFrame, name, cell) -> str:
+    return "; ".join(f"{name(c)}{text}" for _, c in mine.iterrows() if (text := cell(c))) or "—"
+
+
+def _division(c: pd.Series) -> str:
+    """The partition answer: verdict, median |r|, its range leaving one run out, and the controls' threshold."""
+    if pd.isna(c.get("partition verdict")):
+        return ""
+    return (f"{c['partition verdict']}: {c['partition median |r|']:.2f} ({c['partition loo low']:.2f}–"
+            f"{c['partition loo high']:.2f}) vs {c['partition controls |r| threshold']:.2f}")
+
+
+def _orientation(c: pd.Series) -> str:
+    """The orientation answer of a same-configuration claim: verdict and how many runs' margins resolve."""
+    if pd.isna(c.get("orientation verdict")):
+        return ""
+    return f"{c['orientation verdict']}: {int(c['orientation resolved runs'])}/{int(c['orientation runs'])} resolved"
 
 
 def seed_claims(profile: str, results: Path = SEEDS) -> pd.DataFrame:
@@ -94,14 +113,21 @@ def verdict_rows(card: dict) -> pd.DataFrame:
     rows = []
     for r in card["rows"]:
         mine = claims[claims["above controls"].notna()] if r["id"] == "controls" else claims[claims["item"] == r["id"]]
+        mark = MARK[r["verdict"]]
         if r.get("decided_by") == "seeds" and len(mine):
-            ours, spread, caveat = _claim_cells(mine)
+            cells = _claim_cells(mine)
+            if len(mine) > 1 and mine["verdict"].nunique() > 1:   # an item's verdict is its weakest claim's
+                mark += " (the weakest: " + ", ".join(f"{c['claim'].split(' (')[0].split(',')[0]} {c['verdict']}"
+                                                      for _, c in mine.iterrows()) + ")"
         else:
-            ours, caveat = mark_outside(_brief(r["ours"], 70)), CAVEATS.get(r["id"]) or _brief(r.get("note", ""), 70)
             one = r["id"].startswith(("table2", "same-config", "table4", "fig3", "controls"))
-            spread = "one pair" if one else "one run"
-        rows.append({"claim": SHORT.get(r["id"], r["item"]), "the paper": _brief(r["paper"], 50), "ours": ours,
-                     "spread over seeds": spread, "verdict": MARK[r["verdict"]], "caveat": caveat})
+            cells = {"ours": mark_outside(_brief(r["ours"], 70)), "spread over seeds": "one pair" if one else "one run",
+                     "division (median |r|)": "—", "orientation (Eq. 3)": "—",
+                     "caveat": CAVEATS.get(r["id"]) or _brief(r.get("note", ""), 70)}
+        rows.append({"claim": SHORT.get(r["id"], r["item"]), "the paper": _brief(r["paper"], 50), "ours": cells["ours"],
+                     "spread over seeds": cells["spread over seeds"], "verdict": mark,
+                     "division (median |r|)": cells["division (median |r|)"],
+                     "orientation (Eq. 3)": cells["orientation (Eq. 3)"], "caveat": cells["caveat"]})
     return pd.DataFrame(rows)
 
 
@@ -110,11 +136,8 @@ def verdict_markdown(card: dict) -> str:
     t = verdict_rows(card)
     n = sum(card["counts"].values())
     counts = ", ".join(f"**{k}** {v}" for v, k in card["counts"].items() if k)
-    lines = [f"Of the {n} items below, at profile `{card['profile']}`: {counts}.", "",
-             "| " + " | ".join(t.columns) + " |", "|" + "---|" * len(t.columns)]
-    for _, r in t.iterrows():
-        lines.append("| " + " | ".join(str(v).replace("|", "\\|") for v in r) + " |")
-    return "\n".join(lines) + "\n"
+    head = f"Of the {n} items below, at profile `{card['profile']}`: {counts}.\n\n"
+    return head + markdown_table(t.columns, t.itertuples(index=False))
 
 
 def lead_points(card: dict) -> pd.DataFrame:

@@ -386,12 +386,9 @@ def write(root: Path, sections) -> dict[str, Any]:
 
 def to_markdown(card: dict[str, Any]) -> str:
     """The scorecard as a MyST table for the book."""
-    def cell(text: str) -> str:
-        return str(text).replace("|", "\\|").replace("\n", " ") or "—"
+    from twotower_lib.book.tables import markdown_table
 
-    lines = [f"Profile **{card['profile']}**: "
-             + ", ".join(f"{n} {v}" for v, n in card["counts"].items()) + ".", "",
-             "| Paper item | Paper | Ours | Verdict | Note |", "|---|---|---|---|---|"]
-    for r in card["rows"]:
-        lines.append(f"| {cell(r['item'])} | {cell(r['paper'])} | {cell(r['ours'])} | **{r['verdict']}** | {cell(r['note'])} |")
-    return "\n".join(lines) + "\n"
+    head = (f"Profile **{card['profile']}**: " + ", ".join(f"{n} {v}" for v, n in card["counts"].items()) + ".\n\n")
+    return head + markdown_table(["Paper item", "Paper", "Ours", "Verdict", "Note"],
+                                 ([r["item"], r["paper"], r["ours"], f"**{r['verdict']}**", r["note"]]
+                                  for r in card["rows"]))

@@ -35,6 +35,18 @@ def cell(value: Any) -> str:
     return html.escape(str(value))
 
 
+def markdown_row(cells: Any) -> str:
+    """One row of a Markdown table: each cell on one line with its `|` escaped, so that a cell holding |r| or
+    |W| keeps the row's columns (an empty cell shows a dash)."""
+    return "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") or "—" for c in cells) + " |"
+
+
+def markdown_table(header: Any, rows: Any) -> str:
+    """A Markdown table of `header` and `rows` (each a sequence of cells), every cell through `markdown_row`."""
+    header = list(header)
+    return "\n".join([markdown_row(header), "|" + "---|" * len(header), *(markdown_row(r) for r in rows)]) + "\n"
+
+
 def for_reader(df: pd.DataFrame) -> pd.DataFrame:
     """`df` flattened for reading: named index levels become ordinary columns, multi-level column
     names are joined, and columns with no value at all are dropped."""

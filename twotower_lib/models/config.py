@@ -150,8 +150,11 @@ CPU_PRESETS: dict[str, dict[str, Any]] = {
     # Width and depth variants of `cpu` for the emergence study (studies/emergence).
     "cpu-wide": dict(n_layer=2, hidden=256, intermediate=1024, n_head=4, seq_len=128, max_position=512, dropout=0.0),
     "cpu-deep": dict(n_layer=4, hidden=128, intermediate=512, n_head=4, seq_len=128, max_position=512, dropout=0.0),
+    # The top rung of the CPU size ladder (studies/ladder): four layers of 256, twice `cpu` in depth and width.
+    "cpu-large": dict(n_layer=4, hidden=256, intermediate=1024, n_head=4, seq_len=128, max_position=512, dropout=0.0),
 }
-CPU_ELMO_INTERMEDIATE = {"tiny": 32, "cpu": 256, "cpu-small": 192, "cpu-wide": 512, "cpu-deep": 256}  # LSTM state size
+CPU_ELMO_INTERMEDIATE = {"tiny": 32, "cpu": 256, "cpu-small": 192, "cpu-wide": 512, "cpu-deep": 256,
+                        "cpu-large": 512}  # LSTM state size
 
 PRESETS = tuple(CPU_PRESETS) + tuple(PAPER_PRESETS) + tuple(RELEASED_PRESETS)
 

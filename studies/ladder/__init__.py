@@ -1,0 +1,2 @@
+"""The size ladder: four seeds of every tower family at three tower sizes, one epoch each (`runner`), and
+the partition and orientation statistics against size (`report`)."""

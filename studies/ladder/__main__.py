@@ -1,0 +1,3 @@
+from studies.ladder.runner import cli
+
+raise SystemExit(cli())

@@ -1,0 +1,190 @@
+"""The size ladder's report: does the division of tokens repeat across seeds, does its orientation, and does
+either grow with tower size?
+
+Reads the committed exports (`results/ladder/runs/<rung>/*.json`, written by `runner`) and writes
+`results/ladder/`: `runs.csv` (one row per probe: Eq. 3's margin and its document-bootstrap SE), `pairs.csv`
+(every seed pair of one rung and family, trained and untrained, and each trained pair with one run's token
+labels shuffled), `summary.csv` (per rung and family: the partition and orientation statistics and verdicts
+of `twotower_lib.analysis.seed_spread`), `study.json` (what the exports were made from), and `book.json`
+(section 07's ladder parts). Nothing here trains or probes.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from twotower_lib.analysis import seed_spread as spread
+from twotower_lib.analysis.correlation import correlate
+from twotower_lib.artifacts import atomic_write_bytes, atomic_write_json, provenance, read_json
+from twotower_lib.book.paper_items import PAPER_SAME_CONFIG_R
+
+TOP_N = 1000          # the most frequent tokens both runs scored: the seed study's N at the cpu profile
+SHUFFLE_SEED = 0
+
+
+def load_exports(results: Path) -> list[dict]:
+    return [read_json(p) | {"file": p.relative_to(results).as_posix()}
+            for p in sorted((results / "runs").glob("*/*.json"))]
+
+
+def run_rows(exports: list[dict]) -> pd.DataFrame:
+    rows = []
+    for e in exports:
+        margin, se = spread.margin_and_se(e["doc_sums"]["n"], e["doc_sums"]["sum_p1"], e["doc_sums"]["sum_p2"])
+        rows.append({"rung": e["rung"], "family": e["family"], "seed": e["seed"], "kind": e["kind"],
+                     "tower_parameters": e["tower_parameters"], "primary_eq3": e["ordering"]["primary_tower"],
+                     "margin": margin, "margin_se": se,
+                     "val_loss": e["val_loss"].get("cooperative", np.nan), "probe_minutes": e["probe_minutes"]})
+    return pd.DataFrame(rows)
+
+
+def _common(a: dict, b: dict, n: int = TOP_N) -> tuple[np.ndarray, np.ndarray]:
+    """Positions in a's and b's score lists of the `n` most frequent tokens both scored (a's order is the
+    frequency order)."""
+    where_b = {t: i for i, t in enumerate(b["token_ids"])}
+    ia = [i for i, t in enumerate(a["token_ids"]) if t in where_b][:n]
+    return np.asarray(ia), np.asarray([where_b[a["token_ids"][i]] for i in ia])
+
+
+def pair_rows(exports: list[dict]) -> pd.DataFrame:
+    rng = np.random.default_rng(SHUFFLE_SEED)
+    groups: dict[tuple, list[dict]] = {}
+    for e in exports:
+        groups.setdefault((e["rung"], e["family"], e["kind"]), []).append(e)
+    rows = []
+    for (rung, family, kind), runs in sorted(groups.items()):
+        for a, b in itertools.combinations(sorted(runs, key=lambda e: e["seed"]), 2):
+            ia, ib = _common(a, b)
+            x = {c: np.asarray(a[c])[ia] for c in ("score", "score_logmean")}
+            y = {c: np.asarray(b[c])[ib] for c in ("score", "score_logmean")}
+            base = {"rung": rung, "family": family, "seed_a": a["seed"], "seed_b": b["seed"], "n_tokens": len(ia)}
+            rows.append(base | {"kind": "same" if kind == "case" else kind, "r": correlate(x["score"], y["score"]),
+                                "r_logmean": correlate(x["score_logmean"], y["score_logmean"])})
+            if kind == "case":
+                perm = rng.permutation(len(ia))
+                rows.append(base | {"kind": "shuffled", "r": correlate(x["score"], y["score"][perm]),
+                                    "r_logmean": correlate(x["score_logmean"], y["score_logmean"][perm])})
+    return pd.DataFrame(rows)
+
+
+def summary_rows(runs: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
+    """Per rung and family (seeds with a trained and an untrained probe): the partition and orientation answers."""
+    rows = []
+    for (rung, family), same in pairs[pairs["kind"] == "same"].groupby(["rung", "family"], sort=False):
+        of = (pairs["rung"] == rung) & (pairs["family"] == family)
+        untrained, shuffled = pairs[of & (pairs["kind"] == "untrained")], pairs[of & (pairs["kind"] == "shuffled")]
+        r_of = runs[(runs["rung"] == rung) & (runs["family"] == family)]
+        cases, ctrl = r_of[r_of["kind"] == "case"], r_of[r_of["kind"] == "untrained"]
+        part = spread.partition(same["seed_a"], same["seed_b"], same["r"], untrained["r"], shuffled["r"])
+        orient = spread.orientation(cases[["seed", "margin", "margin_se"]], same["seed_a"], same["seed_b"], same["r"],
+                                    ctrl["margin"], shared=part["controls |r| threshold"])
+        rows.append({"rung": rung, "family": family, "tower parameters": int(cases["tower_parameters"].iloc[0]),
+                     "seeds": len(cases), "median r": float(np.median(same["r"]))}
+                    | {f"partition: {k}": v for k, v in part.items()}
+                    | {f"orientation: {k}": v for k, v in orient.items()})
+    return pd.DataFrame(rows)
+
+
+def chart(summary: pd.DataFrame):
+    """The ladder's lead chart: the median |r| over seed pairs (bar: leave-one-seed-out range) against the
+    tower's parameters, one line per family, each family's untrained-tower threshold dashed, the paper's r."""
+    from twotower_lib.book.charts import LEGEND_BELOW, WIDTH, alt
+
+    df = summary.rename(columns={"partition: median |r|": "median_abs_r", "partition: loo low": "loo_low",
+                                 "partition: loo high": "loo_high", "tower parameters": "params",
+                                 "partition: controls |r| threshold": "control",
+                                 "orientation: positive pairs": "positive"})
+    df = df[["rung", "family", "params", "median_abs_r", "loo_low", "loo_high", "control", "positive"]]
+    x = alt.X("params:Q", scale=alt.Scale(type="log"), title="parameters of one tower (log scale)")
+    color = alt.Color("family:N", legend=LEGEND_BELOW)
+    base = alt.Chart(df, width=WIDTH, height=300)
+    layers = [
+        base.mark_line(point=True).encode(x=x, y=alt.Y("median_abs_r:Q", title="median |r| over seed pairs",
+                                                      scale=alt.Scale(domain=[0, 1])), color=color,
+                                          tooltip=["rung:N", "family:N", alt.Tooltip("median_abs_r:Q", format=".2f"),
+                                                   alt.Tooltip("loo_low:Q", format=".2f"),
+                                                   alt.Tooltip("loo_high:Q", format=".2f"),
+                                                   alt.Tooltip("control:Q", format=".2f"),
+                                                   alt.Tooltip("positive:Q", format=".2f")]),
+        base.mark_rule().encode(x=x, y="loo_low:Q", y2="loo_high:Q", color=color),
+        base.mark_line(strokeDash=[3, 3], opacity=0.6).encode(x=x, y="control:Q", color=color),
+        base.mark_rule(strokeDash=[6, 4], color="black").encode(y=alt.datum(PAPER_SAME_CONFIG_R)),
+    ]
+    return alt.layer(*layers).properties(
+        title="Does the division repeat across seeds, and does it grow with size? (dashed: untrained towers; "
+              "black: the paper's Bert-large pair)")
+
+
+def _f(x: float, digits: int = 2) -> str:
+    return "—" if not np.isfinite(x) else f"{x:.{digits}f}"
+
+
+def answer(summary: pd.DataFrame) -> str:
+    """The ladder's answer in a sentence per family, generated from `summary` (its rungs in size order)."""
+    if summary.empty:
+        return "No rung of the ladder is finished yet."
+    lines = []
+    for family, rows in summary.sort_values("tower parameters").groupby("family", sort=False):
+        steps = "; ".join(f"{r['rung']}: median |r| {_f(r['partition: median |r|'])} (leave one seed out "
+                          f"{_f(r['partition: loo low'])}–{_f(r['partition: loo high'])}, untrained "
+                          f"{_f(r['partition: controls |r| threshold'])}), partition {r['partition: verdict']}, "
+                          f"orientation {r['orientation: verdict']} ({r['orientation: resolved runs']}/"
+                          f"{r['orientation: runs']} margins resolved)" for _, r in rows.iterrows())
+        trend = ""
+        if len(rows) >= 2:
+            first, last = rows.iloc[0]["partition: median |r|"], rows.iloc[-1]["partition: median |r|"]
+            trend = (f" From the smallest to the largest rung measured the median |r| goes {_f(first)} → {_f(last)}"
+                     f" (the paper: {PAPER_SAME_CONFIG_R}).")
+        lines.append(f"- **{family}** — {steps}.{trend}")
+    return "\n".join(lines)
+
+
+def book_parts(summary: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -> dict[str, str]:
+    from twotower_lib.book.tables import reader_html
+
+    table = summary[["rung", "family", "tower parameters", "seeds", "median r", "partition: median |r|",
+                     "partition: loo low", "partition: loo high", "partition: controls |r| threshold",
+                     "partition: shuffled max |r|", "partition: verdict", "orientation: median margin",
+                     "orientation: median margin SE", "orientation: untrained margin threshold",
+                     "orientation: resolved runs", "orientation: positive pairs", "orientation: consistent triads",
+                     "orientation: verdict"]] if not summary.empty else summary
+    return {"LADDER_ANSWER": answer(summary),
+            "LADDER_CHART": chart(summary).to_json() if not summary.empty else "*No rung has two seeds probed yet.*",
+            "LADDER_TABLE": reader_html(table),
+            "LADDER_RULES": spread.PARTITION_RULE + "\n\n" + spread.ORIENTATION_RULE,
+            "LADDER_PROGRESS": progress(runs)}
+
+
+def progress(runs: pd.DataFrame) -> str:
+    from studies.ladder.runner import FAMILIES, GPU_RUNGS, RUNGS, SEEDS
+
+    done = runs[runs["kind"] == "case"].groupby("rung")["seed"].count() if not runs.empty else pd.Series(dtype=int)
+    cells = ", ".join(f"{rung}: {int(done.get(rung, 0))} of {SEEDS * len(FAMILIES)} runs" for rung in RUNGS)
+    gpu = ", ".join(f"{rung}: {int(done[rung])} of {SEEDS}" for rung in GPU_RUNGS if rung in done)
+    return (f"Probed so far, on the CPU: {cells}" + (f"; on a GPU: {gpu}" if gpu else "; the GPU rungs not yet run")
+            + f". Each run is one epoch of the Brown corpus, {SEEDS} seeds a family.")
+
+
+def write_report(results: Path) -> Path:
+    from twotower_lib.book import study_parts
+
+    exports = load_exports(results)
+    if not exports:
+        raise SystemExit(f"error: no ladder export under {results / 'runs'}; run `python -m studies.ladder` first")
+    runs, pairs = run_rows(exports), pair_rows(exports)
+    summary = summary_rows(runs, pairs) if not pairs.empty else pd.DataFrame()
+    for name, df in (("runs", runs), ("pairs", pairs), ("summary", summary)):
+        atomic_write_bytes(results / f"{name}.csv", df.to_csv(index=False, float_format="%.6g").encode())
+    first = exports[0]
+    atomic_write_json(results / "study.json", {
+        "exports": len(exports), "data_hash": first["data_hash"], "probe_config": first["probe_config"],
+        "top_n": TOP_N, "code_versions": sorted({e["provenance"].get("code_version", "?") for e in exports}),
+        "command": "python -m studies.ladder --report-only", "provenance": provenance()})
+    numbers = {"ladder_runs": str(len(runs[runs["kind"] == "case"]))}
+    inputs = [results / "runs" / rung / "*.json" for rung in sorted({e["rung"] for e in exports})]
+    return study_parts.write(results, book_parts(summary, pairs, runs), numbers, inputs,
+                             "python -m studies.ladder --report-only")

@@ -1,0 +1,217 @@
+"""Train and probe the size ladder, one run at a time, and export each probe to `results/ladder/runs/`.
+
+`python -m studies.ladder` trains four seeds (`--seeds`) of each tower family (GPT, BERT, ELMo) at
+each rung of `RUNGS` for exactly one epoch of one corpus (the Brown corpus: no text is seen twice),
+probes each run with the default profile's probe, and probes its towers at 0 tokens (the untrained
+control of that rung). Work goes rung by rung from the smallest, family by family, seed by seed, so
+an interrupted ladder leaves whole rungs behind it.
+
+Each finished probe is exported at once as a small JSON file (`export`): the scores of the
+`EXPORT_TOKENS` most frequent tokens, the towers' mean probabilities and the per-document sums behind
+them (for the margin's document bootstrap), the run's configuration, seed, data hash, code and
+package versions. Those files are what the report reads, and they are committed: a later session on a
+new checkout skips every (rung, family, seed) whose exports exist, so the ladder resumes across
+sessions, not only within one (the training folders under `runs/ladder/` resume within one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from twotower_lib.artifacts import atomic_write_text, provenance, read_json
+from twotower_lib.book.profiles import _cpu_probe, profile_dir
+from twotower_lib.data.config import DataConfig
+from twotower_lib.errors import UserError
+from twotower_lib.run_names import case_name
+
+RESULTS = Path(__file__).resolve().parents[2] / "results" / "ladder"
+# rung (layers x tower width) -> preset (models.config): the CPU rungs, every family at each
+RUNGS = {"1x96": "cpu-small", "2x128": "cpu", "4x256": "cpu-large"}
+FAMILIES = ("gpt", "bert", "elmo")      # the order the work goes in: ELMo's LSTMs cost most a token
+# The GPU rungs (`--gpu`): Table 1's sizes, each preset of one family, trained on the same epoch with the same
+# steps; most important first (Bert-base, then Bert-large, then GPT), as far as a call's deadline allows.
+GPU_RUNGS = {"12x384": "paper-bert-base", "24x512": "paper-bert-large", "12x768": "paper-gpt"}
+GPU_FAMILY = {"12x384": "bert", "24x512": "bert", "12x768": "gpt"}
+KINDS = ("case", "untrained")
+SEEDS = 4                               # seeds a family at each rung: six seed pairs
+CORPUS = DataConfig(corpus="registry:brown")  # one corpus; its training split is one epoch
+MICRO_BATCH = 32
+EXPORT_TOKENS = 1200                    # scores exported per probe: the most frequent tokens scored in every run
+PROBE = _cpu_probe()                     # the default (cpu) profile's probe
+
+
+def data_dir(root: Path) -> Path:
+    return root / "data" / "prepared"
+
+
+def run_dir(root: Path, rung: str, family: str, seed: int) -> Path:
+    return root / rung / "training" / case_name(family, seed)
+
+
+def export_path(rung: str, family: str, seed: int, kind: str, results: Path = RESULTS) -> Path:
+    return results / "runs" / rung / f"{case_name(family, seed)}{'' if kind == 'case' else '-' + kind}.json"
+
+
+def epoch_tokens(data) -> int:
+    """Tokens of one epoch in whole micro-batches: the training split's blocks, rounded down to a micro-batch,
+    so that no block is read twice."""
+    per_batch = MICRO_BATCH * data.seq_len
+    return (data.train.size // per_batch) * per_batch
+
+
+def preset_of(rung: str) -> str:
+    return RUNGS.get(rung) or GPU_RUNGS[rung]
+
+
+def train_config(rung: str, family: str, seed: int, data_path: Path, data):
+    """One epoch at `MICRO_BATCH`: on the CPU rungs fp32 through the default engine; on the GPU rungs bf16
+    through the torch engine (eager: a run of a few hundred steps is over before whole-model compilation,
+    about a minute at Table 1 sizes (results/gpu/levers/whole.json), would pay for itself)."""
+    from twotower_lib.train_config import TrainConfig
+
+    tokens = epoch_tokens(data)
+    steps = TrainConfig.steps_for(tokens, MICRO_BATCH, data.seq_len)
+    device = {"precision": "bf16", "engine": "torch"} if rung in GPU_RUNGS else {"precision": "fp32"}
+    return TrainConfig.for_tokens(family, preset_of(rung), seed, tokens, MICRO_BATCH, data.seq_len,
+                                  eval_every_steps=10 * max(1, steps // 100), data=str(data_path), **device)
+
+
+def export(probe_path: Path, out: Path, rung: str, family: str, seed: int, kind: str, data, tcfg) -> None:
+    """Write one probe's export: the scores of its `EXPORT_TOKENS` most frequent scored tokens (the report
+    compares two runs on the most frequent tokens both scored), the towers' mean p, per-document sums, provenance."""
+    from twotower_lib.analysis.correlation import scored_top_tokens
+    from twotower_lib.preference import load_artifact
+
+    art = load_artifact(probe_path)
+    table = art.table                                   # row i is token i
+    top_ids = scored_top_tokens({"run": table}, data.counts, EXPORT_TOKENS, "score")
+    docs = art.doc_stats.groupby("doc_id")[["n", "sum_p1", "sum_p2"]].sum()
+    o = art.manifest["ordering"]
+    write_export(out, {
+        "rung": rung, "family": family, "seed": seed, "kind": kind, "preset": preset_of(rung),
+        "tower_parameters": tower_parameters(rung, family, data),
+        "train": {"tokens": epoch_tokens(data), "steps": tcfg.max_steps, "micro_batch": MICRO_BATCH,
+                  "snapshot": 0 if kind == "untrained" else "final"},
+        "val_loss": art.manifest.get("val_loss", {}),
+        "ordering": {"primary_tower": o["primary_tower"], "mean_p": o["mean_p"], "mean_logp": o["mean_logp"]},
+        "doc_sums": {"n": docs["n"].astype(int).tolist(), "sum_p1": [float(f"{v:.7g}") for v in docs["sum_p1"]],
+                     "sum_p2": [float(f"{v:.7g}") for v in docs["sum_p2"]]},
+        "token_ids": top_ids.tolist(),
+        "score": [float(f"{v:.5g}") for v in table["score"].to_numpy()[top_ids]],
+        "score_logmean": [float(f"{v:.5g}") for v in table["score_logmean"].to_numpy()[top_ids]],
+        "data_hash": data.data_hash, "probe_config": asdict(PROBE),
+        "probe_minutes": round(art.manifest.get("seconds", {}).get("total", 0) / 60, 2),
+        "provenance": provenance()})
+
+
+def write_export(path: Path, record: dict) -> None:
+    """One export as compact JSON (its lists on one line each: about 25 kB a probe)."""
+    import json
+
+    atomic_write_text(path, json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n")
+
+
+def tower_parameters(rung: str, family: str, data) -> int:
+    """Parameters of one tower at this rung (the shared embedding and decoder excluded)."""
+    from twotower_lib.models import build_model
+    from twotower_lib.models.config import preset
+
+    model = build_model(preset(preset_of(rung), family, towers=1, vocab_size=data.vocab_size, seq_len=data.seq_len))
+    return int(sum(p.numel() for p in model.towers[0].parameters()))
+
+
+def run_one(root: Path, rung: str, family: str, seed: int, results: Path, data) -> None:
+    """Train (or resume) one run, probe it and its untrained towers, and export both."""
+    from twotower_lib.probe import probe_run
+    from twotower_lib.train import train_job
+
+    outs = {k: export_path(rung, family, seed, k, results) for k in KINDS}
+    if all(p.exists() for p in outs.values()):
+        return
+    tcfg = train_config(rung, family, seed, data_dir(root), data)
+    run = run_dir(root, rung, family, seed)
+    t0 = time.time()
+    train_job(tcfg, str(data_dir(root)), str(run))
+    print(f"ladder: trained {rung} {case_name(family, seed)} in {(time.time() - t0) / 60:.1f} min", flush=True)
+    for kind in KINDS:
+        if outs[kind].exists():
+            continue
+        t0 = time.time()
+        probe = probe_run(run, PROBE, snapshot=0 if kind == "untrained" else None, data_dir=data_dir(root),
+                          out=root / rung / "probing" / kind / case_name(family, seed), show=False)
+        export(probe, outs[kind], rung, family, seed, kind, data, tcfg)
+        print(f"ladder: probed {rung} {case_name(family, seed)} ({kind}) in {(time.time() - t0) / 60:.1f} min",
+              flush=True)
+
+
+def run_ladder(seeds: int, rungs: list[str], families: list[str], root: Path, results: Path,
+               deadline: float | None = None) -> None:
+    """Every (rung, family, seed) in order, each resumed or skipped where its exports exist; with `deadline` (a
+    `time.time()`), no run starts after it (a GPU call returns what finished)."""
+    from twotower_lib.data import load_prepared
+    from twotower_lib.data.prepare import prepare_data
+
+    prepare_data(CORPUS, out=data_dir(root))
+    data = load_prepared(data_dir(root))
+    for rung in rungs:
+        for family in ([GPU_FAMILY[rung]] if rung in GPU_RUNGS else families):
+            for seed in range(1, seeds + 1):
+                if deadline is not None and time.time() > deadline:
+                    print(f"ladder: deadline reached before {rung} {case_name(family, seed)}", flush=True)
+                    return
+                check_data(rung, family, seed, data, results)
+                run_one(root, rung, family, seed, results, data)
+
+
+def check_data(rung: str, family: str, seed: int, data, results: Path) -> None:
+    """Every export of the ladder comes from one prepared corpus: refuse to mix in another."""
+    for kind in KINDS:
+        p = export_path(rung, family, seed, kind, results)
+        if p.exists() and read_json(p)["data_hash"] != data.data_hash:
+            raise UserError(f"{p} was made from prepared data {read_json(p)['data_hash'][:12]}, but this corpus "
+                            f"prepares to {data.data_hash[:12]}: the ladder compares runs of one corpus")
+
+
+def cli(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m studies.ladder", description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=int, default=SEEDS)
+    p.add_argument("--rungs", default=None, help=f"in the order they are run: any of {', '.join(RUNGS)} (default: "
+                                                 f"all), with --gpu any of {', '.join(GPU_RUNGS)}")
+    p.add_argument("--families", default=",".join(FAMILIES), help=f"any of {', '.join(FAMILIES)}")
+    p.add_argument("--gpu", action="store_true",
+                   help=f"the GPU rungs ({', '.join(GPU_RUNGS)}: Table 1's sizes) instead of the CPU ones; needs CUDA")
+    p.add_argument("--deadline", default=None, help="start no run after this long, e.g. 8m (a GPU call's limit)")
+    p.add_argument("--threads", type=int, default=1, help="CPU threads (one: the ladder runs beside other work)")
+    p.add_argument("--report-only", action="store_true", help="write the report from the committed exports")
+    p.add_argument("--results", default=str(RESULTS))
+    args = p.parse_args(argv)
+    known = GPU_RUNGS if args.gpu else RUNGS
+    rungs = [r for r in (args.rungs or ",".join(known)).split(",") if r]
+    families = [f for f in args.families.split(",") if f]
+    try:
+        bad = [r for r in rungs if r not in known] + [f for f in families if f not in FAMILIES]
+        if bad:
+            raise UserError(f"unknown rung or family {bad}; rungs {list(known)}, families {list(FAMILIES)}")
+        if not args.report_only:
+            import torch
+
+            from twotower_lib.train_config import parse_duration
+
+            if args.gpu and not torch.cuda.is_available():
+                raise UserError("--gpu: no CUDA device here; the GPU rungs train Table 1's sizes")
+            torch.set_num_threads(args.threads)
+            deadline = time.time() + parse_duration(args.deadline) if args.deadline else None
+            run_ladder(args.seeds, rungs, families, profile_dir("ladder"), Path(args.results), deadline)
+        from studies.ladder.report import write_report
+
+        write_report(Path(args.results))
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,83 @@
+"""The size ladder (`studies.ladder`): a run trained for one epoch, probed with its untrained towers, exported
+as the small committed file the report reads; and the report's two answers on exports whose answer is known."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+from studies.ladder import report, runner
+from twotower_lib.probe_config import ProbeConfig
+
+
+def test_one_run_is_trained_for_one_epoch_probed_twice_and_exported(tiny_data, tmp_path, monkeypatch):
+    monkeypatch.setitem(runner.RUNGS, "tiny", "tiny")
+    monkeypatch.setattr(runner, "PROBE", ProbeConfig(train_blocks=20, max_epochs=1, eval_blocks=10, precision="fp32",
+                                                     train_positions=2000))
+    monkeypatch.setattr(runner, "EXPORT_TOKENS", 40)
+    root, results = tmp_path / "runs", tmp_path / "results"
+    (root / "data").mkdir(parents=True)
+    (root / "data" / "prepared").symlink_to(tiny_data.path)
+    runner.run_one(root, "tiny", "gpt", 1, results, tiny_data)
+    case, untrained = (json.loads(runner.export_path("tiny", "gpt", 1, k, results).read_text()) for k in runner.KINDS)
+    tcfg = runner.train_config("tiny", "gpt", 1, root / "data" / "prepared", tiny_data)
+    assert case["train"]["tokens"] == tcfg.max_steps * runner.MICRO_BATCH * tiny_data.seq_len <= tiny_data.train.size
+    assert tiny_data.train.size - case["train"]["tokens"] < runner.MICRO_BATCH * tiny_data.seq_len  # one epoch, whole
+    assert len(case["score"]) == len(case["token_ids"]) == 40 and case["data_hash"] == tiny_data.data_hash
+    assert untrained["train"]["snapshot"] == 0 and case["score"] != untrained["score"]
+    assert sum(case["doc_sums"]["n"]) > 0 and case["provenance"]["packages"]
+    before = runner.export_path("tiny", "gpt", 1, "case", results).stat().st_mtime_ns
+    runner.run_one(root, "tiny", "gpt", 1, results, tiny_data)           # exported: nothing is redone
+    assert runner.export_path("tiny", "gpt", 1, "case", results).stat().st_mtime_ns == before
+    other = tiny_data.manifest | {"content_hash": "0" * 64}
+    with pytest.raises(Exception, match="one corpus"):
+        runner.check_data("tiny", "gpt", 1, type(tiny_data)(**{**tiny_data.__dict__, "manifest": other}), results)
+
+
+def _export(rung, family, seed, kind, scores, margin, params):
+    """A synthetic export: `scores` over token ids 0..n-1, 50 documents whose towers' mean p differ by `margin`."""
+    rng = np.random.default_rng(seed + 100 * (kind == "untrained"))
+    n = np.full(50, 100)
+    p1 = 0.05 * (1 + 0.02 * rng.standard_normal(50))
+    return {"rung": rung, "family": family, "seed": seed, "kind": kind, "tower_parameters": params,
+            "ordering": {"primary_tower": 0, "mean_p": [0.05, 0.05 * (1 - margin)], "mean_logp": [-3, -3.1]},
+            "doc_sums": {"n": n.tolist(), "sum_p1": (n * p1).tolist(), "sum_p2": (n * p1 * (1 - margin)).tolist()},
+            "token_ids": list(range(len(scores))), "score": list(scores), "score_logmean": list(scores),
+            "val_loss": {"cooperative": 5.0}, "probe_minutes": 1.0, "data_hash": "h", "probe_config": {},
+            "provenance": {"code_version": "x"}}
+
+
+def test_the_report_answers_partition_and_orientation_per_rung(tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "TOP_N", 300)
+    rng = np.random.default_rng(0)
+    shared, frequency = rng.standard_normal(300), rng.standard_normal(300)
+    exports = []
+    for seed, flip in zip(range(1, 5), (1, -1, 1, 1)):
+        # the small rung: seeds share a division, seed 2 mirrored; the big rung: nothing shared
+        exports.append(_export("small", "gpt", seed, "case", flip * shared + 0.5 * rng.standard_normal(300), 0.05, 10))
+        exports.append(_export("big", "gpt", seed, "case", rng.standard_normal(300), 0.05, 1000))
+        for rung, params in (("small", 10), ("big", 1000)):
+            # untrained towers share a little (r about 0.2), as frequency effects make them do
+            exports.append(_export(rung, "gpt", seed, "untrained", 0.5 * frequency + rng.standard_normal(300), 0.0005,
+                                   params))
+    runs, pairs = report.run_rows(exports), report.pair_rows(exports)
+    assert len(pairs[pairs["kind"] == "same"]) == 12 and set(pairs["kind"]) == {"same", "untrained", "shuffled"}
+    summary = report.summary_rows(runs, pairs).set_index("rung")
+    small, big = summary.loc["small"], summary.loc["big"]
+    assert small["partition: verdict"] == "holds" and small["partition: median |r|"] > 0.7
+    assert small["orientation: verdict"] == "not" and small["orientation: positive pairs"] == pytest.approx(0.5)
+    assert small["orientation: consistent triads"] == 1.0
+    assert big["partition: verdict"] == "not" and big["orientation: verdict"] == "unresolved", {k: v for k, v in big.items() if "orientation" in k or "threshold" in k}
+    text = report.answer(summary.reset_index())
+    assert "**gpt**" in text and "small: median |r|" in text and "→" in text
+    for e in exports:
+        path = tmp_path / "runs" / e["rung"] / f"{e['family']}-s{e['seed']}{'' if e['kind'] == 'case' else '-untrained'}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(e))
+    report.write_report(tmp_path)
+    book = json.loads((tmp_path / "book.json").read_text())
+    assert book["parts"]["LADDER_CHART"].startswith("{") and "holds" in book["parts"]["LADDER_TABLE"]
+    assert book["parts"]["LADDER_ANSWER"] == text
