@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from twotower_lib.artifacts import read_json
-from twotower_lib.book.paper_tables import number
+from twotower_lib.book.paper_tables import interval, number
 
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "gpu"
 INPUTS = ("bench_gpu.json", "bench_gpu_micro64.json", "paper_cases.json")
@@ -220,7 +220,7 @@ def table2_markdown(path: Path = RESULTS / "paper_cases.json") -> str:
     pairs = ("| Pair | Score | r [95% interval] | Text ceiling | `cpu` profile | Paper |\n|---|---|---|---|---|---|\n")
     pairs += "\n".join(
         f"| {p['pair']} | {'Eq. 4' if p['score'] == 'score' else 'mean log p'} | {number(p['r'])} "
-        f"[{number(p['ci_low'])}, {number(p['ci_high'])}] | {p['text_ceiling']:.2f} | {number(p['cpu_profile'])} | "
+        f"{interval(p['r'], p['ci_low'], p['ci_high'])} | {p['text_ceiling']:.2f} | {number(p['cpu_profile'])} | "
         f"{number(p['paper'])} |" for p in found["pairs"])
     return (cases + "\n\n" + pairs + f"\n\n*The {found['n_tokens']} most frequent tokens; intervals from "
             f"{found['bootstrap']} resamples of the {found['interval_unit']}; measured {found['created'][:10]}.*\n")

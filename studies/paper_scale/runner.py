@@ -18,6 +18,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from twotower_lib.analysis.uncertainty import with_bias_corrected
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json
 from twotower_lib.errors import UserError
 
@@ -100,9 +101,10 @@ def table(packed: Path, n: int = 1000, n_boot: int = 1000, cpu_profile: Path | N
         for row, ceil in zip(r.to_dict("records"), ceiling.to_dict("records")):
             pair = f"{row['a']} vs {row['b']}"
             ref = cpu.get(pair) or cpu.get(f"{row['b']} vs {row['a']}") or {}
-            out["pairs"].append({"pair": pair, "score": col, "r": row["r"], "ci_low": row["ci_low"],
-                                 "ci_high": row["ci_high"], "text_ceiling": ceil["ceiling"],
-                                 "paper": ref.get("paper"), "cpu_profile": ref.get("ours") if col == "score" else None})
+            out["pairs"].append(with_bias_corrected(
+                {"pair": pair, "score": col, "r": row["r"], "ci_low": row["ci_low"], "ci_high": row["ci_high"],
+                 "text_ceiling": ceil["ceiling"], "paper": ref.get("paper"),
+                 "cpu_profile": ref.get("ours") if col == "score" else None}))
     return out
 
 

@@ -25,6 +25,8 @@ import json
 import sys
 from pathlib import Path
 
+from twotower_lib.analysis.uncertainty import with_bias_corrected
+
 
 def read_probe(path: Path) -> dict:
     """A probe's manifest and tables, each file checked against its manifest's sha256."""
@@ -103,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
                 cfg = CorrelationConfig(n=top_n, score_col=c, n_boot=args.n_boot if with_ci else 0, n_permutations=0,
                                         progress=False)
                 r = pairwise_correlations(tables, data.counts, cfg, stats if with_ci else None).iloc[0]
-                pair[f"r_{c}"] = {k: round(float(r[k]), 4) for k in ("r", "ci_low", "ci_high") if k in r}
+                pair[f"r_{c}"] = with_bias_corrected({k: round(float(r[k]), 4) for k in ("r", "ci_low", "ci_high")
+                                                      if k in r}, digits=4)
             row["pairs"].append(pair)
         rows.append(row)
     print(f"top {top_n} tokens; agreement with the probing {last!r}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from twotower_lib.book.paper_tables import interval
 from twotower_lib.artifacts import read_json
 from twotower_lib.book.probing import VARIANTS  # the two score variants, named once
 from twotower_lib.book.sections import PROJECT_ROOT
@@ -112,7 +113,8 @@ def training_positions(path: Path | None = None) -> dict[str, pd.DataFrame] | st
             for c in VARIANTS:
                 out[f"r ({VARIANTS[c]})"] = p[f"r_{c}"]["r"]
                 if "ci_low" in p[f"r_{c}"]:
-                    out[f"95% CI ({VARIANTS[c]})"] = f"[{p[f'r_{c}']['ci_low']:.2f}, {p[f'r_{c}']['ci_high']:.2f}]"
+                    v = p[f"r_{c}"]
+                    out[f"95% CI ({VARIANTS[c]})"] = interval(v["r"], v["ci_low"], v["ci_high"])
             pairs.append(out)
     order = list(dict.fromkeys(p["pair"] for p in pairs))          # each pair's probings together, in the file's order
     pairs.sort(key=lambda p: order.index(p["pair"]))

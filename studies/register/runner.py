@@ -14,6 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from twotower_lib.analysis.uncertainty import with_bias_corrected
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json
 from studies.register.report import RESULT, write_book
 from twotower_lib.errors import UserError
@@ -43,7 +44,7 @@ def collect(root: Path, label: str) -> list[dict]:
         reliability = probing["summary"]["reliability"]
         manifest = read_json(root / "probing" / a / "manifest.json")
         orders = [read_json(root / "probing" / n / "manifest.json")["ordering"] for n in (a, b)]
-        rows.append({"corpus": label, "source": _corpus(data["parameters"]), "pair": f"{a} vs {b}",
+        rows.append(with_bias_corrected({"corpus": label, "source": _corpus(data["parameters"]), "pair": f"{a} vs {b}",
                      "r": same["r"], "ci_low": same["ci_low"], "ci_high": same["ci_high"], "r mean log p": logmean["r"],
                      "shuffled labels": shuffled[0] if shuffled else None,
                      "text ceiling": ceiling["score"]["text ceiling"], "probe ceiling": ceiling["score"]["probe ceiling"],
@@ -53,7 +54,7 @@ def collect(root: Path, label: str) -> list[dict]:
                      "order margin": min(o["margin"] / max(o["mean_p"]) for o in orders),
                      "probe version": manifest["identity"]["version"],
                      "probe precondition": manifest["identity"]["probe"].get("precondition", "none"),
-                     "training tokens": data["summary"]["train_tokens"], "validation tokens": data["summary"]["valid_tokens"]})
+                     "training tokens": data["summary"]["train_tokens"], "validation tokens": data["summary"]["valid_tokens"]}))
     return rows
 
 

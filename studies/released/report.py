@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean
 
+from twotower_lib.book.paper_tables import interval
 from twotower_lib.artifacts import read_json
 from studies.probe.report import DEFAULT_RECIPE, RECIPES
 from twotower_lib.book.sections import PROJECT_ROOT
@@ -124,7 +125,7 @@ def pair_r(found: dict, a: str, b: str, variant: str = "score") -> dict | None:
 def _fmt(row: dict | None) -> str:
     if row is None:
         return "not measured"
-    ci = f" [{row['ci_low']:+.2f}, {row['ci_high']:+.2f}]" if "ci_low" in row else ""
+    ci = f" {interval(row['r'], row['ci_low'], row['ci_high'])}" if "ci_low" in row else ""
     return f"{row['r']:+.2f}{ci}"
 
 

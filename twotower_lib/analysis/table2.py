@@ -29,7 +29,8 @@ import pandas as pd
 
 from twotower_lib.analysis.correlation import (METHODS, SCORE_COLUMNS, check_counts, check_tables, correlate,
                                                correlate_rows, permutation_null, scored_top_tokens, two_sided_p)
-from twotower_lib.analysis.uncertainty import basic_interval, bootstrap, check_doc_stats, scores_from_doc_stats
+from twotower_lib.analysis.uncertainty import (basic_interval, bias_corrected, bootstrap, check_doc_stats,
+                                               scores_from_doc_stats)
 from twotower_lib.errors import UserError
 
 @dataclass(frozen=True)
@@ -102,8 +103,10 @@ def pairwise_correlations(tables: Mapping[str, pd.DataFrame], train_counts: np.n
     if doc_stats is not None and config.n_boot:
         reps = _bootstrap_replicates(tabs, extra, control, check_doc_stats(doc_stats, list(tabs)), token_sets, config)
         out["ci_low"], out["ci_high"] = basic_interval(reps, out["r"].to_numpy(), config.level)
+        out["bias_corrected"] = bias_corrected(out["ci_low"], out["ci_high"])
         out["bootstrap_bias"] = reps.mean(axis=0) - out["r"].to_numpy()
-    cols = ["a", "b", "method", "n_tokens", "r", "ci_low", "ci_high", "bootstrap_bias", "p_value", "perm_q975"]
+    cols = ["a", "b", "method", "n_tokens", "r", "ci_low", "ci_high", "bias_corrected", "bootstrap_bias", "p_value",
+            "perm_q975"]
     return out[[c for c in cols if c in out.columns]]
 
 

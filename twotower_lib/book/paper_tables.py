@@ -20,6 +20,7 @@ from typing import Mapping
 import pandas as pd
 
 from twotower_lib.analysis.frequency import FREQUENCY  # the extra "case" of Table 4
+from twotower_lib.analysis.uncertainty import bias_corrected, with_bias_corrected
 from twotower_lib.run_names import model_of
 
 PAPER_CASES = {"elmo-s1": "ELMo", "gpt-s1": "GPT", "bert-base-s1": "Bert-base",
@@ -148,19 +149,24 @@ OUTSIDE = "†"  # marks an interval that does not contain its estimate (the sco
 
 
 def interval(r: float, lo: float, hi: float) -> str:
-    """"[lo, hi]", followed by `OUTSIDE` where the interval does not contain r: the basic bootstrap
-    interval corrects for the attenuation of resampled r and can lie beside the estimate."""
-    return f"[{lo:.2f}, {hi:.2f}]" + ("" if lo <= r <= hi else OUTSIDE)
+    """"[lo, hi]"; where the interval does not contain r, the estimate it belongs to is printed with it
+    ("bias-corrected x [lo, hi]", `uncertainty.bias_corrected`) and marked `OUTSIDE`: the basic bootstrap
+    interval corrects for the attenuation of resampled r and can lie beside r."""
+    if lo <= r <= hi:
+        return f"[{lo:.2f}, {hi:.2f}]"
+    return f"(bias-corrected {float(bias_corrected(lo, hi)):.2f} [{lo:.2f}, {hi:.2f}]){OUTSIDE}"
 
 
 def mark_outside(text: str) -> str:
-    """`text` with `OUTSIDE` after every "r = x [lo, hi]" whose interval does not contain x (for texts
-    written before the mark existed, such as published scorecards)."""
+    """`text` with every "r = x [lo, hi]" whose interval does not contain x written as `interval` writes it (the
+    bias-corrected estimate inside, `OUTSIDE` after), for texts written before, such as published scorecards."""
     import re
 
     def mark(m: re.Match) -> str:
         r, lo, hi = (float(m.group(i).replace("−", "-")) for i in (1, 2, 3))
-        return m.group(0) + ("" if lo <= r <= hi else OUTSIDE)
+        if lo <= r <= hi:
+            return m.group(0)
+        return f"r = {m.group(1)} {interval(r, lo, hi)}"
 
     return re.sub(r"r = ([-−]?\d+\.\d+),? (?:CI )?\[([-−]?\d+\.\d+), ([-−]?\d+\.\d+)\](?!" + OUTSIDE + ")", mark, text)
 
@@ -245,6 +251,7 @@ def points(pairs: pd.DataFrame, item: str, table: str = "table2", fallback: floa
         if paper is None or pd.isna(r.r):
             continue
         lo, hi = (getattr(r, c, float("nan")) for c in ("ci_low", "ci_high"))
-        out.append({"item": item, "pair": f"{r.a} vs {r.b}", "paper": float(paper), "ours": float(r.r),
-                    "ci_low": None if pd.isna(lo) else float(lo), "ci_high": None if pd.isna(hi) else float(hi)})
+        out.append(with_bias_corrected(
+            {"item": item, "pair": f"{r.a} vs {r.b}", "paper": float(paper), "ours": float(r.r),
+             "ci_low": None if pd.isna(lo) else float(lo), "ci_high": None if pd.isna(hi) else float(hi)}))
     return out

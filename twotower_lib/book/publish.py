@@ -92,7 +92,9 @@ def run_minutes(pub: dict[str, Any], kind: str) -> float:
 
 def publish(pipe: Pipeline, results_dir: Path = RESULTS_DIR) -> Path:
     """Write `results_dir/<profile>.json` from the finished run of `pipe`'s profile."""
-    return atomic_write_json(Path(results_dir) / f"{pipe.profile.name}.json", collect(pipe))
+    from twotower_lib.analysis.uncertainty import all_bias_corrected
+
+    return atomic_write_json(Path(results_dir) / f"{pipe.profile.name}.json", all_bias_corrected(collect(pipe)))
 
 
 def load_published(results_dir: Path = RESULTS_DIR, exclude: str | None = None) -> dict[str, dict[str, Any]]:
