@@ -64,7 +64,7 @@ part("LADDER_ANSWER")
 part("LADDER_CHART")
 
 # %% [markdown]
-# The chart's dashed lines are each family's untrained towers (the controls' 90% quantile of |r|);
+# The chart's dashed lines are each family's untrained towers (the partition rule's control threshold of |r|);
 # the vertical bars the median's range when one seed is left out; the black line the paper's
 # Bert-large pair. Per rung and family:
 

@@ -121,6 +121,9 @@ def test_the_committed_book_parts_are_what_the_reports_write_now(tmp_path, monke
     from studies.probe import report as probe
 
     assert {k: v for k, v in parts.items() if k.startswith("PROBE_")} == probe.book_parts()
+    from studies.ladder import report as ladder
+
+    assert {k: v for k, v in parts.items() if k.startswith("LADDER_")} == ladder.current_parts(ladder.RESULTS)
     from studies.bert_controls import report as bert_controls
 
     assert {k: v for k, v in parts.items() if k.startswith("BERT_CONTROLS_")} == bert_controls.book_parts(

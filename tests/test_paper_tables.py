@@ -72,7 +72,8 @@ def test_the_pairs_table_lists_paper_rows_first_with_both_variants():
     body = re.findall(r"<tr>(.*?)</tr>", page)
     assert "<th>paper</th>" in body[0] and "<th>Eq. 4</th>" in body[0] and "<th>verdict</th>" in body[0]
     assert "Bert-large-run1 vs Bert-large-run2<br><span class='tt-ci'>bert-large-s1 vs bert-large-s2</span>" in body[1]
-    assert "<td>0.94</td><td>0.90 [0.86, 0.93]</td><td>0.95 [0.86, 0.93]†</td>" in body[1]  # † : outside its interval
+    # † : outside its interval, printed with the bias-corrected estimate it belongs to
+    assert "<td>0.94</td><td>0.90 [0.86, 0.93]</td><td>0.95 (bias-corrected 0.90 [0.86, 0.93])†</td>" in body[1]
     assert body[-1].count("<td>—</td>") >= 1  # a pair the paper has no row for comes last, without a paper value
 
 
@@ -80,7 +81,7 @@ def test_points_keep_the_papers_pairs_and_a_same_config_fallback():
     pts = paper_tables.points(PAIRS, "table2.x")
     assert [p["pair"] for p in pts] == ["gpt-s1 vs bert-large-s1", "bert-large-s1 vs bert-large-s2"]
     assert pts[1] == {"item": "table2.x", "pair": "bert-large-s1 vs bert-large-s2", "paper": 0.94, "ours": 0.90,
-                      "ci_low": 0.86, "ci_high": 0.93}
+                      "ci_low": 0.86, "ci_high": 0.93, "bias_corrected": pytest.approx(0.895)}
     same = paper_tables.points(PAIRS.iloc[:1], "same", fallback=0.94)
     assert same[0]["paper"] == 0.94 and same[0]["ours"] == 0.30
 
@@ -136,7 +137,9 @@ def test_tower_order_reports_both_rules_and_the_margin():
 def test_intervals_that_miss_their_estimate_are_marked():
     from twotower_lib.book.paper_tables import OUTSIDE, interval, mark_outside
 
-    assert interval(0.73, 0.75, 0.82) == "[0.75, 0.82]" + OUTSIDE and interval(0.8, 0.75, 0.82) == "[0.75, 0.82]"
+    marked = "(bias-corrected 0.78 [0.75, 0.82])" + OUTSIDE       # the estimate the interval belongs to, inside it
+    assert interval(0.73, 0.75, 0.82) == marked and interval(0.8, 0.75, 0.82) == "[0.75, 0.82]"
+    assert interval(0.2, 0.25, 0.35, "{:+.2f}") == "(bias-corrected +0.30 [+0.25, +0.35])" + OUTSIDE
     text = "a vs b: r = 0.73 [0.75, 0.82] (x); c: r = 0.35, CI [0.35, 0.42]; d: r = −0.04 [−0.08, −0.01]"
-    assert mark_outside(text) == text.replace("[0.75, 0.82]", "[0.75, 0.82]" + OUTSIDE)
+    assert mark_outside(text) == text.replace("[0.75, 0.82]", marked)
     assert mark_outside(mark_outside(text)) == mark_outside(text)  # marks once

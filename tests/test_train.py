@@ -255,13 +255,15 @@ def subprocess_cli(argv: list[str], check_error: bool = False) -> None:
 
 
 @pytest.mark.slow
-def test_two_processes_match_one(tiny_data, tmp_path):
-    """2 gloo processes x 1 micro-batch == 1 process x 2 accumulated micro-batches, same global batch."""
+@pytest.mark.parametrize("engine", ["deepspeed", "torch", "torch-compile-layers"])
+def test_two_processes_match_one(tiny_data, tmp_path, engine):
+    """2 gloo processes x 1 micro-batch == 1 process x 2 accumulated micro-batches, same global batch: DeepSpeed's
+    engine, and the torch engines under PyTorch's DistributedDataParallel (`torchrun`, the same variables)."""
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(k, None)
     common = ["-m", "twotower_lib", "train", "--model", "gpt", "--preset", "tiny", "--max-steps", "6",
-              "--precision", "fp32", "--data", str(tiny_data.path), "--micro-batch", "4"]
+              "--precision", "fp32", "--data", str(tiny_data.path), "--micro-batch", "4", "--engine", engine]
     two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
                           f"--master_port={free_port()}", *common, "--grad-accum", "1", "--out", str(tmp_path / "two")],
                          env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
@@ -271,7 +273,10 @@ def test_two_processes_match_one(tiny_data, tmp_path):
     assert one.returncode == 0, one.stderr[-3000:]
 
     manifest = json.loads((tmp_path / "two" / "manifest.json").read_text())
-    assert manifest["world_size"] == 2
+    assert manifest["world_size"] == 2 and manifest["engine"] == engine
+    log = lambda name: [(r["step"], r["loss"]) for r in map(json.loads, (tmp_path / name / "log.jsonl").read_text().splitlines())]
+    assert [s for s, _ in log("two")] == [s for s, _ in log("one")]
+    assert all(abs(a - b) < 1e-5 for (_, a), (_, b) in zip(log("two"), log("one")))   # the same losses, to rounding
     hashes = manifest["param_sha256_by_rank"]
     assert len(hashes) == 2 and hashes[0] == hashes[1]
     w_two, w_one = weights(tmp_path / "two" / "model.safetensors"), weights(tmp_path / "one" / "model.safetensors")

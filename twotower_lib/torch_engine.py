@@ -1,5 +1,5 @@
-"""The trainer's engine without DeepSpeed, for one process: plain PyTorch AdamW (fused on GPUs), fp32
-weights and gradients, bf16 autocast on GPUs.
+"""The trainer's engine without DeepSpeed: plain PyTorch AdamW (fused on GPUs), fp32 weights and gradients,
+bf16 autocast on GPUs; on several processes, PyTorch's own DistributedDataParallel.
 
 Why: on one GPU at ZeRO stage 0, DeepSpeed's bf16 wrapper costs more than it gives. It keeps bf16
 weights beside fp32 master copies, checks each parameter tensor for overflow with a host sync,
@@ -7,7 +7,14 @@ flattens and all-reduces the gradients even for a world of one, and accumulates 
 This engine keeps the surface `train` uses (`engine(inputs, labels, positions)`, `backward`, `step`, `module`,
 `optimizer`, `device`, `train()`) and takes every setting from the same DeepSpeed JSON config (the
 optimizer's parameters, `gradient_clipping`, `gradient_accumulation_steps`), so a run has one
-configuration either way. Several processes or nodes stay with DeepSpeed and its launcher.
+configuration either way.
+
+Launched with several processes (DeepSpeed's launcher or `torchrun`: the same environment variables, the process
+group `train` opens), the model is wrapped in `DistributedDataParallel`: each optimizer step all-reduces the
+gradients once, averaged over the processes, at the last micro-batch of the accumulation (the others run without
+synchronising), so N processes accumulating k micro-batches step as one process accumulating N x k. The compiled
+engines compile the model inside the wrapper (its regions, or the wrapped module as one graph: torch.compile splits
+it at DDP's gradient buckets). CUDA graphs stay single-process.
 
 With `--engine torch-compile` the forward pass runs through `torch.compile` as one graph; with
 `--engine torch-compile-layers` region by region (`TwoTowerLM.compile_regions`: the embedding, each layer, the
@@ -47,17 +54,26 @@ class TorchEngine:
     """One process's model and AdamW, stepped as DeepSpeed steps them (see the module docstring)."""
 
     def __init__(self, model: torch.nn.Module, param_groups: list[dict], ds: dict[str, Any], device: torch.device,
-                 compile: str | None = None, cuda_graphs: bool = False):
+                 compile: str | None = None, cuda_graphs: bool = False, world: int = 1):
         opt = ds.get("optimizer", {})
         if opt.get("type", "AdamW").lower() != "adamw":
             raise UserError(f"the torch engine trains with AdamW; the DeepSpeed config asks for {opt.get('type')!r}")
         p = opt.get("params", {})
+        if world > 1 and cuda_graphs:
+            raise UserError("--engine torch-graphs replays CUDA graphs in one process; with several processes use "
+                            "--engine torch-compile or torch-compile-layers")
         self.device = device
         self.module = model.to(device)
         options = {"mode": "reduce-overhead"} if cuda_graphs else {}
-        self.forward = torch.compile(self.module, **options) if compile == "model" else self.module
         if compile == "layers":
             self.module.compile_regions(**options)
+        self.ddp = None
+        if world > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            self.ddp = DistributedDataParallel(self.module, device_ids=[device.index] if device.type == "cuda" else None)
+        wrapped = self.ddp or self.module
+        self.forward = torch.compile(wrapped, **options) if compile == "model" else wrapped
         self.cuda_graphs = cuda_graphs
         if cuda_graphs:  # gradients in buffers of their own, added to in place (the module docstring says why)
             for param in self.module.parameters():
@@ -73,6 +89,8 @@ class TorchEngine:
     def __call__(self, *args, **kwargs):
         """The loss and logits of one micro-batch. With CUDA graphs the logits are the graph's memory, valid
         until the next call; the loss is a copy."""
+        if self.ddp is not None:  # all-reduce only in the backward pass of an accumulation's last micro-batch
+            self.ddp.require_backward_grad_sync = (self.micro_steps + 1) % self.accum == 0
         if not self.cuda_graphs:
             return self.forward(*args, **kwargs)
         torch.compiler.cudagraph_mark_step_begin()

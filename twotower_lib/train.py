@@ -153,7 +153,7 @@ def _start(tcfg: TrainConfig, data, out: Path, resume: bool) -> _Run | None:
 
 
 def build_engine(tcfg: TrainConfig, model, ds: dict, world: int) -> tuple[Any, bool]:
-    """The engine that steps `model` (DeepSpeed's, or `TorchEngine` for one process) and whether the
+    """The engine that steps `model` (DeepSpeed's, or `TorchEngine`: DistributedDataParallel over several) and whether the
     forward passes run under bf16 autocast (CPUs: `use_bf16_autocast`; GPUs: DeepSpeed casts the model
     itself, the torch engine autocasts unless fp32)."""
     decay = [p for p in model.parameters() if p.ndim >= 2]        # matrices and embeddings
@@ -161,9 +161,6 @@ def build_engine(tcfg: TrainConfig, model, ds: dict, world: int) -> tuple[Any, b
     groups = [{"params": decay}, {"params": no_decay, "weight_decay": 0.0}]
     ds_clean = {k: v for k, v in ds.items() if not k.startswith("_")}
     if tcfg.engine != "deepspeed":
-        if world > 1:
-            raise UserError(f"--engine torch trains one process; this run has {world}: use --engine deepspeed "
-                            "with DeepSpeed's launcher")
         gpu = torch.cuda.is_available()
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if gpu else torch.device("cpu")
         autocast = tcfg.precision != "fp32" if gpu else use_bf16_autocast(tcfg)
@@ -172,7 +169,7 @@ def build_engine(tcfg: TrainConfig, model, ds: dict, world: int) -> tuple[Any, b
             raise UserError(f"--engine {tcfg.engine} replays CUDA graphs and needs a CUDA GPU; on a CPU "
                             "--engine torch-compile-layers compiles the same regions")
         return TorchEngine(model, groups, ds_clean, device, compile=COMPILE_SCOPE.get(tcfg.engine),
-                           cuda_graphs=graphs), autocast
+                           cuda_graphs=graphs, world=world), autocast
     import deepspeed
 
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=groups, config=ds_clean)
@@ -221,8 +218,13 @@ def _loop(run: _Run, show_progress: bool) -> None:
         bar.update(1)
 
         done = not any_rank(run.progress() < 1.0)
-        if run.rank == 0 and (state["step"] % tcfg.log_every_steps == 0 or done):
-            interval = _log(run, lr, interval, evaluate_now=state["step"] % tcfg.eval_every_steps == 0 or done, bar=bar)
+        if state["step"] % tcfg.log_every_steps == 0 or done:
+            _mean_over_processes(run)
+            if run.rank == 0:
+                interval = _log(run, lr, interval, evaluate_now=state["step"] % tcfg.eval_every_steps == 0 or done,
+                                bar=bar)
+            else:
+                state.update(interval_loss=0.0, interval_steps=0)
         if run.rank == 0 and (state["tokens"] >= next_snap or state["tokens"] == half_way):
             save_weights(run.engine.module, run.out / "snapshots" / f"{snapshot_name(state['tokens'])}.safetensors")
             next_snap = next_snapshot(state["tokens"], tcfg.snapshot_every_tokens)
@@ -284,6 +286,16 @@ def micro_step(engine, batch: tuple) -> torch.Tensor:
     return loss
 
 
+def _mean_over_processes(run: _Run) -> None:
+    """The interval's loss as the mean over every process's micro-batches (one all-reduce a log line), so that
+    N processes log what one process accumulating N times as many micro-batches logs."""
+    if run.world > 1:
+        device = next(run.engine.module.parameters()).device
+        total = torch.tensor([run.state["interval_loss"]], dtype=torch.float64, device=device)
+        torch.distributed.all_reduce(total)
+        run.state["interval_loss"] = float(total.item()) / run.world
+
+
 def _log(run: _Run, lr: float, interval: dict, evaluate_now: bool, bar) -> dict:
     """Append one record to log.jsonl (the interval's mean loss and tokens/s; the validation loss when
     `evaluate_now`) and update the progress bar; return the next interval's start."""
@@ -330,10 +342,10 @@ def train_job(tcfg: TrainConfig, data_path: str, out: str) -> None:
     from twotower_lib.data import load_prepared
     from twotower_lib.workers import in_worker
 
-    train(tcfg, load_prepared(data_path), out, resume=_restartable(Path(out)), show_progress=not in_worker())
+    train(tcfg, load_prepared(data_path), out, resume=resume_or_clear(Path(out)), show_progress=not in_worker())
 
 
-def _restartable(out: Path) -> bool:
+def resume_or_clear(out: Path) -> bool:
     """Whether the pipeline's run folder `out` resumes: it does once it holds a complete checkpoint or the final
     weights. A folder killed before its first checkpoint (a config, a log, snapshot 0) holds nothing a restart
     would not write again bit for bit (the run is seeded), so it is cleared and the run starts over."""
@@ -366,8 +378,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="CPU: fp32 (auto), or bf16 autocast where the CPU has native bf16 (faster with AMX). "
                         "GPU: bf16 (auto), fp16 with loss scaling (the paper's), or fp32")
     p.add_argument("--engine", default="deepspeed", choices=ENGINES,
-                   help="deepspeed (default; several processes through its launcher) or torch: one process, plain "
-                        "AdamW with fp32 weights and gradients, bf16 autocast on GPUs, from the same JSON config; "
+                   help="deepspeed (default) or torch: plain AdamW with fp32 weights and gradients, bf16 autocast on "
+                        "GPUs, from the same JSON config, PyTorch's DistributedDataParallel over several processes "
+                        "(either launcher); "
                         "torch-compile: the same with the forward pass compiled (torch.compile; the first steps "
                         "compile; with --label-bucket, once); torch-compile-layers: layer by layer, sooner compiled; "
                         "torch-graphs: those layers replayed as CUDA graphs (GPUs; BERT with --label-bucket)")

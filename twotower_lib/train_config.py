@@ -45,8 +45,9 @@ class TrainConfig:
                                         # (`RELEASED_OPTIONS`); False: as the paper's text describes it
     world_size: int | None = None       # the processes `max_steps` was computed for (`for_tokens`); training on
                                         # another number stops with an error instead of missing the token budget
-    engine: str = "deepspeed"           # "deepspeed", or "torch": one process without DeepSpeed's wrapper
-                                        # (`torch_engine`), the same JSON config's optimizer and clipping;
+    engine: str = "deepspeed"           # "deepspeed", or "torch": without DeepSpeed's wrapper (`torch_engine`;
+                                        # DistributedDataParallel over several processes), the same JSON config's
+                                        # optimizer and clipping;
                                         # "torch-compile": the same with the forward pass torch.compile'd;
                                         # "torch-compile-layers": compiled region by region (minutes less);
                                         # "torch-graphs": those regions replayed as CUDA graphs (GPUs only).

@@ -22,6 +22,7 @@ from twotower_lib.analysis.correlation import correlate
 from twotower_lib.artifacts import atomic_write_bytes, atomic_write_json, provenance, read_json
 from twotower_lib.book.paper_items import PAPER_SAME_CONFIG_R
 
+RESULTS = Path(__file__).resolve().parents[2] / "results" / "ladder"
 TOP_N = 1000          # the most frequent tokens both runs scored: the seed study's N at the cpu profile
 SHUFFLE_SEED = 0
 
@@ -160,7 +161,7 @@ def book_parts(summary: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -
 
 
 def progress(runs: pd.DataFrame) -> str:
-    from studies.ladder.runner import FAMILIES, GPU_RUNGS, RUNGS, SEEDS
+    from studies.ladder.rungs import FAMILIES, GPU_RUNGS, RUNGS, SEEDS
 
     done = runs[runs["kind"] == "case"].groupby("rung")["seed"].count() if not runs.empty else pd.Series(dtype=int)
     cells = ", ".join(f"{rung}: {int(done.get(rung, 0))} of {SEEDS * len(FAMILIES)} runs" for rung in RUNGS)
@@ -184,7 +185,13 @@ def write_report(results: Path) -> Path:
         "exports": len(exports), "data_hash": first["data_hash"], "probe_config": first["probe_config"],
         "top_n": TOP_N, "code_versions": sorted({e["provenance"].get("code_version", "?") for e in exports}),
         "command": "python -m studies.ladder --report-only", "provenance": provenance()})
-    numbers = {"ladder_runs": str(len(runs[runs["kind"] == "case"]))}
     inputs = [results / "runs" / rung / "*.json" for rung in sorted({e["rung"] for e in exports})]
-    return study_parts.write(results, book_parts(summary, pairs, runs), numbers, inputs,
+    return study_parts.write(results, book_parts(summary, pairs, runs), {}, inputs,
                              "python -m studies.ladder --report-only")
+
+
+def current_parts(results: Path) -> dict[str, str]:
+    """The book parts the report writes from the exports in `results` today."""
+    exports = load_exports(results)
+    runs, pairs = run_rows(exports), pair_rows(exports)
+    return book_parts(summary_rows(runs, pairs) if not pairs.empty else pd.DataFrame(), pairs, runs)

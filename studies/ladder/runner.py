@@ -29,17 +29,10 @@ from twotower_lib.book.profiles import _cpu_probe, profile_dir
 from twotower_lib.data.config import DataConfig
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import case_name
+from studies.ladder.report import RESULTS, write_report
+from studies.ladder.rungs import FAMILIES, GPU_FAMILY, GPU_RUNGS, RUNGS, SEEDS
 
-RESULTS = Path(__file__).resolve().parents[2] / "results" / "ladder"
-# rung (layers x tower width) -> preset (models.config): the CPU rungs, every family at each
-RUNGS = {"1x96": "cpu-small", "2x128": "cpu", "4x256": "cpu-large"}
-FAMILIES = ("gpt", "bert", "elmo")      # the order the work goes in: ELMo's LSTMs cost most a token
-# The GPU rungs (`--gpu`): Table 1's sizes, each preset of one family, trained on the same epoch with the same
-# steps; most important first (Bert-base, then Bert-large, then GPT), as far as a call's deadline allows.
-GPU_RUNGS = {"12x384": "paper-bert-base", "24x512": "paper-bert-large", "12x768": "paper-gpt"}
-GPU_FAMILY = {"12x384": "bert", "24x512": "bert", "12x768": "gpt"}
 KINDS = ("case", "untrained")
-SEEDS = 4                               # seeds a family at each rung: six seed pairs
 CORPUS = DataConfig(corpus="registry:brown")  # one corpus; its training split is one epoch
 MICRO_BATCH = 32
 EXPORT_TOKENS = 1200                    # scores exported per probe: the most frequent tokens scored in every run
@@ -146,6 +139,7 @@ def run_one(root: Path, rung: str, family: str, seed: int, results: Path, data) 
         probe = probe_run(run, PROBE, snapshot=0 if kind == "untrained" else None, data_dir=data_dir(root),
                           out=root / rung / "probing" / kind / case_name(family, seed), show=False)
         export(probe, outs[kind], rung, family, seed, kind, data, tcfg)
+        write_report(results)          # the committed report and book parts never lag the exports
         print(f"ladder: probed {rung} {case_name(family, seed)} ({kind}) in {(time.time() - t0) / 60:.1f} min",
               flush=True)
 
@@ -208,8 +202,6 @@ def cli(argv: list[str] | None = None) -> int:
             torch.set_num_threads(args.threads)
             deadline = time.time() + parse_duration(args.deadline) if args.deadline else None
             run_ladder(args.seeds, rungs, families, profile_dir("ladder"), Path(args.results), deadline)
-        from studies.ladder.report import write_report
-
         write_report(Path(args.results))
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)

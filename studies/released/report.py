@@ -125,7 +125,7 @@ def pair_r(found: dict, a: str, b: str, variant: str = "score") -> dict | None:
 def _fmt(row: dict | None) -> str:
     if row is None:
         return "not measured"
-    ci = f" {interval(row['r'], row['ci_low'], row['ci_high'])}" if "ci_low" in row else ""
+    ci = f" {interval(row['r'], row['ci_low'], row['ci_high'], '{:+.2f}')}" if "ci_low" in row else ""
     return f"{row['r']:+.2f}{ci}"
 
 

@@ -212,11 +212,19 @@ def section_markdown(s: SeedStudy, profile: str) -> str:
     lines = [f"Seed study of profile `{profile}`: {s.study['seeds']} seeds per family "
              f"({', '.join(NAMES.get(f, f) for f in s.study['families'] if f in set(s.pairs['family_a']))} probed so far). "
              "Median and central range (10th to 90th percentile) over seed pairs:", "",
-             "| claim | paper | ours over seed pairs | controls' 90th percentile | verdict |", "|---|---|---|---|---|"]
+             "| claim | paper | ours over seed pairs (signed) | controls' 90th percentile | verdict | division: median \\|r\\| "
+             "(leaving one run out) | orientation |", "|---|---|---|---|---|---|---|"]
     for _, r in t.iterrows():
         paper = r["paper"] if isinstance(r["paper"], float) else f"{r['paper'][0]:.2f}–{r['paper'][1]:.2f}"
-        lines.append(f"| {r['claim']} | {paper} | {_fmt(r)} | {r[HIGH]:.2f} ({r['control pairs']} pairs) | **{r['verdict']}** |")
-    return "\n".join(lines) + "\n"
+        division = ("—" if pd.isna(r.get("partition verdict")) else
+                    f"{r['partition verdict']}: {r['partition median |r|']:.2f} ({r['partition loo low']:.2f}–"
+                    f"{r['partition loo high']:.2f}) vs {r['partition controls |r| threshold']:.2f}")
+        orientation = ("—" if pd.isna(r.get("orientation verdict")) else
+                       f"{r['orientation verdict']}: {int(r['orientation resolved runs'])} of {int(r['orientation runs'])} "
+                       "margins resolved")
+        lines.append(f"| {r['claim']} | {paper} | {_fmt(r)} | {r[HIGH]:.2f} ({r['control pairs']} pairs) | "
+                     f"**{r['verdict']}** | {division} | {orientation} |")
+    return "\n".join(lines) + "\n\n" + seed_spread.PARTITION_RULE + "\n\n" + seed_spread.ORIENTATION_RULE + "\n"
 
 
 def sign_flip_table(s: SeedStudy) -> pd.DataFrame:
@@ -230,12 +238,13 @@ def spread_sentence(s: SeedStudy) -> str:
     t = family_table(s)
     fams = "; ".join(f"{f} {number(r['median r'])} ({number(r['r low'])} to {number(r['r high'])})"
                      for f, r in t.iterrows())
-    ctrl = s.pairs[s.pairs["kind"].isin(CONTROL_KINDS)]["r"].abs()
+    null = s.pairs[s.pairs["kind"].isin(NULL_KINDS)]["r"].abs()
+    shuffled = s.pairs[s.pairs["kind"] == "shuffled"]["r"].abs()
     low, high = seed_spread.CENTRAL
-    return (f"**Spread over seeds.** Two runs of one configuration with different seeds agree, as a median "
-            f"over {int(t['pairs'].max())} seed pairs (in parentheses: their {low:.0%}–{high:.0%} percentile range): "
-            f"{fams}. Their controls' pairs reach |r| of {ctrl.max():.2f} at most; the paper's Bert-large pair "
-            f"reads {CLAIMS[0].paper[0]:.2f}.")
+    return (f"**Spread over seeds.** Two runs of one configuration with different seeds agree, as a median of the "
+            f"signed r over {int(t['pairs'].max())} seed pairs (in parentheses: their {low:.0%}–{high:.0%} percentile "
+            f"range): {fams}. The untrained and independent towers' pairs reach |r| of {null.max():.2f} at most, the "
+            f"shuffled labels' {shuffled.max():.2f}; the paper's Bert-large pair reads {CLAIMS[0].paper[0]:.2f}.")
 
 
 def strip_chart(points: pd.DataFrame, title: str = "Every seed pair, its controls' pairs, and the paper's value") -> alt.Chart:

@@ -24,8 +24,9 @@ from twotower_lib.errors import UserError
 CENTRAL = (0.10, 0.90)  # the central range reported beside every median: 10th to 90th percentile
 VERDICTS = ("reproduced", "partly", "not", "not attempted")
 
-RULE = ("A correlation's verdict compares the distribution of r over seed pairs with the paper's value and with "
-        "its controls' pairs (untrained towers, independent single-tower pairs, shuffled labels), pooled. "
+RULE = ("A correlation's verdict compares the distribution of the signed r over seed pairs (the paper's statistic, "
+        "judged as written) with the paper's value and with its controls' pairs (untrained towers and independent "
+        "single-tower pairs, pooled; the shuffled-label permutation null is reported beside them). "
         "**not**: the median pair is not above the controls' 90th percentile. **reproduced**: it is, and the paper's "
         "value lies within our central range (10th to 90th percentile of the pairs). **partly**: above the controls, "
         "but the paper's value lies outside that range. **not attempted**: fewer than two pairs, or no control pairs.")
@@ -178,16 +179,19 @@ def margin_and_se(n: Sequence[float], sum_p1: Sequence[float], sum_p2: Sequence[
     """Eq. 3's relative margin |P1 - P2| / max(P1, P2) of the towers' mean p over all validation positions, from
     per-document counts and sums, and its standard error over `resamples` document bootstrap resamples."""
     n, s1, s2 = (np.asarray(x, dtype=float) for x in (n, sum_p1, sum_p2))
-    if not (n.shape == s1.shape == s2.shape) or n.size < 2 or n.sum() <= 0:
-        raise UserError(f"margin_and_se needs per-document n, sum_p1, sum_p2 of one length >= 2 (got "
+    if not (n.shape == s1.shape == s2.shape) or n.ndim != 1 or n.sum() <= 0:
+        raise UserError(f"margin_and_se needs per-document n, sum_p1, sum_p2 of one length with positions (got "
                         f"{n.shape}, {s1.shape}, {s2.shape})")
 
     def margin(w: np.ndarray) -> np.ndarray:
         p1, p2 = (w @ s1) / (w @ n), (w @ s2) / (w @ n)
         return np.abs(p1 - p2) / np.maximum(p1, p2)
 
+    estimate = float(margin(np.ones((1, n.size)))[0])
+    if n.size < 2:                              # one document: nothing to resample
+        return estimate, float("nan")
     weights = np.random.default_rng(seed).multinomial(n.size, np.full(n.size, 1.0 / n.size), size=resamples)
-    return float(margin(np.ones((1, n.size)))[0]), float(np.std(margin(weights.astype(float)), ddof=1))
+    return estimate, float(np.std(margin(weights.astype(float)), ddof=1))
 
 
 def triad_share(seed_a: Sequence[int], seed_b: Sequence[int], r: Sequence[float]) -> float:

@@ -86,17 +86,32 @@ def chart_markdown(chart) -> str:
     return "```{raw} html\n" + render.mimebundle(spec)["text/html"] + "\n```\n"
 
 
-def fill_placeholders(text: str, card: dict) -> str:
+def execution_markdown(pipe: Pipeline) -> str:
+    """The execution statistics of the build's run: each chapter's last run, profile, duration, status and code
+    version (`Pipeline.executions`), with the total."""
+    from twotower_lib.book.tables import markdown_table
+
+    rows = pipe.executions()
+    total = sum(r["seconds"] or 0 for r in rows)
+    table = markdown_table(["chapter", "profile", "last run (UTC)", "duration", "status", "code version"],
+                           ([r["section"], r["profile"], r["last run"].replace("T", " "),
+                             "—" if r["seconds"] is None else f"{r['seconds']:,.0f} s", r["status"], r["code version"]]
+                            for r in rows))
+    return table + f"\n*{len(rows)} chapters, {total / 60:,.1f} minutes of section time in all.*\n"
+
+
+def fill_placeholders(text: str, card: dict, pipe: Pipeline | None = None) -> str:
     """Replace every `<!-- NAME: replaced by ... -->` of a book page with what it names, computed from
-    the run's scorecard and from results/; an unknown name is an error."""
+    the run's scorecard, its pipeline's records (`pipe`) and from results/; an unknown name is an error."""
     from twotower_lib.analysis.seed_spread import CONTROLS_RULE, RULE
     from twotower_lib.book import front, publish, study_parts
 
     parts = {"PROFILES": profiles_markdown, "SCORECARD": lambda: scorecard.to_markdown(card), "API": api_markdown,
              "ANSWER": lambda: front.verdict_markdown(card), "LEAD": lambda: chart_markdown(front.lead_chart(card)) + "\n" + front.LEAD_KEY + "\n",
-             "SCALE": lambda: front.scale_sentence(card["profile"]), "SPREAD": lambda: front.spread_sentence(card["profile"]),
+             "SCALE": lambda: front.scale_sentence(card["profile"]), "IN_SHORT": lambda: front.answer_sentence(card["profile"]), "SPREAD": lambda: front.spread_sentence(card["profile"]),
              "RULE": lambda: f"{RULE} {CONTROLS_RULE}", "PICTURE": lambda: picture_markdown(card),
              "PUBLISHED": lambda: publish.markdown(publish.load_published(exclude=card["profile"])),
+             "EXECUTION": lambda: execution_markdown(pipe) if pipe is not None else "*No pipeline run to report.*\n",
              }
     studied, studied_numbers = study_parts.load(profile=card["profile"])
     parts.update({name: (lambda name=name, text=text: chart_markdown(json.loads(text))
@@ -203,7 +218,7 @@ def assemble(pipe: Pipeline, stage: Path) -> list[str]:
         if src.is_file():
             data = src.read_bytes()
             if src.suffix == ".md":
-                data = fill_placeholders(data.decode("utf-8"), card).encode("utf-8")
+                data = fill_placeholders(data.decode("utf-8"), card, pipe).encode("utf-8")
             _sync(data, stage / "book" / src.relative_to(PAGES_DIR))
     render.write_bundle(stage / "_static")
     _sync(READER_CSS.encode("utf-8"), stage / "_static" / "twotower.css")  # jupyter-book links every _static/*.css

@@ -62,7 +62,19 @@ CAVEATS = {"table1": "the `paper` profile trains Table 1's sizes",
            "fig8": "judged with Table 4: a flat curve means something only if the runs agree"}
 
 
-def _claim_cells(mine: pd.DataFrame) -> dict[str, str]:
+def text_ceilings(profile: str, results: Path = PUBLISHED) -> dict[str, tuple[float, str]]:
+    """Per family, the text ceiling of Eq. 4's score for the published run's same-configuration pair at `profile`
+    (how far two runs can agree on this validation text, `uncertainty.text_ceiling`) and that pair's name; empty
+    where the profile is not published."""
+    path = Path(results) / f"{profile}.json"
+    if not path.exists():
+        return {}
+    found = read_json(path)["sections"].get("03_correlations", {}).get("summary", {}).get("ceilings", [])
+    return {model_of(c["a"]): (c["text ceiling"], f"{c['a']}/{c['b'].rsplit('-', 1)[-1]}") for c in found
+            if c.get("variant") == "score" and model_of(c["a"]) == model_of(c["b"])}
+
+
+def _claim_cells(mine: pd.DataFrame, ceilings: dict[str, tuple[float, str]] | None = None) -> dict[str, str]:
     """A seed-decided row's cells: "ours" (each claim's signed median), "spread" (its central range and pairs),
     the two questions a signed r mixes, each with its own statistic (`seed_spread.PARTITION_RULE`,
     `ORIENTATION_RULE`), and the caveat: the controls' 90th percentile the signed r is judged against."""
@@ -75,7 +87,8 @@ def _claim_cells(mine: pd.DataFrame) -> dict[str, str]:
                        for (_, c), n in zip(mine.iterrows(), counts)) + (f" ({counts.iloc[0]}{each})" if each else "")
     high = mine[HIGH].max()
     caveat = "no control measured yet" if pd.isna(high) else f"signed r against controls' 90th pct. {high:.2f}"
-    return {"ours": ours, "spread over seeds": spread, "division (median |r|)": _joined(mine, name, _division),
+    division = lambda c: _division(c) + _ceiling(c, ceilings or {})
+    return {"ours": ours, "spread over seeds": spread, "division (median |r|)": _joined(mine, name, division),
             "orientation (Eq. 3)": _joined(mine, name, _orientation), "caveat": caveat}
 
 
@@ -89,6 +102,17 @@ def _division(c: pd.Series) -> str:
         return ""
     return (f"{c['partition verdict']}: {c['partition median |r|']:.2f} ({c['partition loo low']:.2f}–"
             f"{c['partition loo high']:.2f}) vs {c['partition controls |r| threshold']:.2f}")
+
+
+def _ceiling(c: pd.Series, ceilings: dict[str, tuple[float, str]]) -> str:
+    """A same-configuration claim's text ceiling (from the published run's pair of that family) and its median |r|
+    divided by it: what the division's agreement is on a text that would let two identical runs agree perfectly."""
+    families = {f.strip().lower().replace(" ", "-") for f in str(c["claim"]).split(",")[0].split(" vs ")}
+    family = next(iter(families)) if len(families) == 1 else None
+    if family not in ceilings or pd.isna(c.get("partition median |r|")):
+        return ""
+    ceiling, pair = ceilings[family]
+    return f"; text ceiling {ceiling:.2f} ({pair}), corrected {c['partition median |r|'] / ceiling:.2f}"
 
 
 def _orientation(c: pd.Series) -> str:
@@ -109,13 +133,13 @@ def verdict_rows(card: dict) -> pd.DataFrame:
     """One row per paper item: what the paper says, ours (each claim's median over seed pairs where the
     seed study decided it), the spread over seeds (or that it rests on one run), the verdict and a
     one-line caveat."""
-    claims = seed_claims(card["profile"])
+    claims, ceilings = seed_claims(card["profile"]), text_ceilings(card["profile"])
     rows = []
     for r in card["rows"]:
         mine = claims[claims["above controls"].notna()] if r["id"] == "controls" else claims[claims["item"] == r["id"]]
         mark = MARK[r["verdict"]]
         if r.get("decided_by") == "seeds" and len(mine):
-            cells = _claim_cells(mine)
+            cells = _claim_cells(mine, ceilings)
             if len(mine) > 1 and mine["verdict"].nunique() > 1:   # an item's verdict is its weakest claim's
                 mark += " (the weakest: " + ", ".join(f"{c['claim'].split(' (')[0].split(',')[0]} {c['verdict']}"
                                                       for _, c in mine.iterrows()) + ")"
@@ -212,7 +236,9 @@ def published_card(profile: str = "cpu", results: Path = PUBLISHED) -> dict:
 def readme_blocks(profile: str = "cpu") -> dict[str, str]:
     """What README.md holds between each pair of markers: the published default profile's verdict table, and
     the GPU-hours of the paper's runs at the measured rates (the paper-scale study's `GPU_HOURS` part)."""
-    blocks = {"VERDICTS": verdict_markdown(published_card(profile)), "GPU_HOURS": study_parts.load()[0]["GPU_HOURS"]}
+    answer = answer_sentence(profile)
+    blocks = {"VERDICTS": (answer + "\n\n" if answer else "") + verdict_markdown(published_card(profile)),
+              "GPU_HOURS": study_parts.load()[0]["GPU_HOURS"]}
     return {name: f"<!-- {name}:start -->\n{text}<!-- {name}:end -->" for name, text in blocks.items()}
 
 
@@ -249,6 +275,44 @@ def scale_sentence(profile_name: str) -> str:
             f"{span([c.hidden for c in ours])} units (Table 1: {span([t[0] for t in paper])} layers, "
             f"{span([t[1] for t in paper])} units) for {span([p.tokens_for(m) for m in models], tokens)} tokens each, "
             f"with {p.data.vocab_size:,} word pieces (the paper: {TABLE1_VOCAB:,}, about a day per case on six GPUs).")
+
+
+LADDER = PROJECT_ROOT / "results" / "ladder" / "summary.csv"
+
+
+def answer_sentence(profile_name: str, seeds: Path = SEEDS, ladder: Path = LADDER) -> str:
+    """The answer in a few generated sentences: within which families the division of tokens repeats across
+    seeds and whether its orientation does (the seed study's claims at `profile_name`), whether any division is
+    shared across families, and what the size ladder shows so far. Empty where the profile has no seed study."""
+    claims = seed_claims(profile_name, seeds)
+    if "partition verdict" not in claims or claims.empty:
+        return ""
+    same = claims[claims["above controls"].notna()]
+    cross = claims[claims["above controls"].isna() & claims["partition verdict"].notna()]
+    name = lambda c: c.split(",")[0].split(" (")[0]
+    holds = same[same["partition verdict"] == "holds"]
+    within = (", ".join(f"{name(c)} ({m:.2f})" for c, m in zip(holds["claim"], holds["partition median |r|"]))
+              or "no family")
+    ctrl = same["partition controls |r| threshold"].max()
+    orient = "; ".join(f"{name(c)} {v}" for c, v in zip(same["claim"], same["orientation verdict"]))
+    shared = cross[cross["partition verdict"] == "holds"]
+    across = (f"a division is shared by {', '.join(f'{name(c)} ({m:.2f})' for c, m in zip(shared['claim'], shared['partition median |r|']))}"
+              f" and by no other" if len(shared) else "none shares a division")
+    text = (f"**In short.** At profile `{profile_name}`, the division of tokens between the two towers repeats "
+            f"across seeds (median |r| over seed pairs, above the untrained and independent towers' 90th "
+            f"percentile, at most {ctrl:.2f}, with every seed left out) within {within}; Eq. 3's orientation — which "
+            f"tower takes which role — is another question: {orient}. Of the {len(cross)} comparisons between "
+            f"configurations (Tables 2 and 4), {across}. ")
+    rungs = pd.read_csv(ladder) if ladder.exists() and ladder.read_text().strip() else pd.DataFrame()
+    if len(rungs):
+        per_family = "; ".join(f"{f} " + ", ".join(f"{r} {m:.2f} ({v})" for r, m, v in
+                                                  zip(g["rung"], g["partition: median |r|"], g["partition: verdict"]))
+                               for f, g in rungs.sort_values("tower parameters").groupby("family"))
+        text += (f"Along the size ladder (section 07; median |r| and the division's verdict per rung of layers x "
+                 f"width, four seeds each, so far): {per_family}.")
+    else:
+        text += "The size ladder (section 07) has no rung with four seeds yet, so whether either grows with size is open."
+    return text
 
 
 def spread_sentence(profile_name: str) -> str:

@@ -21,6 +21,7 @@ import pandas as pd
 
 from twotower_lib.analysis.frequency import FREQUENCY  # the extra "case" of Table 4
 from twotower_lib.analysis.uncertainty import bias_corrected, with_bias_corrected
+from twotower_lib.book.paper_items import PAPER_SAME_CONFIG_R
 from twotower_lib.run_names import model_of
 
 PAPER_CASES = {"elmo-s1": "ELMo", "gpt-s1": "GPT", "bert-base-s1": "Bert-base",
@@ -65,13 +66,13 @@ TABLE2 = _symmetric({
     ("ELMo", "GPT"): 0.91, ("ELMo", "Bert-base"): 0.27, ("ELMo", "Bert-large-run1"): 0.57,
     ("ELMo", "Bert-large-run2"): 0.61, ("GPT", "Bert-base"): 0.26, ("GPT", "Bert-large-run1"): 0.57,
     ("GPT", "Bert-large-run2"): 0.63, ("Bert-base", "Bert-large-run1"): 0.72, ("Bert-base", "Bert-large-run2"): 0.62,
-    ("Bert-large-run1", "Bert-large-run2"): 0.94})
+    ("Bert-large-run1", "Bert-large-run2"): PAPER_SAME_CONFIG_R})
 # Table 4: Spearman rho over the 5000 most frequent tokens.
 TABLE4 = _symmetric({
     ("ELMo", "GPT"): 0.93, ("ELMo", "Bert-large"): 0.56, ("GPT", "Bert-large"): 0.65,
     ("ELMo", "Frequency Rank"): 0.16, ("GPT", "Frequency Rank"): 0.22, ("Bert-large", "Frequency Rank"): 0.18})
 # The paper's same-configuration r: what a same-configuration pair it has no row for is held against.
-SAME_CONFIG_R = 0.94
+SAME_CONFIG_R = PAPER_SAME_CONFIG_R
 TABLES = {"table2": (TABLE2, PAPER_CASES), "table4": (TABLE4, TABLE4_CASES)}
 
 
@@ -148,13 +149,14 @@ def tokens_label(t: float) -> str:
 OUTSIDE = "†"  # marks an interval that does not contain its estimate (the scorecard page says why)
 
 
-def interval(r: float, lo: float, hi: float) -> str:
+def interval(r: float, lo: float, hi: float, fmt: str = "{:.2f}") -> str:
     """"[lo, hi]"; where the interval does not contain r, the estimate it belongs to is printed with it
     ("bias-corrected x [lo, hi]", `uncertainty.bias_corrected`) and marked `OUTSIDE`: the basic bootstrap
     interval corrects for the attenuation of resampled r and can lie beside r."""
+    bounds = f"[{fmt.format(lo)}, {fmt.format(hi)}]"
     if lo <= r <= hi:
-        return f"[{lo:.2f}, {hi:.2f}]"
-    return f"(bias-corrected {float(bias_corrected(lo, hi)):.2f} [{lo:.2f}, {hi:.2f}]){OUTSIDE}"
+        return bounds
+    return f"(bias-corrected {fmt.format(float(bias_corrected(lo, hi)))} {bounds}){OUTSIDE}"
 
 
 def mark_outside(text: str) -> str:

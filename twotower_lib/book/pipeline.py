@@ -154,6 +154,22 @@ class Pipeline:
         hashes = _Hashes(self.root / ".pipeline" / "hashes.json")
         return {s.name: reason for s in self.sections if (reason := self.why_stale(s, hashes))}
 
+    def executions(self) -> list[dict]:
+        """Each section's last run at this profile, as its record says: when, how long, with which code, and
+        whether it is up to date now (or why not, or that its last run failed)."""
+        stale = self.stale()
+        rows = []
+        for s in self.sections:
+            record = read_json(self.record_path(s)) if self.record_path(s).exists() else {}
+            prov = record.get("provenance", {})
+            failed = (self.root / "notebooks" / f"{s.name}.failed.ipynb").exists()
+            status = ("failed" if failed and s.name in stale else f"stale: {stale[s.name]}" if s.name in stale
+                      else "up to date")
+            rows.append({"section": s.name, "profile": self.profile.name, "last run": prov.get("created", "never")[:19],
+                         "seconds": record.get("seconds"), "status": status,
+                         "code version": prov.get("code_version", "—")[:12]})
+        return rows
+
     def execute(self, s: Section, log: Callable[[str], None] = print, progress: bool = True) -> None:
         """Run one section's notebook with papermill into runs/<profile>/notebooks/."""
         import jupytext

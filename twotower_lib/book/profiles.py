@@ -86,6 +86,10 @@ class Profile:
         lr = _entry(self.train.model_lr, model)
         return None if lr is None else float(lr)
 
+    def engine_for(self, model: str) -> str:
+        """The trainer's engine of `model`: its `train.model_engine` entry, else `train.engine`."""
+        return _entry(self.train.model_engine, model) or self.train.engine
+
     def final_lr_for(self, model: str) -> float:
         """Where `model`'s linear decay ends, as a fraction of its peak: its `train.model_final_lr` entry, else 0."""
         fraction = _entry(self.train.model_final_lr, model)
@@ -166,7 +170,9 @@ class Profile:
                                       self.data.seq_len, eval_every_steps=10 * max(1, steps // 100),  # a multiple of the log interval
                                       **batching,
                                       towers=towers, lr=self.lr_for(model), final_lr_fraction=self.final_lr_for(model),
-                                      precision=plan.precision, data=str(data_dir), as_released=choice.as_released)
+                                      precision=plan.precision, data=str(data_dir), as_released=choice.as_released,
+                                      engine=self.engine_for(model), label_bucket=plan.label_bucket,
+                                      vocab_multiple=plan.vocab_multiple)
 
     def probe_config(self, replicate: bool = False, **changes: Any) -> ProbeConfig:
         """The `ProbeConfig` of every probe: `probe`, with a second head seed where `replicate`, and
@@ -242,6 +248,15 @@ _PAPER_MODELS = _with_released({
     "bert-large": ModelChoice("bert", "paper-bert-large"),
 }, shapes={m: f"released-{m}" for m in ("elmo", "gpt", "bert-base", "bert-large")})
 
+# The fastest engine measured for each family on one H200 at the paper's batch (results/gpu/levers/, the Paper
+# scale page): the whole model compiled for GPT and Bert-large, layer by layer for Bert-base and ELMo, with BERT's
+# positions padded so that it compiles once and the decoder padded for bf16 GEMMs. bf16 only (the torch engines
+# have no fp16 loss scaling).
+FASTEST_ENGINES = ("gpt=torch-compile", "bert-large=torch-compile", "bert-base=torch-compile-layers",
+                   "elmo=torch-compile-layers")
+_FASTEST = dict(model_engine=FASTEST_ENGINES, label_bucket=1024, vocab_multiple=64)
+
+
 def _cpu_probe(**changes: Any) -> ProbeConfig:
     """The CPU profiles' probe: the default heads, trained on 200k predicted positions per epoch."""
     return ProbeConfig(train_positions=200_000, **changes)
@@ -289,15 +304,17 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
             data=DataConfig(vocab_size=30522),
             train=TrainPlan(cases=("elmo:1", "gpt:1", "gpt:2", "bert-base:1", "bert-large:1", "bert-large:2"),
                             precision="bf16", micro_batch=256, tokens=14_000_000,
-                            model_lr=("elmo=0.001", "gpt=0.0006", "bert-base=0.0003", "bert-large=0.0002")),
+                            model_lr=("elmo=0.001", "gpt=0.0006", "bert-base=0.0003", "bert-large=0.0002"), **_FASTEST),
             probe=ProbeConfig(train_positions=1_000_000),
             analysis=AnalysisConfig(control_models=("gpt",), top_n=1000, pos_docs=1000, ica_tokens=5_000_000),
             models=_PAPER_MODELS),
-    # The paper's batch: 128 sequences x 5 accumulation steps x 6 GPUs = 3,840 sequences per step.
+    # The paper's batch: 128 sequences x 5 accumulation steps x 6 GPUs = 3,840 sequences per step, in bf16 through
+    # the fastest engine measured for each family (DistributedDataParallel over the launcher's processes); the
+    # paper's own fp16 through DeepSpeed's engine (V100s): -p train.precision fp16 -p train.model_engine=
     Profile("paper", "Table 1 sizes, BookCorpus + Wikipedia, DeepSpeed launcher (about a day on 6 V100s per case)",
             data=DataConfig(corpus="hf:bookcorpus", vocab_size=30522, seq_len=128),
-            train=TrainPlan(precision="fp16", micro_batch=128, grad_accum=5, launcher="deepspeed", num_gpus=6,
-                            tokens=20_000_000_000),
+            train=TrainPlan(precision="bf16", micro_batch=128, grad_accum=5, launcher="deepspeed", num_gpus=6,
+                            tokens=20_000_000_000, **_FASTEST),
             probe=ProbeConfig(train_positions=200_000_000),
             analysis=AnalysisConfig(top_n=5000, pos_docs=2000, ica_tokens=10_000_000), models=_PAPER_MODELS),
 )}

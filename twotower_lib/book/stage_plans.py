@@ -49,6 +49,10 @@ class TrainPlan:
     model_final_lr: tuple[str, ...] = ()  # per-model end of the linear decay "model=fraction" of the peak
                                           # (e.g. bert-large=1: no decay); the others decay to 0
     precision: str = "bf16"
+    engine: str = "deepspeed"            # the trainer's engine (train_config.ENGINES) of every model ...
+    model_engine: tuple[str, ...] = ()   # ... or per model, "model=engine" (e.g. gpt=torch-compile)
+    label_bucket: int = 1                # BERT's predicted positions padded to a multiple (compiled engines: 1024)
+    vocab_multiple: int = 1              # the decoder's columns padded to a multiple (bf16 GPUs: 64)
     micro_batch: int = 32                # sequences per process per accumulation step
     grad_accum: int = 1                  # accumulation steps: an optimizer step sees micro_batch x grad_accum x GPUs sequences
     launcher: str = "python"             # "deepspeed": multi-GPU via the DeepSpeed launcher
@@ -72,7 +76,13 @@ class TrainPlan:
                 raise UserError(f"`train.cases` has {r!r}, which is not of the form model:seed (e.g. bert-large:2)")
         if len(set(self.cases)) != len(self.cases):
             raise UserError("`train.cases` lists the same model:seed twice")
+        from twotower_lib.train_config import ENGINES
+
+        _positive("train", self, ("label_bucket", "vocab_multiple"))
+        if self.engine not in ENGINES:
+            raise UserError(f"`train.engine` = {self.engine!r} must be one of {ENGINES}")
         per_model = (("model_tokens", _positive_tokens, "write model=tokens with a positive integer, e.g. elmo=2000000"),
+                     ("model_engine", lambda v: v in ENGINES, f"write model=engine with an engine among {ENGINES}"),
                      ("model_lr", _learning_rate, "write model=lr with a learning rate in (0, 1), e.g. gpt=0.003"),
                      ("model_final_lr", _fraction, "write model=fraction with a fraction of the peak in [0, 1], "
                                                    "e.g. bert-large=1 (no decay)"))
