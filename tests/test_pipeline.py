@@ -63,7 +63,14 @@ def test_profiles_map_budgets_to_library_configs():
     # equal predicted positions: BERT, which predicts ~15% of a block, reads ~1/0.15 times the blocks
     gpt_blocks, bert_blocks = (train_block_count(pcfg, m, tiny.data.seq_len) for m in ("gpt", "bert"))
     assert gpt_blocks * tiny.data.seq_len >= tiny.probe.train_positions and 6 * gpt_blocks <= bert_blocks <= 7 * gpt_blocks
-    assert get_profile("paper").train_config("gpt", 1, "/data").precision == "fp16"  # the paper's V100 precision
+    # the paper profile: bf16 through the fastest engine measured for each family; the paper's V100 fp16 by overrides
+    paper = get_profile("paper")
+    assert [(paper.train_config(m, 1, "/data").engine, paper.train_config(m, 1, "/data").precision)
+            for m in ("gpt", "bert-base")] == [("torch-compile", "bf16"), ("torch-compile-layers", "bf16")]
+    v100 = paper.with_overrides({"train.precision": "fp16", "train.model_engine": ""}).train_config("gpt", 1, "/data")
+    assert (v100.engine, v100.precision) == ("deepspeed", "fp16")
+    with pytest.raises(UserError, match="model_engine"):
+        paper.with_overrides({"train.model_engine": "gpt=jax"})
 
 
 def test_per_model_budgets_and_the_independent_control_runs():
@@ -148,7 +155,9 @@ def test_the_deepspeed_launcher_gets_every_training_setting(tmp_path):
 
     from twotower_lib import train as train_module
 
-    p = get_profile("tiny").with_overrides({"train.model_lr": "gpt=0.003", "train.model_final_lr": "gpt=0.5"})
+    p = get_profile("tiny").with_overrides({"train.model_lr": "gpt=0.003", "train.model_final_lr": "gpt=0.5",
+                                            "train.model_engine": "gpt=torch-compile", "train.label_bucket": "64",
+                                            "train.vocab_multiple": "8"})
     tcfg = p.train_config("gpt", 2, "/data", towers=1)
     cmd = training.deepspeed_command(4, tcfg, tmp_path / "run")
     assert cmd[:5] == ["deepspeed", "--num_gpus=4", "--module", "twotower_lib", "train"]
@@ -156,12 +165,18 @@ def test_the_deepspeed_launcher_gets_every_training_setting(tmp_path):
     train_module.add_arguments(parser)
     args = parser.parse_args(cmd[5:])
     for field in ("model", "preset", "seed", "towers", "max_steps", "micro_batch", "grad_accum", "lr",
-                  "final_lr_fraction", "precision", "eval_every_steps", "data", "deepspeed_config"):
+                  "final_lr_fraction", "precision", "eval_every_steps", "data", "deepspeed_config", "engine",
+                  "label_bucket", "vocab_multiple"):
         assert getattr(args, field) == getattr(tcfg, field), field
-    assert not args.resume
-    (tmp_path / "run").mkdir()
-    (tmp_path / "run" / "config.json").write_text("{}")
-    assert "--resume" in training.deepspeed_command(4, tcfg, tmp_path / "run")
+    assert not args.resume and args.engine == "torch-compile"
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text("{}")        # killed before its first checkpoint: starts over, cleared
+    assert "--resume" not in training.deepspeed_command(4, tcfg, run) and not run.exists()
+    (run / "checkpoints" / "step-000000005").mkdir(parents=True)
+    (run / "config.json").write_text("{}")
+    (run / "checkpoints" / "step-000000005" / "state.json").write_text("{}")
+    assert "--resume" in training.deepspeed_command(4, tcfg, run)
 
 
 @pytest.mark.parametrize("name", ["tiny", "cpu", "gpu", "paper"])
