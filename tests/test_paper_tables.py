@@ -106,6 +106,14 @@ def test_the_pos_claims_table_puts_the_paper_beside_each_run():
     assert table.loc[("ADJ", "25-75% of s > 0"), "tokens"] == 0 and table.loc[("ADJ", "25-75% of s > 0"), "a"] == "no token"
 
 
+def test_a_comparison_is_printed_at_the_precision_that_decides_it():
+    from twotower_lib.analysis.pos import compared
+
+    assert compared(0.30, 0.25) == "+0.30 vs +0.25"
+    assert compared(0.0012, 0.0) == "+0.001 vs +0.000" and compared(-0.00004, 0.0) == "-0.00004 vs +0.00000"
+    assert compared(0.0, 0.0) == "+0.00 vs +0.00"           # equal: two decimals say so
+
+
 def test_table1_has_the_papers_rows_with_its_values_beside_ours():
     configs = pd.DataFrame({"model_type": ["elmo", "gpt", "gpt", "bert"], "n_layer": [2, 4, 4, 4],
                             "hidden": [256, 128, 128, 96], "intermediate": [0, 512, 512, 384], "n_head": [0, 4, 4, 4]},

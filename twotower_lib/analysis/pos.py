@@ -305,6 +305,14 @@ _CLAIM_TEXT = {"primary": "primary", "secondary": "secondary", "spread": "spread
 _CHECKED_AS = {"primary": "median s > {t}", "secondary": "median s < {t}", "spread": "25-75% of s > {t}"}
 
 
+def compared(a: float, b: float, digits: int = 2, most: int = 6) -> str:
+    """"a vs b" with as many decimals as it takes to show which is larger (at least `digits`, at most `most`):
+    a comparison is printed at the precision that decides it, never as "+0.00 vs +0.00"."""
+    while digits < most and round(a, digits) == round(b, digits) and a != b:
+        digits += 1
+    return f"{a:+.{digits}f} vs {b:+.{digits}f}"
+
+
 def claims_table(summary: pd.DataFrame) -> pd.DataFrame:
     """Fig. 4 as a reader checks it: per paper tag (the paper's order) two rows, the claim checked
     against the run's median and against zero (the statistic and threshold in the index); the
@@ -312,7 +320,7 @@ def claims_table(summary: pd.DataFrame) -> pd.DataFrame:
     it and that run's threshold (the tag's median score, or for a spread claim the share of its
     tokens above the threshold), from `pos_summary`."""
     rows = summary[summary["upos"].isin(PAPER_TAGS)]
-    decided = [f"{'✓' if h else '✗'} {m:+.2f} vs {t:+.2f}" if PAPER_CLAIM[tag] != "spread"
+    decided = [f"{'✓' if h else '✗'} {compared(m, t)}" if PAPER_CLAIM[tag] != "spread"
                else f"{'✓' if h else '✗'} {share:.0%} above {t:+.2f}"
                for tag, h, m, share, t in zip(rows["upos"], rows["holds"], rows["median"], rows["share_above"],
                                               rows["threshold"])]
