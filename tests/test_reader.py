@@ -116,3 +116,12 @@ def test_a_chapter_summary_counts_its_verdicts(tmp_path):
     scorecard.record(ctx, "table4", "rho 0.1", "not", "")
     text = scorecard.section_summary(ctx)
     assert "checked 2 of the paper's items (1 reproduced, 1 not)" in text and "Fig. 8: reproduced" in text
+
+
+def test_items_of_one_finding_are_counted_once():
+    card = {"rows": [{"id": "table2.cross-type", "verdict": "not"}, {"id": "table4", "verdict": "not"},
+                     {"id": "fig8", "verdict": "partly"}, {"id": "fig5", "verdict": "reproduced"},
+                     {"id": "table2.same-config", "verdict": "partly"}, {"id": "fig3", "verdict": "partly"}]}
+    tally = front.findings_tally(card)
+    assert "*different families agree* (3 items, not)" in tally and "the 3 findings are" in tally
+    assert "**1** reproduced, **1** partly, **1** not" in tally

@@ -20,7 +20,7 @@ from twotower_lib.book import study_parts
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.book.paper_tables import mark_outside, number
 from twotower_lib.book.tables import markdown_table
-from twotower_lib.book.paper_items import CLAIMS, POINT_LABELS, Claim
+from twotower_lib.book.paper_items import CLAIMS, FINDINGS, POINT_LABELS, Claim
 from twotower_lib.book.scorecard import decide_over_seeds
 from twotower_lib.run_names import model_of
 
@@ -160,8 +160,26 @@ def verdict_markdown(card: dict) -> str:
     t = verdict_rows(card)
     n = sum(card["counts"].values())
     counts = ", ".join(f"**{k}** {v}" for v, k in card["counts"].items() if k)
-    head = f"Of the {n} items below, at profile `{card['profile']}`: {counts}.\n\n"
+    head = f"Of the {n} items below, at profile `{card['profile']}`: {counts}. {findings_tally(card)}\n\n"
     return head + markdown_table(t.columns, t.itertuples(index=False))
+
+
+def findings_tally(card: dict) -> str:
+    """The tally counted once per finding: the items of each group of `paper_items.FINDINGS` count as one, at
+    their weakest verdict, every other item as itself."""
+    verdict = {r["id"]: r["verdict"] for r in card["rows"]}
+    grouped = {i for items in FINDINGS.values() for i in items}
+    once = [v for i, v in verdict.items() if i not in grouped]
+    named = []
+    for finding, items in FINDINGS.items():
+        present = [verdict[i] for i in items if i in verdict]
+        if present:
+            weakest = max(present, key=list(MARK).index)
+            once.append(weakest)
+            named.append(f"*{finding}* ({len(present)} items, {weakest})")
+    counts = ", ".join(f"**{sum(v == k for v in once)}** {k}" for k in MARK if any(v == k for v in once))
+    return (f"Counted once per finding — {'; '.join(named)} — the {len(once)} findings are: {counts}."
+            if named else "")
 
 
 def lead_points(card: dict) -> pd.DataFrame:

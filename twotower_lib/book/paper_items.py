@@ -57,6 +57,12 @@ PAPER_ITEMS: tuple[PaperItem, ...] = (
               "ELMo-GPT 0.93, GPT-Bert-large 0.65, ELMo-Bert-large 0.56; with frequency rank 0.16-0.22", "06_frequency"),
 )
 ITEMS_BY_ID = {i.id: i for i in PAPER_ITEMS}
+# Items that test one finding of the paper together (a figure judged with the table it plots, a second statistic
+# of the same comparison): the front page counts each group once, at its weakest verdict, beside the per-item tally.
+FINDINGS: dict[str, tuple[str, ...]] = {
+    "two runs of one configuration agree": ("table2.same-config", "fig3"),
+    "different families agree": ("table2.cross-type", "table2.elmo-gpt", "table2.bert-base-others", "table4", "fig8"),
+}
 # How the scorecard's picture names the items its points come from.
 POINT_LABELS = {"table2.same-config": "Table 2: Bert-large, two seeds", "same-config.other": "two seeds of another model",
                 "table2.base-large": "Table 2: Bert-base vs Bert-large", "table2.cross-type": "Table 2: Bert-large vs ELMo, GPT",
