@@ -139,6 +139,7 @@ def test_a_chapter_shows_no_local_path_and_collapses_the_injected_parameters(tmp
     runs = build.PROJECT_ROOT / "runs"
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell(f'profile = "tiny"\nruns_dir = "{runs}"', metadata={"tags": ["injected-parameters"]}),
+        nbformat.v4.new_code_cell("profile = None  # the parameters a reader may pass", metadata={"tags": ["parameters"]}),
         nbformat.v4.new_code_cell("x", outputs=[
             nbformat.v4.new_output("stream", name="stderr", text=f"{sys.prefix}/lib/x.py:1: Warning\n"),
             nbformat.v4.new_output("execute_result", data={"text/plain": f"{runs}/tiny/probing",
@@ -150,10 +151,11 @@ def test_a_chapter_shows_no_local_path_and_collapses_the_injected_parameters(tmp
     assert str(build.PROJECT_ROOT) not in out and sys.prefix not in out
     cells = nbformat.reads(out, as_version=4).cells
     assert cells[0].source == 'profile = "tiny"\nruns_dir = "runs"' and "hide-cell" in cells[0].metadata.tags
-    assert cells[1].outputs[0]["text"] == "<python>/lib/x.py:1: Warning\n"
-    assert cells[1].outputs[1]["data"]["text/plain"] == "runs/tiny/probing"
-    assert cells[1].outputs[1]["data"]["text/html"] == "<td>./notebooks</td>"
-    assert cells[1].outputs[1]["data"]["image/png"] == "iVBORw0KGgo="
+    assert cells[1].metadata.tags == ["parameters", "hide-input"]      # folded: the parameter table lists them
+    assert cells[2].outputs[0]["text"] == "<python>/lib/x.py:1: Warning\n"
+    assert cells[2].outputs[1]["data"]["text/plain"] == "runs/tiny/probing"
+    assert cells[2].outputs[1]["data"]["text/html"] == "<td>./notebooks</td>"
+    assert cells[2].outputs[1]["data"]["image/png"] == "iVBORw0KGgo="
     elsewhere = build.for_readers(path, tmp_path / "elsewhere")  # runs outside the checkout: named by the variable
     assert "$TWOTOWER_RUNS" not in elsewhere and "./runs/tiny/probing" in elsewhere
     assert "$TWOTOWER_RUNS" in dict(build.local_paths(tmp_path)).values()

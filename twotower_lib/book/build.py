@@ -164,8 +164,9 @@ def local_paths(runs: Path, corpus: str = "") -> list[tuple[str, str]]:
 
 def for_readers(executed: Path, runs: Path, corpus: str = "") -> str:
     """An executed notebook as the book shows it: no local path in any source or text output
-    (`local_paths`), and papermill's injected-parameters cell collapsed (the parameter table at
-    the top of each section lists the values)."""
+    (`local_paths`), papermill's injected-parameters cell collapsed and the parameters cell's source folded
+    (the parameter table at the top of each section lists the values; the folded cell still shows what a
+    reader may pass)."""
     nb = nbformat.read(executed, as_version=4)
     prefixes = local_paths(runs, corpus)
 
@@ -183,6 +184,8 @@ def for_readers(executed: Path, runs: Path, corpus: str = "") -> str:
         tags = cell.metadata.setdefault("tags", [])
         if "injected-parameters" in tags and "hide-cell" not in tags:
             tags.append("hide-cell")
+        if "parameters" in tags and "hide-input" not in tags:
+            tags.append("hide-input")
         for out in cell.get("outputs", []):
             if "text" in out:
                 out["text"] = clean(out["text"])
