@@ -81,3 +81,19 @@ def test_the_report_answers_partition_and_orientation_per_rung(tmp_path, monkeyp
     book = json.loads((tmp_path / "book.json").read_text())
     assert book["parts"]["LADDER_CHART"].startswith("{") and "holds" in book["parts"]["LADDER_TABLE"]
     assert book["parts"]["LADDER_ANSWER"] == text
+
+
+def test_the_gpu_rungs_train_table_1_sizes_on_the_same_epoch(tiny_data, tmp_path):
+    """The GPU call (`benchmarks/gpu_ladder.sh`) trains each GPU rung's one family at Table 1's preset with the CPU
+    rungs' steps, bf16 through the torch engine; on a machine without CUDA the runner refuses at once."""
+    cpu = runner.train_config("2x128", "bert", 1, tmp_path, tiny_data)
+    for rung, family in runner.GPU_FAMILY.items():
+        tcfg = runner.train_config(rung, family, 1, tmp_path, tiny_data)
+        assert (tcfg.model, tcfg.preset, tcfg.engine, tcfg.precision) == (family, runner.GPU_RUNGS[rung], "torch", "bf16")
+        assert (tcfg.max_steps, tcfg.micro_batch) == (cpu.max_steps, cpu.micro_batch)
+    import torch
+
+    if not torch.cuda.is_available():
+        assert runner.cli(["--gpu", "--seeds", "1"]) == 2
+    script = (runner.Path(__file__).resolve().parent.parent / "benchmarks" / "gpu_ladder.sh").read_text()
+    assert "python3 -m studies.ladder --gpu --deadline" in script
