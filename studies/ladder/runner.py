@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from twotower_lib.artifacts import atomic_write_text, provenance, read_json
-from twotower_lib.book.profiles import _cpu_probe, profile_dir
+from twotower_lib.book.profiles import get_profile, profile_dir
 from twotower_lib.data.config import DataConfig
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import case_name
@@ -36,7 +36,7 @@ KINDS = ("case", "untrained")
 CORPUS = DataConfig(corpus="registry:brown")  # one corpus; its training split is one epoch
 MICRO_BATCH = 32
 EXPORT_TOKENS = 1200                    # scores exported per probe: the most frequent tokens scored in every run
-PROBE = _cpu_probe()                     # the default (cpu) profile's probe
+PROBE = get_profile("cpu").probe_config()  # the default profile's probe
 
 
 def data_dir(root: Path) -> Path:
