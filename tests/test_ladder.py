@@ -32,9 +32,11 @@ def test_one_run_is_trained_for_one_epoch_probed_twice_and_exported(tiny_data, t
     before = runner.export_path("tiny", "gpt", 1, "case", results).stat().st_mtime_ns
     runner.run_one(root, "tiny", "gpt", 1, results, tiny_data)           # exported: nothing is redone
     assert runner.export_path("tiny", "gpt", 1, "case", results).stat().st_mtime_ns == before
-    other = tiny_data.manifest | {"content_hash": "0" * 64}
+    import dataclasses
+
+    other = dataclasses.replace(tiny_data, manifest=tiny_data.manifest | {"content_hash": "0" * 64})
     with pytest.raises(Exception, match="one corpus"):
-        runner.check_data("tiny", "gpt", 1, type(tiny_data)(**{**tiny_data.__dict__, "manifest": other}), results)
+        runner.check_data("tiny", "gpt", 1, other, results)
 
 
 def _export(rung, family, seed, kind, scores, margin, params):

@@ -139,7 +139,12 @@ def run_one(root: Path, rung: str, family: str, seed: int, results: Path, data) 
         probe = probe_run(run, PROBE, snapshot=0 if kind == "untrained" else None, data_dir=data_dir(root),
                           out=root / rung / "probing" / kind / case_name(family, seed), show=False)
         export(probe, outs[kind], rung, family, seed, kind, data, tcfg)
-        write_report(results)          # the committed report and book parts never lag the exports
+        write_report(results)          # the committed report, book parts and README never lag the exports
+        if results == RESULTS:
+            from twotower_lib.book import front
+            from twotower_lib.book.sections import PROJECT_ROOT
+
+            front.update_readme(PROJECT_ROOT / "README.md")
         print(f"ladder: probed {rung} {case_name(family, seed)} ({kind}) in {(time.time() - t0) / 60:.1f} min",
               flush=True)
 
