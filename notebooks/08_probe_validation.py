@@ -278,7 +278,7 @@ part("PROBE_NOISE_PAIRS")
 # measured for it (committed in `results/probe/positions_largest.json`): GPT at 3.17M, Bert-large at
 # 540k, the most its training split gives when [MASK] is at about 15% of each block's positions. The
 # Bert-large heads gain 0.02–0.03 nats, their scores agree with the 198k ones at 0.86 and 0.95, and the
-# pair moves from 0.73 [0.75, 0.82] to 0.64 [0.64, 0.76] (mean of log p 0.76 to 0.64), further from
+# pair moves from 0.73 (bias-corrected 0.78 [0.75, 0.82]) to 0.64 [0.64, 0.76] (mean of log p 0.76 to 0.64), further from
 # the paper's 0.94. GPT against Bert-large stays where the default probe put it: −0.09 to 0.11 (at
 # 198k −0.09 to 0.13; the paper 0.57–0.63). The cross-type pairs do not move with how much text the
 # heads saw beyond 0.04; the same-configuration pairs move by 0.06–0.09, in both directions.

@@ -189,6 +189,30 @@ def test_book_refuses_sections_that_were_not_run(tmp_path):
 # ---------------------------------------------------------------------- end to end
 
 
+def book_disagreements(page: str) -> list[str]:
+    """What a built page shows that disagrees with itself: an estimate printed beside an interval that does not
+    hold it (unless the bias-corrected estimate it belongs to is printed), a table row with another number of
+    cells than its header, a Markdown table left unrendered."""
+    text = re.sub(r"<[^>]+>", " ", page).replace("−", "-")
+    bad = [m.group(0) for m in re.finditer(r"(?<![\w.-])(-?\d+\.\d+)\s*\[(-?\d+\.\d+), (-?\d+\.\d+)\]", text)
+           if not float(m.group(2)) <= float(m.group(1)) <= float(m.group(3))
+           and "bias-corrected" not in text[max(0, m.start() - 20):m.end()]]
+    for table in re.findall(r"<table.*?</table>", page, re.S):
+        head = len(re.findall(r"<th[ >]", re.search(r"<thead.*?</thead>", table, re.S).group(0))) if "<thead" in table else 0
+        rows = [len(re.findall(r"<t[hd][ >]", r)) for r in re.findall(r"<tr.*?</tr>", re.search(r"<tbody.*?</tbody>", table, re.S).group(0), re.S)] if "<tbody" in table else []
+        bad += [f"a row of {n} cells under {head} headers" for n in rows if head and n != head]
+    bad += re.findall(r"<p>\|[^<]*\|---", page)
+    return bad
+
+
+def test_the_book_self_check_catches_what_it_should():
+    assert book_disagreements("<p>r = 0.67 [0.69, 0.79]</p>") and not book_disagreements("<p>r = 0.70 [0.69, 0.79]</p>")
+    assert not book_disagreements("<p>0.67 (bias-corrected 0.74 [0.69, 0.79])</p>")
+    table = "<table><thead><tr><th>a</th><th>b</th></tr></thead><tbody><tr><td>1</td></tr></tbody></table>"
+    assert book_disagreements(table) == ["a row of 1 cells under 2 headers"]
+    assert book_disagreements("<p>| a | b |\n|---|---|</p>")
+
+
 @pytest.mark.slow
 def test_end_to_end_tiny_pipeline_and_strict_book_build(built_book):
     pipe, html = built_book["pipe"], built_book["html"]
@@ -228,6 +252,8 @@ def test_end_to_end_tiny_pipeline_and_strict_book_build(built_book):
     assert "automodule" not in (html / "book" / "api.html").read_text()
     assert "twotower_lib.book.sections.open_section" in (html / "book" / "api.html").read_text()
     assert 'class="math' in (html / "book" / "intro.html").read_text()
+    for page in html.rglob("*.html"):                    # the book agrees with itself, page by page
+        assert not book_disagreements(page.read_text()), (page, book_disagreements(page.read_text())[:5])
     execution = (html / "book" / "execution.html").read_text()   # each chapter's last run, generated at build
     rows = re.findall(r"<tr[^>]*>(.*?)</tr>", execution, re.S)
     assert all(any(s.name in r and "up to date" in r for r in rows) for s in pipe.sections), execution[-3000:]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from twotower_lib.book import publish, study_parts
-from twotower_lib.book.paper_tables import number, tokens_label as tokens
+from twotower_lib.book.paper_tables import interval, number, tokens_label as tokens
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.probe_config import probe_label
 from twotower_lib.run_names import model_of
@@ -61,7 +61,7 @@ def published_numbers(published: dict) -> dict[str, str]:
     pairs = publish.same_config_table(published)
     for _, row in pairs.iterrows():
         k = _key(row["profile"], row["pair"].split(" vs ")[0])
-        out.update({k: _n(row["r"]), f"{k}_ci": f"[{_n(row['ci_low'])}, {_n(row['ci_high'])}]",
+        out.update({k: _n(row["r"]), f"{k}_ci": interval(row["r"], row["ci_low"], row["ci_high"], _n),
                     f"{k}_control": _n(row["highest control"])})
     for profile, pub in published.items():  # the authors' variant; the runs whose primary tower depends on the rule
         summary = pub["sections"].get("03_correlations", {}).get("summary", {})

@@ -15,7 +15,7 @@ value in every cell) and `pairs_html` as one readable row per pair with the verd
 from __future__ import annotations
 
 import html
-from typing import Mapping
+from typing import Callable, Mapping
 
 import pandas as pd
 
@@ -149,14 +149,15 @@ def tokens_label(t: float) -> str:
 OUTSIDE = "†"  # marks an interval that does not contain its estimate (the scorecard page says why)
 
 
-def interval(r: float, lo: float, hi: float, fmt: str = "{:.2f}") -> str:
+def interval(r: float, lo: float, hi: float, fmt: str | Callable[[float], str] = "{:.2f}") -> str:
     """"[lo, hi]"; where the interval does not contain r, the estimate it belongs to is printed with it
     ("bias-corrected x [lo, hi]", `uncertainty.bias_corrected`) and marked `OUTSIDE`: the basic bootstrap
     interval corrects for the attenuation of resampled r and can lie beside r."""
-    bounds = f"[{fmt.format(lo)}, {fmt.format(hi)}]"
+    show = fmt.format if isinstance(fmt, str) else fmt
+    bounds = f"[{show(lo)}, {show(hi)}]"
     if lo <= r <= hi:
         return bounds
-    return f"(bias-corrected {fmt.format(float(bias_corrected(lo, hi)))} {bounds}){OUTSIDE}"
+    return f"(bias-corrected {show(float(bias_corrected(lo, hi)))} {bounds}){OUTSIDE}"
 
 
 def mark_outside(text: str) -> str:
@@ -170,7 +171,7 @@ def mark_outside(text: str) -> str:
             return m.group(0)
         return f"r = {m.group(1)} {interval(r, lo, hi)}"
 
-    return re.sub(r"r = ([-−]?\d+\.\d+),? (?:CI )?\[([-−]?\d+\.\d+), ([-−]?\d+\.\d+)\](?!" + OUTSIDE + ")", mark, text)
+    return re.sub(r"r = ([-−]?\d+\.\d+),? (?:CI )?\[([-−]?\d+\.\d+), ([-−]?\d+\.\d+)\]" + OUTSIDE + "?", mark, text)
 
 
 def _r_with_ci(r: float, lo: float, hi: float) -> str:
