@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from twotower_lib.paper import SAME_CONFIG_R
 from twotower_lib.artifacts import read_json
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.book.paper_tables import number, tokens_label
@@ -272,7 +273,7 @@ def training_speed(results_dir: str | Path = RESULTS_DIR) -> pd.Series:
     return pd.Series(speeds, name="train tokens/s", dtype=float)
 
 
-PAPER_R = 0.94  # Table 2: Bert-large run 1 against run 2, where the paper's training ended
+PAPER_R = SAME_CONFIG_R  # Table 2: Bert-large run 1 against run 2, where the paper's training ended
 
 
 def result_box(curves: pd.DataFrame, paper: float = PAPER_R) -> str:

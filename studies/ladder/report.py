@@ -20,7 +20,7 @@ import pandas as pd
 from twotower_lib.analysis import seed_spread as spread
 from twotower_lib.analysis.correlation import correlate
 from twotower_lib.artifacts import atomic_write_bytes, atomic_write_json, provenance, read_json
-from twotower_lib.book.paper_items import PAPER_SAME_CONFIG_R
+from twotower_lib.paper import SAME_CONFIG_R as PAPER_SAME_CONFIG_R
 
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "ladder"
 TOP_N = 1000          # the most frequent tokens both runs scored: the seed study's N at the cpu profile

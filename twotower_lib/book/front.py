@@ -323,11 +323,12 @@ def answer_sentence(profile_name: str, seeds: Path = SEEDS, ladder: Path = LADDE
             f"configurations (Tables 2 and 4), {across}. ")
     rungs = pd.read_csv(ladder) if ladder.exists() and ladder.read_text().strip() else pd.DataFrame()
     if len(rungs):
-        per_family = "; ".join(f"{f} " + ", ".join(f"{r} {m:.2f} ({v})" for r, m, v in
-                                                  zip(g["rung"], g["partition: median |r|"], g["partition: verdict"]))
+        per_family = "; ".join(f"{f} " + ", ".join(f"{r} {m:.2f} ({v}, {n} seeds)" for r, m, v, n in
+                                                  zip(g["rung"], g["partition: median |r|"], g["partition: verdict"],
+                                                      g["seeds"]))
                                for f, g in rungs.sort_values("tower parameters").groupby("family"))
         text += (f"Along the size ladder (section 07; median |r| and the division's verdict per rung of layers x "
-                 f"width, four seeds each, so far): {per_family}.")
+                 f"width, as far as it has run): {per_family}.")
     else:
         text += "The size ladder (section 07) has no rung with four seeds yet, so whether either grows with size is open."
     return text

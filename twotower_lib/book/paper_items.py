@@ -7,6 +7,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from twotower_lib.paper import FIG5_WITHIN_1, FIG6, FREQUENCY_RANGE, SAME_CONFIG_R, TABLE1, TABLE2, TABLE4
+
+
+def _t1(name: str) -> str:
+    layers, hidden = TABLE1[name][:2]
+    return f"{name} {layers}{' layers' if name == 'ELMo' else ''} x {hidden}"
+
+
+_T2 = TABLE2
+_T4 = TABLE4
+FREQUENCY_LOW, FREQUENCY_HIGH = FREQUENCY_RANGE
+
 
 @dataclass(frozen=True)
 class PaperItem:
@@ -18,18 +30,19 @@ class PaperItem:
 
 PAPER_ITEMS: tuple[PaperItem, ...] = (
     PaperItem("table1", "Table 1: network configurations",
-              "ELMo 2 layers x 4096; GPT 12 x 768; Bert-base 12 x 384; Bert-large 24 x 512", "01_training"),
+              "; ".join(_t1(m) for m in TABLE1), "01_training"),
     PaperItem("table2.same-config", "Table 2: Bert-large run 1 vs run 2 (same configuration, different seeds)",
-              "Pearson r = 0.94 (top 5000 tokens)", "03_correlations"),
+              f"Pearson r = {SAME_CONFIG_R} (top 5000 tokens)", "03_correlations"),
     PaperItem("table2.base-large", "Table 2: Bert-base vs Bert-large (same type, different size)",
-              "r = 0.72 (run 1), 0.62 (run 2)", "03_correlations"),
+              f"r = {_T2['Bert-base', 'Bert-large-run1']} (run 1), {_T2['Bert-base', 'Bert-large-run2']} (run 2)", "03_correlations"),
     PaperItem("table2.cross-type", "Table 2: Bert-large vs ELMo and vs GPT (different model types)",
-              "r = 0.57 / 0.61 (ELMo), 0.57 / 0.63 (GPT)", "03_correlations"),
-    PaperItem("table2.elmo-gpt", "Table 2: ELMo vs GPT", "r = 0.91", "03_correlations"),
-    PaperItem("table2.bert-base-others", "Table 2: Bert-base vs ELMo and vs GPT", "r = 0.27, 0.26", "03_correlations"),
+              f"r = {_T2['ELMo', 'Bert-large-run1']} / {_T2['ELMo', 'Bert-large-run2']} (ELMo), "
+              f"{_T2['GPT', 'Bert-large-run1']} / {_T2['GPT', 'Bert-large-run2']} (GPT)", "03_correlations"),
+    PaperItem("table2.elmo-gpt", "Table 2: ELMo vs GPT", f"r = {_T2['ELMo', 'GPT']}", "03_correlations"),
+    PaperItem("table2.bert-base-others", "Table 2: Bert-base vs ELMo and vs GPT", f"r = {_T2['ELMo', 'Bert-base']}, {_T2['GPT', 'Bert-base']}", "03_correlations"),
     PaperItem("same-config.other", "Not in the paper: two runs of another model type, same configuration, "
               "different seeds (the cpu profile adds GPT run 2: on a CPU the pattern emerges first in GPT)",
-              "(not reported; the paper's same-configuration pair is Bert-large, r = 0.94)", "03_correlations"),
+              f"(not reported; the paper's same-configuration pair is Bert-large, r = {SAME_CONFIG_R})", "03_correlations"),
     PaperItem("controls", "Not in the paper: each same-configuration pair's r against its controls (untrained "
               "towers, independent single-tower pairs, shuffled labels, a shared quality profile)",
               "(no controls reported)", "03_correlations"),
@@ -43,9 +56,10 @@ PAPER_ITEMS: tuple[PaperItem, ...] = (
               "VERB, ADP, ADV, AUX preferred by the primary tower; PROPN by the secondary; NOUN and ADJ spread; "
               "same in all three model types", "04_pos"),
     PaperItem("fig5", "Fig. 5: word vectors after PCA + ICA (d = 128)",
-              "sparse: about 80% of the values within [-1, 1], a few large", "05_ica"),
+              f"sparse: about {FIG5_WITHIN_1:.0%} of the values within [-1, 1], a few large", "05_ica"),
     PaperItem("fig6", "Fig. 6: number of word groups (|value| > 2.5) per word",
-              "about 45% of words in exactly one group, 13% in none, 1.45 groups per word on average", "05_ica"),
+              f"about {FIG6['share_one']:.0%} of words in exactly one group, {FIG6['share_none']:.0%} in none, "
+              f"{FIG6['mean_groups']} groups per word on average", "05_ica"),
     PaperItem("fig7", "Fig. 7: example word groups", "groups are semantically meaningful (numbers, names, past tense)",
               "05_ica"),
     PaperItem("table3", "Table 3: mean preference score and rank of 22 ICA word groups",
@@ -54,7 +68,8 @@ PAPER_ITEMS: tuple[PaperItem, ...] = (
     PaperItem("fig8", "Fig. 8: preference score against frequency-sorted token index",
               "no strong trend with frequency", "06_frequency"),
     PaperItem("table4", "Table 4: Spearman rank correlation with frequency rank (top 5000)",
-              "ELMo-GPT 0.93, GPT-Bert-large 0.65, ELMo-Bert-large 0.56; with frequency rank 0.16-0.22", "06_frequency"),
+              f"ELMo-GPT {_T4['ELMo', 'GPT']}, GPT-Bert-large {_T4['GPT', 'Bert-large']}, ELMo-Bert-large "
+              f"{_T4['ELMo', 'Bert-large']}; with frequency rank {FREQUENCY_LOW}-{FREQUENCY_HIGH}", "06_frequency"),
 )
 ITEMS_BY_ID = {i.id: i for i in PAPER_ITEMS}
 # Items that test one finding of the paper together (a figure judged with the table it plots, a second statistic
@@ -81,21 +96,32 @@ class Claim:
     statistic: str = "r"                     # "r" (Pearson, Eq. 4's score) or "rho" (Spearman, Table 4)
 
 
-PAPER_SAME_CONFIG_R = 0.94  # Table 2: Bert-large run 1 vs run 2, the paper's one same-configuration pair
-_SAME = (PAPER_SAME_CONFIG_R, PAPER_SAME_CONFIG_R)
+PAPER_SAME_CONFIG_R = SAME_CONFIG_R  # Table 2: Bert-large run 1 vs run 2, the paper's one same-configuration pair
+_SAME = (SAME_CONFIG_R, SAME_CONFIG_R)
+
+
+def _cells(table: dict, *pairs: tuple[str, str]) -> tuple[float, float]:
+    """The range of the paper's cells of `pairs` in `table`."""
+    values = [table[p] for p in pairs]
+    return min(values), max(values)
 
 CLAIMS: tuple[Claim, ...] = (
     Claim("table2.same-config", "Bert-large, two seeds (Table 2)", (("bert-large", "bert-large"),), _SAME),
     Claim("same-config.other", "GPT, two seeds (not in the paper)", (("gpt", "gpt"),), _SAME),
     Claim("same-config.other", "ELMo, two seeds (not in the paper)", (("elmo", "elmo"),), _SAME),
     Claim("same-config.other", "Bert-base, two seeds (not in the paper)", (("bert-base", "bert-base"),), _SAME),
-    Claim("table2.base-large", "Bert-base vs Bert-large (Table 2)", (("bert-base", "bert-large"),), (0.62, 0.72)),
-    Claim("table2.cross-type", "Bert-large vs ELMo (Table 2)", (("bert-large", "elmo"),), (0.57, 0.61)),
-    Claim("table2.cross-type", "Bert-large vs GPT (Table 2)", (("bert-large", "gpt"),), (0.57, 0.63)),
-    Claim("table2.elmo-gpt", "ELMo vs GPT (Table 2)", (("elmo", "gpt"),), (0.91, 0.91)),
-    Claim("table2.bert-base-others", "Bert-base vs ELMo (Table 2)", (("bert-base", "elmo"),), (0.27, 0.27)),
-    Claim("table2.bert-base-others", "Bert-base vs GPT (Table 2)", (("bert-base", "gpt"),), (0.26, 0.26)),
-    Claim("table4", "ELMo vs GPT, Spearman (Table 4)", (("elmo", "gpt"),), (0.93, 0.93), "rho"),
-    Claim("table4", "GPT vs Bert-large, Spearman (Table 4)", (("gpt", "bert-large"),), (0.65, 0.65), "rho"),
-    Claim("table4", "ELMo vs Bert-large, Spearman (Table 4)", (("elmo", "bert-large"),), (0.56, 0.56), "rho"),
+    Claim("table2.base-large", "Bert-base vs Bert-large (Table 2)", (("bert-base", "bert-large"),),
+          _cells(_T2, ("Bert-base", "Bert-large-run1"), ("Bert-base", "Bert-large-run2"))),
+    Claim("table2.cross-type", "Bert-large vs ELMo (Table 2)", (("bert-large", "elmo"),),
+          _cells(_T2, ("ELMo", "Bert-large-run1"), ("ELMo", "Bert-large-run2"))),
+    Claim("table2.cross-type", "Bert-large vs GPT (Table 2)", (("bert-large", "gpt"),),
+          _cells(_T2, ("GPT", "Bert-large-run1"), ("GPT", "Bert-large-run2"))),
+    Claim("table2.elmo-gpt", "ELMo vs GPT (Table 2)", (("elmo", "gpt"),), _cells(_T2, ("ELMo", "GPT"))),
+    Claim("table2.bert-base-others", "Bert-base vs ELMo (Table 2)", (("bert-base", "elmo"),), _cells(_T2, ("ELMo", "Bert-base"))),
+    Claim("table2.bert-base-others", "Bert-base vs GPT (Table 2)", (("bert-base", "gpt"),), _cells(_T2, ("GPT", "Bert-base"))),
+    Claim("table4", "ELMo vs GPT, Spearman (Table 4)", (("elmo", "gpt"),), _cells(_T4, ("ELMo", "GPT")), "rho"),
+    Claim("table4", "GPT vs Bert-large, Spearman (Table 4)", (("gpt", "bert-large"),), _cells(_T4, ("GPT", "Bert-large")),
+          "rho"),
+    Claim("table4", "ELMo vs Bert-large, Spearman (Table 4)", (("elmo", "bert-large"),), _cells(_T4, ("ELMo", "Bert-large")),
+          "rho"),
 )

@@ -21,7 +21,8 @@ import pandas as pd
 
 from twotower_lib.analysis.frequency import FREQUENCY  # the extra "case" of Table 4
 from twotower_lib.analysis.uncertainty import bias_corrected, with_bias_corrected
-from twotower_lib.book.paper_items import PAPER_SAME_CONFIG_R
+from twotower_lib import paper
+from twotower_lib.paper import TABLE1, TABLE1_VOCAB  # noqa: F401  (read through this module by the book)
 from twotower_lib.run_names import model_of
 
 PAPER_CASES = {"elmo-s1": "ELMo", "gpt-s1": "GPT", "bert-base-s1": "Bert-base",
@@ -30,10 +31,6 @@ TABLE4_CASES = {"elmo-s1": "ELMo", "gpt-s1": "GPT", "bert-large-s1": "Bert-large
                 FREQUENCY: "Frequency Rank"}
 
 
-# Table 1: layers, hidden size, intermediate size, attention heads ("-": not an LSTM's).
-TABLE1 = {"ELMo": (2, 4096, None, None), "GPT": (12, 768, 3072, 12), "Bert-base": (12, 384, 1024, 12),
-          "Bert-large": (24, 512, 2048, 16)}
-TABLE1_VOCAB = 30522  # the paper's WordPiece vocabulary (Section 4.1)
 MODEL_NAMES = {"elmo": "ELMo", "gpt": "GPT", "bert-base": "Bert-base", "bert-large": "Bert-large"}
 _TABLE1_ROWS = (("Number of layers", "n_layer"), ("Hidden size", "hidden"), ("Intermediate size", "intermediate"),
                 ("Attention heads", "n_head"))
@@ -61,18 +58,11 @@ def _symmetric(values: dict[tuple[str, str], float]) -> dict[frozenset, float]:
     return {frozenset(k): v for k, v in values.items()}
 
 
-# Table 2: Pearson r over the 5000 most frequent tokens.
-TABLE2 = _symmetric({
-    ("ELMo", "GPT"): 0.91, ("ELMo", "Bert-base"): 0.27, ("ELMo", "Bert-large-run1"): 0.57,
-    ("ELMo", "Bert-large-run2"): 0.61, ("GPT", "Bert-base"): 0.26, ("GPT", "Bert-large-run1"): 0.57,
-    ("GPT", "Bert-large-run2"): 0.63, ("Bert-base", "Bert-large-run1"): 0.72, ("Bert-base", "Bert-large-run2"): 0.62,
-    ("Bert-large-run1", "Bert-large-run2"): PAPER_SAME_CONFIG_R})
-# Table 4: Spearman rho over the 5000 most frequent tokens.
-TABLE4 = _symmetric({
-    ("ELMo", "GPT"): 0.93, ("ELMo", "Bert-large"): 0.56, ("GPT", "Bert-large"): 0.65,
-    ("ELMo", "Frequency Rank"): 0.16, ("GPT", "Frequency Rank"): 0.22, ("Bert-large", "Frequency Rank"): 0.18})
+# Tables 2 and 4 (`twotower_lib.paper`), each pair looked up in either order.
+TABLE2 = _symmetric(paper.TABLE2)
+TABLE4 = _symmetric(paper.TABLE4)
 # The paper's same-configuration r: what a same-configuration pair it has no row for is held against.
-SAME_CONFIG_R = PAPER_SAME_CONFIG_R
+SAME_CONFIG_R = paper.SAME_CONFIG_R
 TABLES = {"table2": (TABLE2, PAPER_CASES), "table4": (TABLE4, TABLE4_CASES)}
 
 

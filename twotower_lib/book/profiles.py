@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from twotower_lib.paper import TABLE1_VOCAB
 from twotower_lib.book.profile_keys import OVERRIDABLE, canonical_key, coerce
 from twotower_lib.book.stage_plans import AnalysisConfig, ModelChoice, TrainPlan
 from twotower_lib.data.config import DataConfig
@@ -301,7 +302,7 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
     # these are post-LN layers). 256 sequences per step: at 64 the steps were bound by kernel launches.
     Profile("gpu", "one GPU, about an hour: the paper's cases at Table 1 sizes and vocabulary, four epochs of "
                    "the default corpus",
-            data=DataConfig(vocab_size=30522),
+            data=DataConfig(vocab_size=TABLE1_VOCAB),
             train=TrainPlan(cases=("elmo:1", "gpt:1", "gpt:2", "bert-base:1", "bert-large:1", "bert-large:2"),
                             precision="bf16", micro_batch=256, tokens=14_000_000,
                             model_lr=("elmo=0.001", "gpt=0.0006", "bert-base=0.0003", "bert-large=0.0002"), **_FASTEST),
@@ -312,7 +313,7 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
     # the fastest engine measured for each family (DistributedDataParallel over the launcher's processes); the
     # paper's own fp16 through DeepSpeed's engine (V100s): -p train.precision fp16 -p train.model_engine=
     Profile("paper", "Table 1 sizes, BookCorpus + Wikipedia, DeepSpeed launcher (about a day on 6 V100s per case)",
-            data=DataConfig(corpus="hf:bookcorpus", vocab_size=30522, seq_len=128),
+            data=DataConfig(corpus="hf:bookcorpus", vocab_size=TABLE1_VOCAB, seq_len=128),
             train=TrainPlan(precision="bf16", micro_batch=128, grad_accum=5, launcher="deepspeed", num_gpus=6,
                             tokens=20_000_000_000, **_FASTEST),
             probe=ProbeConfig(train_positions=200_000_000),

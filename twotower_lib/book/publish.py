@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from twotower_lib.paper import SAME_CONFIG_R
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json
 from twotower_lib.book import scorecard
 from twotower_lib.book.pipeline import Pipeline, make_pipeline, parse_overrides
@@ -122,7 +123,7 @@ def same_config_table(published: dict[str, dict[str, Any]]) -> pd.DataFrame:
             top = float(own["r"].max()) if len(own) else None
             rows.append({"profile": name, "pair": f"{pair['a']} vs {pair['b']}", "r": pair["r"],
                          "ci_low": pair["ci_low"], "ci_high": pair["ci_high"], "highest control": top,
-                         "verdict": scorecard.correlation_verdict((pair["ci_low"], pair["ci_high"]), 0.94, top)})
+                         "verdict": scorecard.correlation_verdict((pair["ci_low"], pair["ci_high"]), SAME_CONFIG_R, top)})
     return pd.DataFrame(rows, columns=["profile", "pair", "r", "ci_low", "ci_high", "highest control", "verdict"])
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+from twotower_lib.paper import TABLE1_VOCAB
 from twotower_lib.errors import UserError
 
 MODEL_TYPES = ("elmo", "gpt", "bert")
@@ -33,7 +34,7 @@ class ModelConfig:
     intermediate: int         # feed-forward width (GPT/BERT) or LSTM state size (ELMo)
     n_head: int = 0           # attention heads (GPT/BERT)
     towers: int = 2           # k; k = 1 is the single-tower baseline
-    vocab_size: int = 30522   # set from the prepared data when training
+    vocab_size: int = TABLE1_VOCAB  # set from the prepared data when training (default: the paper's)
     seq_len: int = 128        # training block length
     max_position: int = 512   # learned position table size (GPT/BERT)
     dropout: float = 0.1
