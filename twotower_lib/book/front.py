@@ -33,7 +33,7 @@ SHORT = {"table1": "Table 1: model sizes", "table2.same-config": "Table 2: two s
          "fig3": "Fig. 3: score curves", "fig4": "Fig. 4: POS preference", "fig5": "Fig. 5: sparse ICA vectors",
          "fig6": "Fig. 6: word groups per word", "fig7": "Fig. 7: example groups", "table3": "Table 3: ICA groups' scores",
          "fig8": "Fig. 8: no trend with frequency", "table4": "Table 4: Spearman between types"}
-MARK = {"reproduced": "✅ reproduced", "partly": "◐ partly", "not": "✗ not", "not attempted": "— not attempted"}
+MARK = {"reproduced": "✓ reproduced", "partly": "◐ partly", "not": "✗ not", "not attempted": "— not attempted"}
 PUBLISHED = PROJECT_ROOT / "results" / "profiles"
 SEEDS = PROJECT_ROOT / "results" / "seeds"
 HIGH = "controls' high"   # claims.csv's column: the controls' 90th percentile
