@@ -90,13 +90,19 @@ part("EMERGENCE_CHART")
 
 # %% [markdown]
 # One line per configuration, one panel per tower family; the band runs from the lowest to the
-# highest seed pair, and the dashed line is the paper's r at the end of its training.
-#
+# highest seed pair, and the dashed line is the paper's r at the end of its training. Only curves
+# measured with today's probe are on it; those measured with the earliest probe, whose heads had not
+# converged and whose values run higher, are on a chart of their own:
+
+# %%
+part("EMERGENCE_EARLIER_CHART")
+
+# %% [markdown]
 # **Caveats.**
 #
-# 1. Most curves were measured with the earliest probe, whose heads had not converged (the sentence
-#    below names the probe of each; the [changelog](../book/changelog.md) says what changed). Read
-#    their r as blurred by probe noise.
+# 1. The earlier probe's curves (the chart just above; the sentence below names the probe of each; the
+#    [changelog](../book/changelog.md) says what changed) cannot be compared with today's: read their r
+#    as blurred by probe noise.
 # 2. A snapshot at t tokens of a longer run is not a run that *ended* at t tokens: it has not
 #    decayed its learning rate yet, and with a few hundred steps that can put it ahead.
 # 3. The pairs of one configuration share runs (each run is in three of its six pairs), so the

@@ -3,7 +3,6 @@ as the small committed file the report reads; and the report's two answers on ex
 
 from __future__ import annotations
 
-import itertools
 import json
 
 import numpy as np

@@ -19,7 +19,7 @@ from twotower_lib.artifacts import read_json
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.book.paper_tables import number, tokens_label
 from twotower_lib.errors import UserError
-from twotower_lib.probe_config import probe_label
+from twotower_lib.probe_config import CURRENT_PROBE, probe_label
 from twotower_lib.run_names import seed_pair_name
 
 
@@ -436,16 +436,19 @@ def book_parts(curves: pd.DataFrame) -> dict[str, str]:
     from studies.emergence import charts
     from twotower_lib.book.tables import reader_html
 
-    ends = seed_spread(curves[curves["tokens"] > 0])
     spread = seed_spread(curves)
+    current = curves["probe"] == CURRENT_PROBE   # today's probe on one chart; the earlier probe's curves on another
+    chart = lambda rows, title: charts.curve_with_band(
+        seed_spread(rows[rows["tokens"] > 0]), "tokens", "r", "r_min", "r_max", "config", title=title,
+        x_title="tokens seen (log scale)", y_title="Pearson r", log_x=True, panel="model_type",
+        reference=(PAPER_R, "the paper, Bert-large run 1 vs run 2")).to_json() if rows["tokens"].gt(0).any() else ""
     along = "".join(f"<p>{probe_comparison_note(c)}</p>" + reader_html(probe_comparison_along(c)) for c in ALONG)
     return {
         "EMERGENCE_RESULT": result_box(curves) + "\n" + spread_rule.RULE,
-        "EMERGENCE_CHART": charts.curve_with_band(
-            ends, "tokens", "r", "r_min", "r_max", "config",
-            title="Same configuration, different seeds: mean r over seed pairs and their range",
-            x_title="tokens seen (log scale)", y_title="Pearson r", log_x=True, panel="model_type",
-            reference=(PAPER_R, "the paper, Bert-large run 1 vs run 2")).to_json(),
+        "EMERGENCE_CHART": chart(curves[current], f"Same configuration, different seeds, probe {CURRENT_PROBE}: mean r "
+                                                  "over seed pairs and their range"),
+        "EMERGENCE_EARLIER_CHART": chart(curves[~current], "Measured with an earlier probe (not comparable with the "
+                                                           "chart above: its values run higher)"),
         "EMERGENCE_PROBES_TEXT": "Measured with " + probes_used(curves) + ".",
         "EMERGENCE_STUDY_TABLE": reader_html(study_table(curves)),
         "EMERGENCE_GAP_CHART": charts.gap_scatter(gap_points(curves)).to_json(),

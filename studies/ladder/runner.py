@@ -22,8 +22,6 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
-
 from twotower_lib.artifacts import atomic_write_text, provenance, read_json
 from twotower_lib.book.profiles import get_profile, profile_dir
 from twotower_lib.data.config import DataConfig

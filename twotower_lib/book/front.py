@@ -276,7 +276,8 @@ def update_readme(path: Path, profile: str = "cpu") -> bool:
 def scale_sentence(profile_name: str) -> str:
     """At what scale a profile measures, against Table 1: its towers' depths and widths, training tokens and
     vocabulary as ranges beside the paper's (the rerun page's profile table gives each model)."""
-    from twotower_lib.book.paper_tables import MODEL_NAMES, TABLE1, TABLE1_VOCAB, tokens_label as tokens
+    from twotower_lib.book.paper_tables import MODEL_NAMES, tokens_label as tokens
+    from twotower_lib.paper import TABLE1, TABLE1_VOCAB
     from twotower_lib.book.profiles import get_profile
 
     p = get_profile(profile_name)

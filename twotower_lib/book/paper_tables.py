@@ -22,7 +22,7 @@ import pandas as pd
 from twotower_lib.analysis.frequency import FREQUENCY  # the extra "case" of Table 4
 from twotower_lib.analysis.uncertainty import bias_corrected, with_bias_corrected
 from twotower_lib import paper
-from twotower_lib.paper import TABLE1, TABLE1_VOCAB  # noqa: F401  (read through this module by the book)
+from twotower_lib.paper import TABLE1
 from twotower_lib.run_names import model_of
 
 PAPER_CASES = {"elmo-s1": "ELMo", "gpt-s1": "GPT", "bert-base-s1": "Bert-base",
