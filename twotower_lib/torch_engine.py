@@ -51,7 +51,8 @@ from twotower_lib.errors import UserError
 
 
 class TorchEngine:
-    """One process's model and AdamW, stepped as DeepSpeed steps them (see the module docstring)."""
+    """A process's model and AdamW (DistributedDataParallel where `world` > 1), stepped as DeepSpeed steps them (see the
+    module docstring)."""
 
     def __init__(self, model: torch.nn.Module, param_groups: list[dict], ds: dict[str, Any], device: torch.device,
                  compile: str | None = None, cuda_graphs: bool = False, world: int = 1):
