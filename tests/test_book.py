@@ -194,7 +194,7 @@ def book_disagreements(page: str) -> list[str]:
     hold it (unless the bias-corrected estimate it belongs to is printed), a table row with another number of
     cells than its header, a Markdown table left unrendered."""
     text = re.sub(r"<[^>]+>", " ", page).replace("−", "-")
-    bad = [m.group(0) for m in re.finditer(r"(?<![\w.-])(-?\d+\.\d+)\s*\[(-?\d+\.\d+), (-?\d+\.\d+)\]", text)
+    bad = [m.group(0) for m in re.finditer(r"(?<![\w.+-])([+-]?\d+\.\d+)\s*\[([+-]?\d+\.\d+), ([+-]?\d+\.\d+)\]", text)
            if not float(m.group(2)) <= float(m.group(1)) <= float(m.group(3))
            and "bias-corrected" not in text[max(0, m.start() - 20):m.end()]]
     for table in re.findall(r"<table.*?</table>", page, re.S):

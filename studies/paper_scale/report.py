@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from twotower_lib.book.sections import PROJECT_ROOT
+from twotower_lib.probe_config import probe_label
 from twotower_lib.artifacts import read_json
 from twotower_lib.book.paper_tables import interval, number
 
@@ -206,8 +208,21 @@ def _shape(case: dict) -> str:
     return f"{case['layers']} × {case['hidden']}"
 
 
+def published_r(profile: str = "cpu") -> tuple[dict[frozenset, float], str]:
+    """Each Table 2 pair's r (Eq. 4) in a published profile's run (`results/profiles/<profile>.json`), by its two
+    runs, and the label of that run's probe: the one value the book shows for that run's pair."""
+    path = PROJECT_ROOT / "results" / "profiles" / f"{profile}.json"
+    if not path.is_file():
+        return {}, ""
+    found = read_json(path)
+    values = {frozenset(p["pair"].split(" vs ")): p["ours"] for p in found["scorecard"]["points"]
+              if not p["item"].startswith("Table 4")}
+    return values, probe_label(found["probe"]["version"], found["probe"]["config"].get("precondition"))
+
+
 def table2_markdown(path: Path = RESULTS / "paper_cases.json") -> str:
-    """What each case's GPU time bought, then Table 2 at Table 1 sizes beside the CPU profile and the paper."""
+    """What each case's GPU time bought, then Table 2 at Table 1 sizes beside the published `cpu` run's pair (read
+    from `results/profiles/cpu.json`, the value section 03 shows) and the paper."""
     if not path.is_file():
         return "*Not measured yet: `benchmarks/gpu_paper_cases.sh` on a GPU, then `pack` and `table`.*\n"
     found = read_json(path)
@@ -217,10 +232,13 @@ def table2_markdown(path: Path = RESULTS / "paper_cases.json") -> str:
         f"| {c} | {v['preset']} ({_shape(v)}) | {v['tokens_seen'] / 1e6:.1f}M | {v['epochs']:.1f} | "
         f"{v['wall_time_s']:.0f} | {v['val_loss']:.2f} | {v['reliability_score']:.2f} / {v['reliability_score_logmean']:.2f} |"
         for c, v in found["cases"].items())
-    pairs = ("| Pair | Score | r [95% interval] | Text ceiling | `cpu` profile | Paper |\n|---|---|---|---|---|---|\n")
+    cpu, cpu_probe = published_r("cpu")
+    pairs = (f"| Pair | Score | r [95% interval] | Text ceiling | `cpu` profile's published run (probe {cpu_probe}) "
+             "| Paper |\n|---|---|---|---|---|---|\n")
     pairs += "\n".join(
         f"| {p['pair']} | {'Eq. 4' if p['score'] == 'score' else 'mean log p'} | {number(p['r'])} "
-        f"{interval(p['r'], p['ci_low'], p['ci_high'])} | {p['text_ceiling']:.2f} | {number(p['cpu_profile'])} | "
+        f"{interval(p['r'], p['ci_low'], p['ci_high'], number)} | {p['text_ceiling']:.2f} | "
+        f"{number(cpu.get(frozenset(p['pair'].split(' vs '))) if p['score'] == 'score' else None)} | "
         f"{number(p['paper'])} |" for p in found["pairs"])
     return (cases + "\n\n" + pairs + f"\n\n*The {found['n_tokens']} most frequent tokens; intervals from "
             f"{found['bootstrap']} resamples of the {found['interval_unit']}; measured {found['created'][:10]}.*\n")
