@@ -670,3 +670,34 @@ def test_the_first_epoch_says_what_head_training_can_cost_and_how_to_make_it_che
     note = _cost_note(93.0, 200_000, 4, ProbeConfig(max_epochs=30))
     assert "took 93 s" in note and "at most 30 epochs (up to 46 min)" in note
     assert "--train-positions 50,000" in note and "--max-epochs 7" in note
+
+
+@pytest.mark.parametrize("stage", ["while the heads train", "while the validation text is scored", "while writing"])
+def test_a_probe_killed_at_any_stage_is_made_again_the_same(tiny_data, tmp_path, monkeypatch, stage):
+    """A probe interrupted mid-way leaves nothing a rerun would take for finished: the rerun writes the artifact a
+    probe that was never interrupted writes."""
+    import twotower_lib.preference as preference
+    import twotower_lib.probe as probe_mod
+    from twotower_lib.probe import probe_run
+    from twotower_lib.probe_config import ProbeConfig
+    from twotower_lib.train import TrainConfig, train
+
+    run = tmp_path / "run"
+    train(TrainConfig(model="gpt", preset="tiny", seed=1, max_steps=8), tiny_data, run, show_progress=False)
+    cfg = ProbeConfig(train_blocks=64, max_epochs=2, eval_blocks=16, precision="fp32")
+    clean = load_artifact(probe_run(run, cfg, data_dir=tiny_data.path, out=tmp_path / "clean", show=False))
+    target = {"while the heads train": (probe_mod, "train_heads"),
+              "while the validation text is scored": (probe_mod, "score_validation"),
+              "while writing": (preference, "sha256_file")}[stage]   # the tables written, the manifest not yet
+    real = getattr(*target)
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(*target, killed)
+    with pytest.raises(KeyboardInterrupt):
+        probe_run(run, cfg, data_dir=tiny_data.path, out=tmp_path / "killed", show=False)
+    monkeypatch.setattr(*target, real)
+    again = load_artifact(probe_run(run, cfg, data_dir=tiny_data.path, out=tmp_path / "killed", show=False))
+    pd.testing.assert_frame_equal(again.table, clean.table)
+    pd.testing.assert_frame_equal(again.doc_stats, clean.doc_stats)
