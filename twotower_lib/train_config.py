@@ -51,10 +51,9 @@ class TrainConfig:
                                         # "torch-compile": the same with the forward pass torch.compile'd;
                                         # "torch-compile-layers": compiled region by region (minutes less);
                                         # "torch-graphs": those regions replayed as CUDA graphs (GPUs only).
-                                        # DeepSpeed stays the default: in the GPU measurement at the paper's
-                                        # batch (results/gpu/engines/, the book's "Paper scale") the eager torch
-                                        # engine was no faster for the BERT families; the compiled ones wait for
-                                        # their measurement with every lever (benchmarks/gpu_throughput.sh)
+                                        # DeepSpeed stays the command's default (the CPU profiles train with it);
+                                        # the gpu and paper profiles name the fastest engine measured for each
+                                        # family (`book.profiles.FASTEST_ENGINES`, results/gpu/levers/)
     vocab_multiple: int = 1             # the decoder's columns padded to a multiple of this (ModelConfig.vocab_multiple)
     label_bucket: int = 1               # a micro-batch's predicted positions padded to a multiple of this
                                         # (models.labeled_positions): the same loss, shapes that repeat
