@@ -125,3 +125,16 @@ def test_items_of_one_finding_are_counted_once():
     tally = front.findings_tally(card)
     assert "*different families agree* (3 items, not)" in tally and "the 3 findings are" in tally
     assert "**1** reproduced, **1** partly, **1** not" in tally
+
+
+def test_the_answer_sentence_is_generated_from_the_seed_study_and_the_ladder(tmp_path):
+    claims = front.seed_claims("cpu")
+    text = front.answer_sentence("cpu", ladder=tmp_path / "none.csv")
+    holds = claims[claims["above controls"].notna() & (claims["partition verdict"] == "holds")]
+    assert text.startswith("**In short.**") and all(c.split(",")[0] in text for c in holds["claim"])
+    assert "has no rung with four seeds yet" in text
+    ladder = tmp_path / "summary.csv"
+    pd.DataFrame({"rung": ["1x96", "2x128"], "family": "gpt", "tower parameters": [10, 100], "seeds": [4, 2],
+                  "partition: median |r|": [0.2, 0.4], "partition: verdict": ["holds", "not attempted"]}).to_csv(ladder)
+    assert "gpt 1x96 0.20 (holds, 4 seeds), 2x128 0.40 (not attempted, 2 seeds)" in front.answer_sentence("cpu", ladder=ladder)
+    assert front.answer_sentence("no-such-profile") == ""
