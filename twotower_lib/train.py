@@ -38,6 +38,7 @@ from typing import Any
 import torch
 
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json
+from twotower_lib.config_cli import add_config_arguments, config_from_args
 from twotower_lib.checkpoints import (append_log, latest_checkpoint, load_checkpoint, save_checkpoint,
                                       save_weights, truncate_log)
 from twotower_lib.deepspeed_setup import (any_rank, deepspeed_config, ds_precision, init_distributed, rank_checksums,
@@ -358,48 +359,14 @@ def resume_or_clear(out: Path) -> bool:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, choices=MODEL_TYPES, help="tower family")
-    p.add_argument("--preset", default="cpu", choices=PRESETS, help="model size (default: cpu)")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--towers", type=int, default=2, help="k towers; 1 is the single-tower baseline")
-    p.add_argument("--budget", default=None, help="wall-clock budget, e.g. 10m, 2h, 1d")
-    p.add_argument("--max-steps", type=int, default=None, help="stop after this many optimizer steps")
+    """`train`'s options: one per `TrainConfig` field (`config_cli`), and where the run goes."""
+    add_config_arguments(p, TrainConfig, options={
+        "model": {"choices": MODEL_TYPES}, "preset": {"choices": PRESETS, "default": "cpu"},
+        "budget_s": {"flag": "--budget", "type": str, "metavar": "DURATION"},
+        "checkpoint_every_s": {"flag": "--checkpoint-every", "type": str, "default": "10m", "metavar": "DURATION"},
+        "precision": {"choices": PRECISIONS}, "engine": {"choices": ENGINES}})
     p.add_argument("--out", required=True, help="run directory")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
-    p.add_argument("--data", default=None, help="prepared-data directory (default: what `data prepare` writes with its defaults)")
-    p.add_argument("--micro-batch", type=int, default=None, help="override the DeepSpeed config")
-    p.add_argument("--grad-accum", type=int, default=None, help="override the DeepSpeed config")
-    p.add_argument("--world-size", type=int, default=None,
-                   help="the number of processes --max-steps was computed for: train refuses to run on another")
-    p.add_argument("--lr", type=float, default=None, help="peak learning rate (default: the DeepSpeed config's)")
-    p.add_argument("--final-lr-fraction", type=float, default=0.0,
-                   help="the linear decay ends at this fraction of the peak (default 0; 1 = constant after warm-up)")
-    p.add_argument("--precision", default="auto", choices=PRECISIONS,
-                   help="CPU: fp32 (auto), or bf16 autocast where the CPU has native bf16 (faster with AMX). "
-                        "GPU: bf16 (auto), fp16 with loss scaling (the paper's), or fp32")
-    p.add_argument("--engine", default="deepspeed", choices=ENGINES,
-                   help="deepspeed (default) or torch: plain AdamW with fp32 weights and gradients, bf16 autocast on "
-                        "GPUs, from the same JSON config, PyTorch's DistributedDataParallel over several processes "
-                        "(either launcher); "
-                        "torch-compile: the same with the forward pass compiled (torch.compile; the first steps "
-                        "compile; with --label-bucket, once); torch-compile-layers: layer by layer, sooner compiled; "
-                        "torch-graphs: those layers replayed as CUDA graphs (GPUs; BERT with --label-bucket)")
-    p.add_argument("--vocab-multiple", type=int, default=1,
-                   help="pad the decoder's output columns to a multiple of this, masked (the same loss): 64 aligns "
-                        "the bf16 matrix products on GPUs")
-    p.add_argument("--label-bucket", type=int, default=1,
-                   help="decode a micro-batch's predicted positions padded to a multiple of this (ignored labels, the "
-                        "same loss), so that BERT's steps repeat their shapes: with torch-compile, e.g. 1024")
-    p.add_argument("--deepspeed-config", default=None,
-                   help="DeepSpeed JSON (default: configs/deepspeed_cpu.json; on a GPU the one for --precision)")
-    p.add_argument("--eval-every-steps", type=int, default=100)
-    p.add_argument("--checkpoint-every", default="10m", help="wall-clock interval between checkpoints")
-    p.add_argument("--checkpoint-every-steps", type=int, default=None)
-    p.add_argument("--snapshot-every-tokens", type=int, default=None,
-                   help="weight snapshot interval (default: at 2^16, 2^17, ... tokens)")
-    p.add_argument("--as-released", action="store_true",
-                   help="build the model as the authors' released code does where it differs from the paper "
-                        "(ELMo: backward outputs zeroed)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -414,16 +381,7 @@ def main(args: argparse.Namespace) -> int:
                             "or pass another prepared directory with --data DIR")
     if not Path(args.data).is_dir():
         raise UserError(f"--data {args.data} does not exist; run `python -m twotower_lib data prepare` first")
-    tcfg = TrainConfig(
-        model=args.model, preset=args.preset, seed=args.seed, towers=args.towers,
-        budget_s=parse_duration(args.budget) if args.budget else None, max_steps=args.max_steps,
-        micro_batch=args.micro_batch, grad_accum=args.grad_accum, lr=args.lr,
-        final_lr_fraction=args.final_lr_fraction, precision=args.precision,
-        eval_every_steps=args.eval_every_steps, checkpoint_every_s=parse_duration(args.checkpoint_every),
-        checkpoint_every_steps=args.checkpoint_every_steps, snapshot_every_tokens=args.snapshot_every_tokens,
-        deepspeed_config=args.deepspeed_config, data=str(args.data), as_released=args.as_released,
-        world_size=args.world_size, engine=args.engine, vocab_multiple=args.vocab_multiple,
-        label_bucket=args.label_bucket)
+    tcfg = config_from_args(TrainConfig, args, {"budget_s": parse_duration, "checkpoint_every_s": parse_duration})
     summary = train(tcfg, load_prepared(args.data), args.out, resume=args.resume)
     if int(os.environ.get("RANK", "0")) == 0:
         print(f"trained {summary['steps']} steps ({summary['tokens_seen']} tokens) in "

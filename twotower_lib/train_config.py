@@ -21,42 +21,49 @@ FIRST_SNAPSHOT_TOKENS = 1 << 16  # default snapshots double from here: early tra
 
 @dataclass
 class TrainConfig:
-    model: str
-    preset: str
-    seed: int = 1
-    towers: int = 2
-    budget_s: float | None = None       # wall-clock budget in seconds
-    max_steps: int | None = None        # optimizer steps
-    micro_batch: int | None = None      # None: from the DeepSpeed config
-    grad_accum: int | None = None       # None: from the DeepSpeed config
-    warmup_fraction: float = 0.06       # of the budget (24hBERT's choice)
-    lr: float | None = None             # peak learning rate; None: the DeepSpeed config's
-    final_lr_fraction: float = 0.0      # the decay ends at this fraction of the peak (1.0: constant after warm-up)
-    precision: str = "auto"             # auto | fp32 | bf16 | fp16: CPU autocast, or which GPU DeepSpeed config
-    log_every_steps: int = 10
-    eval_every_steps: int = 100
+    """One training run. `train`'s options are generated from these fields (`config_cli`): each field's comment
+    is its option's help."""
+
+    model: str                          # tower family
+    preset: str                         # model size (models.config: tiny, cpu, ..., paper-*)
+    seed: int = 1                       # the run's seed: initial weights, block order, masks
+    towers: int = 2                     # k towers; 1 is the single-tower baseline
+    budget_s: float | None = None       # wall-clock budget, e.g. 10m, 2h, 1d
+    max_steps: int | None = None        # stop after this many optimizer steps
+    micro_batch: int | None = None      # sequences per process and accumulation step (default: the DeepSpeed config's)
+    grad_accum: int | None = None       # accumulation steps per optimizer step (default: the DeepSpeed config's)
+    warmup_fraction: float = 0.06       # share of the run the learning rate warms up over (24hBERT's choice)
+    lr: float | None = None             # peak learning rate (default: the DeepSpeed config's)
+    final_lr_fraction: float = 0.0      # the linear decay ends at this fraction of the peak (0; 1 = constant after warm-up)
+    precision: str = "auto"             # CPU: fp32 (auto), or bf16 autocast where the CPU has native bf16 (faster with
+                                        # AMX). GPU: bf16 (auto), fp16 with loss scaling (the paper's), or fp32
+    log_every_steps: int = 10           # a line of log.jsonl every this many steps
+    eval_every_steps: int = 100         # the validation loss every this many steps (a multiple of the log interval)
     eval_blocks: int = 64               # validation blocks per evaluation (fixed, with fixed masks)
-    checkpoint_every_s: float = 600.0
-    checkpoint_every_steps: int | None = None
-    snapshot_every_tokens: int | None = None  # None: at 2^16, 2^17, ... tokens
-    deepspeed_config: str | None = None  # None: configs/deepspeed_{cpu,gpu}.json
-    data: str | None = None
-    as_released: bool = False           # the model as the authors' code builds it where it differs from the paper
-                                        # (`RELEASED_OPTIONS`); False: as the paper's text describes it
-    world_size: int | None = None       # the processes `max_steps` was computed for (`for_tokens`); training on
-                                        # another number stops with an error instead of missing the token budget
-    engine: str = "deepspeed"           # "deepspeed", or "torch": without DeepSpeed's wrapper (`torch_engine`;
-                                        # DistributedDataParallel over several processes), the same JSON config's
-                                        # optimizer and clipping;
-                                        # "torch-compile": the same with the forward pass torch.compile'd;
-                                        # "torch-compile-layers": compiled region by region (minutes less);
-                                        # "torch-graphs": those regions replayed as CUDA graphs (GPUs only).
-                                        # DeepSpeed stays the command's default (the CPU profiles train with it);
-                                        # the gpu and paper profiles name the fastest engine measured for each
-                                        # family (`book.profiles.FASTEST_ENGINES`, results/gpu/levers/)
-    vocab_multiple: int = 1             # the decoder's columns padded to a multiple of this (ModelConfig.vocab_multiple)
-    label_bucket: int = 1               # a micro-batch's predicted positions padded to a multiple of this
-                                        # (models.labeled_positions): the same loss, shapes that repeat
+    checkpoint_every_s: float = 600.0   # wall-clock interval between checkpoints, e.g. 10m
+    checkpoint_every_steps: int | None = None  # a checkpoint every this many steps too
+    snapshot_every_tokens: int | None = None  # weight snapshot interval (default: at 2^16, 2^17, ... tokens)
+    deepspeed_config: str | None = None  # DeepSpeed JSON (default: configs/deepspeed_cpu.json; on a GPU the one for
+                                        # --precision)
+    data: str | None = None             # prepared-data directory (default: what `data prepare` writes with its
+                                        # defaults)
+    as_released: bool = False           # build the model as the authors' released code does where it differs from
+                                        # the paper (`RELEASED_OPTIONS`; ELMo: backward outputs zeroed)
+    world_size: int | None = None       # the number of processes --max-steps was computed for: train refuses to run
+                                        # on another, instead of missing the token budget
+    engine: str = "deepspeed"           # deepspeed (the default) or torch: plain AdamW with fp32 weights and
+                                        # gradients, bf16 autocast on GPUs, from the same JSON config, PyTorch's
+                                        # DistributedDataParallel over several processes; torch-compile: the
+                                        # forward pass compiled as one graph (with --label-bucket, once);
+                                        # torch-compile-layers: layer by layer, sooner compiled; torch-graphs: those
+                                        # layers replayed as CUDA graphs (GPUs; BERT with --label-bucket). The gpu
+                                        # and paper profiles name the fastest measured for each family
+                                        # (`book.profiles.FASTEST_ENGINES`)
+    vocab_multiple: int = 1             # pad the decoder's output columns to a multiple of this, masked (the same
+                                        # loss): 64 aligns the bf16 matrix products on GPUs
+    label_bucket: int = 1               # decode a micro-batch's predicted positions padded to a multiple of this
+                                        # (ignored labels, the same loss), so that BERT's steps repeat their shapes:
+                                        # with torch-compile, e.g. 1024
 
     @staticmethod
     def steps_for(tokens: int, micro_batch: int, seq_len: int, grad_accum: int = 1, world_size: int = 1) -> int:

@@ -1,0 +1,47 @@
+"""Command options generated from a configuration dataclass (`config_cli`): a field is an option, its comment the
+help; `train`'s options are its `TrainConfig`'s."""
+
+import argparse
+from dataclasses import dataclass, fields
+
+import pytest
+
+from twotower_lib.config_cli import add_config_arguments, config_from_args, field_comments
+from twotower_lib.train_config import TrainConfig, parse_duration
+
+
+@dataclass
+class Example:
+    name: str                      # what it is called
+    steps: int | None = None       # how many; a comment that goes on
+                                   # over two lines
+    rate: float = 0.5
+    fast: bool = False             # go faster
+
+
+def test_a_field_is_an_option_and_its_comment_the_help():
+    assert field_comments(Example) == {"name": "what it is called", "steps": "how many; a comment that goes on over two lines",
+                                       "fast": "go faster"}
+    p = argparse.ArgumentParser()
+    add_config_arguments(p, Example, options={"rate": {"flag": "--learning-rate"}})
+    args = p.parse_args(["--name", "x", "--steps", "3", "--fast", "--learning-rate", "0.1"])
+    assert config_from_args(Example, args) == Example("x", 3, 0.1, True)
+    assert config_from_args(Example, p.parse_args(["--name", "y"])) == Example("y")
+    with pytest.raises(SystemExit):
+        p.parse_args(["--steps", "3"])                      # a field without a default is required
+    helps = {a.dest: a.help for a in p._actions}
+    assert helps["steps"] == "how many; a comment that goes on over two lines"
+
+
+def test_train_has_one_option_per_training_field_each_with_its_help():
+    from twotower_lib.train import add_arguments
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    actions = {a.dest: a for a in p._actions}
+    for f in fields(TrainConfig):
+        assert f.name in actions and actions[f.name].help, f.name
+    args = p.parse_args(["--model", "gpt", "--out", "x", "--budget", "20s", "--checkpoint-every", "1m", "--max-steps", "5"])
+    tcfg = config_from_args(TrainConfig, args, {"budget_s": parse_duration, "checkpoint_every_s": parse_duration})
+    assert (tcfg.preset, tcfg.budget_s, tcfg.checkpoint_every_s, tcfg.max_steps) == ("cpu", 20.0, 60.0, 5)
+    assert tcfg == TrainConfig("gpt", "cpu", budget_s=20.0, checkpoint_every_s=60.0, max_steps=5)

@@ -1,0 +1,76 @@
+"""A command's options generated from its configuration dataclass: one option per field, named for it
+(`max_steps` -> `--max-steps`), typed by its annotation, defaulting to its default, with the field's own comment
+as its help. A new field is one line in the dataclass; the command line cannot drift from the config.
+
+Generated argparse, not tyro or jsonargparse: those spell optional fields and booleans their own way (`--flag
+{None}|INT`, `--no-flag`), which would change the project's fixed command lines, and add a dependency to the
+lock for what is forty lines here."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import io
+import tokenize
+import types
+import typing
+from typing import Any, Callable
+
+
+def field_comments(cls: type) -> dict[str, str]:
+    """Each field's comment in the class source: the comment on its line and those on the lines under it before
+    the next field, joined."""
+    comments: dict[str, list[str]] = {}
+    current = None
+    names = {f.name for f in dataclasses.fields(cls)}
+    line_start = True
+    for tok in tokenize.generate_tokens(io.StringIO(inspect.getsource(cls)).readline):
+        if tok.type == tokenize.NAME and line_start and tok.string in names:
+            current = tok.string
+        elif tok.type == tokenize.NAME and line_start and tok.string in ("def", "class", "@"):
+            current = None
+        if tok.type == tokenize.COMMENT and current is not None:
+            comments.setdefault(current, []).append(tok.string.lstrip("# ").rstrip())
+        line_start = tok.type in (tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.DEDENT)
+    return {name: " ".join(parts) for name, parts in comments.items()}
+
+
+def _base_type(annotation: Any) -> type:
+    """`int | None` -> int; `str` -> str (annotations as strings under `from __future__ import annotations`)."""
+    hint = eval(annotation, {"None": None}) if isinstance(annotation, str) else annotation  # noqa: S307 (own source)
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    return hint
+
+
+def add_config_arguments(p: argparse.ArgumentParser, cls: type, skip: tuple[str, ...] = (),
+                         options: dict[str, dict[str, Any]] | None = None) -> None:
+    """One option per field of `cls` but `skip`; `options[field]` changes what is generated (`flag`, `type`,
+    `default`, `help`, `choices`, ...: argparse's keywords)."""
+    comments = field_comments(cls)
+    for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
+        kind = _base_type(f.type)
+        default = f.default if f.default is not dataclasses.MISSING else None
+        spec: dict[str, Any] = {"dest": f.name, "help": comments.get(f.name)}
+        if kind is bool:
+            spec.update(action="store_true", default=default or False)
+        else:
+            spec.update(type=kind, default=default, required=f.default is dataclasses.MISSING)
+        spec.update((options or {}).get(f.name, {}))
+        flag = spec.pop("flag", "--" + f.name.replace("_", "-"))
+        if spec.get("default") is not None and spec.get("required"):
+            spec["required"] = False
+        p.add_argument(flag, **spec)
+
+
+def config_from_args(cls: type, args: argparse.Namespace, convert: dict[str, Callable[[Any], Any]] | None = None):
+    """`cls` from the parsed options its fields generated (`convert[field]` turns an option's text into the field's
+    value, e.g. a duration into seconds); fields that had no option keep their defaults."""
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}
+    for name, fn in (convert or {}).items():
+        if values.get(name) is not None:
+            values[name] = fn(values[name])
+    return cls(**values)
