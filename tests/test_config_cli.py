@@ -45,3 +45,17 @@ def test_train_has_one_option_per_training_field_each_with_its_help():
     tcfg = config_from_args(TrainConfig, args, {"budget_s": parse_duration, "checkpoint_every_s": parse_duration})
     assert (tcfg.preset, tcfg.budget_s, tcfg.checkpoint_every_s, tcfg.max_steps) == ("cpu", 20.0, 60.0, 5)
     assert tcfg == TrainConfig("gpt", "cpu", budget_s=20.0, checkpoint_every_s=60.0, max_steps=5)
+
+
+def test_probe_has_one_option_per_probe_field_laid_over_its_recipe():
+    from twotower_lib.probe import add_arguments, config_from_args
+    from twotower_lib.probe_config import ProbeConfig
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    actions = {a.dest: a for a in p._actions}
+    assert all(f.name in actions and actions[f.name].help for f in fields(ProbeConfig))
+    parse = lambda *a: config_from_args(p.parse_args(["RUN", *a]))  # noqa: E731
+    assert parse() == ProbeConfig()                                         # nothing given: the default recipe
+    assert parse("--legacy", "--max-epochs", "5").max_epochs == 5           # a given option over another recipe
+    assert parse("--no-cooldown-average").cooldown_average is False and parse("--tol", "0.01").tol == 0.01

@@ -45,9 +45,10 @@ def _base_type(annotation: Any) -> type:
 
 
 def add_config_arguments(p: argparse.ArgumentParser, cls: type, skip: tuple[str, ...] = (),
-                         options: dict[str, dict[str, Any]] | None = None) -> None:
+                         options: dict[str, dict[str, Any]] | None = None, unset: bool = False) -> None:
     """One option per field of `cls` but `skip`; `options[field]` changes what is generated (`flag`, `type`,
-    `default`, `help`, `choices`, ...: argparse's keywords)."""
+    `default`, `help`, `choices`, ...: argparse's keywords). `unset`: every option defaults to None, "not given"
+    (for a command that lays the given options over a base config), its help naming the field's default."""
     comments = field_comments(cls)
     for f in dataclasses.fields(cls):
         if f.name in skip:
@@ -55,22 +56,31 @@ def add_config_arguments(p: argparse.ArgumentParser, cls: type, skip: tuple[str,
         kind = _base_type(f.type)
         default = f.default if f.default is not dataclasses.MISSING else None
         spec: dict[str, Any] = {"dest": f.name, "help": comments.get(f.name)}
+        if unset:
+            spec["help"] = f"{spec['help'] or f.name.replace('_', ' ')} (default: {default})"
+            default = None
         if kind is bool:
-            spec.update(action="store_true", default=default or False)
+            spec.update(action=argparse.BooleanOptionalAction, default=default)
         else:
             spec.update(type=kind, default=default, required=f.default is dataclasses.MISSING)
         spec.update((options or {}).get(f.name, {}))
+        if spec["help"]:
+            spec["help"] = spec["help"].replace("%", "%%")   # argparse formats help with %
         flag = spec.pop("flag", "--" + f.name.replace("_", "-"))
         if spec.get("default") is not None and spec.get("required"):
             spec["required"] = False
         p.add_argument(flag, **spec)
 
 
-def config_from_args(cls: type, args: argparse.Namespace, convert: dict[str, Callable[[Any], Any]] | None = None):
+def config_from_args(cls: type, args: argparse.Namespace, convert: dict[str, Callable[[Any], Any]] | None = None,
+                     base: Any = None):
     """`cls` from the parsed options its fields generated (`convert[field]` turns an option's text into the field's
-    value, e.g. a duration into seconds); fields that had no option keep their defaults."""
+    value, e.g. a duration into seconds); fields that had no option keep their defaults. With `base` (options made
+    with `unset`), the options given are laid over `base`."""
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}
     for name, fn in (convert or {}).items():
         if values.get(name) is not None:
             values[name] = fn(values[name])
+    if base is not None:
+        return dataclasses.replace(base, **{k: v for k, v in values.items() if v is not None})
     return cls(**values)

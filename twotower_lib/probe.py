@@ -49,18 +49,20 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from twotower_lib.artifacts import provenance, read_json, sha256_file
+from twotower_lib import config_cli
+from twotower_lib.config_cli import add_config_arguments
 from twotower_lib.errors import UserError
 from twotower_lib.models import load_model, snapshot_tokens, weights_path
 from twotower_lib.preference import (TowerSums, document_stats, load_artifact, load_positions, order_towers,
                                      preference_table, save_artifact)
-from twotower_lib.probe_config import BERT_EVENTS, FEATURES, HEAD_KINDS, HEAD_LR, PRECONDITIONS, PROBE_VERSION, ProbeConfig, settled
+from twotower_lib.probe_config import BERT_EVENTS, FEATURES, HEAD_KINDS, PRECONDITIONS, PROBE_VERSION, ProbeConfig, settled
 from twotower_lib.probe_precision import resolved_precision
 from twotower_lib.probe_training import HeadRefiner, score_validation, train_heads
 
@@ -263,46 +265,27 @@ def pair_runs(probe_a: str | os.PathLike, probe_b: str | os.PathLike, out: str |
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    d = ProbeConfig()
+    """`probe`'s options: what to probe, one option per `ProbeConfig` field (`config_cli`; given ones are laid over
+    the recipe), the recipe, and where the probe goes."""
     p.add_argument("run_dir", type=Path, help="a training run directory (from `train --out`)")
     p.add_argument("--snapshot", default=None, help="probe a weight snapshot (name like tokens-000001000000) instead of the final weights")
     p.add_argument("--all-snapshots", action="store_true", help="probe every snapshot of the run, then the final weights")
     p.add_argument("--data", default=None, help="prepared-data directory (default: the one the run was trained on)")
-    p.add_argument("--head", choices=HEAD_KINDS, default=None,
-                   help="linear (the default), tied (GELU and LayerNorm before the embedding) or mlp (the authors' "
-                        "untied decoder); --legacy: mlp")
-    p.add_argument("--features", choices=FEATURES, default=d.features,
-                   help="what the heads read: each tower's slice of the joint LayerNorm (the authors') or raw states")
-    p.add_argument("--bert-events", choices=BERT_EVENTS, default=d.bert_events,
-                   help="BERT: [MASK] at every probed position (Eq. 1) or the training corruption 80/10/10")
-    p.add_argument("--precondition", choices=PRECONDITIONS, default=d.precondition,
-                   help="whiten: the heads train on whitened features, folded back (the default); none: on the features as they are")
-    p.add_argument("--train-blocks", type=int, default=d.train_blocks)
-    p.add_argument("--train-positions", type=int, default=None,
-                   help="predicted positions the heads train on, instead of --train-blocks (the profiles' probe_tokens)")
-    p.add_argument("--max-epochs", type=int, default=d.max_epochs, help="cap on head-training epochs (held-out stop)")
-    p.add_argument("--lr", type=float, default=None, help=f"peak rate of the heads (default: {HEAD_LR} by head)")
-    p.add_argument("--eval-blocks", type=int, default=None)
-    p.add_argument("--replicate", action="store_true", help="also train heads with a second seed (probe-seed reliability)")
+    add_config_arguments(p, ProbeConfig, unset=True, options={
+        "head": {"choices": HEAD_KINDS}, "features": {"choices": FEATURES}, "bert_events": {"choices": BERT_EVENTS},
+        "precondition": {"choices": PRECONDITIONS}})
     recipe = p.add_mutually_exclusive_group()
     recipe.add_argument("--legacy", action="store_true", help="the earlier probe recipe (raw, 80/10/10, 3 epochs), for comparison")
     recipe.add_argument("--as-released", action="store_true", help="the authors' released probe recipe (untied heads, "
                                                                    "80/10/10, linear schedule; ProbeConfig.as_released)")
-    p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--out", type=Path, default=None, help="where the probe goes (default: probing/ of the run)")
     p.add_argument("--force", action="store_true", help="recompute even if up to date")
 
 
 def config_from_args(args: argparse.Namespace) -> ProbeConfig:
     """The `probe` command's config: the default recipe, `--legacy` or `--as-released`, with the options given."""
-    if args.legacy or args.as_released:
-        base = ProbeConfig.legacy() if args.legacy else ProbeConfig.as_released()
-    else:
-        base = ProbeConfig(features=args.features, bert_events=args.bert_events, max_epochs=args.max_epochs,
-                           precondition=args.precondition)
-    return replace(base, head=args.head or base.head, train_blocks=args.train_blocks, train_positions=args.train_positions,
-                   eval_blocks=args.eval_blocks,
-                   seed=args.seed, replicate=args.replicate, lr=args.lr if args.lr is not None else base.lr).validate()
+    base = ProbeConfig.legacy() if args.legacy else ProbeConfig.as_released() if args.as_released else ProbeConfig()
+    return config_cli.config_from_args(ProbeConfig, args, base=base).validate()
 
 
 def main(args: argparse.Namespace) -> int:
