@@ -23,7 +23,8 @@ test-fast: $(VENV)/.installed
 
 venv: $(VENV)/.installed
 
-# Mutation score of preference.py and analysis/correlation.py ([tool.mutmut] in pyproject.toml);
+# Mutation score of the science core: preference.py, analysis/correlation.py, seed_spread.py, uncertainty.py
+# ([tool.mutmut] in pyproject.toml);
 # not part of CI (about an hour on 2 cores). Survivors: .venv/bin/mutmut results
 mutation: $(VENV)/.installed
 	$(PY) -m pip install -q --disable-pip-version-check mutmut==3.8.1
