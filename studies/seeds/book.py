@@ -21,7 +21,7 @@ import pandas as pd
 
 from twotower_lib.analysis import seed_spread
 from twotower_lib.artifacts import read_json
-from twotower_lib.book import charts, study_parts
+from twotower_lib.book import charts, front, study_parts
 from twotower_lib.book.charts import alt
 from twotower_lib.book.paper_items import CLAIMS, Claim
 from twotower_lib.book.paper_tables import number
@@ -209,7 +209,7 @@ def family_table(s: SeedStudy) -> pd.DataFrame:
 
 def section_markdown(s: SeedStudy, profile: str) -> str:
     """The result box of section 03: per claim, the paper's value, ours over seed pairs and the verdict."""
-    t = claim_rows(s)
+    t, ceilings = claim_rows(s), front.text_ceilings(profile)
     lines = [f"Seed study of profile `{profile}`: {s.study['seeds']} seeds per family "
              f"({', '.join(NAMES.get(f, f) for f in s.study['families'] if f in set(s.pairs['family_a']))} probed so far). "
              "Median and central range (10th to 90th percentile) over seed pairs:", "",
@@ -219,7 +219,8 @@ def section_markdown(s: SeedStudy, profile: str) -> str:
         paper = r["paper"] if isinstance(r["paper"], float) else f"{r['paper'][0]:.2f}–{r['paper'][1]:.2f}"
         division = ("—" if pd.isna(r.get("partition verdict")) else
                     f"{r['partition verdict']}: {r['partition median |r|']:.2f} ({r['partition loo low']:.2f}–"
-                    f"{r['partition loo high']:.2f}) vs {r['partition controls |r| threshold']:.2f}")
+                    f"{r['partition loo high']:.2f}) vs {r['partition controls |r| threshold']:.2f}"
+                    + front.ceiling_note(r, ceilings))
         orientation = ("—" if pd.isna(r.get("orientation verdict")) else
                        f"{r['orientation verdict']}: {int(r['orientation resolved runs'])} of {int(r['orientation runs'])} "
                        "margins resolved")
@@ -349,6 +350,8 @@ def write_book(results: Path = RESULTS, probe_dir: Path = PROBE) -> Path:
         parts.update(book_parts(s, d.name))
         verdicts.update({f"{item}@{d.name}": {**e, "profile": d.name} for item, e in scorecard_entries(s).items()})
         inputs += [f for f in d.iterdir() if f.suffix in (".csv", ".json") and f.name != "claims.csv"]
+        published = PROJECT_ROOT / "results" / "profiles" / f"{d.name}.json"   # its run's text ceilings
+        inputs += [published] if published.exists() else []
         if d.name == BUDGET_PROFILE:
             budget = error_budget(s, d.name, probe_dir)
             parts.update({"ERROR_BUDGET": error_budget_markdown(budget), "ERROR_BUDGET_CHART": error_budget_chart(budget).to_json()})

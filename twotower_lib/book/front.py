@@ -87,7 +87,7 @@ def _claim_cells(mine: pd.DataFrame, ceilings: dict[str, tuple[float, str]] | No
                        for (_, c), n in zip(mine.iterrows(), counts)) + (f" ({counts.iloc[0]}{each})" if each else "")
     high = mine[HIGH].max()
     caveat = "no control measured yet" if pd.isna(high) else f"signed r against controls' 90th pct. {high:.2f}"
-    division = lambda c: _division(c) + _ceiling(c, ceilings or {})
+    division = lambda c: _division(c) + ceiling_note(c, ceilings or {})
     return {"ours": ours, "spread over seeds": spread, "division (median |r|)": _joined(mine, name, division),
             "orientation (Eq. 3)": _joined(mine, name, _orientation), "caveat": caveat}
 
@@ -104,7 +104,7 @@ def _division(c: pd.Series) -> str:
             f"{c['partition loo high']:.2f}) vs {c['partition controls |r| threshold']:.2f}")
 
 
-def _ceiling(c: pd.Series, ceilings: dict[str, tuple[float, str]]) -> str:
+def ceiling_note(c: pd.Series, ceilings: dict[str, tuple[float, str]]) -> str:
     """A same-configuration claim's text ceiling (from the published run's pair of that family) and its median |r|
     divided by it: what the division's agreement is on a text that would let two identical runs agree perfectly."""
     families = {f.strip().lower().replace(" ", "-") for f in str(c["claim"]).split(",")[0].split(" vs ")}
