@@ -72,7 +72,7 @@ analysis_bert_events_comparison = None  # None: the profile's; probe one BERT ca
 import pandas as pd
 
 from twotower_lib import run_names
-from twotower_lib.book import charts, probing, render, sections, study_parts
+from twotower_lib.book import charts, probe_outputs, probing, render, sections, study_parts
 
 ctx = sections.open_section("02_probing", globals())
 render.enable()
@@ -194,7 +194,7 @@ study_parts.show("SEEDS_SHORTFALL_TABLE", ctx.profile.name)
 # the optimum in the same way (the appendix notebook).
 
 # %%
-reliability = probing.probe_reliability(ctx, probing.load_scores(ctx))
+reliability = probing.probe_reliability(ctx, probe_outputs.load_scores(ctx))
 reliability.round(3)
 
 # %% [markdown]
@@ -227,7 +227,7 @@ events.round(3) if events is not None else ("not measured at this profile (`anal
 # Hover for the token, its training frequency and its score.
 
 # %%
-scores = probing.load_scores(ctx)
+scores = probe_outputs.load_scores(ctx)
 first = next(iter(scores))
 charts.tower_scatter(scores[first].table, title=f"{first}: each token's mean probability under each tower")
 

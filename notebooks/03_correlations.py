@@ -48,7 +48,7 @@ import itertools
 import pandas as pd
 from IPython.display import HTML, Markdown
 
-from twotower_lib.book import analyses, charts, paper_tables, probing, render, scorecard, sections, study_parts
+from twotower_lib.book import analyses, charts, paper_tables, probe_outputs, render, scorecard, sections, study_parts
 from twotower_lib.analysis.table2 import correlation_matrix, fig3_data
 
 ctx = sections.open_section("03_correlations", globals())
@@ -113,18 +113,18 @@ study_parts.show("SEEDS_SIGN_FLIP_TABLE", ctx.profile.name)
 # attenuates r, and the basic interval's correction for that can move it past the estimate.
 
 # %%
-scores = probing.load_scores(ctx)
-pairs_by = {col: analyses.correlations(ctx, scores, col) for col in probing.VARIANTS}
+scores = probe_outputs.load_scores(ctx)
+pairs_by = {col: analyses.correlations(ctx, scores, col) for col in probe_outputs.VARIANTS}
 pairs = pairs_by["score"]
-quality_by = {col: analyses.quality_correlations(ctx, scores, col) for col in probing.VARIANTS}
-control_by = {col: analyses.control_correlations(ctx, pairs_by[col], col, quality_by[col]) for col in probing.VARIANTS}
+quality_by = {col: analyses.quality_correlations(ctx, scores, col) for col in probe_outputs.VARIANTS}
+control_by = {col: analyses.control_correlations(ctx, pairs_by[col], col, quality_by[col]) for col in probe_outputs.VARIANTS}
 control = control_by["score"]
-table2 = paper_tables.compare(pairs_by, "table2", probing.same_config_pairs(ctx), control)
+table2 = paper_tables.compare(pairs_by, "table2", probe_outputs.same_config_pairs(ctx), control)
 HTML(paper_tables.matrix_html(
     table2, list(scores), caption=f"Table 2, ours (Eq. 4) [95% CI] and the paper's, top {ctx.profile.analysis.top_n} tokens"))
 
 # %%
-Markdown(analyses.result_box(ctx, pairs, probing.same_config_pairs(ctx)))
+Markdown(analyses.result_box(ctx, pairs, probe_outputs.same_config_pairs(ctx)))
 
 # %% [markdown]
 # The same pairs one per row, in both score variants, with the highest control each pair is held
@@ -133,7 +133,7 @@ Markdown(analyses.result_box(ctx, pairs, probing.same_config_pairs(ctx)))
 # model) is judged against the paper's same-configuration r, 0.94.
 
 # %%
-HTML(paper_tables.pairs_html(table2, {c: f"ours, {v}" for c, v in probing.VARIANTS.items()}))
+HTML(paper_tables.pairs_html(table2, {c: f"ours, {v}" for c, v in probe_outputs.VARIANTS.items()}))
 
 # %% [markdown]
 # The same pairs over words only: WordPiece continuation pieces ("##s", "##ed") and tokens of
@@ -142,8 +142,8 @@ HTML(paper_tables.pairs_html(table2, {c: f"ours, {v}" for c, v in probing.VARIAN
 # can set the sign of a cross-type r.
 
 # %%
-words_by = {col: analyses.word_correlations(ctx, scores, col) for col in probing.VARIANTS}
-pd.concat([analyses.side_by_side(pairs_by, ("a", "b"))[[f"r ({v})" for v in probing.VARIANTS.values()]],
+words_by = {col: analyses.word_correlations(ctx, scores, col) for col in probe_outputs.VARIANTS}
+pd.concat([analyses.side_by_side(pairs_by, ("a", "b"))[[f"r ({v})" for v in probe_outputs.VARIANTS.values()]],
            analyses.side_by_side(words_by, ("a", "b")).rename(columns=lambda c: c.replace("r (", "r, words only ("))],
           axis=1).round(3)
 
@@ -157,7 +157,7 @@ pd.concat(pairs_by.values(), ignore_index=True).round(4)
 # other tower, every pair that run is in changes sign with the rule. Read a strongly negative r here.
 
 # %%
-probing.tower_order(scores).round(4)
+probe_outputs.tower_order(scores).round(4)
 
 # %%
 charts.correlation_heatmap(correlation_matrix(pairs), title=f"Pearson r over the top {ctx.profile.analysis.top_n} tokens (Eq. 4)")
@@ -170,7 +170,7 @@ charts.correlation_heatmap(correlation_matrix(pairs), title=f"Pearson r over the
 # reproducible, the other runs follow the reference curve.
 
 # %%
-reference = probing.same_config_pairs(ctx)[-1][1] if probing.same_config_pairs(ctx) else next(iter(scores))
+reference = probe_outputs.same_config_pairs(ctx)[-1][1] if probe_outputs.same_config_pairs(ctx) else next(iter(scores))
 fig3 = fig3_data({k: r.table for k, r in scores.items()}, sections.load_data(ctx).counts, reference,
                  n=min(1000, ctx.profile.analysis.top_n))
 counts = scores[reference].table.set_index("token_id")["train_count"]
@@ -238,7 +238,7 @@ study_parts.show("BERT_CONTROLS_QUALITY_TABLE")
 # Where r lies far below both ceilings, what separates the two runs is their training.
 
 # %%
-ceiling = pd.concat([analyses.ceilings(ctx, scores, col) for col in probing.VARIANTS], ignore_index=True)
+ceiling = pd.concat([analyses.ceilings(ctx, scores, col) for col in probe_outputs.VARIANTS], ignore_index=True)
 ceiling.round(3)
 
 # %% [markdown]
@@ -260,7 +260,7 @@ ceiling.round(3)
 
 # %%
 register = analyses.register_tests(ctx, scores, list(itertools.combinations(scores, 2)))
-Markdown(analyses.describe_register(register, probing.same_config_pairs(ctx)))
+Markdown(analyses.describe_register(register, probe_outputs.same_config_pairs(ctx)))
 
 # %%
 register["gaps"].round(3)
@@ -285,9 +285,9 @@ study_parts.show("REGISTER_TABLE")
 study_parts.show("REGISTER")
 
 # %%
-scorecard.record_correlations(ctx, pairs, control, probing.same_config_pairs(ctx), pairs_by["score_logmean"])
+scorecard.record_correlations(ctx, pairs, control, probe_outputs.same_config_pairs(ctx), pairs_by["score_logmean"])
 scorecard.record_register(ctx)
-same = pairs[[(a, b) in probing.same_config_pairs(ctx) for a, b in zip(pairs["a"], pairs["b"])]]
+same = pairs[[(a, b) in probe_outputs.same_config_pairs(ctx) for a, b in zip(pairs["a"], pairs["b"])]]
 ctx.finish(pairs=len(pairs), top_n=ctx.profile.analysis.top_n,
            same_config=same[["a", "b", "r", "ci_low", "ci_high"]].to_dict("records"),
            same_config_logmean=pairs_by["score_logmean"].merge(same[["a", "b"]])[["a", "b", "r", "ci_low", "ci_high"]]
@@ -306,5 +306,5 @@ ctx.finish(pairs=len(pairs), top_n=ctx.profile.analysis.top_n,
 # correlate. What this chapter measured, generated from the runs above:
 
 # %%
-Markdown(analyses.result_box(ctx, pairs, probing.same_config_pairs(ctx)) + "\n\n"
+Markdown(analyses.result_box(ctx, pairs, probe_outputs.same_config_pairs(ctx)) + "\n\n"
          + study_parts.part("SEEDS_SECTION", ctx.profile.name))

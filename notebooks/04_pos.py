@@ -35,7 +35,7 @@ analysis_pos_backend = None  # None: the profile's backend, auto | stanza | spac
 # %% tags=["hide-cell"]
 from IPython.display import Markdown
 
-from twotower_lib.book import analyses, charts, probing, render, scorecard, sections
+from twotower_lib.book import analyses, charts, probe_outputs, render, scorecard, sections
 from twotower_lib.analysis import pos
 
 ctx = sections.open_section("04_pos", globals())
@@ -46,7 +46,7 @@ ctx.parameter_table()
 # %% tags=["hide-cell"]
 data = sections.load_data(ctx)
 tags = analyses.vocabulary_pos(ctx, data, tagger)
-scores = probing.load_scores(ctx)
+scores = probe_outputs.load_scores(ctx)
 top = analyses.top_token_ids(data, ctx.profile.analysis.top_n)
 fig4 = pos.fig4_data({k: r.table for k, r in scores.items()}, tags, tags=(*pos.UPOS, pos.SUBWORD), token_ids=top)
 summary = pos.pos_summary(fig4)

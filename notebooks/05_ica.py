@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown
 
-from twotower_lib.book import analyses, charts, probing, render, scorecard, sections
+from twotower_lib.book import analyses, charts, probe_outputs, render, scorecard, sections
 from twotower_lib.analysis import word_groups
 from twotower_lib.analysis.word_groups import fig5_data, fig6_data, group_members, table3, table3_agreement
 
@@ -64,7 +64,7 @@ within_1 = float(fig5["value"].abs().le(1).mean())
 top = np.isin(token_ids, analyses.top_token_ids(data, ctx.profile.analysis.top_n))
 fig6 = {f"top {int(top.sum())} words": fig6_data(components[top]), f"all {len(token_ids)} tokens": fig6_data(components)}
 groups_per_word = next(iter(fig6.values()))[1]
-scores = probing.load_scores(ctx)
+scores = probe_outputs.load_scores(ctx)
 runs = [reference] + [k for k in scores if k != reference]
 members = group_members(components, token_ids, tokens, data.counts)
 t3 = table3(members, {k: scores[k].table for k in runs})

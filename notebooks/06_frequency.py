@@ -34,7 +34,7 @@ analysis_bootstrap = None  # None: the profile's number of bootstrap resamples
 # %% tags=["hide-cell"]
 from IPython.display import HTML, Markdown
 
-from twotower_lib.book import analyses, charts, paper_tables, probing, render, scorecard, sections
+from twotower_lib.book import analyses, charts, paper_tables, probe_outputs, render, scorecard, sections
 from twotower_lib.analysis.table2 import CorrelationConfig, correlation_matrix
 from twotower_lib.analysis.frequency import fig8_data, partial_correlations, table4, table4_grid
 
@@ -43,7 +43,7 @@ render.enable()
 ctx.parameter_table()
 
 # %% tags=["hide-cell"]
-scores = probing.load_scores(ctx)
+scores = probe_outputs.load_scores(ctx)
 tables = {k: r.table for k, r in scores.items()}
 counts = sections.load_data(ctx).counts
 config = CorrelationConfig(n=ctx.profile.analysis.top_n, method="spearman", n_boot=ctx.profile.analysis.bootstrap,
@@ -110,7 +110,7 @@ charts.correlation_heatmap(correlation_matrix(t4), title=f"Spearman rho over the
 # added at larger N are scored from fewer occurrences.
 
 # %%
-grid = table4_grid(tables, counts, [ctx.profile.analysis.top_n, 5000]).rename(columns=probing.VARIANTS, level="variant")
+grid = table4_grid(tables, counts, [ctx.profile.analysis.top_n, 5000]).rename(columns=probe_outputs.VARIANTS, level="variant")
 grid.round(3)
 
 # %% [markdown]

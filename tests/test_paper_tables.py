@@ -129,13 +129,13 @@ def test_table1_has_the_papers_rows_with_its_values_beside_ours():
 def test_tower_order_reports_both_rules_and_the_margin():
     import types
 
-    from twotower_lib.book import probing
+    from twotower_lib.book import probe_outputs
 
     def art(mean_p, mean_logp, primary, agree):
         return types.SimpleNamespace(manifest={"ordering": {"mean_p": mean_p, "mean_logp": mean_logp,
                                                             "primary_tower": primary, "rules_agree": agree}})
 
-    table = probing.tower_order({"a-s1": art([0.0098, 0.0096], [-6.77, -6.74], 0, False),
+    table = probe_outputs.tower_order({"a-s1": art([0.0098, 0.0096], [-6.77, -6.74], 0, False),
                                  "a-s2": art([0.0096, 0.0099], [-6.82, -6.74], 1, True)})
     assert table.loc["a-s1", "primary tower (mean p, Eq. 3)"] == 0 and table.loc["a-s1", "primary tower (mean log p)"] == 1
     assert not table.loc["a-s1", "rules agree"] and table.loc["a-s2", "rules agree"]

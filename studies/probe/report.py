@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from twotower_lib.book.paper_tables import interval
 from twotower_lib.artifacts import read_json
-from twotower_lib.book.probing import VARIANTS  # the two score variants, named once
+from twotower_lib.book.probe_outputs import VARIANTS  # the two score variants, named once
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.errors import UserError
 

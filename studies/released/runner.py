@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json
-from twotower_lib.book.probing import tower_order
+from twotower_lib.book.probe_outputs import tower_order
 from studies.released.report import RESULTS, VARIANT_NAMES, effects, load_recipes, write_book
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import case_name

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from twotower_lib.book.probing import VARIANTS, load_controls, load_quality, probe_reliability, same_config_pairs
+from twotower_lib.book.probing import probe_reliability
+from twotower_lib.book.probe_outputs import VARIANTS, load_controls, load_quality, same_config_pairs
 from twotower_lib.book.sections import SectionContext, load_data
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import case_name, model_of
