@@ -124,7 +124,7 @@ HTML(paper_tables.matrix_html(
     table2, list(scores), caption=f"Table 2, ours (Eq. 4) [95% CI] and the paper's, top {ctx.profile.analysis.top_n} tokens"))
 
 # %%
-Markdown(analyses.result_box(ctx, pairs, probe_outputs.same_config_pairs(ctx)))
+Markdown(analyses.correlation_sentences(ctx, pairs, probe_outputs.same_config_pairs(ctx)))
 
 # %% [markdown]
 # The same pairs one per row, in both score variants, with the highest control each pair is held
@@ -306,5 +306,5 @@ ctx.finish(pairs=len(pairs), top_n=ctx.profile.analysis.top_n,
 # correlate. What this chapter measured, generated from the runs above:
 
 # %%
-Markdown(analyses.result_box(ctx, pairs, probe_outputs.same_config_pairs(ctx)) + "\n\n"
+Markdown(analyses.correlation_sentences(ctx, pairs, probe_outputs.same_config_pairs(ctx)) + "\n\n"
          + study_parts.part("SEEDS_SECTION", ctx.profile.name))

@@ -65,7 +65,7 @@ charts.paper_and_ours(pos.claim_points(summary), "share of the tag's tokens abov
                       percent=True, domain=(0, 1))
 
 # %%
-Markdown(charts.PAPER_AND_OURS_KEY + "\n\n" + scorecard.result_box(ctx))
+Markdown(charts.PAPER_AND_OURS_KEY + "\n\n" + scorecard.verdicts_box(ctx))
 
 # %% [markdown]
 # **Caveats.**
@@ -125,4 +125,4 @@ ctx.finish(backend=backend, tagged_tokens=len(tags), claims_held=int(summary.que
 # ## Summary
 
 # %%
-Markdown(scorecard.section_summary(ctx))
+Markdown(scorecard.chapter_summary(ctx))

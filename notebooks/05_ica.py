@@ -83,7 +83,7 @@ charts.paper_and_ours(word_groups.paper_points({name: g for name, (_, g) in fig6
                       "share", f"{reference}: sparsity and groups after ICA (d = {d})", percent=True, domain=(0, 1))
 
 # %%
-Markdown(charts.PAPER_AND_OURS_KEY + " The Fig. 5 share is over the words Fig. 5 shows.\n\n" + scorecard.result_box(ctx))
+Markdown(charts.PAPER_AND_OURS_KEY + " The Fig. 5 share is over the words Fig. 5 shows.\n\n" + scorecard.verdicts_box(ctx))
 
 # %% [markdown]
 # **Caveats.**
@@ -202,4 +202,4 @@ ctx.finish(reference=reference, d=d, converged=fitted.ica.converged, ica_steps=f
 # ## Summary
 
 # %%
-Markdown(scorecard.section_summary(ctx))
+Markdown(scorecard.chapter_summary(ctx))

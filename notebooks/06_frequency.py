@@ -63,7 +63,7 @@ charts.paper_and_ours(analyses.frequency_points(t4), "Spearman rho with frequenc
                       domain=(-1, 1))
 
 # %%
-Markdown(charts.PAPER_AND_OURS_KEY + "\n\n" + scorecard.result_box(ctx))
+Markdown(charts.PAPER_AND_OURS_KEY + "\n\n" + scorecard.verdicts_box(ctx))
 
 # %% [markdown]
 # **Caveats.**
@@ -132,4 +132,4 @@ ctx.finish(top_n=ctx.profile.analysis.top_n, frequency_rho={f"{v}, {n}": grid.xs
 # ## Summary
 
 # %%
-Markdown(scorecard.section_summary(ctx))
+Markdown(scorecard.chapter_summary(ctx))

@@ -202,7 +202,7 @@ part("EMERGENCE_BERT_SCHEDULES_TABLE")
 # its same-configuration pairs against the highest control of the pair's own model.
 
 # %%
-own = sections.section_summary(ctx, "03_correlations")
+own = sections.upstream_summary(ctx, "03_correlations")
 pd.DataFrame(own.get("same_config", [])).assign(profile=ctx.profile.name)
 
 # %%

@@ -594,14 +594,14 @@ def test_linear_heads_of_two_seeds_reach_one_optimum(tiny_data):
 
 
 def test_whitening_gives_unit_covariance_and_leaves_a_constant_direction_out():
-    from twotower_lib.probe_training import Whitening
+    from twotower_lib.probe_training import FeatureWhitening
 
     g = torch.Generator().manual_seed(0)
     mix = torch.linalg.qr(torch.randn(2, 16, 16, generator=g))[0] * torch.logspace(-1, 1, 16)  # (k, H, H): scales 0.1-10
     x = torch.einsum("nki,kij->nkj", torch.randn(5000, 2, 16, generator=g), mix) + 3.0
     x[:, 1, 5] = 7.0                                                                # tower 1: a constant feature
     x[:, 1] += 1e-4 * torch.randn(5000, 16, generator=g)                            # ... up to rounding-sized noise
-    w = Whitening.fit(x)
+    w = FeatureWhitening.fit(x)
     z = w.apply(x)
     assert z.dtype == x.dtype and torch.isfinite(z).all()
     torch.testing.assert_close(torch.cov(z[:, 0].T.double()), torch.eye(16, dtype=torch.float64), atol=1e-3, rtol=0)
@@ -614,12 +614,12 @@ def test_whitening_gives_unit_covariance_and_leaves_a_constant_direction_out():
 @pytest.mark.parametrize("kind", ["mlp", "tied", "linear"])
 def test_a_head_trained_on_whitened_features_folds_back_into_the_same_head(kind):
     from twotower_lib.models.heads import ProbeHead
-    from twotower_lib.probe_training import Whitening
+    from twotower_lib.probe_training import FeatureWhitening
 
     torch.manual_seed(0)
     H, V = 8, 50
     x = torch.randn(400, 2, H) @ torch.randn(H, H) + torch.randn(H)
-    w = Whitening.fit(x)
+    w = FeatureWhitening.fit(x)
     head = ProbeHead(H, V, kind, torch.randn(V, 2 * H))
     with torch.no_grad():
         for p in head.parameters():

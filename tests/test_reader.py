@@ -111,10 +111,10 @@ def test_a_chapter_summary_counts_its_verdicts(tmp_path):
     from twotower_lib.book import scorecard
 
     ctx = SectionContext(find_section("06_frequency"), get_profile("tiny"), tmp_path / "tiny")
-    assert scorecard.section_summary(ctx) == "This section recorded no paper item."
+    assert scorecard.chapter_summary(ctx) == "This section recorded no paper item."
     scorecard.record(ctx, "fig8", "no trend", "reproduced", "")
     scorecard.record(ctx, "table4", "rho 0.1", "not", "")
-    text = scorecard.section_summary(ctx)
+    text = scorecard.chapter_summary(ctx)
     assert "checked 2 of the paper's items (1 reproduced, 1 not)" in text and "Fig. 8: reproduced" in text
 
 

@@ -14,7 +14,7 @@ A number is only as good as what measured it, so the probe is built to be checke
   manifest. Why: AdamW stopped at a constant rate leaves a random draw around the optimum.
 - **Whitened features** (`precondition="whiten"`, the default; `"none"` trains on the features as
   they are). Each head trains on its tower's features whitened with their mean and Cov^(-1/2)
-  (`probe_whitening.Whitening`) and is folded back into a head on the raw features, so nothing
+  (`probe_whitening.FeatureWhitening`) and is folded back into a head on the raw features, so nothing
   downstream changes. A converged probe would give the same scores either way; a probe stopped on a
   plateau does not, and whitened coordinates land nearest the head defined by an objective (below).
 - **A step after training, optionally** (`refine`): a callable that takes the trained heads further on

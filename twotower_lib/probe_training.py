@@ -25,7 +25,7 @@ from twotower_lib.models.heads import ProbeHead, token_logprob
 from twotower_lib.preference import TowerSums
 from twotower_lib import probe_precision as precision
 from twotower_lib.probe_schedule import HeadSchedule
-from twotower_lib.probe_whitening import Whitening  # noqa: F401 (re-exported)
+from twotower_lib.probe_whitening import FeatureWhitening  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
     from twotower_lib.probe_config import ProbeConfig
@@ -194,7 +194,7 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True, head_seed: int
     t_features = time.perf_counter() - t0
     feats, labels, held_feats, held_labels = cached.train, cached.labels, cached.held, cached.held_labels
     n_held = 0 if held_labels is None else len(held_labels)
-    whitening = Whitening.fit(feats) if cfg.precondition == "whiten" else None
+    whitening = FeatureWhitening.fit(feats) if cfg.precondition == "whiten" else None
     if whitening is not None:                  # the heads train on whitened features, then are folded back
         feats = whitening.apply(feats)
         held_feats = None if held_feats is None else whitening.apply(held_feats)

@@ -1,4 +1,4 @@
-"""Whitening of a probe's input features, and folding a head trained on them back onto the raw ones."""
+"""Whitening of a probe's input features (`FeatureWhitening`), and folding a head trained on them back onto the raw ones."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class Whitening:
+class FeatureWhitening:
     """Per tower, the affine map that whitens the heads' input features: x -> (x - mean) @ map, with
     map = Cov^(-1/2) (symmetric), estimated on the probe's training features.
 
@@ -30,7 +30,7 @@ class Whitening:
     dropped: list[int]       # per tower, directions left out as constant
 
     @classmethod
-    def fit(cls, feats: torch.Tensor, floor: float = 1e-5, chunk: int = 65_536) -> "Whitening":
+    def fit(cls, feats: torch.Tensor, floor: float = 1e-5, chunk: int = 65_536) -> "FeatureWhitening":
         """From features (N, k, H). A direction whose variance is below `floor` x the largest is treated
         as constant and left out (its mean goes into the bias): the features are cached in bf16, whose
         rounding noise is a few 1e-7 of the largest variance at these widths, and whitening such a direction

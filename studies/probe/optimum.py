@@ -20,7 +20,7 @@ matmuls, `precision`; fp64 sum) until the gradient's largest entry is below `gto
 iterations; the head it writes is certified by one more pass in fp32.
 
 - Inputs: the tower's features centred and whitened (mean and Cov^(-1/2) of the training features;
-  directions of near-zero variance left out as constant, `probe_whitening.Whitening`).
+  directions of near-zero variance left out as constant, `probe_whitening.FeatureWhitening`).
 - Read-out: for centred whitened inputs the Fisher of B is about (Eᵀ F E) ⊗ I, F the softmax covariance
   (Kronecker-factored, as in K-FAC). At the optimum the mean prediction equals the token frequencies f,
   so Eᵀ F E is at most G = Eᵀ(diag f - f fᵀ)E; B = G^(-1/2) C.
@@ -126,10 +126,10 @@ def _coordinates(E: torch.Tensor, x: torch.Tensor, y: torch.Tensor, floor: float
     distribution equals f (the bias gradient is zero), so the output Fisher Eᵀ(diag(p̄) - E[p pᵀ])E is at most
     G = Eᵀ(diag(f) - f fᵀ)E, the covariance of the embedding under the token frequencies, and the bias
     Fisher's diagonal is f."""
-    from twotower_lib.probe_whitening import Whitening
+    from twotower_lib.probe_whitening import FeatureWhitening
 
     V = E.shape[0]
-    white = Whitening.fit(x[:, None], floor=floor)
+    white = FeatureWhitening.fit(x[:, None], floor=floor)
     mu, M = white.mean[0], white.map[0]
     ev, U = torch.linalg.eigh(M.double())
     # M's kept eigenvalues lie within 1/sqrt(floor) of its largest, those of the dropped directions are ~0

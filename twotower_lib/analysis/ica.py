@@ -70,7 +70,7 @@ class PCAConfig:
 
 
 @dataclass
-class Whitening:
+class PCAWhitening:
     """x -> (x - mean) @ V_d @ S_d^(-1/2): d uncorrelated unit-variance coordinates."""
 
     mean: np.ndarray            # (D,)
@@ -82,7 +82,7 @@ class Whitening:
         return ((np.asarray(x, dtype=np.float64) - self.mean) @ self.components) / np.sqrt(self.eigenvalues)
 
 
-def fit_whitening(x: np.ndarray, config: PCAConfig = PCAConfig(), weights: np.ndarray | None = None) -> Whitening:
+def fit_whitening(x: np.ndarray, config: PCAConfig = PCAConfig(), weights: np.ndarray | None = None) -> PCAWhitening:
     """Eigen-decompose the covariance of the rows of x (n, D) and keep the top d directions.
 
     weights: how many times each row occurs (e.g. a token's count in the corpus sample); a row
@@ -107,7 +107,7 @@ def fit_whitening(x: np.ndarray, config: PCAConfig = PCAConfig(), weights: np.nd
     # fix each eigenvector's sign (largest entry positive) so results do not depend on LAPACK
     vectors = vectors[:, : config.d]
     vectors = vectors * np.sign(vectors[np.abs(vectors).argmax(0), range(config.d)])
-    return Whitening(mean=mean, components=vectors, eigenvalues=kept,
+    return PCAWhitening(mean=mean, components=vectors, eigenvalues=kept,
                      explained=float(kept.sum() / eigenvalues.clip(min=0).sum()))
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from twotower_lib.paper import FIG5_WITHIN_1, FIG6
-from twotower_lib.analysis.ica import ICAConfig, ICAResult, PCAConfig, Whitening, as_matrix, fit_ica, fit_whitening
+from twotower_lib.analysis.ica import ICAConfig, ICAResult, PCAConfig, PCAWhitening, as_matrix, fit_ica, fit_whitening
 from twotower_lib.errors import UserError
 from twotower_lib.preference import frequency_order
 
@@ -25,7 +25,7 @@ from twotower_lib.preference import frequency_order
 class WordICA:
     """The fitted map from an embedding vector to its d independent components."""
 
-    whitening: Whitening
+    whitening: PCAWhitening
     ica: ICAResult
     scale: np.ndarray           # (d,) multiplies y: unit variance, positive long tail (or ones)
 

@@ -30,7 +30,7 @@ def correlations(ctx: SectionContext, scores: dict, score_col: str = "score") ->
                                  doc_stats={k: r.doc_stats for k, r in scores.items()}).assign(variant=score_col)
 
 
-def result_box(ctx: SectionContext, pairs: pd.DataFrame, same_config: list[tuple[str, str]]) -> str:
+def correlation_sentences(ctx: SectionContext, pairs: pd.DataFrame, same_config: list[tuple[str, str]]) -> str:
     """Section 03's result in two generated sentences: this build's same-configuration pairs against the
     paper's Bert-large pair, and its pairs of different models against Table 2's range."""
     from twotower_lib.book.paper_tables import SAME_CONFIG_R, TABLE2

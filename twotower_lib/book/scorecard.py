@@ -65,18 +65,19 @@ def _section_rows(ctx) -> list[dict]:
     return decide_over_seeds(rows, ctx.profile.name)
 
 
-def result_box(ctx) -> str:
+def verdicts_box(ctx) -> str:
     """A chapter's result box, generated: every paper item this section recorded, the paper's value, ours and
     the verdict (the scorecard's rows for this section)."""
     rows = _section_rows(ctx)
     if not rows:
         return "*This section recorded no paper item.*"
-    lines = ["| paper item | the paper | ours | verdict |", "|---|---|---|---|"]
-    lines += [f"| {r['item']} | {r['paper']} | {r['ours'] or '—'} | **{r['verdict']}** |".replace("\n", " ") for r in rows]
-    return "\n".join(lines)
+    from twotower_lib.book.tables import markdown_table
+
+    return markdown_table(["paper item", "the paper", "ours", "verdict"],
+                          ([r["item"], r["paper"], r["ours"], f"**{r['verdict']}**"] for r in rows)).rstrip("\n")
 
 
-def section_summary(ctx) -> str:
+def chapter_summary(ctx) -> str:
     """A chapter's closing summary in two generated sentences: how many of the paper's items it checked at
     this profile, and the verdict of each."""
     rows = _section_rows(ctx)

@@ -187,7 +187,7 @@ def open_section(name: str, namespace: dict[str, Any], sections: tuple[Section, 
     return ctx
 
 
-def section_summary(ctx: SectionContext, upstream: str) -> dict[str, Any]:
+def upstream_summary(ctx: SectionContext, upstream: str) -> dict[str, Any]:
     """The summary an upstream section recorded when it finished (its `ctx.finish(...)` keywords)."""
     return read_json(ctx.input_dir(upstream) / "section.json").get("summary", {})
 
