@@ -55,7 +55,7 @@ def test_the_rerun_line_names_the_section_and_a_parameter_at_its_value():
 def test_the_front_table_has_one_row_per_item_and_a_caveat_each():
     card = front.published_card("cpu")
     rows = front.verdict_rows(card)
-    assert list(rows.columns) == ["claim", "the paper", "ours", "spread over seeds", "verdict", "division (median |r|)",
+    assert list(rows.columns) == ["claim", "the paper", front.OURS, "spread over seeds", "verdict", "division (median |r|)",
                                   "orientation (Eq. 3)", "caveat"]
     assert len(rows) == len(card["rows"]) and rows["caveat"].str.len().gt(0).all()
     seeded = rows[rows["spread over seeds"].str.contains(r" to .*\(\d+ pairs", regex=True)]

@@ -37,6 +37,7 @@ MARK = {"reproduced": "✓ reproduced", "partly": "◐ partly", "not": "✗ not"
 PUBLISHED = PROJECT_ROOT / "results" / "profiles"
 SEEDS = PROJECT_ROOT / "results" / "seeds"
 HIGH = "controls' high"   # claims.csv's column: the controls' 90th percentile
+OURS = "ours (signed median over seed pairs, else this run)"   # which value the front table shows
 
 
 def _brief(text: str, limit: int = 90) -> str:
@@ -148,7 +149,7 @@ def verdict_rows(card: dict) -> pd.DataFrame:
             cells = {"ours": mark_outside(_brief(r["ours"], 70)), "spread over seeds": "one pair" if one else "one run",
                      "division (median |r|)": "—", "orientation (Eq. 3)": "—",
                      "caveat": CAVEATS.get(r["id"]) or _brief(r.get("note", ""), 70)}
-        rows.append({"claim": SHORT.get(r["id"], r["item"]), "the paper": _brief(r["paper"], 50), "ours": cells["ours"],
+        rows.append({"claim": SHORT.get(r["id"], r["item"]), "the paper": _brief(r["paper"], 50), OURS: cells["ours"],
                      "spread over seeds": cells["spread over seeds"], "verdict": mark,
                      "division (median |r|)": cells["division (median |r|)"],
                      "orientation (Eq. 3)": cells["orientation (Eq. 3)"], "caveat": cells["caveat"]})
