@@ -133,3 +133,19 @@ def test_the_layer_check_sees_imports_inside_functions(tmp_path):
     src.write_text("def f():\n    from twotower_lib.book import profiles\n")
     modules = module_files()
     assert "twotower_lib.book.profiles" in imports_of(src, "twotower_lib.probe", modules)
+
+
+def test_the_model_files_import_nothing_of_the_launcher():
+    """A model is a model: `models/` imports neither the trainer nor its process setup."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "twotower_lib" / "models"
+    launcher = ("twotower_lib.train", "twotower_lib.deepspeed_setup", "twotower_lib.torch_engine", "twotower_lib.checkpoints")
+    found = []
+    for path in root.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            found += [f"{path.name}: {n}" for n in names if n.startswith(launcher)]
+    assert not found, found

@@ -385,7 +385,7 @@ def test_as_released_builds_the_released_models_and_loads_them_back(tiny_data, t
                                           ("7.5;8.6", "7.5;8.6")])
 def test_arch_specific_cuda_targets_are_dropped_for_deepspeeds_op_builder(monkeypatch, given, fixed):
     """The reference H100's image sets TORCH_CUDA_ARCH_LIST=9.0a, which DeepSpeed 0.19.8 cannot parse."""
-    from twotower_lib.deepspeed_setup import cuda_arch_list_for_deepspeed
+    from twotower_lib.cuda_arch import cuda_arch_list_for_deepspeed
 
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", given)
     cuda_arch_list_for_deepspeed()

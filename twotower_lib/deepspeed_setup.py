@@ -10,7 +10,6 @@ import atexit
 import hashlib
 import json
 import os
-import re
 import socket
 import sys
 import time
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from twotower_lib.cuda_arch import cuda_arch_list_for_deepspeed
 from twotower_lib.errors import UserError
 
 if TYPE_CHECKING:
@@ -34,17 +34,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def cuda_arch_list_for_deepspeed() -> None:
-    """Drop arch-specific suffixes ("9.0a" -> "9.0") from TORCH_CUDA_ARCH_LIST.
-
-    Why: DeepSpeed 0.19.8's op builder reads each entry as numbers, and images that set "9.0a" (Hopper's
-    arch-specific target) make every JIT-built op (FusedAdam, the transformer kernel) fail with
-    "invalid literal for int() with base 10: '0a'" (seen on the reference H100)."""
-    value = os.environ.get("TORCH_CUDA_ARCH_LIST")
-    if value:
-        os.environ["TORCH_CUDA_ARCH_LIST"] = re.sub(r"(\d+\.\d+)[af](?=$|[+;\s])", r"\1", value)
 
 
 STALE_BUILD_LOCK_S = 600  # a JIT build of DeepSpeed's CPU communication op takes about a minute

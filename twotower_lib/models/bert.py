@@ -87,7 +87,7 @@ class DeepSpeedKernelTower(nn.Module):
                             "transformer kernel); set it to False to use the Hugging Face BERT layers")
         from deepspeed.ops.transformer import DeepSpeedTransformerConfig, DeepSpeedTransformerLayer
 
-        from twotower_lib.deepspeed_setup import cuda_arch_list_for_deepspeed
+        from twotower_lib.cuda_arch import cuda_arch_list_for_deepspeed
 
         cuda_arch_list_for_deepspeed()
         ds = DeepSpeedTransformerConfig(batch_size=KERNEL_MAX_BATCH, hidden_size=cfg.hidden, intermediate_size=cfg.intermediate,
