@@ -8,7 +8,7 @@
 #     python -m studies.ladder --rungs 1x96 --seeds 0      # prepares runs/ladder/data/prepared (14 MB)
 # then one call of the device tool:
 #     run(command="BUDGET=8m bash benchmarks/gpu_ladder.sh", carry=["runs/ladder/data", ".whl"], timeout_s=560)
-# Its exports come back under $OUT/ladder/runs/<rung>/; copy them into results/ladder/runs/ with the call's
+# Its exports come back under $OUT/ladder/probes/<rung>/; copy them into results/ladder/probes/ with the call's
 # output as results/ladder/gpu-<date>.log, then `python -m studies.ladder --report-only`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,4 +16,4 @@ source benchmarks/gpu_env.sh
 mkdir -p "${OUT:-results}/ladder"
 python3 -m studies.ladder --gpu --deadline "${BUDGET:-8m}" --threads 8 --results "${OUT:-results}/ladder" \
     2>&1 | grep -v "step/s" || true
-ls -R "${OUT:-results}/ladder/runs" || true
+ls -R "${OUT:-results}/ladder/probes" || true

@@ -51,7 +51,7 @@ part = study_parts.show  # the study's parts: Markdown, reader tables (HTML) and
 # at every rung), probed with today's probe, and each run's towers probed again at 0 tokens (the
 # untrained control of that rung). The rules below are `twotower_lib.analysis.seed_spread`'s,
 # fixed before the ladder was measured. The runs are committed as they finish
-# (`results/ladder/runs/`, `python -m studies.ladder`; the GPU rungs at Table 1's sizes come from
+# (`results/ladder/probes/`, `python -m studies.ladder`; the GPU rungs at Table 1's sizes come from
 # `benchmarks/gpu_ladder.sh`).
 
 # %%

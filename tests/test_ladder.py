@@ -75,7 +75,7 @@ def test_the_report_answers_partition_and_orientation_per_rung(tmp_path, monkeyp
     text = report.answer(summary.reset_index())
     assert "**gpt**" in text and "small: median |r|" in text and "→" in text
     for e in exports:
-        path = tmp_path / "runs" / e["rung"] / f"{e['family']}-s{e['seed']}{'' if e['kind'] == 'case' else '-untrained'}.json"
+        path = tmp_path / report.EXPORTS / e["rung"] / f"{e['family']}-s{e['seed']}{'' if e['kind'] == 'case' else '-untrained'}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(e))
     report.write_report(tmp_path)
@@ -98,3 +98,12 @@ def test_the_gpu_rungs_train_table_1_sizes_on_the_same_epoch(tiny_data, tmp_path
         assert runner.cli(["--gpu", "--seeds", "1"]) == 2
     script = (runner.Path(__file__).resolve().parent.parent / "benchmarks" / "gpu_ladder.sh").read_text()
     assert "python3 -m studies.ladder --gpu --deadline" in script
+
+
+def test_the_exports_are_not_ignored_by_git():
+    """The committed exports are what later sessions resume from: git must not ignore their folder."""
+    import subprocess
+
+    path = runner.export_path("1x96", "gpt", 1, "case")
+    ignored = subprocess.run(["git", "check-ignore", "-q", str(path)], cwd=runner.RESULTS.parents[1])
+    assert ignored.returncode == 1, f"{path} is ignored by .gitignore"

@@ -1,7 +1,7 @@
 """The size ladder's report: does the division of tokens repeat across seeds, does its orientation, and does
 either grow with tower size?
 
-Reads the committed exports (`results/ladder/runs/<rung>/*.json`, written by `runner`) and writes
+Reads the committed exports (`results/ladder/probes/<rung>/*.json`, written by `runner`) and writes
 `results/ladder/`: `runs.csv` (one row per probe: Eq. 3's margin and its document-bootstrap SE), `pairs.csv`
 (every seed pair of one rung and family, trained and untrained, and each trained pair with one run's token
 labels shuffled), `summary.csv` (per rung and family: the partition and orientation statistics and verdicts
@@ -23,13 +23,14 @@ from twotower_lib.artifacts import atomic_write_bytes, atomic_write_json, proven
 from twotower_lib.paper import SAME_CONFIG_R as PAPER_SAME_CONFIG_R
 
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "ladder"
+EXPORTS = "probes"   # results/ladder/probes/<rung>/: one committed file a probe (not "runs/", which git ignores)
 TOP_N = 1000          # the most frequent tokens both runs scored: the seed study's N at the cpu profile
 SHUFFLE_SEED = 0
 
 
 def load_exports(results: Path) -> list[dict]:
     return [read_json(p) | {"file": p.relative_to(results).as_posix()}
-            for p in sorted((results / "runs").glob("*/*.json"))]
+            for p in sorted((results / EXPORTS).glob("*/*.json"))]
 
 
 def run_rows(exports: list[dict]) -> pd.DataFrame:
@@ -175,7 +176,7 @@ def write_report(results: Path) -> Path:
 
     exports = load_exports(results)
     if not exports:
-        raise SystemExit(f"error: no ladder export under {results / 'runs'}; run `python -m studies.ladder` first")
+        raise SystemExit(f"error: no ladder export under {results / EXPORTS}; run `python -m studies.ladder` first")
     runs, pairs = run_rows(exports), pair_rows(exports)
     summary = summary_rows(runs, pairs) if not pairs.empty else pd.DataFrame()
     for name, df in (("runs", runs), ("pairs", pairs), ("summary", summary)):
@@ -185,7 +186,7 @@ def write_report(results: Path) -> Path:
         "exports": len(exports), "data_hash": first["data_hash"], "probe_config": first["probe_config"],
         "top_n": TOP_N, "code_versions": sorted({e["provenance"].get("code_version", "?") for e in exports}),
         "command": "python -m studies.ladder --report-only", "provenance": provenance()})
-    inputs = [results / "runs" / rung / "*.json" for rung in sorted({e["rung"] for e in exports})]
+    inputs = [results / EXPORTS / rung / "*.json" for rung in sorted({e["rung"] for e in exports})]
     return study_parts.write(results, book_parts(summary, pairs, runs), {}, inputs,
                              "python -m studies.ladder --report-only")
 

@@ -1,4 +1,4 @@
-"""Train and probe the size ladder, one run at a time, and export each probe to `results/ladder/runs/`.
+"""Train and probe the size ladder, one run at a time, and export each probe to `results/ladder/probes/`.
 
 `python -m studies.ladder` trains four seeds (`--seeds`) of each tower family (GPT, BERT, ELMo) at
 each rung of `RUNGS` for exactly one epoch of one corpus (the Brown corpus: no text is seen twice),
@@ -27,7 +27,7 @@ from twotower_lib.book.profiles import get_profile, profile_dir
 from twotower_lib.data.config import DataConfig
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import case_name
-from studies.ladder.report import RESULTS, write_report
+from studies.ladder.report import EXPORTS, RESULTS, write_report
 from studies.ladder.rungs import FAMILIES, GPU_FAMILY, GPU_RUNGS, RUNGS, SEEDS
 
 KINDS = ("case", "untrained")
@@ -46,7 +46,7 @@ def run_dir(root: Path, rung: str, family: str, seed: int) -> Path:
 
 
 def export_path(rung: str, family: str, seed: int, kind: str, results: Path = RESULTS) -> Path:
-    return results / "runs" / rung / f"{case_name(family, seed)}{'' if kind == 'case' else '-' + kind}.json"
+    return results / EXPORTS / rung / f"{case_name(family, seed)}{'' if kind == 'case' else '-' + kind}.json"
 
 
 def epoch_tokens(data) -> int:
