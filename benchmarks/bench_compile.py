@@ -34,9 +34,9 @@ def one(family: str, engine_name: str, micro: int) -> dict:
     from torch._dynamo.utils import counters
 
     from model_flops import random_batch  # benchmarks/model_flops.py
-    from twotower_lib.deepspeed_setup import deepspeed_config
+    from twotower_lib.train.deepspeed_setup import deepspeed_config
     from twotower_lib.models import build_model, preset
-    from twotower_lib.train import TrainConfig, build_engine, micro_step, step_region
+    from twotower_lib.train.loop import TrainConfig, build_engine, micro_step, step_region
 
     cfg = preset(f"paper-{family}", FAMILIES[family], vocab_size=30522, seq_len=128)
     torch.manual_seed(0)

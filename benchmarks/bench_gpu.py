@@ -40,7 +40,7 @@ from pathlib import Path
 import torch
 
 from model_flops import random_batch, step_flops  # benchmarks/model_flops.py
-from twotower_lib.train_config import ENGINES
+from twotower_lib.train.config import ENGINES
 
 FAMILIES = {"elmo": "elmo", "gpt": "gpt", "bert-base": "bert", "bert-large": "bert"}
 # Dense bf16/fp16 tensor-core peaks (no sparsity), TFLOP/s, by a substring of torch's device name.
@@ -61,9 +61,9 @@ def trainer_engine(cfg, precision: str, micro: int, engine_name: str, accum: int
     """The model (seed 0, on the GPU) and the engine the trainer builds for it (`train.build_engine`) with an
     optimizer step every `accum` micro-batches, with whether its forward passes autocast to bf16. Every option
     the bench is given reaches the trainer's config (`train_config`), so it validates as `train` would."""
-    from twotower_lib.deepspeed_setup import deepspeed_config
+    from twotower_lib.train.deepspeed_setup import deepspeed_config
     from twotower_lib.models import build_model
-    from twotower_lib.train import build_engine
+    from twotower_lib.train.loop import build_engine
 
     torch.manual_seed(0)
     model = build_model(cfg).cuda()
@@ -74,7 +74,7 @@ def trainer_engine(cfg, precision: str, micro: int, engine_name: str, accum: int
 
 def train_config(cfg, precision: str, micro: int, engine_name: str, accum: int = 1, label_bucket: int = 1):
     """The trainer's `TrainConfig` of one bench row: its engine, precision, batching and padded positions."""
-    from twotower_lib.train import TrainConfig
+    from twotower_lib.train.loop import TrainConfig
 
     return TrainConfig(model=cfg.model_type, preset="paper", max_steps=1, micro_batch=micro, grad_accum=accum,
                        precision=precision, engine=engine_name, label_bucket=label_bucket).validate()
@@ -89,7 +89,7 @@ def measure(cfg, precision: str, micro: int, steps: int, engine_name: str = "dee
     micro-batch's excess over the others' median. With `profile_to`, one more micro-batch, not a step's first,
     runs under torch.profiler and its kernel table is written there. `cast_each_micro_batch`: an autocast
     region a micro-batch, as the trainer had before `step_region` (its weights cast every micro-batch)."""
-    from twotower_lib.train import micro_step, step_region
+    from twotower_lib.train.loop import micro_step, step_region
 
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
@@ -159,7 +159,7 @@ def loss_curves(cfg, precision: str, micro: int, steps: int, engines: tuple[str,
     """The first `steps` training losses of DeepSpeed's engine and of each of `engines` from the same initial
     weights and the same batches at a constant rate: the numerics of the torch engine (fp32 weights, bf16
     autocast; compiled or not) against DeepSpeed's (bf16 weights, fp32 master copies), at the model's real size."""
-    from twotower_lib.train import micro_step, step_region
+    from twotower_lib.train.loop import micro_step, step_region
 
     curves = {}
     for engine_name in ("deepspeed", *engines):
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore")
     from twotower_lib.artifacts import provenance
     from twotower_lib.book.profiles import get_profile
-    from twotower_lib.deepspeed_setup import init_distributed
+    from twotower_lib.train.deepspeed_setup import init_distributed
     from twotower_lib.models import preset
 
     init_distributed()

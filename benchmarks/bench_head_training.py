@@ -34,11 +34,11 @@ def setup(args: argparse.Namespace):
     """The probe's heads, optimizer and schedule on synthetic features; the products of one head step."""
     from torch import nn
 
-    from twotower_lib import probe_precision as precision
-    from twotower_lib import probe_training as pt
-    from twotower_lib.probe_schedule import HeadSchedule
-    from twotower_lib.models.heads import ProbeHead
-    from twotower_lib.probe_config import ProbeConfig
+    from twotower_lib.probe import precision
+    from twotower_lib.probe import training as pt
+    from twotower_lib.probe.schedule import HeadSchedule
+    from twotower_lib.probe.heads import ProbeHead
+    from twotower_lib.probe.config import ProbeConfig
 
     H, E, V, k, n = args.hidden, args.width, args.vocab, args.towers, args.positions
     cfg = ProbeConfig(precision=args.precision)

@@ -25,7 +25,7 @@ import torch
 
 def measure(run: Path, cfg, out: Path) -> dict:
     from twotower_lib.preference import load_artifact
-    from twotower_lib.probe import probe_run
+    from twotower_lib.probe.run import probe_run
 
     t0 = time.perf_counter()
     m = load_artifact(probe_run(run, cfg, out=out, force=True, show=False)).manifest
@@ -36,7 +36,7 @@ def measure(run: Path, cfg, out: Path) -> dict:
 
 def main() -> None:
     from twotower_lib.book.profiles import get_profile
-    from twotower_lib.probe import ProbeConfig
+    from twotower_lib.probe.run import ProbeConfig
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="*", type=Path)

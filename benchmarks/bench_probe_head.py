@@ -20,7 +20,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from twotower_lib.models.heads import ProbeHead, token_logprob
+from twotower_lib.probe.heads import ProbeHead, token_logprob
 
 
 def best_time(fn, repeats: int) -> float:

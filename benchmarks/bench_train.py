@@ -25,8 +25,8 @@ import torch  # noqa: E402
 
 from model_flops import random_batch, step_flops  # noqa: E402  (benchmarks/model_flops.py)
 from twotower_lib.models import MODEL_TYPES, ModelConfig, build_model, preset  # noqa: E402
-from twotower_lib.deepspeed_setup import init_distributed  # noqa: E402
-from twotower_lib.train import micro_step, step_region  # noqa: E402
+from twotower_lib.train.deepspeed_setup import init_distributed  # noqa: E402
+from twotower_lib.train.loop import micro_step, step_region  # noqa: E402
 
 
 

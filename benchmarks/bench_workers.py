@@ -45,7 +45,7 @@ def head_steps(steps: int, vocab_size: int, hidden: int = 128) -> float:
     """`steps` steps of the probe's default heads: two linear heads whose decoder is a frozen (V, 2H) embedding."""
     import torch
 
-    from twotower_lib.models.heads import ProbeHead
+    from twotower_lib.probe.heads import ProbeHead
 
     torch.manual_seed(0)
     embedding = torch.randn(vocab_size, 2 * hidden) * 0.05

@@ -8,7 +8,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from twotower_lib.models import ModelConfig, make_batch
-from twotower_lib.train_batches import to_device
+from twotower_lib.train.batches import to_device
 
 SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
 

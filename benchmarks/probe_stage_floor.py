@@ -53,7 +53,7 @@ def embedding_width(run_dir: Path) -> int:
 def step_and_floor(H: int, E: int, V: int, repeats: int, dtype: torch.dtype) -> tuple[float, float, float]:
     """Seconds of one head's training step, of its matrix products alone (`dtype`), and of one exponential
     per logit (fp32, by blocks of rows as the probe's softmax runs)."""
-    from twotower_lib.models.heads import ProbeHead, rows_per_chunk
+    from twotower_lib.probe.heads import ProbeHead, rows_per_chunk
 
     g = torch.Generator().manual_seed(0)
     head = ProbeHead(H, V, "linear", torch.randn(V, E, generator=g) * 0.05)
@@ -126,8 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     import twotower_lib  # noqa: F401  (its allocator setting, as in the pipeline)
     from twotower_lib.artifacts import atomic_write_json, portable_command, provenance
 
-    from twotower_lib.probe_config import ProbeConfig
-    from twotower_lib.probe_precision import head_dtype
+    from twotower_lib.probe.config import ProbeConfig
+    from twotower_lib.probe.precision import head_dtype
 
     rows = probes(args.probing_dir)
     dtype = head_dtype(ProbeConfig(), torch.device("cpu"))          # what the probe's `auto` resolves to here

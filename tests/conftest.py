@@ -71,7 +71,7 @@ def skip_or_fail_in_ci(reason: str) -> None:
 def interrupt_training_at(monkeypatch, step: int):
     """Make `train` raise KeyboardInterrupt when it reaches optimizer step `step` (an interrupted run);
     returns the real micro-batch function, which undoes it when set back."""
-    import twotower_lib.train as train_mod
+    import twotower_lib.train.loop as train_mod
 
     real = train_mod.micro_batch
 

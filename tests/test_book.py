@@ -322,7 +322,7 @@ def test_the_single_source_finding_is_said_from_the_pairs():
     assert "mixed corpus +0.39; text ceilings 0.55–0.69 alone, 0.82 mixed) agrees on books alone" in said
     assert said.endswith("0.18 alone against 0.81 mixed), and the probe-seed reliability falls below its 0.95 goal on wiki (0.89).")
     # pairs measured with another probe than the current one say so
-    from twotower_lib.probe_config import PROBE_VERSION
+    from twotower_lib.probe.config import PROBE_VERSION
 
     assert "not yet comparable" not in single_source.sentence(table.assign(**{"probe version": PROBE_VERSION,
                                                                               "probe precondition": "whiten"}))
@@ -365,7 +365,7 @@ def test_a_published_run_names_its_probe_and_is_flagged_when_it_is_not_the_curre
     from dataclasses import asdict
 
     from twotower_lib.book import publish
-    from twotower_lib.probe_config import PROBE_VERSION, ProbeConfig
+    from twotower_lib.probe.config import PROBE_VERSION, ProbeConfig
 
     current = {"probe": {"version": PROBE_VERSION, "config": asdict(ProbeConfig())}}
     assert "on whitened joint_ln features" in publish.probe_note(current) and "Not the current" not in publish.probe_note(current)

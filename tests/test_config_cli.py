@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 import pytest
 
 from twotower_lib.config_cli import add_config_arguments, config_from_args, field_comments
-from twotower_lib.train_config import TrainConfig, parse_duration
+from twotower_lib.train.config import TrainConfig, parse_duration
 
 
 @dataclass
@@ -34,7 +34,7 @@ def test_a_field_is_an_option_and_its_comment_the_help():
 
 
 def test_train_has_one_option_per_training_field_each_with_its_help():
-    from twotower_lib.train import add_arguments
+    from twotower_lib.train.loop import add_arguments
 
     p = argparse.ArgumentParser()
     add_arguments(p)
@@ -48,8 +48,8 @@ def test_train_has_one_option_per_training_field_each_with_its_help():
 
 
 def test_probe_has_one_option_per_probe_field_laid_over_its_recipe():
-    from twotower_lib.probe import add_arguments, config_from_args
-    from twotower_lib.probe_config import ProbeConfig
+    from twotower_lib.probe.run import add_arguments, config_from_args
+    from twotower_lib.probe.config import ProbeConfig
 
     p = argparse.ArgumentParser()
     add_arguments(p)

@@ -11,13 +11,13 @@ from twotower_lib.artifacts import read_json
 from studies.emergence import study as es
 from studies.emergence import report as ec
 from twotower_lib.errors import UserError
-from twotower_lib.probe import ProbeConfig
-from twotower_lib.probe_config import PROBE_VERSION, probe_label
+from twotower_lib.probe.run import ProbeConfig
+from twotower_lib.probe.config import PROBE_VERSION, probe_label
 
 
 @pytest.fixture(scope="module")
 def tiny_pair(tiny_data, tmp_path_factory):
-    from twotower_lib.train import TrainConfig, train
+    from twotower_lib.train.loop import TrainConfig, train
 
     root = tmp_path_factory.mktemp("pair")
     runs = []
@@ -55,7 +55,7 @@ def test_curve_probes_every_common_snapshot_and_the_final_weights(tiny_pair, tin
     # probes were written per snapshot and are reused: a second call recomputes nothing
     assert (a / "probes" / "tokens-000000012288" / "manifest.json").exists()
     assert read_json(a / "probes" / "tokens-000000012288" / "manifest.json")["tokens_seen"] == 12288
-    import twotower_lib.probe as probe_module
+    import twotower_lib.probe.run as probe_module
 
     def no_probing(*args, **kwargs):
         raise AssertionError("a probe was recomputed")
@@ -147,7 +147,7 @@ def test_a_study_with_three_seeds_writes_one_curve_per_pair(tiny_data, tmp_path)
 def test_default_lr_is_the_deepspeed_configs():
     """Curves written without a learning rate are labelled with the CPU DeepSpeed config's peak."""
 
-    from twotower_lib.deepspeed_setup import CONFIG_DIR
+    from twotower_lib.train.deepspeed_setup import CONFIG_DIR
 
     cfg = json.loads((CONFIG_DIR / "deepspeed_cpu.json").read_text())
     assert cfg["optimizer"]["params"]["lr"] == ec.DEFAULT_LR

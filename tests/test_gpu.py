@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 
 from tests.conftest import interrupt_training_at
 from twotower_lib.models import build_model, load_model, make_batch, preset
-from twotower_lib.train import TrainConfig, train
+from twotower_lib.train.loop import TrainConfig, train
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (CI has none)")]
@@ -185,7 +185,7 @@ def test_elmo_lstms_on_streams_compute_as_one_after_another(options, determinist
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_resume_on_cuda_equals_uninterrupted(tiny_data, tmp_path, monkeypatch, precision, deterministic):
-    import twotower_lib.train as train_mod
+    import twotower_lib.train.loop as train_mod
 
     settings = dict(precision=precision, max_steps=10, checkpoint_every_steps=5)
     full = tmp_path / "full"
@@ -203,7 +203,7 @@ def test_resume_on_cuda_equals_uninterrupted(tiny_data, tmp_path, monkeypatch, p
 
 def test_probe_on_cuda_matches_the_cpu_probe(tiny_data, tmp_path, monkeypatch, deterministic):
     from twotower_lib.preference import load_artifact
-    from twotower_lib.probe import ProbeConfig, probe_run
+    from twotower_lib.probe.run import ProbeConfig, probe_run
 
     run = tmp_path / "gpt"
     train(tcfg("gpt", max_steps=30), tiny_data, run, show_progress=False)

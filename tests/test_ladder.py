@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from studies.ladder import report, runner
-from twotower_lib.probe_config import ProbeConfig
+from twotower_lib.probe.config import ProbeConfig
 
 
 def test_one_run_is_trained_for_one_epoch_probed_twice_and_exported(tiny_data, tmp_path, monkeypatch):

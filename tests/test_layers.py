@@ -132,7 +132,7 @@ def test_the_layer_check_sees_imports_inside_functions(tmp_path):
     src = tmp_path / "m.py"
     src.write_text("def f():\n    from twotower_lib.book import profiles\n")
     modules = module_files()
-    assert "twotower_lib.book.profiles" in imports_of(src, "twotower_lib.probe", modules)
+    assert "twotower_lib.book.profiles" in imports_of(src, "twotower_lib.probe.run", modules)
 
 
 def test_the_model_files_import_nothing_of_the_launcher():
@@ -141,7 +141,7 @@ def test_the_model_files_import_nothing_of_the_launcher():
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent / "twotower_lib" / "models"
-    launcher = ("twotower_lib.train", "twotower_lib.deepspeed_setup", "twotower_lib.torch_engine", "twotower_lib.checkpoints")
+    launcher = ("twotower_lib.train.loop", "twotower_lib.train.deepspeed_setup", "twotower_lib.train.torch_engine", "twotower_lib.train.checkpoints")
     found = []
     for path in root.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):

@@ -12,8 +12,8 @@ from studies.paper_scale import runner as paper_study
 from studies.paper_scale import report as paper_scale
 from twotower_lib.artifacts import read_json
 from twotower_lib.errors import UserError
-from twotower_lib.probe import ProbeConfig, probe_run
-from twotower_lib.train import TrainConfig, train
+from twotower_lib.probe.run import ProbeConfig, probe_run
+from twotower_lib.train.loop import TrainConfig, train
 
 
 def test_pack_then_table_gives_table2_in_both_variants(tiny_data, tmp_path):
@@ -169,8 +169,8 @@ def _bench_gpu_on_the_cpu(monkeypatch):
     import torch
 
     import twotower_lib.models as models
-    import twotower_lib.torch_engine as torch_engine
-    from twotower_lib.deepspeed_setup import init_distributed
+    import twotower_lib.train.torch_engine as torch_engine
+    from twotower_lib.train.deepspeed_setup import init_distributed
 
     root = Path(__file__).resolve().parent.parent
     monkeypatch.syspath_prepend(str(root / "benchmarks"))
@@ -256,7 +256,7 @@ def test_the_gpu_bench_hands_every_option_to_the_trainers_config(monkeypatch):
     would (the 28 Nov round lost `--label-bucket` on its way, and the trainer refused `torch-graphs` for BERT)."""
     from twotower_lib.errors import UserError
     from twotower_lib.models.config import preset
-    from twotower_lib.train_config import ENGINES
+    from twotower_lib.train.config import ENGINES
 
     bench = _bench_gpu_on_the_cpu(monkeypatch)
     for family in bench.FAMILIES:

@@ -53,7 +53,7 @@ def test_profiles_map_budgets_to_library_configs():
     assert (tcfg.model, tcfg.preset, tcfg.seed, tcfg.towers) == ("bert", "tiny", 2, 2)
     assert tcfg.max_steps * tcfg.micro_batch * tiny.data.seq_len >= tiny.train.tokens > (tcfg.max_steps - 1) * tcfg.micro_batch * tiny.data.seq_len
     assert tcfg.eval_every_steps % tcfg.log_every_steps == 0  # validation loss is logged only on log steps
-    from twotower_lib.probe_training import train_block_count
+    from twotower_lib.probe.training import train_block_count
 
     pcfg = tiny.probe_config()
     assert pcfg.train_positions == tiny.probe.train_positions and not pcfg.replicate
@@ -153,7 +153,7 @@ def test_per_model_end_of_the_decay():
 def test_the_deepspeed_launcher_gets_every_training_setting(tmp_path):
     import argparse
 
-    from twotower_lib import train as train_module
+    from twotower_lib.train import loop as train_module
 
     p = get_profile("tiny").with_overrides({"train.model_lr": "gpt=0.003", "train.model_final_lr": "gpt=0.5",
                                             "train.model_engine": "gpt=torch-compile", "train.label_bucket": "64",
@@ -185,7 +185,7 @@ def test_every_profile_trains_its_token_budget_whatever_the_world_size(tmp_path,
     length covers the budget by less than one step, for the profile's own number of GPUs and for others."""
     import argparse
 
-    from twotower_lib import train as train_module
+    from twotower_lib.train import loop as train_module
 
     parser = argparse.ArgumentParser()
     train_module.add_arguments(parser)
@@ -339,7 +339,7 @@ def test_sections_that_only_read_artifacts_do_not_import_torch():
                 lines += [ast.unparse(n) for n in ast.parse(cell.source).body if isinstance(n, (ast.Import, ast.ImportFrom))]
     lines += ["from twotower_lib.models import load_embedding, preset, list_snapshots",
               "from twotower_lib.preference import replicate_table, load_positions",
-              "from twotower_lib.probe_config import ProbeConfig, PROBE_VERSION",
+              "from twotower_lib.probe.config import ProbeConfig, PROBE_VERSION",
               "from twotower_lib.book.profiles import PROFILES",
               "[p.probe_config() for p in PROFILES.values()]",
               "from twotower_lib.data import load_prepared"]
@@ -540,7 +540,7 @@ def test_open_section_validates_notebook_parameters(tmp_path):
 
 def test_a_profile_nests_the_stage_configs_and_old_flat_names_still_work_with_a_note(capsys):
     from twotower_lib.data.config import DataConfig
-    from twotower_lib.probe_config import ProbeConfig
+    from twotower_lib.probe.config import ProbeConfig
 
     cpu = get_profile("cpu")
     assert isinstance(cpu.data, DataConfig) and isinstance(cpu.probe, ProbeConfig)
@@ -561,7 +561,7 @@ def test_a_profile_nests_the_stage_configs_and_old_flat_names_still_work_with_a_
 def test_a_retired_key_names_where_its_option_went():
     """The full-batch refinement left the probe's config for the probe study: its keys stop with a message
     naming the study's command, and a probe recorded with the refinement off keeps its identity."""
-    from twotower_lib.probe_config import settled
+    from twotower_lib.probe.config import settled
 
     for key in ("probe.refine_iters", "probe_refine_iters", "probe.ridge"):
         with pytest.raises(UserError, match=r"retired: .*python -m studies.probe refine"):
@@ -575,7 +575,7 @@ def test_the_default_profiles_probe_is_the_one_the_committed_seed_study_recorded
     """The nested profile builds the same ProbeConfig as before, so committed probes keep their identity."""
     from dataclasses import asdict
 
-    from twotower_lib.probe_config import settled
+    from twotower_lib.probe.config import settled
 
     study = json.loads((ROOT / "results" / "seeds" / "cpu" / "study.json").read_text())
     assert settled(study["probe_config"]) == asdict(get_profile("cpu").probe_config())
@@ -804,7 +804,7 @@ def test_every_overridable_field_is_read_by_some_section():
 def test_the_committed_bert_controls_are_read_and_their_probe_is_named():
     from studies.bert_controls import report
     from twotower_lib.artifacts import read_json
-    from twotower_lib.probe_config import CURRENT_PROBE
+    from twotower_lib.probe.config import CURRENT_PROBE
 
     published = read_json(report.RESULTS / "cpu.json")
     found = report.tables(published)

@@ -17,8 +17,8 @@ from twotower_lib.errors import UserError
 from twotower_lib.models import ModelConfig
 from twotower_lib.preference import (TowerSums, check_same_vocabulary, document_stats, frequency_rank,
                                      load_artifact, order_towers, preference_table, save_artifact)
-from twotower_lib.probe import ProbeConfig, write_preference
-from twotower_lib.probe_training import score_validation, train_heads
+from twotower_lib.probe.run import ProbeConfig, write_preference
+from twotower_lib.probe.training import score_validation, train_heads
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -203,7 +203,7 @@ def test_mismatched_vocabularies_are_refused(tmp_path):
 def test_probe_command_options_make_the_config_they_name():
     import argparse
 
-    from twotower_lib.probe import add_arguments, config_from_args
+    from twotower_lib.probe.run import add_arguments, config_from_args
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -250,8 +250,8 @@ def test_probe_config_validation():
 @pytest.mark.slow
 def test_probe_cli_on_trained_runs_and_independent_pair(tiny_data, tmp_path, capsys):
     from twotower_lib.__main__ import main as cli
-    from twotower_lib.probe import pair_runs
-    from twotower_lib.train import TrainConfig, train
+    from twotower_lib.probe.run import pair_runs
+    from twotower_lib.train.loop import TrainConfig, train
 
     runs = {}
     for name, towers, seed in [("two", 2, 1), ("one_a", 1, 1), ("one_b", 1, 2)]:
@@ -339,8 +339,8 @@ def test_head_loss_equals_cross_entropy_in_value_and_gradients(kind, rows, monke
     block of `rows` at a time) equal torch's cross-entropy of the head written out layer by layer."""
     import torch.nn.functional as F
 
-    from twotower_lib.models import heads as heads_module
-    from twotower_lib.models.heads import ProbeHead, token_logprob
+    from twotower_lib.probe import heads as heads_module
+    from twotower_lib.probe.heads import ProbeHead, token_logprob
 
     if rows:
         monkeypatch.setattr(heads_module, "rows_per_chunk", lambda vocab_size, device: rows)
@@ -386,7 +386,7 @@ def test_head_loss_is_exact_where_the_true_token_probability_underflows():
     logits (log-sum-exp), not from log 0."""
     import torch.nn.functional as F
 
-    from twotower_lib.models.heads import LinearCrossEntropy
+    from twotower_lib.probe.heads import LinearCrossEntropy
 
     x = torch.ones(2, 1)
     w, b = torch.tensor([[0.0], [200.0], [1.0]], requires_grad=True), torch.zeros(3, requires_grad=True)
@@ -400,7 +400,7 @@ def test_head_loss_is_exact_where_the_true_token_probability_underflows():
 def test_the_head_weight_gradient_accumulates_bit_for_bit_as_before():
     """In fp32 the (V, H) gradient is accumulated inside each block's product (`addmm_`): bit for bit the
     sum of the blocks' products it replaced, so no committed probe changes."""
-    from twotower_lib.models.heads import LinearCrossEntropy, rows_per_chunk
+    from twotower_lib.probe.heads import LinearCrossEntropy, rows_per_chunk
 
     g = torch.Generator().manual_seed(3)
     n, H, V = 300, 16, 4096                           # several blocks of rows_per_chunk(V) rows, the last short
@@ -448,7 +448,7 @@ def _mask_id(data):
 def test_bert_probe_events_have_mask_at_every_probed_position(tiny_data):
     """Eq. 1: BERT's state at a predicted position is computed with [MASK] there. The earlier
     scoring reused the training corruption, whose unchanged 10% show the answer to the towers."""
-    from twotower_lib.probe_training import probe_batch
+    from twotower_lib.probe.training import probe_batch
 
     ids = torch.from_numpy(np.asarray(tiny_data.train[:64], dtype=np.int64))
     args = ("bert", ids, torch.Generator().manual_seed(0), tiny_data.special_ids, tiny_data.vocab_size)
@@ -472,7 +472,7 @@ def test_heads_stop_on_the_heldout_plateau_and_keep_their_best_state(tiny_data):
     lrs = [c["lr"] for c in record["curve"]]
     assert lrs[-1] < 0.1 * lrs[0]  # after the plateau the rate fell to its last step's 1/steps of the peak
     # the heads returned are the best held-out state, not the last epoch's
-    from twotower_lib.probe_training import _heldout_losses, extract_features
+    from twotower_lib.probe.training import _heldout_losses, extract_features
 
     rng = np.random.default_rng(cfg.seed)
     n_train = 150
@@ -487,7 +487,7 @@ def test_heads_stop_on_the_heldout_plateau_and_keep_their_best_state(tiny_data):
 
 def test_joint_layernorm_features_are_the_cooperative_heads_input(tiny_data):
     from twotower_lib.models import build_model, preset
-    from twotower_lib.probe_training import head_features
+    from twotower_lib.probe.training import head_features
 
     torch.manual_seed(0)
     model = build_model(preset("tiny", "gpt", vocab_size=tiny_data.vocab_size, seq_len=tiny_data.seq_len)).eval()
@@ -594,7 +594,7 @@ def test_linear_heads_of_two_seeds_reach_one_optimum(tiny_data):
 
 
 def test_whitening_gives_unit_covariance_and_leaves_a_constant_direction_out():
-    from twotower_lib.probe_training import FeatureWhitening
+    from twotower_lib.probe.training import FeatureWhitening
 
     g = torch.Generator().manual_seed(0)
     mix = torch.linalg.qr(torch.randn(2, 16, 16, generator=g))[0] * torch.logspace(-1, 1, 16)  # (k, H, H): scales 0.1-10
@@ -613,8 +613,8 @@ def test_whitening_gives_unit_covariance_and_leaves_a_constant_direction_out():
 
 @pytest.mark.parametrize("kind", ["mlp", "tied", "linear"])
 def test_a_head_trained_on_whitened_features_folds_back_into_the_same_head(kind):
-    from twotower_lib.models.heads import ProbeHead
-    from twotower_lib.probe_training import FeatureWhitening
+    from twotower_lib.probe.heads import ProbeHead
+    from twotower_lib.probe.training import FeatureWhitening
 
     torch.manual_seed(0)
     H, V = 8, 50
@@ -665,7 +665,7 @@ def test_whitened_heads_reach_a_lower_loss_on_ill_conditioned_features(tiny_data
 
 
 def test_the_first_epoch_says_what_head_training_can_cost_and_how_to_make_it_cheaper():
-    from twotower_lib.probe_training import _cost_note
+    from twotower_lib.probe.training import _cost_note
 
     note = _cost_note(93.0, 200_000, 4, ProbeConfig(max_epochs=30))
     assert "took 93 s" in note and "at most 30 epochs (up to 46 min)" in note
@@ -677,10 +677,10 @@ def test_a_probe_killed_at_any_stage_is_made_again_the_same(tiny_data, tmp_path,
     """A probe interrupted mid-way leaves nothing a rerun would take for finished: the rerun writes the artifact a
     probe that was never interrupted writes."""
     import twotower_lib.preference as preference
-    import twotower_lib.probe as probe_mod
-    from twotower_lib.probe import probe_run
-    from twotower_lib.probe_config import ProbeConfig
-    from twotower_lib.train import TrainConfig, train
+    import twotower_lib.probe.run as probe_mod
+    from twotower_lib.probe.run import probe_run
+    from twotower_lib.probe.config import ProbeConfig
+    from twotower_lib.train.loop import TrainConfig, train
 
     run = tmp_path / "run"
     train(TrainConfig(model="gpt", preset="tiny", seed=1, max_steps=8), tiny_data, run, show_progress=False)

@@ -9,9 +9,9 @@ import torch
 
 from tests.test_probe import _planted_setup
 from twotower_lib.errors import UserError
-from twotower_lib.models.heads import LinearCrossEntropy, ProbeHead
-from twotower_lib.probe_config import ProbeConfig
-from twotower_lib.probe_training import score_validation, train_heads
+from twotower_lib.probe.heads import LinearCrossEntropy, ProbeHead
+from twotower_lib.probe.config import ProbeConfig
+from twotower_lib.probe.training import score_validation, train_heads
 from studies.probe.optimum import RefineConfig, Refinement, _coordinates, calibrate_biases, certificate, refine_head
 
 N, H, D, V = 12_000, 8, 16, 120
@@ -217,8 +217,8 @@ def test_the_refine_command_probes_a_run_with_the_defined_head(tiny_data, tmp_pa
     same run is another probe, and a refinement of a non-linear head stops before any work."""
     from studies.probe.__main__ import main as study_cli
     from twotower_lib.preference import load_artifact
-    from twotower_lib.probe import probe_run
-    from twotower_lib.train import TrainConfig, train
+    from twotower_lib.probe.run import probe_run
+    from twotower_lib.train.loop import TrainConfig, train
 
     run = tmp_path / "gpt"
     train(TrainConfig(model="gpt", preset="tiny", seed=1, max_steps=8), tiny_data, run, show_progress=False)
@@ -237,7 +237,7 @@ def config_for(args: list[str]) -> ProbeConfig:
     """The ProbeConfig the `probe` command builds from these arguments."""
     import argparse
 
-    from twotower_lib.probe import add_arguments, config_from_args
+    from twotower_lib.probe.run import add_arguments, config_from_args
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)

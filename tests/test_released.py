@@ -85,7 +85,7 @@ def test_each_layout_reports_its_models_quality_and_probe_ceiling():
 
 
 def test_the_page_says_when_its_numbers_come_from_an_older_probe():
-    from twotower_lib.probe_config import CURRENT_PROBE, PROBE_VERSION, probe_label
+    from twotower_lib.probe.config import CURRENT_PROBE, PROBE_VERSION, probe_label
 
     old = {**_found([], []), "probe_version": PROBE_VERSION - 1, "probe_precondition": "whiten",
            "command": "python -m studies.released -p x y"}

@@ -53,7 +53,7 @@ def test_data_prepare_refuses_an_out_directory_with_a_foreign_file(tiny_corpus_d
 
 def test_probe_refuses_an_out_directory_with_a_foreign_file(tiny_data, tmp_path):
     from twotower_lib.preference import TowerSums
-    from twotower_lib.probe import write_preference
+    from twotower_lib.probe.run import write_preference
 
     out = tmp_path / "probe"
     out.mkdir()
@@ -68,7 +68,7 @@ def test_probe_refuses_an_out_directory_with_a_foreign_file(tiny_data, tmp_path)
 
 
 def test_train_refuses_an_out_directory_with_a_foreign_file(tiny_data, tmp_path):
-    from twotower_lib.train import TrainConfig, train
+    from twotower_lib.train.loop import TrainConfig, train
 
     out = tmp_path / "run"
     out.mkdir()
@@ -81,7 +81,7 @@ def test_train_refuses_an_out_directory_with_a_foreign_file(tiny_data, tmp_path)
 
 
 def test_resume_drops_a_torn_last_log_line(tmp_path, capsys):
-    from twotower_lib.checkpoints import truncate_log
+    from twotower_lib.train.checkpoints import truncate_log
 
     log = tmp_path / "log.jsonl"
     log.write_text('{"step": 10, "loss": 5.0}\n{"step": 20, "loss": 4.0}\n{"step": 30, "lo')
@@ -113,7 +113,7 @@ KNOWN_SPLIT = "0010000101010101100000001000011000101000"
 def test_different_seeds_give_different_initial_weights(tiny_data, tmp_path):
     from safetensors.torch import load_file
 
-    from twotower_lib.train import TrainConfig, train
+    from twotower_lib.train.loop import TrainConfig, train
 
     weights = []
     for seed in (1, 2, 1):
@@ -126,7 +126,7 @@ def test_different_seeds_give_different_initial_weights(tiny_data, tmp_path):
 
 
 def test_a_gpt_target_at_a_document_boundary_belongs_to_the_next_document():
-    from twotower_lib.probe_training import _target_docs
+    from twotower_lib.probe.training import _target_docs
 
     docs = torch.tensor([[3, 3, 3, 4, 4]])
     # position 2 predicts token 3, which is the first token of document 4

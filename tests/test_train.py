@@ -18,11 +18,11 @@ from safetensors.torch import load_file
 from tests.conftest import interrupt_training_at
 from twotower_lib.errors import UserError
 from twotower_lib.models import TwoTowerLM, list_snapshots, load_model
-from twotower_lib.deepspeed_setup import _free_port as free_port, deepspeed_config, params_sha256
+from twotower_lib.train.deepspeed_setup import _free_port as free_port, deepspeed_config, params_sha256
 from twotower_lib.models.config import released_options
-from twotower_lib.train import TrainConfig, TrainingDiverged, train
-from twotower_lib.train_config import lr_at, parse_duration
-from twotower_lib.train_batches import evaluate
+from twotower_lib.train.loop import TrainConfig, TrainingDiverged, train
+from twotower_lib.train.config import lr_at, parse_duration
+from twotower_lib.train.batches import evaluate
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -81,7 +81,7 @@ def test_run_directory(tiny_data, tmp_path, model):
 
 @pytest.mark.parametrize("engine", ["deepspeed", "torch"])
 def test_resume_equals_uninterrupted(tiny_data, tmp_path, monkeypatch, engine):
-    import twotower_lib.train as train_mod
+    import twotower_lib.train.loop as train_mod
 
     full = tmp_path / "full"
     train(tcfg("bert", checkpoint_every_steps=5, engine=engine), tiny_data, full, show_progress=False)
@@ -121,8 +121,8 @@ def test_resume_equals_uninterrupted(tiny_data, tmp_path, monkeypatch, engine):
 def test_pipeline_run_folder_restarts_from_any_moment(tiny_data, tmp_path, monkeypatch, stop_at):
     """`train_job` (the pipeline's and the studies' entry) turns a folder killed at any moment into the same run:
     before its first complete checkpoint it starts over, after it resumes, finished it is kept."""
-    import twotower_lib.train as train_mod
-    from twotower_lib.checkpoints import latest_checkpoint
+    import twotower_lib.train.loop as train_mod
+    from twotower_lib.train.checkpoints import latest_checkpoint
 
     data_path = str(tiny_data.path)
     cfg = tcfg("gpt", checkpoint_every_steps=5)
@@ -187,7 +187,7 @@ def test_wall_clock_budget(tiny_data, tmp_path, monkeypatch):
     # busy the machine is: the run must stop at the first step that ends past its 4 s budget.
     import types
 
-    from twotower_lib import train as train_module
+    from twotower_lib.train import loop as train_module
 
     ticks = iter(range(10**6))
     monkeypatch.setattr(train_module, "time", types.SimpleNamespace(monotonic=lambda: next(ticks) / 10))
@@ -289,11 +289,11 @@ def test_two_processes_match_one(tiny_data, tmp_path, engine):
 def test_precision_picks_the_deepspeed_config(monkeypatch):
     """On a GPU the precision chooses the mixed-precision config (the paper profile's fp16 gets the
     paper's loss-scaled fp16); on a CPU fp16 is refused with what to use instead."""
-    from twotower_lib.deepspeed_setup import ds_precision
+    from twotower_lib.train.deepspeed_setup import ds_precision
 
     assert ds_precision(deepspeed_config(tcfg(precision="auto"))) == "fp32"        # CPU: fp32 weights
     # CPU autocast only when asked for: `auto` is fp32 even with native bf16 and AMX tiles
-    from twotower_lib.deepspeed_setup import use_bf16_autocast
+    from twotower_lib.train.deepspeed_setup import use_bf16_autocast
 
     monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True, raising=False)
@@ -320,7 +320,7 @@ def test_a_port_taken_between_picking_and_binding_is_replaced(monkeypatch):
     import deepspeed
     import torch
 
-    from twotower_lib import deepspeed_setup as setup
+    from twotower_lib.train import deepspeed_setup as setup
 
     ports, fail = [], [True]
 
@@ -395,7 +395,7 @@ def test_arch_specific_cuda_targets_are_dropped_for_deepspeeds_op_builder(monkey
 def test_a_lock_left_by_an_interrupted_op_build_is_removed_and_a_fresh_one_kept(tmp_path, monkeypatch, capsys):
     """A run killed while DeepSpeed JIT-built its CPU communication op leaves torch's lock file; without
     this, every later run waits on it forever. A lock younger than the limit may be a build in progress."""
-    from twotower_lib.deepspeed_setup import STALE_BUILD_LOCK_S, clear_stale_build_lock
+    from twotower_lib.train.deepspeed_setup import STALE_BUILD_LOCK_S, clear_stale_build_lock
 
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
     lock = tmp_path / "deepspeed_shm_comm" / "lock"
@@ -490,7 +490,7 @@ def test_cuda_graphs_keep_each_gradient_in_its_own_buffer_and_train_the_same(tin
     each gradient's storage never changes. The command line refuses it without CUDA, and for BERT without
     `--label-bucket` (graphs replay fixed shapes)."""
     from twotower_lib.models import build_model, labeled_positions, make_batch, preset
-    from twotower_lib.torch_engine import TorchEngine
+    from twotower_lib.train.torch_engine import TorchEngine
 
     cfg = preset("tiny", "bert", vocab_size=tiny_data.vocab_size)
     g = torch.Generator().manual_seed(0)
@@ -556,7 +556,7 @@ def test_a_step_casts_each_weight_once_and_trains_as_a_cast_every_micro_batch(ti
     """Under bf16 autocast one region a step (`train.step_region`) casts each weight once a step, not once a
     micro-batch (autocast's cache), and trains to the same weights, bit for bit, as a region per micro-batch,
     the loop it replaced. (Evaluation casts the same in both.)"""
-    import twotower_lib.train as trainer
+    import twotower_lib.train.loop as trainer
 
     monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True)
     config = tcfg(model, engine="torch", precision="bf16", max_steps=3, grad_accum=3, eval_every_steps=100)

@@ -16,8 +16,8 @@ from twotower_lib.errors import UserError
 
 # subcommand -> (module, help). `data` has its own sub-subcommands.
 COMMANDS = {
-    "train": ("twotower_lib.train", "train a two-tower (or single-tower) language model with DeepSpeed"),
-    "probe": ("twotower_lib.probe", "train per-tower probing heads and write the preference-score table"),
+    "train": ("twotower_lib.train.loop", "train a two-tower (or single-tower) language model with DeepSpeed"),
+    "probe": ("twotower_lib.probe.run", "train per-tower probing heads and write the preference-score table"),
     "run": ("twotower_lib.book.pipeline", "run the book's sections (papermill) at a profile"),
     "book": ("twotower_lib.book.build", "build the jupyter-book from the executed sections"),
     "publish": ("twotower_lib.book.publish", "commit a finished profile run's scorecard and summaries to results/profiles/"),

@@ -17,7 +17,7 @@ from twotower_lib.artifacts import read_json
 from twotower_lib.book import study_parts
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.book.tables import reader_html
-from twotower_lib.probe_config import measured_with, probe_label
+from twotower_lib.probe.config import measured_with, probe_label
 
 RESULTS = PROJECT_ROOT / "results" / "bert-controls"
 

@@ -17,7 +17,7 @@ import pandas as pd
 from twotower_lib.book import publish, study_parts
 from twotower_lib.book.paper_tables import interval, number, tokens_label as tokens
 from twotower_lib.book.sections import PROJECT_ROOT
-from twotower_lib.probe_config import probe_label
+from twotower_lib.probe.config import probe_label
 from twotower_lib.run_names import model_of
 
 RESULTS = PROJECT_ROOT / "results" / "decisions"
@@ -89,7 +89,7 @@ def design_numbers() -> dict[str, str]:
 
     from twotower_lib.book.profiles import get_profile
     from twotower_lib.models import make_batch
-    from twotower_lib.train_config import TrainConfig
+    from twotower_lib.train.config import TrainConfig
 
     out = {"warmup": f"{100 * TrainConfig.__dataclass_fields__['warmup_fraction'].default:.0f}%",
            "mask_rate": f"{100 * inspect.signature(make_batch).parameters['mask_prob'].default:.0f}%"}

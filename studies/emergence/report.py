@@ -19,7 +19,7 @@ from twotower_lib.artifacts import read_json
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.book.paper_tables import number, tokens_label
 from twotower_lib.errors import UserError
-from twotower_lib.probe_config import CURRENT_PROBE, probe_label
+from twotower_lib.probe.config import CURRENT_PROBE, probe_label
 from twotower_lib.run_names import seed_pair_name
 
 

@@ -146,7 +146,7 @@ def reuse_untrained_probe(run: Path, runs_dir: Path) -> bool:
 
     from twotower_lib.artifacts import atomic_directory, manifest_has, sha256_file
     from twotower_lib.models import snapshot_name, weights_path
-    from twotower_lib.probe import probe_dir
+    from twotower_lib.probe.run import probe_dir
 
     target = probe_dir(run, 0)
     weights = weights_path(run, 0)
@@ -174,7 +174,7 @@ def curve(run_a: str | Path, run_b: str | Path, *, top_n: int, n_boot: int = 200
     from twotower_lib.analysis.uncertainty import text_ceiling
     from twotower_lib.data import load_prepared
     from twotower_lib.preference import load_artifact
-    from twotower_lib.probe import ProbeConfig, probe_run
+    from twotower_lib.probe.run import ProbeConfig, probe_run
 
     run_a, run_b = Path(run_a), Path(run_b)
     probe_cfg = probe_cfg or ProbeConfig()
@@ -225,8 +225,8 @@ def run_study(cfg: StudyConfig, runs_dir: str | Path, results_dir: str | Path = 
     from twotower_lib.data import DataConfig, load_prepared
     from twotower_lib.data.prepare import prepare_data
     from twotower_lib.book.profiles import get_profile
-    from twotower_lib.probe_config import PROBE_VERSION
-    from twotower_lib.train import TrainConfig, train_job
+    from twotower_lib.probe.config import PROBE_VERSION
+    from twotower_lib.train.loop import TrainConfig, train_job
     from twotower_lib.workers import run_jobs
 
     t0 = time.time()

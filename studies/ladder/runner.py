@@ -64,7 +64,7 @@ def train_config(rung: str, family: str, seed: int, data_path: Path, data):
     """One epoch at `MICRO_BATCH`: on the CPU rungs fp32 through the default engine; on the GPU rungs bf16
     through the torch engine (eager: a run of a few hundred steps is over before whole-model compilation,
     about a minute at Table 1 sizes (results/gpu/levers/whole.json), would pay for itself)."""
-    from twotower_lib.train_config import TrainConfig
+    from twotower_lib.train.config import TrainConfig
 
     tokens = epoch_tokens(data)
     steps = TrainConfig.steps_for(tokens, MICRO_BATCH, data.seq_len)
@@ -119,8 +119,8 @@ def tower_parameters(rung: str, family: str, data) -> int:
 
 def run_one(root: Path, rung: str, family: str, seed: int, results: Path, data) -> None:
     """Train (or resume) one run, probe it and its untrained towers, and export both."""
-    from twotower_lib.probe import probe_run
-    from twotower_lib.train import train_job
+    from twotower_lib.probe.run import probe_run
+    from twotower_lib.train.loop import train_job
 
     outs = {k: export_path(rung, family, seed, k, results) for k in KINDS}
     if all(p.exists() for p in outs.values()):
@@ -198,7 +198,7 @@ def cli(argv: list[str] | None = None) -> int:
         if not args.report_only:
             import torch
 
-            from twotower_lib.train_config import parse_duration
+            from twotower_lib.train.config import parse_duration
 
             if args.gpu and not torch.cuda.is_available():
                 raise UserError("--gpu: no CUDA device here; the GPU rungs train Table 1's sizes")

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from twotower_lib.book.sections import PROJECT_ROOT
-from twotower_lib.probe_config import probe_label
+from twotower_lib.probe.config import probe_label
 from twotower_lib.artifacts import read_json
 from twotower_lib.book.paper_tables import interval, number
 

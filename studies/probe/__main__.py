@@ -9,8 +9,8 @@ import argparse
 import sys
 
 from twotower_lib.errors import UserError
-from twotower_lib.probe import add_arguments as add_probe_arguments
-from twotower_lib.probe import config_from_args, probe_run
+from twotower_lib.probe.run import add_arguments as add_probe_arguments
+from twotower_lib.probe.run import config_from_args, probe_run
 
 
 def main(argv: list[str]) -> int:

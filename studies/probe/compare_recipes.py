@@ -35,7 +35,7 @@ def main() -> None:
     from twotower_lib.artifacts import atomic_write_json, provenance
     from twotower_lib.data import load_prepared
     from twotower_lib.preference import load_artifact
-    from twotower_lib.probe import PROBE_VERSION, ProbeConfig, probe_run
+    from twotower_lib.probe.run import PROBE_VERSION, ProbeConfig, probe_run
     from studies.probe.report import DEFAULT_RECIPE
     from twotower_lib.book.profiles import get_profile, profile_dir
 

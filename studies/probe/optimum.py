@@ -20,7 +20,7 @@ matmuls, `precision`; fp64 sum) until the gradient's largest entry is below `gto
 iterations; the head it writes is certified by one more pass in fp32.
 
 - Inputs: the tower's features centred and whitened (mean and Cov^(-1/2) of the training features;
-  directions of near-zero variance left out as constant, `probe_whitening.FeatureWhitening`).
+  directions of near-zero variance left out as constant, `probe.whitening.FeatureWhitening`).
 - Read-out: for centred whitened inputs the Fisher of B is about (Eᵀ F E) ⊗ I, F the softmax covariance
   (Kronecker-factored, as in K-FAC). At the optimum the mean prediction equals the token frequencies f,
   so Eᵀ F E is at most G = Eᵀ(diag f - f fᵀ)E; B = G^(-1/2) C.
@@ -51,7 +51,7 @@ import torch
 from tqdm import tqdm
 
 from twotower_lib.errors import UserError
-from twotower_lib.models.heads import LinearCrossEntropy, ProbeHead
+from twotower_lib.probe.heads import LinearCrossEntropy, ProbeHead
 
 
 PENALTIES = ("logit", "readout")  # what the ridge penalises: see RefineConfig.penalty
@@ -126,7 +126,7 @@ def _coordinates(E: torch.Tensor, x: torch.Tensor, y: torch.Tensor, floor: float
     distribution equals f (the bias gradient is zero), so the output Fisher Eᵀ(diag(p̄) - E[p pᵀ])E is at most
     G = Eᵀ(diag(f) - f fᵀ)E, the covariance of the embedding under the token frequencies, and the bias
     Fisher's diagonal is f."""
-    from twotower_lib.probe_whitening import FeatureWhitening
+    from twotower_lib.probe.whitening import FeatureWhitening
 
     V = E.shape[0]
     white = FeatureWhitening.fit(x[:, None], floor=floor)

@@ -40,7 +40,7 @@ def halves(feats, part: str):
     """The training positions of one of two disjoint random halves (`half1`, `half2`; held-out positions shared):
     two heads of one recipe on the two halves differ only in their data, so their agreement is the part of
     the scores' noise that comes from the probe's finite training set."""
-    from twotower_lib.probe_training import HeadFeatures
+    from twotower_lib.probe.training import HeadFeatures
 
     if part not in ("half1", "half2"):
         raise SystemExit(f"unknown part {part!r}; use half1: or half2:")
@@ -89,9 +89,9 @@ def main() -> None:
     from twotower_lib.data import load_prepared
     from twotower_lib.models import load_model, weights_path
     from twotower_lib.preference import order_towers, preference_table
-    from twotower_lib.probe import head_seed_of
+    from twotower_lib.probe.run import head_seed_of
     from studies.probe.optimum import RefineConfig, calibrate_biases, certificate
-    from twotower_lib.probe_training import (_heldout_losses, new_heads, score_validation, train_heads,
+    from twotower_lib.probe.training import (_heldout_losses, new_heads, score_validation, train_heads,
                                              training_features)
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     from twotower_lib.data import load_prepared
     from twotower_lib.errors import UserError
     from twotower_lib.preference import load_artifact
-    from twotower_lib.probe import probe_run
+    from twotower_lib.probe.run import probe_run
     from twotower_lib.workers import run_jobs
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -6,7 +6,7 @@
 The probe-seed reliability is the correlation over the top-N tokens between the scores of two head
 sets that differ only in their seed (`probe.replicate_table`); the goal is 0.95.
 For each run (default: the `cpu` profile's gpt-s1 and bert-base-s1) the towers run once over the
-probe's training and held-out blocks (`probe_training.training_features`); every variant of the head
+probe's training and held-out blocks (`probe.training.training_features`); every variant of the head
 recipe then trains two head sets on those features, and one pass over the validation text scores
 all of them. Printed per run and variant: head-training minutes, epochs, each tower head's
 validation loss (set 1), the reliability in both score variants, and the agreement of its scores
@@ -59,7 +59,7 @@ CHANGES = {"base": {}, "tied": {"head": "tied"}, "cool1": {"cooldown_epochs": 1}
 @contextmanager
 def unigram_bias(counts):
     """While active, `train_heads` starts every head's output bias at log((count + 1) / total) of `counts`."""
-    import twotower_lib.probe_training as pt
+    import twotower_lib.probe.training as pt
 
     original = pt.new_heads
 
@@ -94,8 +94,8 @@ def measure_run(run: Path, base, variants: list[str], top_n: int, reference: str
     from twotower_lib.data import load_prepared
     from twotower_lib.models import load_model, weights_path
     from twotower_lib.preference import order_towers, preference_table
-    from twotower_lib.probe import head_seed_of
-    from twotower_lib.probe_training import score_validation, train_heads, training_features
+    from twotower_lib.probe.run import head_seed_of
+    from twotower_lib.probe.training import score_validation, train_heads, training_features
 
     model, _ = load_model(run)
     for p in model.parameters():

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from twotower_lib.artifacts import read_json
 from twotower_lib.book.sections import PROJECT_ROOT
-from twotower_lib.probe_config import measured_with
+from twotower_lib.probe.config import measured_with
 from twotower_lib.run_names import model_of
 
 if TYPE_CHECKING:

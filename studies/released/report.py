@@ -24,7 +24,7 @@ from twotower_lib.artifacts import read_json
 from studies.probe.report import DEFAULT_RECIPE, RECIPES
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.book.tables import markdown_table
-from twotower_lib.probe_config import measured_with
+from twotower_lib.probe.config import measured_with
 from twotower_lib.run_names import model_of
 
 CODE = ("hezq06/twotower_lm", "e8b468e1a224e5848389f79a1070f5c0dc9bbb33")

@@ -68,7 +68,7 @@ class Layout:
 
 def probe_job(run_dir: str, cfg, data_dir: str, out: str, snapshot: int | None = None) -> str:
     """One probe, from paths only (a module-level function: `workers.run_jobs` runs it in a worker)."""
-    from twotower_lib.probe import probe_run
+    from twotower_lib.probe.run import probe_run
 
     return str(probe_run(run_dir, cfg, snapshot=snapshot, data_dir=data_dir, out=out, show=False))
 
@@ -86,7 +86,7 @@ def _probed(out: Path, cfg=None) -> bool:
         return True
     from dataclasses import asdict
 
-    from twotower_lib.probe_config import PROBE_VERSION, settled
+    from twotower_lib.probe.config import PROBE_VERSION, settled
 
     identity = read_json(out / "manifest.json").get("identity", {})
     return identity.get("version") == PROBE_VERSION and settled(identity.get("probe", {})) == asdict(cfg)
@@ -94,7 +94,7 @@ def _probed(out: Path, cfg=None) -> bool:
 
 def train_runs(layout: Layout, runs: list[tuple[str, int, int]], threads: int) -> None:
     """Train (or resume) every (model, seed, towers) not yet finished, side by side."""
-    from twotower_lib.train import train_job
+    from twotower_lib.train.loop import train_job
     from twotower_lib.workers import run_jobs
 
     jobs = []
@@ -124,7 +124,7 @@ def run_study(profile: Profile, seeds: int, families: tuple[str, ...], controls:
     """Prepare the data, then each family's cases, then the controls; every step resumes. `independent`: the
     families whose independent control is measured (default: the profile's `control_models` among `families`)."""
     from twotower_lib.data.prepare import prepare_data
-    from twotower_lib.probe import pair_runs
+    from twotower_lib.probe.run import pair_runs
 
     layout = Layout(profile, root or profile_dir(profile.name))
     probe_threads = probe_threads or os.cpu_count() or 1

@@ -56,7 +56,7 @@ def probe_side_by_side(ctx: SectionContext, jobs: list[dict[str, Any]], desc: st
     side by side get through more head training than one after the other on both cores
     (`benchmarks/bench_workers.py` measures it); a probe's scores depend on its thread count only through
     float rounding, and every probe records the count it ran with."""
-    from twotower_lib.probe import probe_run
+    from twotower_lib.probe.run import probe_run
     from twotower_lib.workers import run_jobs, worker_count
 
     threads = ctx.profile.train.threads_per_run
@@ -166,7 +166,7 @@ def compare_bert_events(ctx: SectionContext, case: str) -> pd.DataFrame:
     from twotower_lib.analysis.correlation import SCORE_COLUMNS
     from twotower_lib.analysis.uncertainty import same_run_agreement
     from twotower_lib.preference import load_artifact
-    from twotower_lib.probe import probe_run
+    from twotower_lib.probe.run import probe_run
 
     args = _probe_args(ctx, case, ctx.out / "comparisons" / f"{case}-corrupt")
     args["cfg"] = ctx.profile.probe_config(bert_events="corrupt")
@@ -200,7 +200,7 @@ def probe_controls(ctx: SectionContext) -> pd.DataFrame:
     import pandas as pd
 
     from twotower_lib.preference import load_artifact
-    from twotower_lib.probe import pair_runs, probe_run
+    from twotower_lib.probe.run import pair_runs, probe_run
 
     jobs = [_probe_args(ctx, case_name(m, s), ctx.out / "untrained" / case_name(m, s), snapshot=0)
              for m, s in ctx.profile.untrained_runs()]

@@ -28,7 +28,7 @@ from twotower_lib.book.profile_keys import OVERRIDABLE, canonical_key, coerce
 from twotower_lib.book.stage_plans import AnalysisConfig, ModelChoice, TrainPlan
 from twotower_lib.data.config import DataConfig
 from twotower_lib.errors import UserError
-from twotower_lib.probe_config import ProbeConfig
+from twotower_lib.probe.config import ProbeConfig
 from twotower_lib.run_names import parse_spec
 
 DEFAULT_PROFILE = "cpu"
@@ -162,7 +162,7 @@ class Profile:
     def train_config(self, model: str, seed: int, data_dir: str | Path, towers: int = 2):
         """The `TrainConfig` of one case: the token budget becomes a step count at this micro-batch,
         accumulation and number of processes, so the budget holds whatever the world size."""
-        from twotower_lib.train_config import TrainConfig
+        from twotower_lib.train.config import TrainConfig
 
         choice, plan = self._choice(model), self.train
         batching = dict(grad_accum=plan.grad_accum, world_size=plan.world_size)

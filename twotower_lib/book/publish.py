@@ -27,7 +27,7 @@ from twotower_lib.book.pipeline import Pipeline, make_pipeline, parse_overrides
 from twotower_lib.book.profiles import DEFAULT_PROFILE, PROFILES
 from twotower_lib.book.sections import PROJECT_ROOT, find_section
 from twotower_lib.errors import UserError
-from twotower_lib.probe_config import CURRENT_PROBE, PROBE_VERSION, probe_label
+from twotower_lib.probe.config import CURRENT_PROBE, PROBE_VERSION, probe_label
 from twotower_lib.run_names import case_name, control_name, model_of
 
 RESULTS_DIR = PROJECT_ROOT / "results" / "profiles"

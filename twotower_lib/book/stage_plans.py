@@ -10,9 +10,9 @@ from typing import Any
 
 from twotower_lib.data.config import DataConfig
 from twotower_lib.errors import UserError
-from twotower_lib.probe_config import ProbeConfig
+from twotower_lib.probe.config import ProbeConfig
 from twotower_lib.run_names import parse_spec
-from twotower_lib.train_config import PRECISIONS
+from twotower_lib.train.config import PRECISIONS
 
 LAUNCHERS = ("python", "deepspeed")
 CONTROLS = ("untrained", "independent", "permutation", "quality")
@@ -76,7 +76,7 @@ class TrainPlan:
                 raise UserError(f"`train.cases` has {r!r}, which is not of the form model:seed (e.g. bert-large:2)")
         if len(set(self.cases)) != len(self.cases):
             raise UserError("`train.cases` lists the same model:seed twice")
-        from twotower_lib.train_config import ENGINES
+        from twotower_lib.train.config import ENGINES
 
         _positive("train", self, ("label_bucket", "vocab_multiple"))
         if self.engine not in ENGINES:

@@ -35,7 +35,7 @@ RUN_SETUP = ("model", "preset", "seed", "towers", "micro_batch", "grad_accum", "
 def why_retrain(old_config: dict, steps_done: int, tcfg, data_hash: str) -> str | None:
     """Why a run directory written with `old_config` (its config.json) cannot be kept or resumed as
     `tcfg` on the data `data_hash`, or None if it can (a longer budget resumes it)."""
-    from twotower_lib.train import TrainConfig
+    from twotower_lib.train.loop import TrainConfig
 
     if old_config["data"]["data_hash"] != data_hash:
         return (f"because the prepared data changed (data hash {old_config['data']['data_hash'][:12]} -> "
@@ -73,7 +73,7 @@ def train_cases(ctx: SectionContext, data) -> pd.DataFrame:
     """
     import pandas as pd
 
-    from twotower_lib.train import train_job
+    from twotower_lib.train.loop import train_job
     from twotower_lib.workers import run_jobs
 
     jobs = []
@@ -110,7 +110,7 @@ def train_cases(ctx: SectionContext, data) -> pd.DataFrame:
 def deepspeed_command(num_gpus: int, tcfg, out: Path) -> list[str]:
     """The DeepSpeed-launcher command line that trains (or resumes) `tcfg` into `out` (a folder killed before its
     first checkpoint starts over, as `train.train_job` does)."""
-    from twotower_lib.train import resume_or_clear
+    from twotower_lib.train.loop import resume_or_clear
 
     cmd = ["deepspeed", f"--num_gpus={num_gpus}", "--module", "twotower_lib", "train",
            "--model", tcfg.model, "--preset", tcfg.preset, "--seed", str(tcfg.seed), "--towers", str(tcfg.towers),

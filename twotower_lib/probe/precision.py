@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from twotower_lib.probe_config import ProbeConfig
+from twotower_lib.probe.config import ProbeConfig
 
 
 def tower_dtype(cfg: ProbeConfig, device: torch.device) -> torch.dtype:

@@ -14,7 +14,7 @@ A number is only as good as what measured it, so the probe is built to be checke
   manifest. Why: AdamW stopped at a constant rate leaves a random draw around the optimum.
 - **Whitened features** (`precondition="whiten"`, the default; `"none"` trains on the features as
   they are). Each head trains on its tower's features whitened with their mean and Cov^(-1/2)
-  (`probe_whitening.FeatureWhitening`) and is folded back into a head on the raw features, so nothing
+  (`probe.whitening.FeatureWhitening`) and is folded back into a head on the raw features, so nothing
   downstream changes. A converged probe would give the same scores either way; a probe stopped on a
   plateau does not, and whitened coordinates land nearest the head defined by an objective (below).
 - **A step after training, optionally** (`refine`): a callable that takes the trained heads further on
@@ -62,9 +62,9 @@ from twotower_lib.errors import UserError
 from twotower_lib.models import load_model, snapshot_tokens, weights_path
 from twotower_lib.preference import (TowerSums, document_stats, load_artifact, load_positions, order_towers,
                                      preference_table, save_artifact)
-from twotower_lib.probe_config import BERT_EVENTS, FEATURES, HEAD_KINDS, PRECONDITIONS, PROBE_VERSION, ProbeConfig, settled
-from twotower_lib.probe_precision import resolved_precision
-from twotower_lib.probe_training import HeadRefiner, score_validation, train_heads
+from twotower_lib.probe.config import BERT_EVENTS, FEATURES, HEAD_KINDS, PRECONDITIONS, PROBE_VERSION, ProbeConfig, settled
+from twotower_lib.probe.precision import resolved_precision
+from twotower_lib.probe.training import HeadRefiner, score_validation, train_heads
 
 
 def probe_dir(run_dir: Path, snapshot: str | int | None) -> Path:

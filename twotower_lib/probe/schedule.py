@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:
-    from twotower_lib.probe_config import ProbeConfig
+    from twotower_lib.probe.config import ProbeConfig
 
 
 def linear_rate(total_steps: int, warmup_fraction: float):

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:
-    from twotower_lib.models.heads import ProbeHead
+    from twotower_lib.probe.heads import ProbeHead
 
 
 @dataclass

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from twotower_lib.errors import UserError
-from twotower_lib.probe_config import HEAD_KINDS
+from twotower_lib.probe.config import HEAD_KINDS
 
 
 class ProbeHead(nn.Module):
@@ -129,7 +129,7 @@ class LinearCrossEntropy(torch.autograd.Function):
     gradient (the loss is a scalar). Equal to `F.cross_entropy` up to float rounding
     (tests/test_probe.py); `benchmarks/bench_probe_head.py` times it against torch's generic path.
     Every target must be a real class (no ignore index). With `dtype` bf16 the matmuls take bf16
-    inputs (fp32 accumulation) while the softmax and the loss stay fp32 (`probe_precision` says where).
+    inputs (fp32 accumulation) while the softmax and the loss stay fp32 (`probe.precision` says where).
     """
 
     @staticmethod

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from twotower_lib.models import TwoTowerLM, labeled_positions, make_batch
-from twotower_lib.train_config import TrainConfig
+from twotower_lib.train.config import TrainConfig
 
 
 def seed_of(*keys: Any) -> int:

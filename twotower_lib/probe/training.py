@@ -21,14 +21,14 @@ from tqdm import tqdm
 
 from twotower_lib.errors import UserError
 from twotower_lib.models import make_batch
-from twotower_lib.models.heads import ProbeHead, token_logprob
+from twotower_lib.probe.heads import ProbeHead, token_logprob
 from twotower_lib.preference import TowerSums
-from twotower_lib import probe_precision as precision
-from twotower_lib.probe_schedule import HeadSchedule
-from twotower_lib.probe_whitening import FeatureWhitening  # noqa: F401 (re-exported)
+from twotower_lib.probe import precision
+from twotower_lib.probe.schedule import HeadSchedule
+from twotower_lib.probe.whitening import FeatureWhitening  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
-    from twotower_lib.probe_config import ProbeConfig
+    from twotower_lib.probe.config import ProbeConfig
 
 IGNORE = -100
 REPLICATE_SEED = 7_919  # offset of the replicate heads' seed from the main heads'

@@ -22,7 +22,7 @@ from twotower_lib.cuda_arch import cuda_arch_list_for_deepspeed
 from twotower_lib.errors import UserError
 
 if TYPE_CHECKING:
-    from twotower_lib.train_config import TrainConfig
+    from twotower_lib.train.config import TrainConfig
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 OWN_PORT_ENV = "TWOTOWER_OWN_MASTER_PORT"  # the MASTER_PORT `init_distributed` chose itself (no launcher)
@@ -175,7 +175,7 @@ def use_bf16_autocast(tcfg: TrainConfig) -> bool:
 
 def params_sha256(model: torch.nn.Module) -> str:
     """SHA-256 of a model's parameters by name: equal on every rank after a correct data-parallel step."""
-    from twotower_lib.checkpoints import cpu_state_dict
+    from twotower_lib.train.checkpoints import cpu_state_dict
 
     h = hashlib.sha256()
     for name, tensor in sorted(cpu_state_dict(model).items()):

@@ -39,16 +39,16 @@ import torch
 
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json
 from twotower_lib.config_cli import add_config_arguments, config_from_args
-from twotower_lib.checkpoints import (append_log, latest_checkpoint, load_checkpoint, save_checkpoint,
+from twotower_lib.train.checkpoints import (append_log, latest_checkpoint, load_checkpoint, save_checkpoint,
                                       save_weights, truncate_log)
-from twotower_lib.deepspeed_setup import (any_rank, deepspeed_config, ds_precision, init_distributed, rank_checksums,
+from twotower_lib.train.deepspeed_setup import (any_rank, deepspeed_config, ds_precision, init_distributed, rank_checksums,
                                          use_bf16_autocast)
 from twotower_lib.errors import UserError
 from twotower_lib.models import MODEL_TYPES, PRESETS, ModelConfig, build_model, preset, snapshot_name
 from twotower_lib.models.config import released_options
-from twotower_lib.train_batches import BlockOrder, evaluate, micro_batch, seed_of, to_device
-from twotower_lib.torch_engine import TorchEngine
-from twotower_lib.train_config import COMPILE_SCOPE, ENGINES, PRECISIONS, TrainConfig, lr_at, next_snapshot, parse_duration
+from twotower_lib.train.batches import BlockOrder, evaluate, micro_batch, seed_of, to_device
+from twotower_lib.train.torch_engine import TorchEngine
+from twotower_lib.train.config import COMPILE_SCOPE, ENGINES, PRECISIONS, TrainConfig, lr_at, next_snapshot, parse_duration
 
 
 class TrainingDiverged(UserError):
