@@ -398,5 +398,5 @@ def to_markdown(card: dict[str, Any]) -> str:
 
     head = (f"Profile **{card['profile']}**: " + ", ".join(f"{n} {v}" for v, n in card["counts"].items()) + ".\n\n")
     return head + markdown_table(["Paper item", "Paper", "Ours", "Verdict", "Note"],
-                                 ([r["item"], r["paper"], r["ours"], f"**{r['verdict']}**", r["note"]]
-                                  for r in card["rows"]))
+                                 ([r["item"], r["paper"], paper_tables.mark_outside(r["ours"]), f"**{r['verdict']}**",
+                                   r["note"]] for r in card["rows"]))
