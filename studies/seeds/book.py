@@ -217,13 +217,7 @@ def section_markdown(s: SeedStudy, profile: str) -> str:
              "(leaving one run out) | orientation |", "|---|---|---|---|---|---|---|"]
     for _, r in t.iterrows():
         paper = r["paper"] if isinstance(r["paper"], float) else f"{r['paper'][0]:.2f}–{r['paper'][1]:.2f}"
-        division = ("—" if pd.isna(r.get("partition verdict")) else
-                    f"{r['partition verdict']}: {r['partition median |r|']:.2f} ({r['partition loo low']:.2f}–"
-                    f"{r['partition loo high']:.2f}) vs {r['partition controls |r| threshold']:.2f}"
-                    + front.ceiling_note(r, ceilings))
-        orientation = ("—" if pd.isna(r.get("orientation verdict")) else
-                       f"{r['orientation verdict']}: {int(r['orientation resolved runs'])} of {int(r['orientation runs'])} "
-                       "margins resolved")
+        division, orientation = front.division_cell(r, ceilings) or "—", front.orientation_cell(r) or "—"
         lines.append(f"| {r['claim']} | {paper} | {_fmt(r)} | {r[HIGH]:.2f} ({r['control pairs']} pairs) | "
                      f"**{r['verdict']}** | {division} | {orientation} |")
     return "\n".join(lines) + "\n\n" + seed_spread.PARTITION_RULE + "\n\n" + seed_spread.ORIENTATION_RULE + "\n"

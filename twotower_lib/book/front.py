@@ -88,21 +88,23 @@ def _claim_cells(mine: pd.DataFrame, ceilings: dict[str, tuple[float, str]] | No
                        for (_, c), n in zip(mine.iterrows(), counts)) + (f" ({counts.iloc[0]}{each})" if each else "")
     high = mine[HIGH].max()
     caveat = "no control measured yet" if pd.isna(high) else f"signed r against controls' 90th pct. {high:.2f}"
-    division = lambda c: _division(c) + ceiling_note(c, ceilings or {})
+    division = lambda c: division_cell(c, ceilings)
     return {"ours": ours, "spread over seeds": spread, "division (median |r|)": _joined(mine, name, division),
-            "orientation (Eq. 3)": _joined(mine, name, _orientation), "caveat": caveat}
+            "orientation (Eq. 3)": _joined(mine, name, orientation_cell), "caveat": caveat}
 
 
 def _joined(mine: pd.DataFrame, name, cell) -> str:
     return "; ".join(f"{name(c)}{text}" for _, c in mine.iterrows() if (text := cell(c))) or "—"
 
 
-def _division(c: pd.Series) -> str:
-    """The partition answer: verdict, median |r|, its range leaving one run out, and the controls' threshold."""
+def division_cell(c: pd.Series, ceilings: dict[str, tuple[float, str]] | None = None) -> str:
+    """The partition answer of a claim row: verdict, median |r|, its range leaving one run out, the controls'
+    threshold, and (where `ceilings` has the family) the text ceiling and corrected value."""
     if pd.isna(c.get("partition verdict")):
         return ""
     return (f"{c['partition verdict']}: {c['partition median |r|']:.2f} ({c['partition loo low']:.2f}–"
-            f"{c['partition loo high']:.2f}) vs {c['partition controls |r| threshold']:.2f}")
+            f"{c['partition loo high']:.2f}) vs {c['partition controls |r| threshold']:.2f}"
+            + ceiling_note(c, ceilings or {}))
 
 
 def ceiling_note(c: pd.Series, ceilings: dict[str, tuple[float, str]]) -> str:
@@ -116,8 +118,8 @@ def ceiling_note(c: pd.Series, ceilings: dict[str, tuple[float, str]]) -> str:
     return f"; text ceiling {ceiling:.2f} ({pair}), corrected {c['partition median |r|'] / ceiling:.2f}"
 
 
-def _orientation(c: pd.Series) -> str:
-    """The orientation answer of a same-configuration claim: verdict and how many runs' margins resolve."""
+def orientation_cell(c: pd.Series) -> str:
+    """The orientation answer of a same-configuration claim row: verdict and how many runs' margins resolve."""
     if pd.isna(c.get("orientation verdict")):
         return ""
     return f"{c['orientation verdict']}: {int(c['orientation resolved runs'])}/{int(c['orientation runs'])} resolved"
