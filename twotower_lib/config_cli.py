@@ -36,9 +36,8 @@ def field_comments(cls: type) -> dict[str, str]:
     return {name: " ".join(parts) for name, parts in comments.items()}
 
 
-def _base_type(annotation: Any) -> type:
-    """`int | None` -> int; `str` -> str (annotations as strings under `from __future__ import annotations`)."""
-    hint = eval(annotation, {"None": None}) if isinstance(annotation, str) else annotation  # noqa: S307 (own source)
+def _base_type(hint: Any) -> type:
+    """`int | None` -> int; `str` -> str."""
     if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
         hint = next(a for a in typing.get_args(hint) if a is not type(None))
     return hint
@@ -49,11 +48,11 @@ def add_config_arguments(p: argparse.ArgumentParser, cls: type, skip: tuple[str,
     """One option per field of `cls` but `skip`; `options[field]` changes what is generated (`flag`, `type`,
     `default`, `help`, `choices`, ...: argparse's keywords). `unset`: every option defaults to None, "not given"
     (for a command that lays the given options over a base config), its help naming the field's default."""
-    comments = field_comments(cls)
+    comments, hints = field_comments(cls), typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         if f.name in skip:
             continue
-        kind = _base_type(f.type)
+        kind = _base_type(hints[f.name])
         default = f.default if f.default is not dataclasses.MISSING else None
         spec: dict[str, Any] = {"dest": f.name, "help": comments.get(f.name)}
         if unset:
