@@ -1,19 +1,32 @@
 #!/usr/bin/env bash
-# The size ladder's GPU rungs: four seeds of Bert-base at Table 1's size (12 x 384), then Bert-large (24 x 512),
-# then GPT (12 x 768), as far as the deadline allows, each trained on the same epoch of the Brown corpus as the
-# CPU rungs (the same 310 steps of 32 sequences), bf16 through the torch engine, probed with the default probe,
-# with its untrained towers probed as the control. Each finished probe is exported as the CPU rungs' are.
+# The size ladder's GPU rungs: four seeds each of Bert-base at Table 1's size (12 x 384), Bert-large (24 x 512)
+# and GPT (12 x 768), the three rungs in three processes side by side on the one GPU (each run's micro-batches of
+# 32 leave it mostly idle), each trained on the same epoch of the Brown corpus as the CPU rungs (the same 310
+# steps of 32 sequences), bf16 through the torch engine, probed with the default probe, with its untrained towers
+# probed as the control. No run starts after the deadline.
 #
 # The device reaches no package registry: prepare the ladder's data here first and carry it with the wheels
 #     python -m studies.ladder --rungs 1x96 --seeds 0      # prepares runs/ladder/data/prepared (14 MB)
 # then one call of the device tool:
-#     run(command="BUDGET=8m bash benchmarks/gpu_ladder.sh", carry=["runs/ladder/data", ".whl"], timeout_s=560)
-# Its exports come back under $OUT/ladder/probes/<rung>/; copy them into results/ladder/probes/ with the call's
-# output as results/ladder/gpu-<date>.log, then `python -m studies.ladder --report-only`.
-set -euo pipefail
+#     run(command="BUDGET=6m bash benchmarks/gpu_ladder.sh", carry=["runs/ladder/data", ".whl"], timeout_s=560)
+# The device returns files at most two folders deep: the exports come back as $OUT/ladder_probes.tar (rewritten
+# every 15 s, so a call stopped at its limit keeps what finished). Unpack it into results/ladder/ (it holds
+# probes/<rung>/...), save the call's output as results/ladder/gpu-<date>.log, then
+# `python -m studies.ladder --report-only`.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 source benchmarks/gpu_env.sh
-mkdir -p "${OUT:-results}/ladder"
-python3 -m studies.ladder --gpu --deadline "${BUDGET:-8m}" --threads 8 --results "${OUT:-results}/ladder" \
-    2>&1 | grep -v "step/s" || true
-ls -R "${OUT:-results}/ladder/probes" || true
+out="${OUT:-results}"
+mkdir -p "$out/ladder/probes"
+pack() { tar -C "$out/ladder" -cf "$out/.ladder_probes.tar" probes && mv "$out/.ladder_probes.tar" "$out/ladder_probes.tar"; }
+( while sleep 15; do pack; done ) &
+packer=$!
+for rung in 12x384 24x512 12x768; do
+    python3 -m studies.ladder --gpu --rungs "$rung" --deadline "${BUDGET:-6m}" --threads 5 --results "$out/ladder" \
+        > "$out/ladder_$rung.log" 2>&1 &
+done
+wait $(jobs -p | grep -v "^$packer$")
+kill "$packer"
+pack
+for rung in 12x384 24x512 12x768; do echo "== $rung"; grep -v "step/s" "$out/ladder_$rung.log" | tail -20; done
+tar -tf "$out/ladder_probes.tar"

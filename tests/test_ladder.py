@@ -38,8 +38,10 @@ def test_one_run_is_trained_for_one_epoch_probed_twice_and_exported(tiny_data, t
         runner.check_data("tiny", "gpt", 1, other, results)
 
 
-def _export(rung, family, seed, kind, scores, margin, params):
-    """A synthetic export: `scores` over token ids 0..n-1, 50 documents whose towers' mean p differ by `margin`."""
+def _export(rung, family, seed, kind, scores, margin, params, head_loss=None):
+    """A synthetic export: `scores` over token ids 0..n-1, 50 documents whose towers' mean p differ by `margin`;
+    its tower heads' validation loss `head_loss` (by default 5 nats trained, 6 untrained)."""
+    head_loss = head_loss or (6.0 if kind == "untrained" else 5.0)
     rng = np.random.default_rng(seed + 100 * (kind == "untrained"))
     n = np.full(50, 100)
     p1 = 0.05 * (1 + 0.02 * rng.standard_normal(50))
@@ -47,7 +49,7 @@ def _export(rung, family, seed, kind, scores, margin, params):
             "ordering": {"primary_tower": 0, "mean_p": [0.05, 0.05 * (1 - margin)], "mean_logp": [-3, -3.1]},
             "doc_sums": {"n": n.tolist(), "sum_p1": (n * p1).tolist(), "sum_p2": (n * p1 * (1 - margin)).tolist()},
             "token_ids": list(range(len(scores))), "score": list(scores), "score_logmean": list(scores),
-            "val_loss": {"cooperative": 5.0}, "probe_minutes": 1.0, "data_hash": "h", "probe_config": {},
+            "val_loss": {"cooperative": 5.0, "tower0_head": head_loss, "tower1_head": head_loss - 0.1}, "probe_minutes": 1.0, "data_hash": "h", "probe_config": {},
             "provenance": {"code_version": "x"}}
 
 
@@ -97,7 +99,25 @@ def test_the_gpu_rungs_train_table_1_sizes_on_the_same_epoch(tiny_data, tmp_path
     if not torch.cuda.is_available():
         assert runner.cli(["--gpu", "--seeds", "1"]) == 2
     script = (runner.Path(__file__).resolve().parent.parent / "benchmarks" / "gpu_ladder.sh").read_text()
-    assert "python3 -m studies.ladder --gpu --deadline" in script
+    assert "python3 -m studies.ladder --gpu --rungs" in script and "--deadline" in script
+    assert runner.seed_list("4") == [1, 2, 3, 4] and runner.seed_list("3,4") == [3, 4] and runner.seed_list("2,") == [2]
+
+
+def test_a_rung_whose_probe_heads_learned_nothing_gets_no_verdict():
+    """Heads whose validation loss is above the untrained towers' heads' (as BERT's at Table 1 size after one epoch
+    in bf16) do not count; with fewer than two probes that count the rung says so instead of a verdict."""
+    rng = np.random.default_rng(1)
+    shared = rng.standard_normal(200)
+    exports = []
+    for seed in range(1, 5):
+        exports.append(_export("big", "bert", seed, "case", shared + 0.3 * rng.standard_normal(200), 0.05, 1000,
+                               head_loss=40.0 if seed != 3 else 5.0))
+        exports.append(_export("big", "bert", seed, "untrained", rng.standard_normal(200), 0.0005, 1000, head_loss=7.0))
+    runs = report.run_rows(exports)
+    assert report.valid_seeds(runs) == [3]
+    row = report.summary_rows(runs, report.pair_rows(exports)).iloc[0]
+    assert row["partition: verdict"] == row["orientation: verdict"] == report.PROBE_FAILED and row["valid probes"] == 1
+    assert "no verdict, probe failed (1 of 4 probes count" in report.answer(report.summary_rows(runs, report.pair_rows(exports)))
 
 
 def test_the_exports_are_not_ignored_by_git():

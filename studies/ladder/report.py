@@ -26,6 +26,12 @@ RESULTS = Path(__file__).resolve().parents[2] / "results" / "ladder"
 EXPORTS = "probes"   # results/ladder/probes/<rung>/: one committed file a probe (not "runs/", which git ignores)
 TOP_N = 1000          # the most frequent tokens both runs scored: the seed study's N at the cpu profile
 SHUFFLE_SEED = 0
+PROBE_FAILED = "probe failed"
+VALID_PROBE_RULE = (
+    "**A probe counts** only where each of its tower heads predicts the validation text better than the same "
+    "seed's untrained towers' heads do (a lower validation loss): a head above that learned nothing from the "
+    "trained towers, or diverged, and its scores are not a preference. A rung and family with fewer than two "
+    f"probes that count gets no verdict (*{PROBE_FAILED}*).")
 
 
 def load_exports(results: Path) -> list[dict]:
@@ -40,8 +46,19 @@ def run_rows(exports: list[dict]) -> pd.DataFrame:
         rows.append({"rung": e["rung"], "family": e["family"], "seed": e["seed"], "kind": e["kind"],
                      "tower_parameters": e["tower_parameters"], "primary_eq3": e["ordering"]["primary_tower"],
                      "margin": margin, "margin_se": se,
-                     "val_loss": e["val_loss"].get("cooperative", np.nan), "probe_minutes": e["probe_minutes"]})
+                     "val_loss": e["val_loss"].get("cooperative", np.nan),
+                     "head_loss": max((v for k, v in e["val_loss"].items() if k.endswith("_head")), default=np.nan),
+                     "probe_minutes": e["probe_minutes"]})
     return pd.DataFrame(rows)
+
+
+def valid_seeds(runs: pd.DataFrame) -> list[int]:
+    """The seeds of one rung and family whose probe counts (`VALID_PROBE_RULE`): every tower head's validation
+    loss below the same seed's untrained heads'."""
+    loss = runs.pivot_table(index="seed", columns="kind", values="head_loss")
+    if "case" not in loss or "untrained" not in loss:
+        return []
+    return [int(s) for s, row in loss.iterrows() if row["case"] < row["untrained"]]
 
 
 def _common(a: dict, b: dict, n: int = TOP_N) -> tuple[np.ndarray, np.ndarray]:
@@ -81,11 +98,20 @@ def summary_rows(runs: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
         untrained, shuffled = pairs[of & (pairs["kind"] == "untrained")], pairs[of & (pairs["kind"] == "shuffled")]
         r_of = runs[(runs["rung"] == rung) & (runs["family"] == family)]
         cases, ctrl = r_of[r_of["kind"] == "case"], r_of[r_of["kind"] == "untrained"]
+        valid = valid_seeds(r_of)
+        base = {"rung": rung, "family": family, "tower parameters": int(cases["tower_parameters"].iloc[0]),
+                "seeds": len(cases), "valid probes": len(valid),
+                "cooperative loss": float(cases["val_loss"].median()), "heads' loss": float(cases["head_loss"].median()),
+                "untrained heads' loss": float(ctrl["head_loss"].median())}
+        if len(valid) < 2:
+            rows.append(base | {"partition: verdict": PROBE_FAILED, "orientation: verdict": PROBE_FAILED})
+            continue
+        same, shuffled = (df[df["seed_a"].isin(valid) & df["seed_b"].isin(valid)] for df in (same, shuffled))
+        cases = cases[cases["seed"].isin(valid)]
         part = spread.partition(same["seed_a"], same["seed_b"], same["r"], untrained["r"], shuffled["r"])
         orient = spread.orientation(cases[["seed", "margin", "margin_se"]], same["seed_a"], same["seed_b"], same["r"],
                                     ctrl["margin"], shared=part["controls |r| threshold"])
-        rows.append({"rung": rung, "family": family, "tower parameters": int(cases["tower_parameters"].iloc[0]),
-                     "seeds": len(cases), "median r": float(np.median(same["r"]))}
+        rows.append(base | {"median r": float(np.median(same["r"]))}
                     | {f"partition: {k}": v for k, v in part.items()}
                     | {f"orientation: {k}": v for k, v in orient.items()})
     return pd.DataFrame(rows)
@@ -131,12 +157,9 @@ def answer(summary: pd.DataFrame) -> str:
         return "No rung of the ladder is finished yet."
     lines = []
     for family, rows in summary.sort_values("tower parameters").groupby("family", sort=False):
-        steps = "; ".join(f"{r['rung']}: median |r| {_f(r['partition: median |r|'])} (leave one seed out "
-                          f"{_f(r['partition: loo low'])}–{_f(r['partition: loo high'])}, untrained "
-                          f"{_f(r['partition: controls |r| threshold'])}), partition {r['partition: verdict']}, "
-                          f"orientation {r['orientation: verdict']} ({r['orientation: resolved runs']}/"
-                          f"{r['orientation: runs']} margins resolved)" for _, r in rows.iterrows())
+        steps = "; ".join(_step(r) for _, r in rows.iterrows())
         trend = ""
+        rows = rows[rows["partition: verdict"] != PROBE_FAILED]
         if len(rows) >= 2:
             first, last = rows.iloc[0]["partition: median |r|"], rows.iloc[-1]["partition: median |r|"]
             trend = (f" From the smallest to the largest rung measured the median |r| goes {_f(first)} → {_f(last)}"
@@ -145,10 +168,29 @@ def answer(summary: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def _step(r: pd.Series) -> str:
+    """One rung's answer for one family."""
+    if r["partition: verdict"] == PROBE_FAILED:
+        return _failed(r)
+    return (f"{r['rung']}: median |r| {_f(r['partition: median |r|'])} (leave one seed out "
+            f"{_f(r['partition: loo low'])}–{_f(r['partition: loo high'])}, untrained "
+            f"{_f(r['partition: controls |r| threshold'])}), partition {r['partition: verdict']}, "
+            f"orientation {r['orientation: verdict']} ({int(r['orientation: resolved runs'])}/"
+            f"{int(r['orientation: runs'])} margins resolved)")
+
+
+def _failed(r: pd.Series) -> str:
+    heads, untrained = _f(r["heads' loss"]), _f(r["untrained heads' loss"])
+    return (f"{r['rung']}: no verdict, {PROBE_FAILED} ({r['valid probes']} of {r['seeds']} probes count; the heads' "
+            f"validation loss {heads} nats against {untrained} for the untrained towers', the cooperative "
+            f"model's {_f(r['cooperative loss'])})")
+
+
 def book_parts(summary: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -> dict[str, str]:
     from twotower_lib.book.tables import reader_html
 
-    table = summary[["rung", "family", "tower parameters", "seeds", "median r", "partition: median |r|",
+    table = summary[["rung", "family", "tower parameters", "seeds", "valid probes", "cooperative loss", "heads' loss",
+                     "untrained heads' loss", "median r", "partition: median |r|",
                      "partition: loo low", "partition: loo high", "partition: controls |r| threshold",
                      "partition: shuffled max |r|", "partition: verdict", "orientation: median margin",
                      "orientation: median margin SE", "orientation: untrained margin threshold",
@@ -157,7 +199,7 @@ def book_parts(summary: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -
     return {"LADDER_ANSWER": answer(summary),
             "LADDER_CHART": chart(summary).to_json() if not summary.empty else "*No rung has two seeds probed yet.*",
             "LADDER_TABLE": reader_html(table),
-            "LADDER_RULES": spread.PARTITION_RULE + "\n\n" + spread.ORIENTATION_RULE,
+            "LADDER_RULES": VALID_PROBE_RULE + "\n\n" + spread.PARTITION_RULE + "\n\n" + spread.ORIENTATION_RULE,
             "LADDER_PROGRESS": progress(runs)}
 
 

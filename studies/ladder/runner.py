@@ -17,6 +17,7 @@ sessions, not only within one (the training folders under `runs/ladder/` resume 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import time
 from dataclasses import asdict
@@ -117,8 +118,9 @@ def tower_parameters(rung: str, family: str, data) -> int:
     return int(sum(p.numel() for p in model.towers[0].parameters()))
 
 
-def run_one(root: Path, rung: str, family: str, seed: int, results: Path, data) -> None:
-    """Train (or resume) one run, probe it and its untrained towers, and export both."""
+def run_one(root: Path, rung: str, family: str, seed: int, results: Path, data, report: bool = True) -> None:
+    """Train (or resume) one run, probe it and its untrained towers, and export both; with `report`, rewrite the
+    report after each export (a GPU call leaves that to the machine its exports are copied to)."""
     from twotower_lib.probe.run import probe_run
     from twotower_lib.train.loop import train_job
 
@@ -137,18 +139,22 @@ def run_one(root: Path, rung: str, family: str, seed: int, results: Path, data) 
         probe = probe_run(run, PROBE, snapshot=0 if kind == "untrained" else None, data_dir=data_dir(root),
                           out=root / rung / "probing" / kind / case_name(family, seed), show=False)
         export(probe, outs[kind], rung, family, seed, kind, data, tcfg)
-        write_report(results)          # the committed report, book parts and README never lag the exports
-        if results == RESULTS:
+        if report:
+            write_report(results)      # the committed report, book parts and README never lag the exports
+        if report and results == RESULTS:
             from twotower_lib.book import front
             from twotower_lib.book.sections import PROJECT_ROOT
 
             front.update_readme(PROJECT_ROOT / "README.md")
         print(f"ladder: probed {rung} {case_name(family, seed)} ({kind}) in {(time.time() - t0) / 60:.1f} min",
               flush=True)
+    if rung in GPU_RUNGS:   # a Table 1-size run's snapshots fill several GB; the device's disk holds 64 GB
+        shutil.rmtree(run)
+        shutil.rmtree(root / rung / "probing", ignore_errors=True)
 
 
-def run_ladder(seeds: int, rungs: list[str], families: list[str], root: Path, results: Path,
-               deadline: float | None = None) -> None:
+def run_ladder(seeds: list[int], rungs: list[str], families: list[str], root: Path, results: Path,
+               deadline: float | None = None, report: bool = True) -> None:
     """Every (rung, family, seed) in order, each resumed or skipped where its exports exist; with `deadline` (a
     `time.time()`), no run starts after it (a GPU call returns what finished)."""
     from twotower_lib.data import load_prepared
@@ -158,12 +164,12 @@ def run_ladder(seeds: int, rungs: list[str], families: list[str], root: Path, re
     data = load_prepared(data_dir(root))
     for rung in rungs:
         for family in ([GPU_FAMILY[rung]] if rung in GPU_RUNGS else families):
-            for seed in range(1, seeds + 1):
+            for seed in seeds:
                 if deadline is not None and time.time() > deadline:
                     print(f"ladder: deadline reached before {rung} {case_name(family, seed)}", flush=True)
                     return
                 check_data(rung, family, seed, data, results)
-                run_one(root, rung, family, seed, results, data)
+                run_one(root, rung, family, seed, results, data, report)
 
 
 def check_data(rung: str, family: str, seed: int, data, results: Path) -> None:
@@ -175,9 +181,19 @@ def check_data(rung: str, family: str, seed: int, data, results: Path) -> None:
                             f"prepares to {data.data_hash[:12]}: the ladder compares runs of one corpus")
 
 
+def seed_list(text: str) -> list[int]:
+    """'4' -> [1, 2, 3, 4]; '3,4' -> [3, 4]."""
+    try:
+        numbers = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"cannot read seeds {text!r}: write a count (4) or a list (3,4)") from None
+    return list(range(1, numbers[0] + 1)) if "," not in text and numbers else numbers
+
+
 def cli(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m studies.ladder", description=__doc__.splitlines()[0])
-    p.add_argument("--seeds", type=int, default=SEEDS)
+    p.add_argument("--seeds", type=seed_list, default=seed_list(str(SEEDS)),
+                   help=f"N for seeds 1..N (default {SEEDS}), or a list such as 3,4 (to share a rung among processes)")
     p.add_argument("--rungs", default=None, help=f"in the order they are run: any of {', '.join(RUNGS)} (default: "
                                                  f"all), with --gpu any of {', '.join(GPU_RUNGS)}")
     p.add_argument("--families", default=",".join(FAMILIES), help=f"any of {', '.join(FAMILIES)}")
@@ -204,8 +220,10 @@ def cli(argv: list[str] | None = None) -> int:
                 raise UserError("--gpu: no CUDA device here; the GPU rungs train Table 1's sizes")
             torch.set_num_threads(args.threads)
             deadline = time.time() + parse_duration(args.deadline) if args.deadline else None
-            run_ladder(args.seeds, rungs, families, profile_dir("ladder"), Path(args.results), deadline)
-        write_report(Path(args.results))
+            run_ladder(args.seeds, rungs, families, profile_dir("ladder"), Path(args.results), deadline,
+                       report=not args.gpu)
+        if not args.gpu:              # the GPU machine has no charting library: the report is written where its
+            write_report(Path(args.results))  # exports are copied to (`--report-only`)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

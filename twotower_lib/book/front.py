@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from twotower_lib.artifacts import read_json
@@ -327,9 +328,11 @@ def answer_sentence(profile_name: str, seeds: Path = SEEDS, ladder: Path = LADDE
             f"configurations (Tables 2 and 4), {across}. ")
     rungs = pd.read_csv(ladder) if ladder.exists() and ladder.read_text().strip() else pd.DataFrame()
     if len(rungs):
-        per_family = "; ".join(f"{f} " + ", ".join(f"{r} {m:.2f} ({v}, {n} seeds)" for r, m, v, n in
-                                                  zip(g["rung"], g["partition: median |r|"], g["partition: verdict"],
-                                                      g["seeds"]))
+        def rung(r, m, v, n):
+            return f"{r} no verdict ({v}, {n} seeds)" if not np.isfinite(m) else f"{r} {m:.2f} ({v}, {n} seeds)"
+
+        per_family = "; ".join(f"{f} " + ", ".join(rung(*row) for row in zip(g["rung"], g["partition: median |r|"],
+                                                                            g["partition: verdict"], g["seeds"]))
                                for f, g in rungs.sort_values("tower parameters").groupby("family"))
         text += (f"Along the size ladder (section 07; median |r| and the division's verdict per rung of layers x "
                  f"width, as far as it has run): {per_family}.")

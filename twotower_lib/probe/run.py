@@ -49,6 +49,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+import warnings
 from dataclasses import asdict
 from pathlib import Path
 
@@ -123,6 +124,13 @@ def probe_run(run_dir: str | os.PathLike, cfg: ProbeConfig | None = None, *, sna
     same = ~np.isnan(coop_logp)
     val_loss = {"cooperative": float(-coop_logp[same].mean()),
                 **{f"tower{j}_head": float(-sums.logp[same, j].mean()) for j in range(k)}}
+    # a log-probability above 0 is impossible: the head's logits outran the scoring dtype (or the head diverged)
+    impossible = {f"tower{j}_head": float((sums.logp[same, j] > 0).mean()) for j in range(k)}
+    for name, share in impossible.items():
+        if share > 0:
+            warnings.warn(f"probe {run_dir}: {100 * share:.2g}% of {name}'s validation log-probabilities are above "
+                          f"0 ({dtypes['scoring']} scoring): its logits are too large for their precision and its "
+                          f"scores are not probabilities (its validation loss: {val_loss[name]:.2f} nats)")
     run_manifest = read_json(run_dir / "manifest.json") if (run_dir / "manifest.json").exists() else {}
     manifest = {
         "identity": identity,
@@ -134,6 +142,7 @@ def probe_run(run_dir: str | os.PathLike, cfg: ProbeConfig | None = None, *, sna
         "data_path": str(data.path), "data_hash": data.data_hash,
         "tokenizer_sha256": data.manifest["tokenizer_sha256"],
         "val_loss": val_loss,
+        "impossible_logp": impossible,
         "heads": record,
         "seconds": {"train_heads": round(t_train, 2), "total": round(time.time() - t0, 2)},
         "resolved_precision": dtypes,
