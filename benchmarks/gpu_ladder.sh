@@ -9,6 +9,7 @@
 #     python -m studies.ladder --rungs 1x96 --seeds 0      # prepares runs/ladder/data/prepared (14 MB)
 # then one call of the device tool:
 #     run(command="BUDGET=6m bash benchmarks/gpu_ladder.sh", carry=["runs/ladder/data", ".whl"], timeout_s=560)
+# (RUNGS="12x384 24x512" for some of them: the BERT rungs again, now probed in fp32, about 5 minutes.)
 # The device returns files at most two folders deep: the exports come back as $OUT/ladder_probes.tar (rewritten
 # every 15 s, so a call stopped at its limit keeps what finished). Unpack it into results/ladder/ (it holds
 # probes/<rung>/...), save the call's output as results/ladder/gpu-<date>.log, then
@@ -21,12 +22,13 @@ mkdir -p "$out/ladder/probes"
 pack() { tar -C "$out/ladder" -cf "$out/.ladder_probes.tar" probes && mv "$out/.ladder_probes.tar" "$out/ladder_probes.tar"; }
 ( while sleep 15; do pack; done ) &
 packer=$!
-for rung in 12x384 24x512 12x768; do
+rungs="${RUNGS:-12x384 24x512 12x768}"
+for rung in $rungs; do
     python3 -m studies.ladder --gpu --rungs "$rung" --deadline "${BUDGET:-6m}" --threads 5 --results "$out/ladder" \
         > "$out/ladder_$rung.log" 2>&1 &
 done
 wait $(jobs -p | grep -v "^$packer$")
 kill "$packer"
 pack
-for rung in 12x384 24x512 12x768; do echo "== $rung"; grep -v "step/s" "$out/ladder_$rung.log" | tail -20; done
+for rung in $rungs; do echo "== $rung"; grep -v "step/s" "$out/ladder_$rung.log" | tail -20; done
 tar -tf "$out/ladder_probes.tar"

@@ -94,6 +94,8 @@ def test_the_gpu_rungs_train_table_1_sizes_on_the_same_epoch(tiny_data, tmp_path
         tcfg = runner.train_config(rung, family, 1, tmp_path, tiny_data)
         assert (tcfg.model, tcfg.preset, tcfg.engine, tcfg.precision) == (family, runner.GPU_RUNGS[rung], "torch", "bf16")
         assert (tcfg.max_steps, tcfg.micro_batch) == (cpu.max_steps, cpu.micro_batch)
+        assert runner.probe_config(rung).precision == "fp32"        # the CPU rungs' probe, as they resolve it
+    assert runner.probe_config("2x128") is runner.PROBE
     import torch
 
     if not torch.cuda.is_available():

@@ -38,6 +38,15 @@ EXPORT_TOKENS = 1200                    # scores exported per probe: the most fr
 PROBE = get_profile("cpu").probe_config()  # the default profile's probe
 
 
+def probe_config(rung: str):
+    """The default profile's probe, in fp32 on every rung: on CPUs that is what its `precision="auto"` resolves to;
+    on the GPU rungs "auto" would take bf16, another measurement, under which BERT's heads diverged
+    (results/ladder/gpu-2026-11-28.log)."""
+    import dataclasses
+
+    return dataclasses.replace(PROBE, precision="fp32") if rung in GPU_RUNGS else PROBE
+
+
 def data_dir(root: Path) -> Path:
     return root / "data" / "prepared"
 
@@ -97,7 +106,7 @@ def export(probe_path: Path, out: Path, rung: str, family: str, seed: int, kind:
         "token_ids": top_ids.tolist(),
         "score": [float(f"{v:.5g}") for v in table["score"].to_numpy()[top_ids]],
         "score_logmean": [float(f"{v:.5g}") for v in table["score_logmean"].to_numpy()[top_ids]],
-        "data_hash": data.data_hash, "probe_config": asdict(PROBE),
+        "data_hash": data.data_hash, "probe_config": asdict(probe_config(rung)),
         "probe_minutes": round(art.manifest.get("seconds", {}).get("total", 0) / 60, 2),
         "provenance": provenance()})
 
@@ -136,7 +145,7 @@ def run_one(root: Path, rung: str, family: str, seed: int, results: Path, data, 
         if outs[kind].exists():
             continue
         t0 = time.time()
-        probe = probe_run(run, PROBE, snapshot=0 if kind == "untrained" else None, data_dir=data_dir(root),
+        probe = probe_run(run, probe_config(rung), snapshot=0 if kind == "untrained" else None, data_dir=data_dir(root),
                           out=root / rung / "probing" / kind / case_name(family, seed), show=False)
         export(probe, outs[kind], rung, family, seed, kind, data, tcfg)
         if report:
