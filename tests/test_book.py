@@ -9,6 +9,7 @@ unreachable to check that a chart really rendered and no script failed.
 from __future__ import annotations
 
 import base64
+import html
 import json
 import os
 import re
@@ -205,12 +206,35 @@ def book_disagreements(page: str) -> list[str]:
     return bad
 
 
+def key_disagreements(pages: dict[str, str]) -> list[str]:
+    """Across the built pages: every quantity marked with a key (`tables.keyed`) shows one value wherever it
+    appears, and each span shows the value it names."""
+    seen: dict[str, dict[str, list[str]]] = {}
+    bad = []
+    for name, page in pages.items():
+        for key, value, inner in re.findall(r'<span class="tt-key" data-key="([^"]*)" data-value="([^"]*)">(.*?)</span>',
+                                            page, re.S):
+            seen.setdefault(html.unescape(key), {}).setdefault(html.unescape(value), []).append(name)
+            if html.unescape(value) not in html.unescape(re.sub(r"<[^>]+>", "", inner)):
+                bad.append(f"{name}: {key} names {value} but shows {inner}")
+    bad += [f"{key}: " + "; ".join(f"{v} on {', '.join(sorted(set(p)))}" for v, p in values.items())
+            for key, values in seen.items() if len(values) > 1]
+    return bad
+
+
 def test_the_book_self_check_catches_what_it_should():
     assert book_disagreements("<p>r = 0.67 [0.69, 0.79]</p>") and not book_disagreements("<p>r = 0.70 [0.69, 0.79]</p>")
     assert not book_disagreements("<p>0.67 (bias-corrected 0.74 [0.69, 0.79])</p>")
     table = "<table><thead><tr><th>a</th><th>b</th></tr></thead><tbody><tr><td>1</td></tr></tbody></table>"
     assert book_disagreements(table) == ["a row of 1 cells under 2 headers"]
     assert book_disagreements("<p>| a | b |\n|---|---|</p>")
+    from twotower_lib.book.tables import keyed
+
+    same = {"a": keyed("verdict@cpu: fig4", "partly", "<strong>partly</strong>"), "b": keyed("verdict@cpu: fig4", "partly")}
+    assert not key_disagreements(same)
+    assert key_disagreements(same | {"c": keyed("verdict@cpu: fig4", "not")}) == ["verdict@cpu: fig4: partly on a, b; not on c"]
+    assert not key_disagreements(same | {"c": keyed("verdict@gpu: fig4", "not")})     # another profile's verdict
+    assert key_disagreements({"a": keyed("r", "0.35", "0.28")}) == ["a: r names 0.35 but shows 0.28"]
 
 
 @pytest.mark.slow
@@ -254,6 +278,9 @@ def test_end_to_end_tiny_pipeline_and_strict_book_build(built_book):
     assert 'class="math' in (html / "book" / "intro.html").read_text()
     for page in html.rglob("*.html"):                    # the book agrees with itself, page by page
         assert not book_disagreements(page.read_text()), (page, book_disagreements(page.read_text())[:5])
+    pages = {p.relative_to(html).as_posix(): p.read_text() for p in html.rglob("*.html")}
+    assert sum(p.count('class="tt-key"') for p in pages.values()) >= 2 * len(card["rows"])  # front and scorecard
+    assert not key_disagreements(pages), key_disagreements(pages)[:5]    # and across pages
     execution = (html / "book" / "execution.html").read_text()   # each chapter's last run, generated at build
     rows = re.findall(r"<tr[^>]*>(.*?)</tr>", execution, re.S)
     assert all(any(s.name in r and "up to date" in r for r in rows) for s in pipe.sections), execution[-3000:]

@@ -385,3 +385,16 @@ def test_wordpiece_vocabulary_learning_is_deterministic_and_greedy():
     # the most frequent pair is ##e ##s (newest 6 + widest 3 = 9) -> "##es", then ##es ##t -> "##est"
     merges = v[v.index("##w") + 1:] if "##w" in v else v
     assert merges[0] == "##es" and merges[1] == "##est"
+
+
+def test_the_unigram_loss_is_the_validation_text_under_the_training_frequencies(tiny_data):
+    """Word frequencies alone: below a uniform guess, above the validation text's own frequencies (the
+    entropy a model fitted to the validation split itself would reach), and what a direct count gives."""
+    loss = tiny_data.unigram_loss()
+    valid = np.asarray(tiny_data.valid).ravel()
+    valid = valid[~np.isin(valid, list(tiny_data.special_ids.values()))]
+    own = np.bincount(valid, minlength=tiny_data.vocab_size) / len(valid)
+    entropy = float(-(own[own > 0] * np.log(own[own > 0])).sum())
+    assert entropy < loss < np.log(tiny_data.vocab_size)
+    counts = np.bincount(np.asarray(tiny_data.train).ravel(), minlength=tiny_data.vocab_size) + 1.0
+    assert loss == pytest.approx(float(-np.log(counts[valid] / counts.sum()).mean()))

@@ -120,6 +120,11 @@ def test_a_rung_whose_probe_heads_learned_nothing_gets_no_verdict():
     row = report.summary_rows(runs, report.pair_rows(exports)).iloc[0]
     assert row["partition: verdict"] == row["orientation: verdict"] == report.PROBE_FAILED and row["valid probes"] == 1
     assert "no verdict, probe failed (1 of 4 probes count" in report.answer(report.summary_rows(runs, report.pair_rows(exports)))
+    # the synthetic cooperative loss (5 nats) against word frequencies at 4.5 nats, then at 6
+    below, above = (report.summary_rows(runs, report.pair_rows(exports), u).iloc[0] for u in (4.5, 6.0))
+    assert not below["beyond word frequencies"] and above["beyond word frequencies"]
+    assert "the towers learned no context" in report.answer(below.to_frame().T)
+    assert "learned no context" not in report.answer(above.to_frame().T)
 
 
 def test_the_exports_are_not_ignored_by_git():

@@ -27,6 +27,7 @@ EXPORTS = "probes"   # results/ladder/probes/<rung>/: one committed file a probe
 TOP_N = 1000          # the most frequent tokens both runs scored: the seed study's N at the cpu profile
 SHUFFLE_SEED = 0
 PROBE_FAILED = "probe failed"
+REFERENCE = "reference.json"   # the corpus's word-frequency loss (`PreparedData.unigram_loss`), written by `runner`
 VALID_PROBE_RULE = (
     "**A probe counts** only where each of its tower heads predicts the validation text better than the same "
     "seed's untrained towers' heads do (a lower validation loss): a head above that learned nothing from the "
@@ -90,8 +91,9 @@ def pair_rows(exports: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def summary_rows(runs: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
-    """Per rung and family (seeds with a trained and an untrained probe): the partition and orientation answers."""
+def summary_rows(runs: pd.DataFrame, pairs: pd.DataFrame, unigram: float = np.nan) -> pd.DataFrame:
+    """Per rung and family (seeds with a trained and an untrained probe): the partition and orientation answers,
+    and whether the cooperative model learned more than word frequencies (its loss below `unigram`)."""
     rows = []
     for (rung, family), same in pairs[pairs["kind"] == "same"].groupby(["rung", "family"], sort=False):
         of = (pairs["rung"] == rung) & (pairs["family"] == family)
@@ -101,7 +103,9 @@ def summary_rows(runs: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
         valid = valid_seeds(r_of)
         base = {"rung": rung, "family": family, "tower parameters": int(cases["tower_parameters"].iloc[0]),
                 "seeds": len(cases), "valid probes": len(valid),
-                "cooperative loss": float(cases["val_loss"].median()), "heads' loss": float(cases["head_loss"].median()),
+                "cooperative loss": float(cases["val_loss"].median()), "word frequencies' loss": unigram,
+                "beyond word frequencies": bool(cases["val_loss"].median() < unigram) if np.isfinite(unigram) else None,
+                "heads' loss": float(cases["head_loss"].median()),
                 "untrained heads' loss": float(ctrl["head_loss"].median())}
         if len(valid) < 2:
             rows.append(base | {"partition: verdict": PROBE_FAILED, "orientation: verdict": PROBE_FAILED})
@@ -157,7 +161,7 @@ def answer(summary: pd.DataFrame) -> str:
         return "No rung of the ladder is finished yet."
     lines = []
     for family, rows in summary.sort_values("tower parameters").groupby("family", sort=False):
-        steps = "; ".join(_step(r) for _, r in rows.iterrows())
+        steps = ". ".join(_step(r) for _, r in rows.iterrows())
         trend = ""
         rows = rows[rows["partition: verdict"] != PROBE_FAILED]
         if len(rows) >= 2:
@@ -176,20 +180,30 @@ def _step(r: pd.Series) -> str:
             f"{_f(r['partition: loo low'])}–{_f(r['partition: loo high'])}, untrained "
             f"{_f(r['partition: controls |r| threshold'])}), partition {r['partition: verdict']}, "
             f"orientation {r['orientation: verdict']} ({int(r['orientation: resolved runs'])}/"
-            f"{int(r['orientation: runs'])} margins resolved)")
+            f"{int(r['orientation: runs'])} margins resolved)" + _context(r))
+
+
+def _context(r: pd.Series) -> str:
+    """A note where the rung's cooperative model learned no more than word frequencies."""
+    beyond = r.get("beyond word frequencies")
+    if beyond is None or pd.isna(beyond) or bool(beyond):
+        return ""
+    frequencies = _f(r["word frequencies' loss"])
+    return (f"; its cooperative loss {_f(r['cooperative loss'])} nats is not below word frequencies' "
+            f"{frequencies}: the towers learned no context")
 
 
 def _failed(r: pd.Series) -> str:
     heads, untrained = _f(r["heads' loss"]), _f(r["untrained heads' loss"])
-    return (f"{r['rung']}: no verdict, {PROBE_FAILED} ({r['valid probes']} of {r['seeds']} probes count; the heads' "
-            f"validation loss {heads} nats against {untrained} for the untrained towers', the cooperative "
-            f"model's {_f(r['cooperative loss'])})")
+    return (f"{r['rung']}: no verdict, {PROBE_FAILED} ({r['valid probes']} of {r['seeds']} probes count: the heads' "
+            f"validation loss {heads} nats against {untrained} for the untrained towers')" + _context(r))
 
 
 def book_parts(summary: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -> dict[str, str]:
     from twotower_lib.book.tables import reader_html
 
-    table = summary[["rung", "family", "tower parameters", "seeds", "valid probes", "cooperative loss", "heads' loss",
+    table = summary[["rung", "family", "tower parameters", "seeds", "valid probes", "cooperative loss",
+                     "word frequencies' loss", "heads' loss",
                      "untrained heads' loss", "median r", "partition: median |r|",
                      "partition: loo low", "partition: loo high", "partition: controls |r| threshold",
                      "partition: shuffled max |r|", "partition: verdict", "orientation: median margin",
@@ -220,7 +234,7 @@ def write_report(results: Path) -> Path:
     if not exports:
         raise SystemExit(f"error: no ladder export under {results / EXPORTS}; run `python -m studies.ladder` first")
     runs, pairs = run_rows(exports), pair_rows(exports)
-    summary = summary_rows(runs, pairs) if not pairs.empty else pd.DataFrame()
+    summary = summary_rows(runs, pairs, unigram_loss(results)) if not pairs.empty else pd.DataFrame()
     for name, df in (("runs", runs), ("pairs", pairs), ("summary", summary)):
         atomic_write_bytes(results / f"{name}.csv", df.to_csv(index=False, float_format="%.6g").encode())
     first = exports[0]
@@ -229,6 +243,7 @@ def write_report(results: Path) -> Path:
         "top_n": TOP_N, "code_versions": sorted({e["provenance"].get("code_version", "?") for e in exports}),
         "command": "python -m studies.ladder --report-only", "provenance": provenance()})
     inputs = [results / EXPORTS / rung / "*.json" for rung in sorted({e["rung"] for e in exports})]
+    inputs += [results / REFERENCE] if (results / REFERENCE).exists() else []
     return study_parts.write(results, book_parts(summary, pairs, runs), {}, inputs,
                              "python -m studies.ladder --report-only")
 
@@ -237,4 +252,11 @@ def current_parts(results: Path) -> dict[str, str]:
     """The book parts the report writes from the exports in `results` today."""
     exports = load_exports(results)
     runs, pairs = run_rows(exports), pair_rows(exports)
-    return book_parts(summary_rows(runs, pairs) if not pairs.empty else pd.DataFrame(), pairs, runs)
+    summary = summary_rows(runs, pairs, unigram_loss(results)) if not pairs.empty else pd.DataFrame()
+    return book_parts(summary, pairs, runs)
+
+
+def unigram_loss(results: Path) -> float:
+    """The corpus's word-frequency loss the runner recorded (`REFERENCE`), or NaN before it has."""
+    path = results / REFERENCE
+    return float(read_json(path)["unigram_loss"]) if path.exists() else np.nan

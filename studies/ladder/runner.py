@@ -23,12 +23,12 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from twotower_lib.artifacts import atomic_write_text, provenance, read_json
+from twotower_lib.artifacts import atomic_write_json, atomic_write_text, provenance, read_json
 from twotower_lib.book.profiles import get_profile, profile_dir
 from twotower_lib.data.config import DataConfig
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import case_name
-from studies.ladder.report import EXPORTS, RESULTS, write_report
+from studies.ladder.report import EXPORTS, REFERENCE, RESULTS, write_report
 from studies.ladder.rungs import FAMILIES, GPU_FAMILY, GPU_RUNGS, RUNGS, SEEDS
 
 KINDS = ("case", "untrained")
@@ -171,6 +171,8 @@ def run_ladder(seeds: list[int], rungs: list[str], families: list[str], root: Pa
 
     prepare_data(CORPUS, out=data_dir(root))
     data = load_prepared(data_dir(root))
+    atomic_write_json(results / REFERENCE, {"data_hash": data.data_hash, "unigram_loss": data.unigram_loss(),
+                                            "provenance": provenance()})
     for rung in rungs:
         for family in ([GPU_FAMILY[rung]] if rung in GPU_RUNGS else families):
             for seed in seeds:

@@ -217,7 +217,7 @@ def section_markdown(s: SeedStudy, profile: str) -> str:
              "(leaving one run out) | orientation |", "|---|---|---|---|---|---|---|"]
     for _, r in t.iterrows():
         paper = r["paper"] if isinstance(r["paper"], float) else f"{r['paper'][0]:.2f}–{r['paper'][1]:.2f}"
-        division, orientation = front.division_cell(r, ceilings) or "—", front.orientation_cell(r) or "—"
+        division, orientation = front.division_cell(r, ceilings, profile) or "—", front.orientation_cell(r, profile) or "—"
         lines.append(f"| {r['claim']} | {paper} | {_fmt(r)} | {r[HIGH]:.2f} ({r['control pairs']} pairs) | "
                      f"**{r['verdict']}** | {division} | {orientation} |")
     return "\n".join(lines) + "\n\n" + seed_spread.PARTITION_RULE + "\n\n" + seed_spread.ORIENTATION_RULE + "\n"

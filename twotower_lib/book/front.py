@@ -20,7 +20,7 @@ from twotower_lib.artifacts import read_json
 from twotower_lib.book import study_parts
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.book.paper_tables import mark_outside, number
-from twotower_lib.book.tables import markdown_table
+from twotower_lib.book.tables import keyed, markdown_table
 from twotower_lib.book.paper_items import CLAIMS, FINDINGS, POINT_LABELS, Claim
 from twotower_lib.book.scorecard import decide_over_seeds
 from twotower_lib.run_names import model_of
@@ -76,7 +76,8 @@ def text_ceilings(profile: str, results: Path = PUBLISHED) -> dict[str, tuple[fl
             if c.get("variant") == "score" and model_of(c["a"]) == model_of(c["b"])}
 
 
-def _claim_cells(mine: pd.DataFrame, ceilings: dict[str, tuple[float, str]] | None = None) -> dict[str, str]:
+def _claim_cells(mine: pd.DataFrame, ceilings: dict[str, tuple[float, str]] | None = None,
+                 key: str | None = None) -> dict[str, str]:
     """A seed-decided row's cells: "ours" (each claim's signed median), "spread" (its central range and pairs),
     the two questions a signed r mixes, each with its own statistic (`seed_spread.PARTITION_RULE`,
     `ORIENTATION_RULE`), and the caveat: the controls' 90th percentile the signed r is judged against."""
@@ -89,21 +90,27 @@ def _claim_cells(mine: pd.DataFrame, ceilings: dict[str, tuple[float, str]] | No
                        for (_, c), n in zip(mine.iterrows(), counts)) + (f" ({counts.iloc[0]}{each})" if each else "")
     high = mine[HIGH].max()
     caveat = "no control measured yet" if pd.isna(high) else f"signed r against controls' 90th pct. {high:.2f}"
-    division = lambda c: division_cell(c, ceilings)
+    division = lambda c: division_cell(c, ceilings, key)
+    orientation = lambda c: orientation_cell(c, key)
     return {"ours": ours, "spread over seeds": spread, "division (median |r|)": _joined(mine, name, division),
-            "orientation (Eq. 3)": _joined(mine, name, orientation_cell), "caveat": caveat}
+            "orientation (Eq. 3)": _joined(mine, name, orientation), "caveat": caveat}
 
 
 def _joined(mine: pd.DataFrame, name, cell) -> str:
     return "; ".join(f"{name(c)}{text}" for _, c in mine.iterrows() if (text := cell(c))) or "—"
 
 
-def division_cell(c: pd.Series, ceilings: dict[str, tuple[float, str]] | None = None) -> str:
+def division_cell(c: pd.Series, ceilings: dict[str, tuple[float, str]] | None = None, key: str | None = None) -> str:
     """The partition answer of a claim row: verdict, median |r|, its range leaving one run out, the controls'
-    threshold, and (where `ceilings` has the family) the text ceiling and corrected value."""
+    threshold, and (where `ceilings` has the family) the text ceiling and corrected value; with `key` (the
+    profile's name), the verdict and the median marked as that profile's claim's (`tables.keyed`)."""
     if pd.isna(c.get("partition verdict")):
         return ""
-    return (f"{c['partition verdict']}: {c['partition median |r|']:.2f} ({c['partition loo low']:.2f}–"
+    verdict, median = c["partition verdict"], f"{c['partition median |r|']:.2f}"
+    if key:
+        verdict = keyed(f"division verdict@{key}: {c['claim']}", verdict)
+        median = keyed(f"division median abs r@{key}: {c['claim']}", median)
+    return (f"{verdict}: {median} ({c['partition loo low']:.2f}–"
             f"{c['partition loo high']:.2f}) vs {c['partition controls |r| threshold']:.2f}"
             + ceiling_note(c, ceilings or {}))
 
@@ -119,11 +126,12 @@ def ceiling_note(c: pd.Series, ceilings: dict[str, tuple[float, str]]) -> str:
     return f"; text ceiling {ceiling:.2f} ({pair}), corrected {c['partition median |r|'] / ceiling:.2f}"
 
 
-def orientation_cell(c: pd.Series) -> str:
+def orientation_cell(c: pd.Series, key: str | None = None) -> str:
     """The orientation answer of a same-configuration claim row: verdict and how many runs' margins resolve."""
     if pd.isna(c.get("orientation verdict")):
         return ""
-    return f"{c['orientation verdict']}: {int(c['orientation resolved runs'])}/{int(c['orientation runs'])} resolved"
+    verdict = keyed(f"orientation verdict@{key}: {c['claim']}", c["orientation verdict"]) if key else c["orientation verdict"]
+    return f"{verdict}: {int(c['orientation resolved runs'])}/{int(c['orientation runs'])} resolved"
 
 
 def seed_claims(profile: str, results: Path = SEEDS) -> pd.DataFrame:
@@ -133,17 +141,18 @@ def seed_claims(profile: str, results: Path = SEEDS) -> pd.DataFrame:
     return pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["item", "claim", "above controls"])
 
 
-def verdict_rows(card: dict) -> pd.DataFrame:
+def verdict_rows(card: dict, key: bool = False) -> pd.DataFrame:
     """One row per paper item: what the paper says, ours (each claim's median over seed pairs where the
     seed study decided it), the spread over seeds (or that it rests on one run), the verdict and a
-    one-line caveat."""
+    one-line caveat; with `key`, each verdict and division marked with what it is (`tables.keyed`), for the book."""
     claims, ceilings = seed_claims(card["profile"]), text_ceilings(card["profile"])
     rows = []
     for r in card["rows"]:
         mine = claims[claims["above controls"].notna()] if r["id"] == "controls" else claims[claims["item"] == r["id"]]
-        mark = MARK[r["verdict"]]
+        profile = card["profile"] if key else None
+        mark = keyed(f"verdict@{profile}: {r['id']}", r["verdict"], MARK[r["verdict"]]) if key else MARK[r["verdict"]]
         if r.get("decided_by") == "seeds" and len(mine):
-            cells = _claim_cells(mine, ceilings)
+            cells = _claim_cells(mine, ceilings, profile)
             if len(mine) > 1 and mine["verdict"].nunique() > 1:   # an item's verdict is its weakest claim's
                 mark += " (the weakest: " + ", ".join(f"{c['claim'].split(' (')[0].split(',')[0]} {c['verdict']}"
                                                       for _, c in mine.iterrows()) + ")"
@@ -159,9 +168,9 @@ def verdict_rows(card: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def verdict_markdown(card: dict) -> str:
-    """The front page's table, with the counts of each verdict above it."""
-    t = verdict_rows(card)
+def verdict_markdown(card: dict, key: bool = True) -> str:
+    """The front page's table, with the counts of each verdict above it (`key`: for the book, not the README)."""
+    t = verdict_rows(card, key)
     n = sum(card["counts"].values())
     counts = ", ".join(f"**{k}** {v}" for v, k in card["counts"].items() if k)
     head = f"Of the {n} items below, at profile `{card['profile']}`: {counts}. {findings_tally(card)}\n\n"
@@ -259,7 +268,7 @@ def readme_blocks(profile: str = "cpu") -> dict[str, str]:
     """What README.md holds between each pair of markers: the published default profile's verdict table, and
     the GPU-hours of the paper's runs at the measured rates (the paper-scale study's `GPU_HOURS` part)."""
     answer = answer_sentence(profile)
-    blocks = {"VERDICTS": (answer + "\n\n" if answer else "") + verdict_markdown(published_card(profile)),
+    blocks = {"VERDICTS": (answer + "\n\n" if answer else "") + verdict_markdown(published_card(profile), key=False),
               "GPU_HOURS": study_parts.load()[0]["GPU_HOURS"]}
     return {name: f"<!-- {name}:start -->\n{text}<!-- {name}:end -->" for name, text in blocks.items()}
 

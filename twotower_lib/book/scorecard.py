@@ -71,10 +71,12 @@ def verdicts_box(ctx) -> str:
     rows = _section_rows(ctx)
     if not rows:
         return "*This section recorded no paper item.*"
-    from twotower_lib.book.tables import markdown_table
+    from twotower_lib.book.tables import keyed, markdown_table
 
     return markdown_table(["paper item", "the paper", "ours", "verdict"],
-                          ([r["item"], r["paper"], r["ours"], f"**{r['verdict']}**"] for r in rows)).rstrip("\n")
+                          ([r["item"], r["paper"], r["ours"],
+                            keyed(f"verdict@{ctx.profile.name}: {r['id']}", r["verdict"], f"**{r['verdict']}**")]
+                           for r in rows)).rstrip("\n")
 
 
 def chapter_summary(ctx) -> str:
@@ -394,9 +396,10 @@ def write(root: Path, sections) -> dict[str, Any]:
 
 def to_markdown(card: dict[str, Any]) -> str:
     """The scorecard as a MyST table for the book."""
-    from twotower_lib.book.tables import markdown_table
+    from twotower_lib.book.tables import keyed, markdown_table
 
     head = (f"Profile **{card['profile']}**: " + ", ".join(f"{n} {v}" for v, n in card["counts"].items()) + ".\n\n")
     return head + markdown_table(["Paper item", "Paper", "Ours", "Verdict", "Note"],
-                                 ([r["item"], r["paper"], paper_tables.mark_outside(r["ours"]), f"**{r['verdict']}**",
+                                 ([r["item"], r["paper"], paper_tables.mark_outside(r["ours"]),
+                                   keyed(f"verdict@{card['profile']}: {r['id']}", r["verdict"], f"**{r['verdict']}**"),
                                    r["note"]] for r in card["rows"]))

@@ -35,6 +35,14 @@ def cell(value: Any) -> str:
     return html.escape(str(value))
 
 
+def keyed(key: str, value: str, shown: str | None = None) -> str:
+    """`shown` (by default `value`) in a span that names the quantity it shows (`data-key`) and its value
+    (`data-value`): wherever the book shows one key it must show one value, which the built book's self-check
+    (tests/test_book.py) verifies across all pages."""
+    return (f'<span class="tt-key" data-key="{html.escape(key)}" data-value="{html.escape(value)}">'
+            f'{value if shown is None else shown}</span>')
+
+
 def markdown_row(cells: Any) -> str:
     """One row of a Markdown table: each cell on one line with its `|` escaped, so that a cell holding |r| or
     |W| keeps the row's columns (an empty cell shows a dash)."""

@@ -124,6 +124,15 @@ class PreparedData:
         `content_hash` existed fall back to the whole-manifest hash.)"""
         return self.manifest.get("content_hash") or sha256_json(self.manifest)
 
+    def unigram_loss(self) -> float:
+        """The validation text's cross-entropy in nats under the training split's token frequencies (add-one
+        smoothed), special tokens left out: what a model reaches from word frequencies alone, so a model whose
+        loss is not below it has learned no context."""
+        valid = np.asarray(self.valid).ravel()
+        valid = valid[~np.isin(valid, list(self.special_ids.values()))]
+        p = (self.counts + 1.0) / (self.counts.sum() + len(self.counts))
+        return float(-np.log(p[valid]).mean())
+
     @cached_property
     def tokens(self) -> list[str]:
         """Every token's text, by id, read from tokenizer.json: what tables and charts label tokens with,
