@@ -89,7 +89,7 @@ study_parts.show("SEEDS_STRIPS_CHART", ctx.profile.name)
 # Per family: r in both score variants, the order-free |r| beside the controls' |r| (a null's |r| is
 # not zero), the share of pairs whose sign depends on the order rule, and the runs' tower margins.
 
-# %%
+# %% tags=["hide-output"]
 study_parts.show("SEEDS_FAMILY_TABLE", ctx.profile.name)
 
 # %% [markdown]
@@ -97,7 +97,7 @@ study_parts.show("SEEDS_FAMILY_TABLE", ctx.profile.name)
 # order rules name different primary towers, so the sign is the rule's choice) or a *mirrored*
 # division (both rules agree in both runs: the towers' roles really are swapped).
 
-# %%
+# %% tags=["hide-output"]
 study_parts.show("SEEDS_SIGN_FLIP_TABLE", ctx.profile.name)
 
 # %% [markdown]
@@ -132,7 +132,7 @@ Markdown(analyses.correlation_sentences(ctx, pairs, probe_outputs.same_config_pa
 # scorecard's verdict on Eq. 4's score. A pair the paper has no row for (a second seed of another
 # model) is judged against the paper's same-configuration r, 0.94.
 
-# %%
+# %% tags=["hide-output"]
 HTML(paper_tables.pairs_html(table2, {c: f"ours, {v}" for c, v in probe_outputs.VARIANTS.items()}))
 
 # %% [markdown]
@@ -141,7 +141,7 @@ HTML(paper_tables.pairs_html(table2, {c: f"ours, {v}" for c, v in probe_outputs.
 # own Table 3 has a suffix group scoring +0.65 in Bert-large and −1.78 in GPT: such pieces alone
 # can set the sign of a cross-type r.
 
-# %%
+# %% tags=["hide-output"]
 words_by = {col: analyses.word_correlations(ctx, scores, col) for col in probe_outputs.VARIANTS}
 pd.concat([analyses.side_by_side(pairs_by, ("a", "b"))[[f"r ({v})" for v in probe_outputs.VARIANTS.values()]],
            analyses.side_by_side(words_by, ("a", "b")).rename(columns=lambda c: c.replace("r (", "r, words only ("))],
@@ -156,7 +156,7 @@ pd.concat(pairs_by.values(), ignore_index=True).round(4)
 # both rules, with its margin: where the authors' rule (the higher mean log-probability) names the
 # other tower, every pair that run is in changes sign with the rule. Read a strongly negative r here.
 
-# %%
+# %% tags=["hide-output"]
 probe_outputs.tower_order(scores).round(4)
 
 # %%
@@ -201,10 +201,10 @@ charts.score_lines(fig3.rename(columns={"run": "case"}).assign(frequency=fig3["t
 # verdicts hold every family's pairs against the seed study's controls (the strip plots above: every
 # family's control pairs, at the same sizes, budgets and probe).
 
-# %%
+# %% tags=["hide-output"]
 analyses.side_by_side(control_by, ("control", "model", "a", "b")).round(3) if len(control) else control
 
-# %%
+# %% tags=["hide-output"]
 analyses.side_by_side(quality_by, ("quality of", "a")).round(3) if len(quality_by["score"]) else "no quality-gap control at this profile"
 
 # %% [markdown]
@@ -212,13 +212,13 @@ analyses.side_by_side(quality_by, ("quality of", "a")).round(3) if len(quality_b
 # (`-p analysis.control_models gpt,bert-large`, committed in `results/bert-controls/`). Where a case's r with its model's quality profile is high, what two runs agree on is
 # associated with which tokens gain most as the model gets better, not necessarily a division of labour.
 
-# %%
+# %% tags=["hide-output"]
 study_parts.show("BERT_CONTROLS_PROBE")
 
-# %%
+# %% tags=["hide-output"]
 study_parts.show("BERT_CONTROLS_TABLE")
 
-# %%
+# %% tags=["hide-output"]
 study_parts.show("BERT_CONTROLS_QUALITY_TABLE")
 
 # %% [markdown]
@@ -237,7 +237,7 @@ study_parts.show("BERT_CONTROLS_QUALITY_TABLE")
 #
 # Where r lies far below both ceilings, what separates the two runs is their training.
 
-# %%
+# %% tags=["hide-output"]
 ceiling = pd.concat([analyses.ceilings(ctx, scores, col) for col in probe_outputs.VARIANTS], ignore_index=True)
 ceiling.round(3)
 
@@ -262,13 +262,13 @@ ceiling.round(3)
 register = analyses.register_tests(ctx, scores, list(itertools.combinations(scores, 2)))
 Markdown(analyses.describe_register(register, probe_outputs.same_config_pairs(ctx)))
 
-# %%
+# %% tags=["hide-output"]
 register["gaps"].round(3)
 
-# %%
+# %% tags=["hide-output"]
 register["fit"].round(3)
 
-# %%
+# %% tags=["hide-output"]
 register["pairs"].pivot_table(index=["a", "b"], columns="variant", values=["r", "partial r"], sort=False).round(3) \
     if len(register["pairs"]) else register["pairs"]
 
@@ -278,7 +278,7 @@ register["pairs"].pivot_table(index=["a", "b"], columns="variant", values=["r", 
 # committed once in `results/register/single_source.json`. One seed pair per corpus, each read
 # against its own ceilings. If the towers split the registers, the pairs would agree less here.
 
-# %%
+# %% tags=["hide-output"]
 study_parts.show("REGISTER_TABLE")
 
 # %%

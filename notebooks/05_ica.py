@@ -124,7 +124,7 @@ charts.pca_spectrum(spectrum, d, title=f"{reference}: the principal directions o
 # other converged starts, of its largest |correlation| with one of theirs (1: every start found it);
 # the groups of unstable components are the ones to read with care.
 
-# %%
+# %% tags=["hide-output"]
 pd.DataFrame({"value": {
     "reference case": reference, "token occurrences in the sample": int(sample_counts.sum()),
     "distinct tokens (words)": len(token_ids), "embedding width": fitted.whitening.mean.shape[0],
@@ -171,14 +171,14 @@ charts.group_histogram(hist)
 # mean preference score of its members in every case and its rank among the groups (1 = most
 # preferred by the primary tower). Groups with fewer than five scored members are left out.
 
-# %%
+# %% tags=["hide-output"]
 t3.round(3)
 
 # %% [markdown]
 # Do the groups rank alike in every case? Spearman correlation of the groups' mean scores
 # (the paper's three columns rank its 22 groups closely alike).
 
-# %%
+# %% tags=["hide-output"]
 table3_agreement(t3, runs).round(3) if len(runs) > 1 else "one case only: nothing to compare"
 
 # %% [markdown]

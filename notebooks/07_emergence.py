@@ -68,10 +68,10 @@ part("LADDER_CHART")
 # the vertical bars the median's range when one seed is left out; the black line the paper's
 # Bert-large pair. Per rung and family:
 
-# %%
+# %% tags=["hide-output"]
 part("LADDER_TABLE")
 
-# %%
+# %% tags=["hide-output"]
 part("LADDER_RULES")
 
 # %% [markdown]
@@ -111,10 +111,10 @@ part("EMERGENCE_EARLIER_CHART")
 # **Re-run.** `python -m studies.emergence NAME` recomputes one configuration's curve (`--all`:
 # every one, hours on 2 cores); `python -m twotower_lib run 07_emergence` rebuilds this chapter.
 
-# %%
+# %% tags=["hide-output"]
 part("EMERGENCE_PROBES_TEXT")
 
-# %%
+# %% tags=["hide-output"]
 part("EMERGENCE_STUDY_TABLE")
 
 # %% [markdown]
@@ -131,7 +131,7 @@ part("EMERGENCE_STUDY_TABLE")
 # %%
 part("EMERGENCE_GAP_CHART")
 
-# %%
+# %% tags=["hide-output"]
 part("EMERGENCE_MARGIN_TABLE")
 
 # %% [markdown]
@@ -140,7 +140,7 @@ part("EMERGENCE_MARGIN_TABLE")
 # Per snapshot of each configuration with several seeds: the mean r over its pairs, their standard
 # deviation and range, and the mean order-free strength.
 
-# %%
+# %% tags=["hide-output"]
 part("EMERGENCE_SPREAD_TABLE")
 
 # %% [markdown]
@@ -153,10 +153,10 @@ part("EMERGENCE_SPREAD_TABLE")
 # strength and the validation-text ceiling; for the Bert-base pairs, along training, with the
 # smaller of the two runs' tower gaps.
 
-# %%
+# %% tags=["hide-output"]
 part("EMERGENCE_COMPARED_TABLE")
 
-# %%
+# %% tags=["hide-output"]
 part("EMERGENCE_ALONG_TABLE")
 
 # %% [markdown]
@@ -170,7 +170,7 @@ part("EMERGENCE_ALONG_TABLE")
 # seed pair, so this ranks nothing firmly; the {doc}`decisions page <../book/decisions>` reads each
 # row with its numbers.
 
-# %%
+# %% tags=["hide-output"]
 part("EMERGENCE_SIZES_TABLE")
 
 # %% [markdown]
@@ -182,10 +182,10 @@ part("EMERGENCE_SIZES_TABLE")
 # pairs with its spread, the runs' mean validation loss and, where measured, the validation-text
 # ceiling. GPT first, then BERT.
 
-# %%
+# %% tags=["hide-output"]
 part("EMERGENCE_SCHEDULES_TABLE")
 
-# %%
+# %% tags=["hide-output"]
 part("EMERGENCE_BERT_SCHEDULES_TABLE")
 
 # %% [markdown]
@@ -209,7 +209,7 @@ pd.DataFrame(own.get("same_config", [])).assign(profile=ctx.profile.name)
 published = publish.load_published(exclude=ctx.profile.name)
 publish.overview(published)
 
-# %%
+# %% tags=["hide-output"]
 publish.same_config_table(published)
 
 # %% [markdown]

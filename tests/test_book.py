@@ -461,11 +461,14 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
         scorecard_rows = browser.evaluate("[...document.querySelectorAll('table tr')].map(tr => tr.innerText)") or []
         browser.drain(1.0)
         # No table is clipped at the window's 1,280 px: a wide one scrolls in its own box (book.READER_CSS).
-        clipped = {}
+        clipped, screens = {}, {}
         for page in ("book/intro", "book/scorecard", "book/rerun", "book/paper_scale", "notebooks/03_correlations",
-                     "notebooks/05_ica", "notebooks/07_emergence"):
+                     "notebooks/04_pos", "notebooks/05_ica", "notebooks/06_frequency", "notebooks/07_emergence"):
             browser.call("Page.navigate", {"url": f"http://127.0.0.1:{port}/{page}.html"}, session=True)
             browser.poll("document.readyState", done=lambda v: v == "complete")
+            browser.drain(0.5)
+            # how many screens of 1,280 x 800 the page is tall, its charts drawn
+            screens[page] = browser.evaluate("document.documentElement.scrollHeight / 800")
             clipped[page] = browser.evaluate(
                 "[...document.querySelectorAll('main table')].filter(t => t.getBoundingClientRect().right > "
                 "document.documentElement.clientWidth + 1).map(t => t.innerText.slice(0, 60))")
@@ -478,6 +481,7 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
     assert cell and re.match(r"^-?\d\.\d\d\s", cell[0]), table2_cells
     assert dots >= 1, "the scorecard's picture drew no dot"
     assert not any(clipped.values()), clipped
+    print("screens of 1280 x 800:", {p: round(v, 1) for p, v in screens.items()})
     same = [r for r in scorecard_rows if r.startswith("Table 2: Bert-large run 1 vs run 2")]
     assert same and "0.94" in same[0], scorecard_rows[:3]
     events = browser.events
