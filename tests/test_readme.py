@@ -37,6 +37,14 @@ def test_the_readme_block_lists_every_command_of_the_cli():
 
 
 @pytest.mark.slow
+def test_the_layout_table_names_every_module():
+    """A new contributor finds each module of the library in the README's layout table."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    modules = [p for p in sorted((ROOT / "twotower_lib").rglob("*.py")) if p.name not in ("__init__.py", "__main__.py")]
+    unnamed = [p.relative_to(ROOT).as_posix() for p in modules if f"{p.name}`" not in readme]
+    assert not unnamed, f"modules the README's layout table does not name: {unnamed}"
+
+
 def test_every_readme_command_runs_as_written(built_book, tiny_corpus_dir, tmp_path):
     from tests.textgen import write_corpus
     from twotower_lib.book.profiles import get_profile
