@@ -103,16 +103,20 @@ study_parts.show("SEEDS_SIGN_FLIP_TABLE", ctx.profile.name)
 # %% [markdown]
 # ## Table 2: pair-wise correlation
 #
-# Pearson r between the preference vectors of every pair of cases, with its 95% interval (the
-# bootstrap resamples validation *documents*: tokens within a document are not independent) and
-# the permutation p-value, in both score variants side by side: the paper's Eq. 4 (the log of the
-# mean probability) and the authors' public code (the mean of the log-probability). The scorecard
-# judges the paper's. The interval says how much the finite validation text moves r; it says
-# nothing about seeds — the spread over seed pairs (above) is the uncertainty that decides
-# whether a result reproduces. An interval marked † does not contain its estimate: resampled text
-# attenuates r, and the basic interval's correction for that can move it past the estimate.
+# Pearson r between the preference vectors of every pair of cases, with its 95% interval, beside the
+# paper's value.
+#
+# :::{dropdown} The interval, the p-value and the two score variants
+# The bootstrap resamples validation *documents* (tokens within a document are not independent); the
+# permutation p-value shuffles token labels. Both score variants are computed: the paper's Eq. 4 (the log
+# of the mean probability) and the authors' public code (the mean of the log-probability); the scorecard
+# judges the paper's. The interval says how much the finite validation text moves r; it says nothing
+# about seeds — the spread over seed pairs (above) is the uncertainty that decides whether a result
+# reproduces. An interval marked † does not contain its estimate: resampled text attenuates r, and the
+# basic interval's correction for that can move it past the estimate.
+# :::
 
-# %%
+# %% tags=["hide-input"]
 scores = probe_outputs.load_scores(ctx)
 pairs_by = {col: analyses.correlations(ctx, scores, col) for col in probe_outputs.VARIANTS}
 pairs = pairs_by["score"]
@@ -169,7 +173,7 @@ charts.correlation_heatmap(correlation_matrix(pairs), title=f"Pearson r over the
 # (the last same-configuration run, like the paper's Bert-large run 2). Where the preference is
 # reproducible, the other runs follow the reference curve.
 
-# %%
+# %% tags=["hide-input"]
 reference = probe_outputs.same_config_pairs(ctx)[-1][1] if probe_outputs.same_config_pairs(ctx) else next(iter(scores))
 fig3 = fig3_data({k: r.table for k, r in scores.items()}, sections.load_data(ctx).counts, reference,
                  n=min(1000, ctx.profile.analysis.top_n))
@@ -179,9 +183,10 @@ charts.score_lines(fig3.rename(columns={"run": "case"}).assign(frequency=fig3["t
 # %% [markdown]
 # ## Controls: is the pattern specific to cooperative training?
 #
-# Word frequency and the data alone can make two models' scores correlate. Three controls, none
-# of them in the paper, say how high r gets without the paper's mechanism:
+# Word frequency and the data alone can make two models' scores correlate. Controls, none of them in
+# the paper, say how high r gets without the paper's mechanism (the tables below, folded).
 #
+# :::{dropdown} The controls and the rule that reads them
 # - **untrained**: the same-configuration pair probed before any training (heads on random, frozen towers);
 # - **independent**: two single-tower models trained separately with the same budget, scored as a
 #   pair by the same rule, and correlated with another such pair;
@@ -200,6 +205,7 @@ charts.score_lines(fig3.rename(columns={"run": "case"}).assign(frequency=fig3["t
 # controls its profile names (`analysis.controls`); the default runs the permutation alone, and its
 # verdicts hold every family's pairs against the seed study's controls (the strip plots above: every
 # family's control pairs, at the same sizes, budgets and probe).
+# :::
 
 # %% tags=["hide-output"]
 analyses.side_by_side(control_by, ("control", "model", "a", "b")).round(3) if len(control) else control
@@ -224,8 +230,10 @@ study_parts.show("BERT_CONTROLS_QUALITY_TABLE")
 # %% [markdown]
 # ## Two ceilings: the validation text and the probe
 #
-# No correlation between two runs can exceed what each measurement allows.
+# No correlation between two runs can exceed what each measurement allows: the validation text's
+# and the probe's ceilings, per pair in the table below (folded).
 #
+# :::{dropdown} How each ceiling is measured
 # - **Text ceiling.** Each run's scores are measured on a finite validation text. Splitting the
 #   validation documents into random halves, scoring each half and correlating the halves gives
 #   each run's split-half reliability (stepped up to the whole text); √(rel_a · rel_b) bounds r.
@@ -234,6 +242,8 @@ study_parts.show("BERT_CONTROLS_QUALITY_TABLE")
 #   seed (section 02): √(rel_a · rel_b) of the two runs' probe-seed reliabilities bounds r (a run
 #   outside the sample takes the sample's lowest). It does not see the error of the heads' finite
 #   training data (the appendix "How the probe was validated" budgets every source).
+#
+# :::
 #
 # Where r lies far below both ceilings, what separates the two runs is their training.
 
@@ -246,8 +256,10 @@ ceiling.round(3)
 #
 # The corpus mixes sources of different registers (the paper's: BookCorpus fiction and Wikipedia).
 # If the towers split the *registers*, a token's s would follow its source — a different claim from
-# the paper's division of linguistic labour. Three tests, none in the paper:
+# the paper's division of linguistic labour. Three tests, none in the paper, and training on each
+# source alone (their tables folded below).
 #
+# :::{dropdown} The three register tests
 # - **Per-source tower gap**: each run's primary minus secondary mean log-probability on each
 #   source's validation text (nats per position). A register split shows as a gap that changes sign.
 # - **Register fit**: per token, how much more frequent it is in each source than in the others
@@ -257,6 +269,7 @@ ceiling.round(3)
 #   agreement beyond register.
 #
 # These are associations over tokens; training on each source alone is the direct test, below.
+# :::
 
 # %%
 register = analyses.register_tests(ctx, scores, list(itertools.combinations(scores, 2)))
@@ -284,7 +297,7 @@ study_parts.show("REGISTER_TABLE")
 # %%
 study_parts.show("REGISTER")
 
-# %%
+# %% tags=["remove-cell"]
 scorecard.record_correlations(ctx, pairs, control, probe_outputs.same_config_pairs(ctx), pairs_by["score_logmean"])
 scorecard.record_register(ctx)
 same = pairs[[(a, b) in probe_outputs.same_config_pairs(ctx) for a, b in zip(pairs["a"], pairs["b"])]]

@@ -94,7 +94,7 @@ part("EMERGENCE_CHART")
 # measured with today's probe are on it; those measured with the earliest probe, whose heads had not
 # converged and whose values run higher, are on a chart of their own:
 
-# %%
+# %% tags=["hide-output"]
 part("EMERGENCE_EARLIER_CHART")
 
 # %% [markdown]
@@ -128,7 +128,7 @@ part("EMERGENCE_STUDY_TABLE")
 # over every trained point |r| rises with the smaller of the two runs' tower gaps (points of one
 # configuration share runs, so this describes; it is not a test).
 
-# %%
+# %% tags=["hide-output"]
 part("EMERGENCE_GAP_CHART")
 
 # %% tags=["hide-output"]
