@@ -320,4 +320,4 @@ ctx.finish(pairs=len(pairs), top_n=ctx.profile.analysis.top_n,
 
 # %%
 Markdown(analyses.correlation_sentences(ctx, pairs, probe_outputs.same_config_pairs(ctx)) + "\n\n"
-         + study_parts.part("SEEDS_SECTION", ctx.profile.name))
+         + scorecard.chapter_summary(ctx))

@@ -99,7 +99,7 @@ charts.score_distributions(
 # and "secondary", the share of its tokens above the threshold for "spread". The collapsed cell
 # below holds every tag's numbers.
 
-# %%
+# %% tags=["hide-output"]
 pos.claims_table(summary)
 
 # %% tags=["hide-output"]
@@ -112,12 +112,12 @@ summary.round(3)
 # A token takes the tag it received most often in the tagged sample (`share` is how often that
 # was); tokens never seen by the tagger get none. The most frequent tokens:
 
-# %%
+# %% tags=["hide-output"]
 print(f"backend: {backend}; {len(tags)} of {data.vocab_size} vocabulary tokens received a tag")
 tags.assign(frequency=data.counts[tags["token_id"]]).nlargest(15, "frequency")[
     ["token", "upos", "share", "n_tagged", "frequency"]].reset_index(drop=True)
 
-# %%
+# %% tags=["remove-cell"]
 ctx.finish(backend=backend, tagged_tokens=len(tags), claims_held=int(summary.query("against == 'median'")["holds"].fillna(False).astype(bool).sum()),
            claims_held_against_zero=int(summary.query("against == 'zero'")["holds"].fillna(False).astype(bool).sum()));
 

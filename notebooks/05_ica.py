@@ -111,6 +111,9 @@ Markdown(ctx.rerun_markdown())
 charts.pca_spectrum(spectrum, d, title=f"{reference}: the principal directions of its word vectors (dashed: d = {d})")
 
 # %% [markdown]
+# Did the ICA converge, and to *the* answer? The table (folded) says; how the library decides both:
+#
+# :::{dropdown} Convergence, and several starts
 # Did the ICA converge by the library's criterion (largest entry of $I - E[g(y)y^\top]$ below the
 # tolerance)? The steps are L-BFGS steps preconditioned by a block-diagonal model of the Hessian
 # (Picard's): they meet the tolerance in one or two hundred steps where the paper's plain rule needs
@@ -123,6 +126,7 @@ charts.pca_spectrum(spectrum, d, title=f"{reference}: the principal directions o
 # converged fit of highest likelihood is used. A component's *stability* is the median, over the
 # other converged starts, of its largest |correlation| with one of theirs (1: every start found it);
 # the groups of unstable components are the ones to read with care.
+# :::
 
 # %% tags=["hide-output"]
 pd.DataFrame({"value": {
@@ -187,13 +191,13 @@ table3_agreement(t3, runs).round(3) if len(runs) > 1 else "one case only: nothin
 # The three groups the reference case's primary tower prefers most and the three it prefers
 # least, each as a ranked list of its most typical members (text size by frequency).
 
-# %%
+# %% tags=["hide-input"]
 shown = pd.concat([t3.head(3), t3.tail(3)]).drop_duplicates("component")
 labels = "#" + shown["component"].astype(str) + " (s = " + shown[reference].map("{:+.2f}".format) + ")"
 examples = shown[["component"]].assign(group=labels).merge(members[members["typicality"] <= 12], on="component")
 charts.group_word_lists(examples, title=f"Word groups most and least preferred by {reference}'s primary tower")
 
-# %%
+# %% tags=["remove-cell"]
 ctx.finish(reference=reference, d=d, converged=fitted.ica.converged, ica_steps=fitted.ica.n_iter, groups=len(t3),
            ica_starts=analyses.ica_starts_summary(fitted.ica),
            **groups_per_word, fig6_all_tokens=fig6[f"all {len(token_ids)} tokens"][1]);

@@ -81,7 +81,7 @@ Markdown(ctx.rerun_markdown())
 # %% [markdown]
 # ## Fig. 8: scores in frequency order
 
-# %%
+# %% tags=["hide-input"]
 fig8 = fig8_data(tables, counts, n=min(1000, ctx.profile.analysis.top_n))
 charts.score_vs_rank(fig8.rename(columns={"run": "case", "count": "frequency"}))
 
@@ -109,7 +109,7 @@ charts.correlation_heatmap(correlation_matrix(t4), title=f"Spearman rho over the
 # fewer). The agreement between runs, and with frequency, can change with N: the rarer tokens
 # added at larger N are scored from fewer occurrences.
 
-# %%
+# %% tags=["hide-output"]
 grid = table4_grid(tables, counts, [ctx.profile.analysis.top_n, 5000]).rename(columns=probe_outputs.VARIANTS, level="variant")
 grid.round(3)
 
@@ -119,12 +119,12 @@ grid.round(3)
 # Pearson r of each pair of cases before (`r`) and after (`r_partial`) removing the linear effect
 # of log-frequency from both score vectors, with the 95% bootstrap interval of the partial one.
 
-# %%
+# %% tags=["hide-output"]
 partial_correlations(tables, counts, CorrelationConfig(n=ctx.profile.analysis.top_n, n_boot=ctx.profile.analysis.bootstrap,
                                                        n_permutations=1000, progress=False),
                      doc_stats={k: r.doc_stats for k, r in scores.items()}).round(3)
 
-# %%
+# %% tags=["remove-cell"]
 ctx.finish(top_n=ctx.profile.analysis.top_n, frequency_rho={f"{v}, {n}": grid.xs("frequency rank", level="b")[(v, n)].to_dict()
                                                   for v, n in grid.columns});
 

@@ -218,5 +218,5 @@ publish.same_config_table(published)
 # %%
 part("EMERGENCE_SUMMARY")
 
-# %%
+# %% tags=["remove-cell"]
 ctx.finish(parts=sorted(k for k in study_parts.load()[0] if k.startswith(("EMERGENCE_", "LADDER_"))));

@@ -112,12 +112,16 @@ def test_toc_lists_exactly_the_sections_that_exist():
 
 def test_placeholders_are_filled_from_code_and_artifacts():
     card = {"profile": "tiny", "counts": {"reproduced": 0, "partly": 0, "not": 0, "not attempted": 1},
-            "rows": [{"item": "Table 2", "paper": "r = 0.94", "ours": "", "verdict": "not attempted", "note": "n|a"}]}
+            "rows": [{"id": "table2", "item": "Table 2", "paper": "r = 0.94", "ours": "", "verdict": "not attempted",
+                      "note": "n|a"}]}
     text = "\n".join(["<!-- PROFILES: x -->", "<!-- SCORECARD: y -->", "<!-- API: z -->", "<!-- PICTURE: p -->"])
     out = build.fill_placeholders(text, card)
     assert "<!--" not in out
     assert all(f"**{name}**" in out for name in ("tiny", "cpu", "cpu-long", "gpu", "paper"))
-    assert "| Table 2 | r = 0.94 | — | **not attempted** | n\\|a |" in out
+    from twotower_lib.book.tables import keyed
+
+    verdict = keyed("verdict@tiny: table2", "not attempted", "**not attempted**")
+    assert f"| Table 2 | r = 0.94 | — | {verdict} | n\\|a |" in out
     assert ".. automodule:: twotower_lib.book.pipeline" in out and "__main__" not in out
     for page in ("rerun.md", "scorecard.md", "api.md", "paper_and_code.md", "paper_scale.md"):
         assert build._PLACEHOLDER.search((ROOT / "book" / page).read_text()), page

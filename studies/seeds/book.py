@@ -220,7 +220,8 @@ def section_markdown(s: SeedStudy, profile: str) -> str:
         division, orientation = front.division_cell(r, ceilings, profile) or "—", front.orientation_cell(r, profile) or "—"
         lines.append(f"| {r['claim']} | {paper} | {_fmt(r)} | {r[HIGH]:.2f} ({r['control pairs']} pairs) | "
                      f"**{r['verdict']}** | {division} | {orientation} |")
-    return "\n".join(lines) + "\n\n" + seed_spread.PARTITION_RULE + "\n\n" + seed_spread.ORIENTATION_RULE + "\n"
+    return ("\n".join(lines) + "\n\n:::{dropdown} The rules of the division and orientation columns\n"
+            + seed_spread.PARTITION_RULE + "\n\n" + seed_spread.ORIENTATION_RULE + "\n:::\n")
 
 
 def sign_flip_table(s: SeedStudy) -> pd.DataFrame:
