@@ -163,7 +163,7 @@ pd.concat(pairs_by.values(), ignore_index=True).round(4)
 # %% tags=["hide-output"]
 probe_outputs.tower_order(scores).round(4)
 
-# %%
+# %% tags=["hide-output"]
 charts.correlation_heatmap(correlation_matrix(pairs), title=f"Pearson r over the top {ctx.profile.analysis.top_n} tokens (Eq. 4)")
 
 # %% [markdown]
@@ -271,7 +271,7 @@ ceiling.round(3)
 # These are associations over tokens; training on each source alone is the direct test, below.
 # :::
 
-# %%
+# %% tags=["hide-output"]
 register = analyses.register_tests(ctx, scores, list(itertools.combinations(scores, 2)))
 Markdown(analyses.describe_register(register, probe_outputs.same_config_pairs(ctx)))
 
@@ -294,7 +294,7 @@ register["pairs"].pivot_table(index=["a", "b"], columns="variant", values=["r", 
 # %% tags=["hide-output"]
 study_parts.show("REGISTER_TABLE")
 
-# %%
+# %% tags=["hide-output"]
 study_parts.show("REGISTER")
 
 # %% tags=["remove-cell"]

@@ -118,8 +118,7 @@ part("EMERGENCE_PROBES_TEXT")
 part("EMERGENCE_STUDY_TABLE")
 
 # %% [markdown]
-# ## Which tower is primary?
-#
+# :::{dropdown} Which tower is primary?
 # The sign of r rests on Eq. 3: in each run the *primary* tower is the one with the higher mean
 # probability. When a run's two towers are almost equally good, that choice hangs on a tiny gap, and
 # two runs that split the vocabulary alike can still name opposite towers primary: the same division
@@ -127,6 +126,7 @@ part("EMERGENCE_STUDY_TABLE")
 # Eq. 3's choice. A run whose towers are nearly equally good has barely divided the vocabulary, and
 # over every trained point |r| rises with the smaller of the two runs' tower gaps (points of one
 # configuration share runs, so this describes; it is not a test).
+# :::
 
 # %% tags=["hide-output"]
 part("EMERGENCE_GAP_CHART")
@@ -135,23 +135,23 @@ part("EMERGENCE_GAP_CHART")
 part("EMERGENCE_MARGIN_TABLE")
 
 # %% [markdown]
-# ## How much r moves between seeds
-#
+# :::{dropdown} How much r moves between seeds
 # Per snapshot of each configuration with several seeds: the mean r over its pairs, their standard
 # deviation and range, and the mean order-free strength.
+# :::
 
 # %% tags=["hide-output"]
 part("EMERGENCE_SPREAD_TABLE")
 
 # %% [markdown]
-# ### Measured again with the current probe
-#
+# :::{dropdown} Measured again with the current probe
 # Three configurations were trained again from the same seeds and probed with the current probe:
 # the four GPT seeds of `gpt-cpu-v8192-2M-4seeds`, and the two Bert-base pairs of
 # `bert-cpu-small-v8192-16M` and `-s3s4`, which share no run. Per
 # pair, r under each probe (Eq. 4, and the authors' mean of log p where recorded), the order-free
 # strength and the validation-text ceiling; for the Bert-base pairs, along training, with the
 # smaller of the two runs' tower gaps.
+# :::
 
 # %% tags=["hide-output"]
 part("EMERGENCE_COMPARED_TABLE")
@@ -160,8 +160,7 @@ part("EMERGENCE_COMPARED_TABLE")
 part("EMERGENCE_ALONG_TABLE")
 
 # %% [markdown]
-# ## Width, depth, vocabulary and tower family
-#
+# :::{dropdown} Width, depth, vocabulary and tower family
 # These configurations share the data, the batch, the paper's learning-rate schedule and the probe:
 # BERT at the default's Bert-large size, then rows that each change one thing (the default's
 # Bert-base size, twice as wide, twice as deep, half the vocabulary), then GPT and ELMo at the
@@ -169,18 +168,19 @@ part("EMERGENCE_ALONG_TABLE")
 # that many tokens; the last column is the order-free strength at the last of them. Most rows are one
 # seed pair, so this ranks nothing firmly; the {doc}`decisions page <../book/decisions>` reads each
 # row with its numbers.
+# :::
 
 # %% tags=["hide-output"]
 part("EMERGENCE_SIZES_TABLE")
 
 # %% [markdown]
-# ## The learning-rate schedule at the default's budgets
-#
+# :::{dropdown} The learning-rate schedule at the default's budgets
 # A run of the default profile takes only a few hundred optimiser steps (section 01 lists them).
 # Configurations with the same budget and four seeds each vary the paper's schedule: a three times
 # higher peak, and the paper's peak held after warm-up. Per schedule, at the end: mean r over the six
 # pairs with its spread, the runs' mean validation loss and, where measured, the validation-text
 # ceiling. GPT first, then BERT.
+# :::
 
 # %% tags=["hide-output"]
 part("EMERGENCE_SCHEDULES_TABLE")
