@@ -6,7 +6,7 @@ from dataclasses import dataclass, fields
 
 import pytest
 
-from twotower_lib.config_cli import add_config_arguments, config_from_args, field_comments
+from twotower_lib.config_cli import add_config_arguments, config_from_args, config_to_argv, field_comments
 from twotower_lib.train.config import TrainConfig, parse_duration
 
 
@@ -59,3 +59,22 @@ def test_probe_has_one_option_per_probe_field_laid_over_its_recipe():
     assert parse() == ProbeConfig()                                         # nothing given: the default recipe
     assert parse("--legacy", "--max-epochs", "5").max_epochs == 5           # a given option over another recipe
     assert parse("--no-cooldown-average").cooldown_average is False and parse("--tol", "0.01").tol == 0.01
+
+
+@dataclass
+class Switches:
+    name: str
+    on: bool = True                # on by default
+    count: int | None = None
+
+
+@pytest.mark.parametrize("cfg", [Example("x"), Example("x", 3, 0.1, True), Switches("y", on=False, count=2), Switches("z")])
+def test_a_config_written_as_a_command_line_parses_back_to_itself(cfg):
+    options = {"rate": {"flag": "--learning-rate"}}
+    p = argparse.ArgumentParser()
+    add_config_arguments(p, type(cfg), options=options)
+    argv = config_to_argv(cfg, options)
+    assert config_from_args(type(cfg), p.parse_args(argv)) == cfg
+    assert argv[:2] == ["--name", cfg.name]                     # a required field always; defaults left out
+    assert ("--no-on" in argv) == (isinstance(cfg, Switches) and not cfg.on)
+    assert ("--learning-rate" in argv) == (isinstance(cfg, Example) and cfg.rate != 0.5)

@@ -169,6 +169,17 @@ def test_the_deepspeed_launcher_gets_every_training_setting(tmp_path):
                   "label_bucket", "vocab_multiple"):
         assert getattr(args, field) == getattr(tcfg, field), field
     assert not args.resume and args.engine == "torch-compile"
+    # every field, whatever it is, comes back: the command is the config written as `train` reads it
+    import dataclasses
+
+    from twotower_lib.config_cli import config_from_args
+    from twotower_lib.train.config import parse_duration
+
+    odd = dataclasses.replace(tcfg, as_released=True, warmup_fraction=0.1, budget_s=90.0, checkpoint_every_s=30.0,
+                              snapshot_every_tokens=4096, eval_blocks=7)
+    back = config_from_args(type(tcfg), parser.parse_args(training.deepspeed_command(4, odd, tmp_path / "run")[5:]),
+                            {"budget_s": parse_duration, "checkpoint_every_s": parse_duration})
+    assert back == dataclasses.replace(odd, world_size=odd.world_size or 4)
     run = tmp_path / "run"
     run.mkdir()
     (run / "config.json").write_text("{}")        # killed before its first checkpoint: starts over, cleared

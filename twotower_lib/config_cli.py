@@ -83,3 +83,22 @@ def config_from_args(cls: type, args: argparse.Namespace, convert: dict[str, Cal
     if base is not None:
         return dataclasses.replace(base, **{k: v for k, v in values.items() if v is not None})
     return cls(**values)
+
+
+def config_to_argv(cfg: Any, options: dict[str, dict[str, Any]] | None = None, skip: tuple[str, ...] = ()) -> list[str]:
+    """The command line that `add_config_arguments(p, type(cfg), skip, options)` parses back into `cfg`: every field
+    but `skip` whose value is not its default (a required field always), under the flag that function generates
+    (`options[field]["flag"]` where given); booleans as `--flag` / `--no-flag`. A new field reaches the launcher's
+    command line without a line here."""
+    argv: list[str] = []
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        if f.name in skip or value is None or (not required and value == f.default):
+            continue
+        flag = (options or {}).get(f.name, {}).get("flag", "--" + f.name.replace("_", "-"))
+        if isinstance(value, bool):
+            argv.append(flag if value else "--no-" + flag[2:])
+        else:
+            argv += [flag, str(value)]
+    return argv

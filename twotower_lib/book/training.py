@@ -108,21 +108,17 @@ def train_cases(ctx: SectionContext, data) -> pd.DataFrame:
 
 
 def deepspeed_command(num_gpus: int, tcfg, out: Path) -> list[str]:
-    """The DeepSpeed-launcher command line that trains (or resumes) `tcfg` into `out` (a folder killed before its
-    first checkpoint starts over, as `train.train_job` does)."""
-    from twotower_lib.train.loop import resume_or_clear
+    """The DeepSpeed-launcher command line that trains (or resumes) `tcfg` into `out`: every setting of `tcfg`
+    written as `train` parses it (`config_cli.config_to_argv`), the world size the launcher's GPUs (a folder killed
+    before its first checkpoint starts over, as `train.train_job` does)."""
+    import dataclasses
 
-    cmd = ["deepspeed", f"--num_gpus={num_gpus}", "--module", "twotower_lib", "train",
-           "--model", tcfg.model, "--preset", tcfg.preset, "--seed", str(tcfg.seed), "--towers", str(tcfg.towers),
-           "--max-steps", str(tcfg.max_steps), "--micro-batch", str(tcfg.micro_batch), "--grad-accum", str(tcfg.grad_accum),
-           "--world-size", str(tcfg.world_size or num_gpus),
-           "--final-lr-fraction", str(tcfg.final_lr_fraction), "--precision", tcfg.precision,
-           "--eval-every-steps", str(tcfg.eval_every_steps), "--engine", tcfg.engine,
-           "--label-bucket", str(tcfg.label_bucket), "--vocab-multiple", str(tcfg.vocab_multiple),
-           "--data", str(tcfg.data), "--out", str(out)]
-    return (cmd + (["--lr", str(tcfg.lr)] if tcfg.lr is not None else [])
-            + (["--deepspeed-config", tcfg.deepspeed_config] if tcfg.deepspeed_config else [])
-            + (["--resume"] if resume_or_clear(out) else []))
+    from twotower_lib.config_cli import config_to_argv
+    from twotower_lib.train.loop import OPTIONS, resume_or_clear
+
+    tcfg = dataclasses.replace(tcfg, world_size=tcfg.world_size or num_gpus)
+    return (["deepspeed", f"--num_gpus={num_gpus}", "--module", "twotower_lib", "train"]
+            + config_to_argv(tcfg, OPTIONS) + ["--out", str(out)] + (["--resume"] if resume_or_clear(out) else []))
 
 
 def _deepspeed_train(ctx: SectionContext, tcfg, out: Path) -> None:

@@ -358,13 +358,16 @@ def resume_or_clear(out: Path) -> bool:
     return False
 
 
+# how `train`'s generated options differ from `config_cli`'s defaults (also what `config_to_argv` writes back)
+OPTIONS = {"model": {"choices": MODEL_TYPES}, "preset": {"choices": PRESETS, "default": "cpu"},
+           "budget_s": {"flag": "--budget", "type": str, "metavar": "DURATION"},
+           "checkpoint_every_s": {"flag": "--checkpoint-every", "type": str, "default": "10m", "metavar": "DURATION"},
+           "precision": {"choices": PRECISIONS}, "engine": {"choices": ENGINES}}
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """`train`'s options: one per `TrainConfig` field (`config_cli`), and where the run goes."""
-    add_config_arguments(p, TrainConfig, options={
-        "model": {"choices": MODEL_TYPES}, "preset": {"choices": PRESETS, "default": "cpu"},
-        "budget_s": {"flag": "--budget", "type": str, "metavar": "DURATION"},
-        "checkpoint_every_s": {"flag": "--checkpoint-every", "type": str, "default": "10m", "metavar": "DURATION"},
-        "precision": {"choices": PRECISIONS}, "engine": {"choices": ENGINES}})
+    add_config_arguments(p, TrainConfig, options=OPTIONS)
     p.add_argument("--out", required=True, help="run directory")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
 
