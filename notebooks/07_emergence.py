@@ -50,7 +50,9 @@ part = study_parts.show  # the study's parts: Markdown, reader tables (HTML) and
 # rung, each trained for exactly one epoch of the Brown corpus (no text seen twice, the same steps
 # at every rung), probed with today's probe, and each run's towers probed again at 0 tokens (the
 # untrained control of that rung). The rules below are `twotower_lib.analysis.seed_spread`'s,
-# fixed before the ladder was measured. The runs are committed as they finish
+# fixed before the ladder was measured; a probe counts only where its heads predict better than the
+# untrained towers' heads, and each rung's cooperative loss is read beside what word frequencies alone
+# give (a model not below it has learned no context, and its towers have nothing to divide). The runs are committed as they finish
 # (`results/ladder/probes/`, `python -m studies.ladder`; the GPU rungs at Table 1's sizes come from
 # `benchmarks/gpu_ladder.sh`).
 
