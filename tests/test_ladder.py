@@ -125,6 +125,11 @@ def test_a_rung_whose_probe_heads_learned_nothing_gets_no_verdict():
     assert not below["beyond word frequencies"] and above["beyond word frequencies"]
     assert "the towers learned no context" in report.answer(below.to_frame().T)
     assert "learned no context" not in report.answer(above.to_frame().T)
+    # untrained controls not probed yet for three seeds: not a failure, not yet a rung
+    partial = [e for e in exports if e["kind"] == "case" or e["seed"] == 3]
+    row = report.summary_rows(report.run_rows(partial), report.pair_rows(partial)).iloc[0]
+    assert row["partition: verdict"] == report.NOT_YET
+    assert "fewer than two seeds probed" in report.answer(row.to_frame().T)
 
 
 def test_the_exports_are_not_ignored_by_git():

@@ -27,6 +27,7 @@ EXPORTS = "probes"   # results/ladder/probes/<rung>/: one committed file a probe
 TOP_N = 1000          # the most frequent tokens both runs scored: the seed study's N at the cpu profile
 SHUFFLE_SEED = 0
 PROBE_FAILED = "probe failed"
+NOT_YET = "not attempted"      # fewer than two seeds probed with their untrained control yet
 REFERENCE = "reference.json"   # the corpus's word-frequency loss (`PreparedData.unigram_loss`), written by `runner`
 VALID_PROBE_RULE = (
     "**A probe counts** only where each of its tower heads predicts the validation text better than the same "
@@ -107,8 +108,10 @@ def summary_rows(runs: pd.DataFrame, pairs: pd.DataFrame, unigram: float = np.na
                 "beyond word frequencies": bool(cases["val_loss"].median() < unigram) if np.isfinite(unigram) else None,
                 "heads' loss": float(cases["head_loss"].median()),
                 "untrained heads' loss": float(ctrl["head_loss"].median())}
+        complete = set(cases["seed"]) & set(ctrl["seed"])          # seeds with the trained and the untrained probe
         if len(valid) < 2:
-            rows.append(base | {"partition: verdict": PROBE_FAILED, "orientation: verdict": PROBE_FAILED})
+            verdict = PROBE_FAILED if len(complete) > len(valid) else NOT_YET
+            rows.append(base | {"partition: verdict": verdict, "orientation: verdict": verdict})
             continue
         same, shuffled = (df[df["seed_a"].isin(valid) & df["seed_b"].isin(valid)] for df in (same, shuffled))
         cases = cases[cases["seed"].isin(valid)]
@@ -163,7 +166,8 @@ def answer(summary: pd.DataFrame) -> str:
     for family, rows in summary.sort_values("tower parameters").groupby("family", sort=False):
         steps = ". ".join(_step(r) for _, r in rows.iterrows())
         trend = ""
-        rows = rows[rows["partition: verdict"] != PROBE_FAILED]
+        measured = rows.get("partition: median |r|", pd.Series(np.nan, index=rows.index)).notna()
+        rows = rows[(rows["partition: verdict"] != PROBE_FAILED) & measured]
         if len(rows) >= 2:
             first, last = rows.iloc[0]["partition: median |r|"], rows.iloc[-1]["partition: median |r|"]
             trend = (f" From the smallest to the largest rung measured the median |r| goes {_f(first)} → {_f(last)}"
@@ -176,6 +180,8 @@ def _step(r: pd.Series) -> str:
     """One rung's answer for one family."""
     if r["partition: verdict"] == PROBE_FAILED:
         return _failed(r)
+    if pd.isna(r.get("partition: median |r|")):
+        return f"{r['rung']}: fewer than two seeds probed with their untrained control yet"
     return (f"{r['rung']}: median |r| {_f(r['partition: median |r|'])} (leave one seed out "
             f"{_f(r['partition: loo low'])}–{_f(r['partition: loo high'])}, untrained "
             f"{_f(r['partition: controls |r| threshold'])}), partition {r['partition: verdict']}, "
