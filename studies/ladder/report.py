@@ -166,8 +166,7 @@ def answer(summary: pd.DataFrame) -> str:
     for family, rows in summary.sort_values("tower parameters").groupby("family", sort=False):
         steps = ". ".join(_step(r) for _, r in rows.iterrows())
         trend = ""
-        measured = rows.get("partition: median |r|", pd.Series(np.nan, index=rows.index)).notna()
-        rows = rows[(rows["partition: verdict"] != PROBE_FAILED) & measured]
+        rows = rows[rows.get("partition: median |r|", pd.Series(np.nan, index=rows.index)).notna()]
         if len(rows) >= 2:
             first, last = rows.iloc[0]["partition: median |r|"], rows.iloc[-1]["partition: median |r|"]
             trend = (f" From the smallest to the largest rung measured the median |r| goes {_f(first)} → {_f(last)}"
@@ -239,8 +238,7 @@ def write_report(results: Path) -> Path:
     exports = load_exports(results)
     if not exports:
         raise SystemExit(f"error: no ladder export under {results / EXPORTS}; run `python -m studies.ladder` first")
-    runs, pairs = run_rows(exports), pair_rows(exports)
-    summary = summary_rows(runs, pairs, unigram_loss(results)) if not pairs.empty else pd.DataFrame()
+    runs, pairs, summary = report_tables(exports, results)
     for name, df in (("runs", runs), ("pairs", pairs), ("summary", summary)):
         atomic_write_bytes(results / f"{name}.csv", df.to_csv(index=False, float_format="%.6g").encode())
     first = exports[0]
@@ -256,10 +254,15 @@ def write_report(results: Path) -> Path:
 
 def current_parts(results: Path) -> dict[str, str]:
     """The book parts the report writes from the exports in `results` today."""
-    exports = load_exports(results)
-    runs, pairs = run_rows(exports), pair_rows(exports)
-    summary = summary_rows(runs, pairs, unigram_loss(results)) if not pairs.empty else pd.DataFrame()
+    runs, pairs, summary = report_tables(load_exports(results), results)
     return book_parts(summary, pairs, runs)
+
+
+def report_tables(exports: list[dict], results: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The report's runs, pairs and summary from `exports` (the summary against the word-frequency loss recorded
+    in `results`)."""
+    runs, pairs = run_rows(exports), pair_rows(exports)
+    return runs, pairs, summary_rows(runs, pairs, unigram_loss(results)) if not pairs.empty else pd.DataFrame()
 
 
 def unigram_loss(results: Path) -> float:

@@ -20,7 +20,7 @@ import argparse
 import shutil
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from twotower_lib.artifacts import atomic_write_json, atomic_write_text, provenance, read_json
@@ -42,9 +42,7 @@ def probe_config(rung: str):
     """The default profile's probe, in fp32 on every rung: on CPUs that is what its `precision="auto"` resolves to;
     on the GPU rungs "auto" would take bf16, another measurement, under which BERT's heads diverged
     (results/ladder/gpu-2026-11-28.log)."""
-    import dataclasses
-
-    return dataclasses.replace(PROBE, precision="fp32") if rung in GPU_RUNGS else PROBE
+    return replace(PROBE, precision="fp32") if rung in GPU_RUNGS else PROBE
 
 
 def data_dir(root: Path) -> Path:

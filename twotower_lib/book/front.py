@@ -22,7 +22,7 @@ from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.book.paper_tables import mark_outside, number
 from twotower_lib.book.tables import keyed, markdown_table
 from twotower_lib.book.paper_items import CLAIMS, FINDINGS, POINT_LABELS, Claim
-from twotower_lib.book.scorecard import decide_over_seeds
+from twotower_lib.book.scorecard import decide_over_seeds, verdict_cell
 from twotower_lib.run_names import model_of
 
 # Short names of the scorecard items for the front table (the scorecard page has the long ones).
@@ -77,7 +77,7 @@ def text_ceilings(profile: str, results: Path = PUBLISHED) -> dict[str, tuple[fl
 
 
 def _claim_cells(mine: pd.DataFrame, ceilings: dict[str, tuple[float, str]] | None = None,
-                 key: str | None = None) -> dict[str, str]:
+                 profile: str | None = None) -> dict[str, str]:
     """A seed-decided row's cells: "ours" (each claim's signed median), "spread" (its central range and pairs),
     the two questions a signed r mixes, each with its own statistic (`seed_spread.PARTITION_RULE`,
     `ORIENTATION_RULE`), and the caveat: the controls' 90th percentile the signed r is judged against."""
@@ -90,8 +90,8 @@ def _claim_cells(mine: pd.DataFrame, ceilings: dict[str, tuple[float, str]] | No
                        for (_, c), n in zip(mine.iterrows(), counts)) + (f" ({counts.iloc[0]}{each})" if each else "")
     high = mine[HIGH].max()
     caveat = "no control measured yet" if pd.isna(high) else f"signed r against controls' 90th pct. {high:.2f}"
-    division = lambda c: division_cell(c, ceilings, key)
-    orientation = lambda c: orientation_cell(c, key)
+    division = lambda c: division_cell(c, ceilings, profile)
+    orientation = lambda c: orientation_cell(c, profile)
     return {"ours": ours, "spread over seeds": spread, "division (median |r|)": _joined(mine, name, division),
             "orientation (Eq. 3)": _joined(mine, name, orientation), "caveat": caveat}
 
@@ -100,16 +100,17 @@ def _joined(mine: pd.DataFrame, name, cell) -> str:
     return "; ".join(f"{name(c)}{text}" for _, c in mine.iterrows() if (text := cell(c))) or "—"
 
 
-def division_cell(c: pd.Series, ceilings: dict[str, tuple[float, str]] | None = None, key: str | None = None) -> str:
+def division_cell(c: pd.Series, ceilings: dict[str, tuple[float, str]] | None = None,
+                  profile: str | None = None) -> str:
     """The partition answer of a claim row: verdict, median |r|, its range leaving one run out, the controls'
-    threshold, and (where `ceilings` has the family) the text ceiling and corrected value; with `key` (the
-    profile's name), the verdict and the median marked as that profile's claim's (`tables.keyed`)."""
+    threshold, and (where `ceilings` has the family) the text ceiling and corrected value; with `profile`,
+    the verdict and the median marked as that profile's claim's (`tables.keyed`)."""
     if pd.isna(c.get("partition verdict")):
         return ""
     verdict, median = c["partition verdict"], f"{c['partition median |r|']:.2f}"
-    if key:
-        verdict = keyed(f"division verdict@{key}: {c['claim']}", verdict)
-        median = keyed(f"division median abs r@{key}: {c['claim']}", median)
+    if profile:
+        verdict = keyed(f"division verdict@{profile}: {c['claim']}", verdict)
+        median = keyed(f"division median abs r@{profile}: {c['claim']}", median)
     return (f"{verdict}: {median} ({c['partition loo low']:.2f}–"
             f"{c['partition loo high']:.2f}) vs {c['partition controls |r| threshold']:.2f}"
             + ceiling_note(c, ceilings or {}))
@@ -126,11 +127,14 @@ def ceiling_note(c: pd.Series, ceilings: dict[str, tuple[float, str]]) -> str:
     return f"; text ceiling {ceiling:.2f} ({pair}), corrected {c['partition median |r|'] / ceiling:.2f}"
 
 
-def orientation_cell(c: pd.Series, key: str | None = None) -> str:
-    """The orientation answer of a same-configuration claim row: verdict and how many runs' margins resolve."""
+def orientation_cell(c: pd.Series, profile: str | None = None) -> str:
+    """The orientation answer of a same-configuration claim row: verdict and how many runs' margins resolve (with
+    `profile`, the verdict marked as that profile's claim's)."""
     if pd.isna(c.get("orientation verdict")):
         return ""
-    verdict = keyed(f"orientation verdict@{key}: {c['claim']}", c["orientation verdict"]) if key else c["orientation verdict"]
+    verdict = c["orientation verdict"]
+    if profile:
+        verdict = keyed(f"orientation verdict@{profile}: {c['claim']}", verdict)
     return f"{verdict}: {int(c['orientation resolved runs'])}/{int(c['orientation runs'])} resolved"
 
 
@@ -150,7 +154,7 @@ def verdict_rows(card: dict, key: bool = False) -> pd.DataFrame:
     for r in card["rows"]:
         mine = claims[claims["above controls"].notna()] if r["id"] == "controls" else claims[claims["item"] == r["id"]]
         profile = card["profile"] if key else None
-        mark = keyed(f"verdict@{profile}: {r['id']}", r["verdict"], MARK[r["verdict"]]) if key else MARK[r["verdict"]]
+        mark = verdict_cell(profile, r, MARK[r["verdict"]]) if key else MARK[r["verdict"]]
         if r.get("decided_by") == "seeds" and len(mine):
             cells = _claim_cells(mine, ceilings, profile)
             if len(mine) > 1 and mine["verdict"].nunique() > 1:   # an item's verdict is its weakest claim's

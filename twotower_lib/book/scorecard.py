@@ -65,17 +65,24 @@ def _section_rows(ctx) -> list[dict]:
     return decide_over_seeds(rows, ctx.profile.name)
 
 
+def verdict_cell(profile: str, row: dict, shown: str | None = None) -> str:
+    """An item's verdict as a table shows it (`shown`, by default in bold), marked as that item's verdict at
+    `profile` (`tables.keyed`): every page that shows it shows one value."""
+    from twotower_lib.book.tables import keyed
+
+    return keyed(f"verdict@{profile}: {row['id']}", row["verdict"], shown or f"**{row['verdict']}**")
+
+
 def verdicts_box(ctx) -> str:
     """A chapter's result box, generated: every paper item this section recorded, the paper's value, ours and
     the verdict (the scorecard's rows for this section)."""
     rows = _section_rows(ctx)
     if not rows:
         return "*This section recorded no paper item.*"
-    from twotower_lib.book.tables import keyed, markdown_table
+    from twotower_lib.book.tables import markdown_table
 
     return markdown_table(["paper item", "the paper", "ours", "verdict"],
-                          ([r["item"], r["paper"], r["ours"],
-                            keyed(f"verdict@{ctx.profile.name}: {r['id']}", r["verdict"], f"**{r['verdict']}**")]
+                          ([r["item"], r["paper"], r["ours"], verdict_cell(ctx.profile.name, r)]
                            for r in rows)).rstrip("\n")
 
 
@@ -396,10 +403,10 @@ def write(root: Path, sections) -> dict[str, Any]:
 
 def to_markdown(card: dict[str, Any]) -> str:
     """The scorecard as a MyST table for the book."""
-    from twotower_lib.book.tables import keyed, markdown_table
+    from twotower_lib.book.tables import markdown_table
 
     head = (f"Profile **{card['profile']}**: " + ", ".join(f"{n} {v}" for v, n in card["counts"].items()) + ".\n\n")
     return head + markdown_table(["Paper item", "Paper", "Ours", "Verdict", "Note"],
                                  ([r["item"], r["paper"], paper_tables.mark_outside(r["ours"]),
-                                   keyed(f"verdict@{card['profile']}: {r['id']}", r["verdict"], f"**{r['verdict']}**"),
+                                   verdict_cell(card["profile"], r),
                                    r["note"]] for r in card["rows"]))
