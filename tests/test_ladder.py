@@ -105,6 +105,27 @@ def test_the_gpu_rungs_train_table_1_sizes_on_the_same_epoch(tiny_data, tmp_path
     assert runner.seed_list("4") == [1, 2, 3, 4] and runner.seed_list("3,4") == [3, 4] and runner.seed_list("2,") == [2]
 
 
+def test_a_passes_rung_trains_its_family_for_several_epochs_and_stays_off_the_size_axis(tiny_data, tmp_path,
+                                                                                      monkeypatch):
+    """A passes rung (the token axis) trains its one family at a size rung's preset for its passes over the same
+    epoch; the report gives it its own line and keeps it off the size chart and the size trend."""
+    (rung, (preset, passes)), = runner.PASSES_RUNGS.items()
+    one, many = (runner.train_config(r, "bert", 1, tmp_path, tiny_data) for r in ("1x96", rung))
+    assert many.preset == one.preset == preset and many.max_steps == passes * one.max_steps and passes > 1
+    assert runner.rung_families(rung, list(runner.FAMILIES)) == [runner.PASSES_FAMILY[rung]]
+    assert runner.rung_families(rung, ["gpt"]) == [] and runner.rung_families("1x96", ["gpt", "elmo"]) == ["gpt", "elmo"]
+    rng = np.random.default_rng(2)
+    shared = rng.standard_normal(200)
+    exports = [_export(r, "bert", seed, kind, (shared if kind == "case" else 0) + rng.standard_normal(200), 0.05, 10)
+               for r in ("1x96", rung) for seed in range(1, 5) for kind in ("case", "untrained")]
+    summary = report.summary_rows(report.run_rows(exports), report.pair_rows(exports))
+    text = report.answer(summary)
+    assert f"**bert, {passes} passes over the epoch** — {rung}: median |r|" in text
+    assert "→" not in text                                  # one size rung: no trend, the passes rung not in one
+    chart = json.loads(report.chart(summary).to_json())
+    assert {row["rung"] for rows in chart["datasets"].values() for row in rows} == {"1x96"}
+
+
 def test_a_rung_whose_probe_heads_learned_nothing_gets_no_verdict():
     """Heads whose validation loss is above the untrained towers' heads' (as BERT's at Table 1 size after one epoch
     in bf16) do not count; with fewer than two probes that count the rung says so instead of a verdict."""

@@ -4,7 +4,9 @@
 each rung of `RUNGS` for exactly one epoch of one corpus (the Brown corpus: no text is seen twice),
 probes each run with the default profile's probe, and probes its towers at 0 tokens (the untrained
 control of that rung). Work goes rung by rung from the smallest, family by family, seed by seed, so
-an interrupted ladder leaves whole rungs behind it.
+an interrupted ladder leaves whole rungs behind it. A passes rung (`--rungs 1x96x8`) trains one family
+at a size rung's preset for several passes over the same epoch: the token axis for a family that learns
+no context in one.
 
 Each finished probe is exported at once as a small JSON file (`export`): the scores of the
 `EXPORT_TOKENS` most frequent tokens, the towers' mean probabilities and the per-document sums behind
@@ -29,7 +31,7 @@ from twotower_lib.data.config import DataConfig
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import case_name
 from studies.ladder.report import EXPORTS, REFERENCE, RESULTS, write_report
-from studies.ladder.rungs import FAMILIES, GPU_FAMILY, GPU_RUNGS, RUNGS, SEEDS
+from studies.ladder.rungs import FAMILIES, GPU_FAMILY, GPU_RUNGS, PASSES_FAMILY, PASSES_RUNGS, RUNGS, SEEDS
 
 KINDS = ("case", "untrained")
 CORPUS = DataConfig(corpus="registry:brown")  # one corpus; its training split is one epoch
@@ -65,7 +67,18 @@ def epoch_tokens(data) -> int:
 
 
 def preset_of(rung: str) -> str:
-    return RUNGS.get(rung) or GPU_RUNGS[rung]
+    return RUNGS.get(rung) or GPU_RUNGS.get(rung) or PASSES_RUNGS[rung][0]
+
+
+def passes_of(rung: str) -> int:
+    """Passes over the epoch: one on every size rung, more on a passes rung."""
+    return PASSES_RUNGS[rung][1] if rung in PASSES_RUNGS else 1
+
+
+def rung_families(rung: str, families: list[str]) -> list[str]:
+    """The families a rung trains: each GPU or passes rung has its one, the CPU size rungs every one asked for."""
+    own = GPU_FAMILY.get(rung) or PASSES_FAMILY.get(rung)
+    return [f for f in families if f == own] if own else families
 
 
 def train_config(rung: str, family: str, seed: int, data_path: Path, data):
@@ -74,7 +87,7 @@ def train_config(rung: str, family: str, seed: int, data_path: Path, data):
     about a minute at Table 1 sizes (results/gpu/levers/whole.json), would pay for itself)."""
     from twotower_lib.train.config import TrainConfig
 
-    tokens = epoch_tokens(data)
+    tokens = epoch_tokens(data) * passes_of(rung)
     steps = TrainConfig.steps_for(tokens, MICRO_BATCH, data.seq_len)
     device = {"precision": "bf16", "engine": "torch"} if rung in GPU_RUNGS else {"precision": "fp32"}
     return TrainConfig.for_tokens(family, preset_of(rung), seed, tokens, MICRO_BATCH, data.seq_len,
@@ -95,7 +108,7 @@ def export(probe_path: Path, out: Path, rung: str, family: str, seed: int, kind:
     write_export(out, {
         "rung": rung, "family": family, "seed": seed, "kind": kind, "preset": preset_of(rung),
         "tower_parameters": tower_parameters(rung, family, data),
-        "train": {"tokens": epoch_tokens(data), "steps": tcfg.max_steps, "micro_batch": MICRO_BATCH,
+        "train": {"tokens": epoch_tokens(data) * passes_of(rung), "passes": passes_of(rung), "steps": tcfg.max_steps, "micro_batch": MICRO_BATCH,
                   "snapshot": 0 if kind == "untrained" else "final"},
         "val_loss": art.manifest.get("val_loss", {}),
         "ordering": {"primary_tower": o["primary_tower"], "mean_p": o["mean_p"], "mean_logp": o["mean_logp"]},
@@ -172,7 +185,7 @@ def run_ladder(seeds: list[int], rungs: list[str], families: list[str], root: Pa
     atomic_write_json(results / REFERENCE, {"data_hash": data.data_hash, "unigram_loss": data.unigram_loss(),
                                             "provenance": provenance()})
     for rung in rungs:
-        for family in ([GPU_FAMILY[rung]] if rung in GPU_RUNGS else families):
+        for family in ([GPU_FAMILY[rung]] if rung in GPU_RUNGS else rung_families(rung, families)):
             for seed in seeds:
                 if deadline is not None and time.time() > deadline:
                     print(f"ladder: deadline reached before {rung} {case_name(family, seed)}", flush=True)
@@ -204,7 +217,8 @@ def cli(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=seed_list, default=seed_list(str(SEEDS)),
                    help=f"N for seeds 1..N (default {SEEDS}), or a list such as 3,4 (to share a rung among processes)")
     p.add_argument("--rungs", default=None, help=f"in the order they are run: any of {', '.join(RUNGS)} (default: "
-                                                 f"all), with --gpu any of {', '.join(GPU_RUNGS)}")
+                                                 f"all of these), the passes rungs {', '.join(PASSES_RUNGS)}, with "
+                                                 f"--gpu any of {', '.join(GPU_RUNGS)}")
     p.add_argument("--families", default=",".join(FAMILIES), help=f"any of {', '.join(FAMILIES)}")
     p.add_argument("--gpu", action="store_true",
                    help=f"the GPU rungs ({', '.join(GPU_RUNGS)}: Table 1's sizes) instead of the CPU ones; needs CUDA")
@@ -213,8 +227,8 @@ def cli(argv: list[str] | None = None) -> int:
     p.add_argument("--report-only", action="store_true", help="write the report from the committed exports")
     p.add_argument("--results", default=str(RESULTS))
     args = p.parse_args(argv)
-    known = GPU_RUNGS if args.gpu else RUNGS
-    rungs = [r for r in (args.rungs or ",".join(known)).split(",") if r]
+    known = GPU_RUNGS if args.gpu else RUNGS | PASSES_RUNGS
+    rungs = [r for r in (args.rungs or ",".join(GPU_RUNGS if args.gpu else RUNGS)).split(",") if r]
     families = [f for f in args.families.split(",") if f]
     try:
         bad = [r for r in rungs if r not in known] + [f for f in families if f not in FAMILIES]
