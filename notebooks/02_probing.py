@@ -179,7 +179,7 @@ quality.round(3)
 # A negative shortfall means the fresh head predicts better than the model's own decoder did: at these
 # budgets the decoder itself is short of converged, so the head reads at least what it used.
 
-# %%
+# %% tags=["remove-input"]
 study_parts.show("SEEDS_SHORTFALL_TABLE", ctx.profile.name)
 
 # %% [markdown]

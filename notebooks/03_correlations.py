@@ -24,6 +24,7 @@
 # tokens, two runs of Bert-large with different seeds correlate at r = 0.94, Bert-base and
 # Bert-large at 0.72, and different model types at 0.57–0.63.
 #
+# :::{dropdown} What this chapter adds to the paper's Table 2
 # This section computes the same correlations between the cases of the chosen profile, over its
 # `analysis.top_n` most frequent tokens, and adds what the paper does not report: a 95% confidence interval
 # (validation documents resampled), a permutation p-value (token labels shuffled), and three
@@ -32,6 +33,7 @@
 #
 # The ELMo here is the bidirectional one the paper's text describes; the page "The paper, its
 # code, and this companion" measures the released code's ELMo beside it.
+# :::
 
 # %% tags=["parameters"]
 profile = None                  # None: $TWOTOWER_PROFILE, else cpu; or tiny | cpu-long | gpu | paper (twotower_lib.book.profiles)
@@ -55,7 +57,7 @@ ctx = sections.open_section("03_correlations", globals())
 render.enable()
 ctx.parameter_table()
 
-# %%
+# %% tags=["remove-input"]
 Markdown(ctx.rerun_markdown())
 
 # %% [markdown]
@@ -66,38 +68,36 @@ Markdown(ctx.rerun_markdown())
 # cross-type claim is then a distribution over seed pairs, held against control pairs measured with
 # the same statistic (untrained towers, independent single-tower pairs, shuffled labels).
 
-# %%
+# %% tags=["remove-input"]
 study_parts.show("SEEDS_SECTION", ctx.profile.name)
 
-# %%
+# %% tags=["remove-input"]
 study_parts.show("SEEDS_STRIPS_CHART", ctx.profile.name)
 
 # %% [markdown]
 # Each dot is one pair of seeds (top lane) or one control pair (the lanes below); the red line is the
 # paper's value.
 #
-# **Caveats.**
-#
+# :::{dropdown} Caveats, and the two folded tables below
 # 1. Pairs that share a run are not independent (each seed is in three of a family's six pairs), so
 #    the central range describes the seed pairs; it is not a confidence interval.
 # 2. The sign of r rests on Eq. 3's choice of the primary tower; where a run's towers are nearly tied
 #    that choice is a coin flip, so |r| is read beside r (the family table below).
 # 3. The models are far smaller and see far fewer tokens than the paper's (the front page gives both
 #    scales): a division that needs the paper's training may not have formed here.
+#
+# The first folded table gives, per family: r in both score variants, the order-free |r| beside the
+# controls' |r| (a null's |r| is not zero), the share of pairs whose sign depends on the order rule,
+# and the runs' tower margins. The second gives every negative same-configuration pair, and what made
+# it negative: a *near tie* (one run's two order rules name different primary towers, so the sign is
+# the rule's choice) or a *mirrored* division (both rules agree in both runs: the towers' roles really
+# are swapped).
+# :::
 
-# %% [markdown]
-# Per family: r in both score variants, the order-free |r| beside the controls' |r| (a null's |r| is
-# not zero), the share of pairs whose sign depends on the order rule, and the runs' tower margins.
-
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 study_parts.show("SEEDS_FAMILY_TABLE", ctx.profile.name)
 
-# %% [markdown]
-# Every negative same-configuration pair, and what made it negative: a *near tie* (one run's two
-# order rules name different primary towers, so the sign is the rule's choice) or a *mirrored*
-# division (both rules agree in both runs: the towers' roles really are swapped).
-
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 study_parts.show("SEEDS_SIGN_FLIP_TABLE", ctx.profile.name)
 
 # %% [markdown]
@@ -127,43 +127,42 @@ table2 = paper_tables.compare(pairs_by, "table2", probe_outputs.same_config_pair
 HTML(paper_tables.matrix_html(
     table2, list(scores), caption=f"Table 2, ours (Eq. 4) [95% CI] and the paper's, top {ctx.profile.analysis.top_n} tokens"))
 
-# %%
-Markdown(analyses.correlation_sentences(ctx, pairs, probe_outputs.same_config_pairs(ctx)))
-
 # %% [markdown]
-# The same pairs one per row, in both score variants, with the highest control each pair is held
-# against (its own model's for a same-configuration pair, any model's otherwise) and the
-# scorecard's verdict on Eq. 4's score. A pair the paper has no row for (a second seed of another
-# model) is judged against the paper's same-configuration r, 0.94.
+# The summary at the end of this chapter reads this table in sentences.
+#
+# :::{dropdown} The folded tables below: the same pairs seen five ways
+# 1. One pair per row, in both score variants, with the highest control each pair is held against
+#    (its own model's for a same-configuration pair, any model's otherwise) and the scorecard's
+#    verdict on Eq. 4's score. A pair the paper has no row for (a second seed of another model) is
+#    judged against the paper's same-configuration r.
+# 2. The same pairs over words only: WordPiece continuation pieces ("##s", "##ed") and tokens of
+#    punctuation alone left out, the `analysis.top_n` most frequent of the rest (no intervals). The
+#    paper's own Table 3 has a suffix group scoring high in Bert-large and low in GPT: such pieces
+#    alone can set the sign of a cross-type r.
+# 3. Every number behind the two tables (permutation p-values, bootstrap bias, the number of tokens).
+# 4. Each case's tower order by both rules, with its margin. Every r here is signed by Eq. 3's primary
+#    tower (the higher mean probability); where the authors' rule (the higher mean log-probability)
+#    names the other tower, every pair that run is in changes sign with the rule.
+# 5. The matrix as a heat map.
+# :::
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 HTML(paper_tables.pairs_html(table2, {c: f"ours, {v}" for c, v in probe_outputs.VARIANTS.items()}))
 
-# %% [markdown]
-# The same pairs over words only: WordPiece continuation pieces ("##s", "##ed") and tokens of
-# punctuation alone left out, the `analysis.top_n` most frequent of the rest (no intervals). The paper's
-# own Table 3 has a suffix group scoring +0.65 in Bert-large and −1.78 in GPT: such pieces alone
-# can set the sign of a cross-type r.
-
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 words_by = {col: analyses.word_correlations(ctx, scores, col) for col in probe_outputs.VARIANTS}
 pd.concat([analyses.side_by_side(pairs_by, ("a", "b"))[[f"r ({v})" for v in probe_outputs.VARIANTS.values()]],
            analyses.side_by_side(words_by, ("a", "b")).rename(columns=lambda c: c.replace("r (", "r, words only ("))],
           axis=1).round(3)
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 # Every number behind the two tables (permutation p-values, bootstrap bias, the number of tokens)
 pd.concat(pairs_by.values(), ignore_index=True).round(4)
 
-# %% [markdown]
-# Every r here is signed by Eq. 3's primary tower (the higher mean probability). Each case's order by
-# both rules, with its margin: where the authors' rule (the higher mean log-probability) names the
-# other tower, every pair that run is in changes sign with the rule. Read a strongly negative r here.
-
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 probe_outputs.tower_order(scores).round(4)
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 charts.correlation_heatmap(correlation_matrix(pairs), title=f"Pearson r over the top {ctx.profile.analysis.top_n} tokens (Eq. 4)")
 
 # %% [markdown]
@@ -205,26 +204,27 @@ charts.score_lines(fig3.rename(columns={"run": "case"}).assign(frequency=fig3["t
 # controls its profile names (`analysis.controls`); the default runs the permutation alone, and its
 # verdicts hold every family's pairs against the seed study's controls (the strip plots above: every
 # family's control pairs, at the same sizes, budgets and probe).
+#
+# After this build's own control tables, three more: an earlier build of the `cpu` profile ran these
+# controls for GPT and Bert-large (`-p analysis.control_models gpt,bert-large`, committed in
+# `results/bert-controls/`). Where a case's r with its model's quality profile is high, what two runs
+# agree on is associated with which tokens gain most as the model gets better, not necessarily a
+# division of labour.
 # :::
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 analyses.side_by_side(control_by, ("control", "model", "a", "b")).round(3) if len(control) else control
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 analyses.side_by_side(quality_by, ("quality of", "a")).round(3) if len(quality_by["score"]) else "no quality-gap control at this profile"
 
-# %% [markdown]
-# An earlier build of the `cpu` profile ran these controls for GPT and Bert-large
-# (`-p analysis.control_models gpt,bert-large`, committed in `results/bert-controls/`). Where a case's r with its model's quality profile is high, what two runs agree on is
-# associated with which tokens gain most as the model gets better, not necessarily a division of labour.
-
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 study_parts.show("BERT_CONTROLS_PROBE")
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 study_parts.show("BERT_CONTROLS_TABLE")
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 study_parts.show("BERT_CONTROLS_QUALITY_TABLE")
 
 # %% [markdown]
@@ -247,7 +247,7 @@ study_parts.show("BERT_CONTROLS_QUALITY_TABLE")
 #
 # Where r lies far below both ceilings, what separates the two runs is their training.
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 ceiling = pd.concat([analyses.ceilings(ctx, scores, col) for col in probe_outputs.VARIANTS], ignore_index=True)
 ceiling.round(3)
 
@@ -268,33 +268,31 @@ ceiling.round(3)
 # - **Partial r**: each pair's r once the register fit is removed from both scores. What survives is
 #   agreement beyond register.
 #
-# These are associations over tokens; training on each source alone is the direct test, below.
+# These are associations over tokens; training on each source alone is the direct test, the last two
+# folded tables: the same-configuration pairs of this profile trained and probed on each source by
+# itself (`-p data.corpus registry:books` and the others), beside the mixed corpus, committed once in
+# `results/register/single_source.json`. One seed pair per corpus, each read against its own ceilings.
+# If the towers split the registers, the pairs would agree less there.
 # :::
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 register = analyses.register_tests(ctx, scores, list(itertools.combinations(scores, 2)))
 Markdown(analyses.describe_register(register, probe_outputs.same_config_pairs(ctx)))
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 register["gaps"].round(3)
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 register["fit"].round(3)
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 register["pairs"].pivot_table(index=["a", "b"], columns="variant", values=["r", "partial r"], sort=False).round(3) \
     if len(register["pairs"]) else register["pairs"]
 
-# %% [markdown]
-# **Training on one source alone**: the same-configuration pairs of this profile trained and probed
-# on each source by itself (`-p data.corpus registry:books` and the others), beside the mixed corpus,
-# committed once in `results/register/single_source.json`. One seed pair per corpus, each read
-# against its own ceilings. If the towers split the registers, the pairs would agree less here.
-
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 study_parts.show("REGISTER_TABLE")
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 study_parts.show("REGISTER")
 
 # %% tags=["remove-cell"]
@@ -318,6 +316,6 @@ ctx.finish(pairs=len(pairs), top_n=ctx.profile.analysis.top_n,
 # The paper's evidence for a stable preference is that independently trained models' scores
 # correlate. What this chapter measured, generated from the runs above:
 
-# %%
+# %% tags=["remove-input"]
 Markdown(analyses.correlation_sentences(ctx, pairs, probe_outputs.same_config_pairs(ctx)) + "\n\n"
          + scorecard.chapter_summary(ctx))

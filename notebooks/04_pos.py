@@ -64,7 +64,7 @@ charts.paper_and_ours(pos.claim_points(summary), "share of the tag's tokens abov
                       f"Fig. 4's claims: where each tag sits (top {ctx.profile.analysis.top_n} tokens)",
                       percent=True, domain=(0, 1))
 
-# %%
+# %% tags=["remove-input"]
 Markdown(charts.PAPER_AND_OURS_KEY + "\n\n" + scorecard.verdicts_box(ctx))
 
 # %% [markdown]
@@ -78,7 +78,7 @@ Markdown(charts.PAPER_AND_OURS_KEY + "\n\n" + scorecard.verdicts_box(ctx))
 # 3. Each case is one trained run: the spread over seeds that decides section 03's verdicts is not
 #    measured for these claims.
 
-# %%
+# %% tags=["remove-input"]
 Markdown(ctx.rerun_markdown())
 
 # %% [markdown]
@@ -124,5 +124,5 @@ ctx.finish(backend=backend, tagged_tokens=len(tags), claims_held=int(summary.que
 # %% [markdown]
 # ## Summary
 
-# %%
+# %% tags=["remove-input"]
 Markdown(scorecard.chapter_summary(ctx))

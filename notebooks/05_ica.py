@@ -24,11 +24,13 @@
 # holds the words with $|y_j| > 2.5$; Fig. 6), the groups look meaningful (Fig. 7), and their mean
 # preference scores rank alike in Bert-large, ELMo and GPT (Table 3).
 #
+# :::{dropdown} The word vectors here, and two readings of the paper's formulas
 # Here the word vectors are the trained input embedding of the case `analysis.ica_reference`, one row
 # per token occurrence in a sample of `analysis.ica_tokens` training tokens. Two readings of the
 # paper's formulas (its README notes both): ICA needs *whitened* input, so Eq. 5 is taken as
 # $P = (X - \bar x)\, V_d\, S_d^{-1/2}$; Eq. 7 as $g(y) = \operatorname{sgn}(y)\,(1 - e^{-\sqrt{2}|y|})/2$. Each
 # component is scaled to unit variance, so the threshold 2.5 means 2.5 standard deviations.
+# :::
 
 # %% tags=["parameters"]
 profile = None                 # None: $TWOTOWER_PROFILE, else cpu; or tiny | cpu-long | gpu | paper (twotower_lib.book.profiles)
@@ -82,37 +84,40 @@ scorecard.record_ica(ctx, groups_per_word, within_1, int(members["component"].nu
 charts.paper_and_ours(word_groups.paper_points({name: g for name, (_, g) in fig6.items()}, within_1),
                       "share", f"{reference}: sparsity and groups after ICA (d = {d})", percent=True, domain=(0, 1))
 
-# %%
+# %% tags=["remove-input"]
 Markdown(charts.PAPER_AND_OURS_KEY + " The Fig. 5 share is over the words Fig. 5 shows.\n\n" + scorecard.verdicts_box(ctx))
 
 # %% [markdown]
-# **Caveats.**
-#
+# :::{dropdown} Caveats
 # 1. The word vectors are a small model's input embedding, narrower than the paper's, and $d$ keeps
 #    the paper's share of its width (`analysis.ica_dim`); how many groups a word can join grows with $d$.
 # 2. The ICA likelihood is not concave: starts from different rotations can end at different optima.
 #    The fit of highest likelihood is used, and each component's stability across starts is below.
 # 3. Fig. 7's "meaningful" groups are shown, not judged: read the lists.
+# :::
 
-# %%
+# %% tags=["remove-input"]
 Markdown(ctx.rerun_markdown())
 
 # %% [markdown]
 # ## PCA whitening and ICA
 #
+# How many directions the whitening keeps, and whether the ICA converged to *the* answer: the chart
+# and the table (folded) say; how the library decides both is in the dropdowns.
+#
+# :::{dropdown} How many directions to keep
 # How many directions to keep? The paper kept $d = 128$ of a 1,024-wide embedding: an eighth.
 # Here the embedding is narrower, so by default $d$ keeps the same share of the width
 # (`ica_dim = 0`); a fixed $d = 128$ would keep half of a 256-wide embedding. The chart shows why
 # the choice matters: whitening scales every kept direction to unit variance, so a direction
 # holding a tiny share of the variance weighs as much in the ICA as the first; and ICA can only
 # separate directions that are not Gaussian (excess kurtosis 0).
+# :::
 
-# %%
+# %% tags=["hide-cell"]
 charts.pca_spectrum(spectrum, d, title=f"{reference}: the principal directions of its word vectors (dashed: d = {d})")
 
 # %% [markdown]
-# Did the ICA converge, and to *the* answer? The table (folded) says; how the library decides both:
-#
 # :::{dropdown} Convergence, and several starts
 # Did the ICA converge by the library's criterion (largest entry of $I - E[g(y)y^\top]$ below the
 # tolerance)? The steps are L-BFGS steps preconditioned by a block-diagonal model of the Hessian
@@ -128,7 +133,7 @@ charts.pca_spectrum(spectrum, d, title=f"{reference}: the principal directions o
 # the groups of unstable components are the ones to read with care.
 # :::
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 pd.DataFrame({"value": {
     "reference case": reference, "token occurrences in the sample": int(sample_counts.sum()),
     "distinct tokens (words)": len(token_ids), "embedding width": fitted.whitening.mean.shape[0],
@@ -145,7 +150,7 @@ pd.DataFrame({"value": {
 # The 500 most frequent words (columns) on the $d$ components (rows). The paper: sparse, about
 # 80% of the values within $[-1, 1]$ and a few large ones.
 
-# %%
+# %% tags=["hide-input"]
 print(f"{within_1:.1%} of the values shown are within [-1, 1] (paper: about {word_groups.PAPER_WITHIN_1:.0%}; a Gaussian: 68%)")
 charts.component_heatmap(fig5, title=f"{reference}: the {fig5['word_index'].nunique()} most frequent words after ICA")
 
@@ -155,9 +160,10 @@ charts.component_heatmap(fig5, title=f"{reference}: the {fig5['word_index'].nuni
 # The paper does not say which words it counted. The components were fitted with frequency
 # weights, so a rare token is an outlier on many of them; counted over every distinct token of
 # the sample, rare tokens dominate. So the shares are computed both ways: over the `analysis.top_n` most
-# frequent words (what the scorecard judges) and over every distinct token of the sample.
+# frequent words (what the scorecard judges) and over every distinct token of the sample (the
+# result's chart above gives both; the folded table gives them beside the paper's).
 
-# %%
+# %% tags=["hide-cell"]
 hist = pd.concat([h.assign(words=name) for name, (h, _) in fig6.items()], ignore_index=True)
 pd.DataFrame({**{name: [f"{g['share_one']:.0%}", f"{g['share_none']:.0%}", f"{g['mean_groups']:.2f}"]
                  for name, (_, g) in fig6.items()},
@@ -165,7 +171,7 @@ pd.DataFrame({**{name: [f"{g['share_one']:.0%}", f"{g['share_none']:.0%}", f"{g[
                         f"{word_groups.PAPER_FIG6['mean_groups']:.2f}"]},
              index=["words in exactly one group", "words in no group", "groups per word (mean)"])
 
-# %%
+# %% tags=["hide-input"]
 charts.group_histogram(hist)
 
 # %% [markdown]
@@ -175,14 +181,14 @@ charts.group_histogram(hist)
 # mean preference score of its members in every case and its rank among the groups (1 = most
 # preferred by the primary tower). Groups with fewer than five scored members are left out.
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 t3.round(3)
 
 # %% [markdown]
 # Do the groups rank alike in every case? Spearman correlation of the groups' mean scores
 # (the paper's three columns rank its 22 groups closely alike).
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 table3_agreement(t3, runs).round(3) if len(runs) > 1 else "one case only: nothing to compare"
 
 # %% [markdown]
@@ -194,7 +200,7 @@ table3_agreement(t3, runs).round(3) if len(runs) > 1 else "one case only: nothin
 # %% tags=["hide-input"]
 shown = pd.concat([t3.head(3), t3.tail(3)]).drop_duplicates("component")
 labels = "#" + shown["component"].astype(str) + " (s = " + shown[reference].map("{:+.2f}".format) + ")"
-examples = shown[["component"]].assign(group=labels).merge(members[members["typicality"] <= 12], on="component")
+examples = shown[["component"]].assign(group=labels).merge(members[members["typicality"] <= 8], on="component")
 charts.group_word_lists(examples, title=f"Word groups most and least preferred by {reference}'s primary tower")
 
 # %% tags=["remove-cell"]
@@ -205,5 +211,5 @@ ctx.finish(reference=reference, d=d, converged=fitted.ica.converged, ica_steps=f
 # %% [markdown]
 # ## Summary
 
-# %%
+# %% tags=["remove-input"]
 Markdown(scorecard.chapter_summary(ctx))

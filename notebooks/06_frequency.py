@@ -62,7 +62,7 @@ charts.paper_and_ours(analyses.frequency_points(t4), "Spearman rho with frequenc
                       f"Table 4's last column: each case against frequency (top {ctx.profile.analysis.top_n} tokens)",
                       domain=(-1, 1))
 
-# %%
+# %% tags=["remove-input"]
 Markdown(charts.PAPER_AND_OURS_KEY + "\n\n" + scorecard.verdicts_box(ctx))
 
 # %% [markdown]
@@ -75,7 +75,7 @@ Markdown(charts.PAPER_AND_OURS_KEY + "\n\n" + scorecard.verdicts_box(ctx))
 # 3. Rarer tokens are scored from fewer occurrences, so rho can change with N (the grid below gives
 #    the profile's N and the paper's).
 
-# %%
+# %% tags=["remove-input"]
 Markdown(ctx.rerun_markdown())
 
 # %% [markdown]
@@ -96,7 +96,7 @@ charts.score_vs_rank(fig8.rename(columns={"run": "case", "count": "frequency"}))
 HTML(paper_tables.matrix_html(paper_tables.compare({"score": t4}, "table4"), [*tables, paper_tables.FREQUENCY],
                                            table="table4", caption="Table 4, ours [95% CI] and the paper's"))
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 # Every number behind the table (permutation p-values, bootstrap bias, the number of tokens)
 t4.round(4)
 
@@ -109,7 +109,7 @@ charts.correlation_heatmap(correlation_matrix(t4), title=f"Spearman rho over the
 # fewer). The agreement between runs, and with frequency, can change with N: the rarer tokens
 # added at larger N are scored from fewer occurrences.
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 grid = table4_grid(tables, counts, [ctx.profile.analysis.top_n, 5000]).rename(columns=probe_outputs.VARIANTS, level="variant")
 grid.round(3)
 
@@ -119,7 +119,7 @@ grid.round(3)
 # Pearson r of each pair of cases before (`r`) and after (`r_partial`) removing the linear effect
 # of log-frequency from both score vectors, with the 95% bootstrap interval of the partial one.
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 partial_correlations(tables, counts, CorrelationConfig(n=ctx.profile.analysis.top_n, n_boot=ctx.profile.analysis.bootstrap,
                                                        n_permutations=1000, progress=False),
                      doc_stats={k: r.doc_stats for k, r in scores.items()}).round(3)
@@ -131,5 +131,5 @@ ctx.finish(top_n=ctx.profile.analysis.top_n, frequency_rho={f"{v}, {n}": grid.xs
 # %% [markdown]
 # ## Summary
 
-# %%
+# %% tags=["remove-input"]
 Markdown(scorecard.chapter_summary(ctx))

@@ -18,15 +18,18 @@
 # > language functions emerges after training."
 # > — He & Toyoizumi, Section 7
 #
-# The paper reports where training ended: after about a day on six GPUs per case, two Bert-large
-# runs with different seeds agree on which tokens each tower prefers (Table 2, r = 0.94). It does
-# not say when that agreement appears. This chapter follows it along training. Runs of one
-# configuration, differing only in the seed, save their weights at 0, 2^16, 2^17, … tokens; each
-# snapshot is probed as in section 02, and two runs' preference scores are correlated over the most
-# frequent tokens as in section 03. The curves take hours of CPU time, so they are computed once by
-# `python -m studies.emergence --all` and committed (`results/emergence/`, each with its
-# configuration, data hash, code version and packages); the study's report writes what this chapter
-# shows into `results/emergence/book.json`, and this chapter reads it.
+# The paper reports where training ended: two Bert-large runs with different seeds agree on which
+# tokens each tower prefers (Table 2). It does not say when that agreement appears. This chapter
+# follows it along training: runs of one configuration, differing only in the seed, save their
+# weights at 0, 2^16, 2^17, … tokens; each snapshot is probed as in section 02, and two runs' scores
+# are correlated as in section 03.
+#
+# :::{dropdown} Where the curves come from
+# The curves take hours of CPU time, so they are computed once by `python -m studies.emergence --all`
+# and committed (`results/emergence/`, each with its configuration, data hash, code version and
+# packages); the study's report writes what this chapter shows into `results/emergence/book.json`,
+# and this chapter reads it.
+# :::
 
 # %% tags=["parameters"]
 profile = None   # None: $TWOTOWER_PROFILE, else cpu; or tiny | cpu-long | gpu | paper (twotower_lib.book.profiles)
@@ -42,39 +45,8 @@ render.enable()
 part = study_parts.show  # the study's parts: Markdown, reader tables (HTML) and charts (Vega-Lite JSON)
 
 # %% [markdown]
-# ## Does it grow with size? The ladder
-#
-# A signed r between two seeds answers two questions at once: does the same *division* of tokens
-# between the towers repeat, and does Eq. 3 give the same tower the same *role*? The ladder asks
-# both, at several tower sizes with everything else fixed: four seeds of each family at each
-# rung, each trained for exactly one epoch of the Brown corpus (no text seen twice, the same steps
-# at every rung), probed with today's probe, and each run's towers probed again at 0 tokens (the
-# untrained control of that rung). The rules below are `twotower_lib.analysis.seed_spread`'s,
-# fixed before the ladder was measured; a probe counts only where its heads predict better than the
-# untrained towers' heads, and each rung's cooperative loss is read beside what word frequencies alone
-# give (a model not below it has learned no context, and its towers have nothing to divide). The runs are committed as they finish
-# (`results/ladder/probes/`, `python -m studies.ladder`; the GPU rungs at Table 1's sizes come from
-# `benchmarks/gpu_ladder.sh`).
-
-# %%
-part("LADDER_PROGRESS")
-
-# %%
-part("LADDER_ANSWER")
-
-# %%
-part("LADDER_CHART")
-
-# %% [markdown]
-# The chart's dashed lines are each family's untrained towers (the partition rule's control threshold of |r|);
-# the vertical bars the median's range when one seed is left out; the black line the paper's
-# Bert-large pair. Per rung and family:
-
-# %% tags=["hide-output"]
-part("LADDER_TABLE")
-
-# %% tags=["hide-output"]
-part("LADDER_RULES")
+# How r depends on the towers' size, at one fixed budget of tokens, is the next page's question:
+# {doc}`the size ladder <../book/ladder>`. This chapter follows r along training.
 
 # %% [markdown]
 # ## The result along training
@@ -84,10 +56,10 @@ part("LADDER_RULES")
 # untrained control), judged by the scorecard's rule against the paper's r at the end of its
 # training.
 
-# %%
+# %% tags=["remove-input"]
 part("EMERGENCE_RESULT")
 
-# %%
+# %% tags=["remove-input"]
 part("EMERGENCE_CHART")
 
 # %% [markdown]
@@ -96,12 +68,11 @@ part("EMERGENCE_CHART")
 # measured with today's probe are on it; those measured with the earliest probe, whose heads had not
 # converged and whose values run higher, are on a chart of their own:
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 part("EMERGENCE_EARLIER_CHART")
 
 # %% [markdown]
-# **Caveats.**
-#
+# :::{dropdown} Caveats
 # 1. The earlier probe's curves (the chart just above; the sentence below names the probe of each; the
 #    [changelog](../book/changelog.md) says what changed) cannot be compared with today's: read their r
 #    as blurred by probe noise.
@@ -109,14 +80,15 @@ part("EMERGENCE_EARLIER_CHART")
 #    decayed its learning rate yet, and with a few hundred steps that can put it ahead.
 # 3. The pairs of one configuration share runs (each run is in three of its six pairs), so the
 #    range over pairs describes the seeds' spread; it is not six independent draws.
+# :::
 #
 # **Re-run.** `python -m studies.emergence NAME` recomputes one configuration's curve (`--all`:
 # every one, hours on 2 cores); `python -m twotower_lib run 07_emergence` rebuilds this chapter.
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 part("EMERGENCE_PROBES_TEXT")
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 part("EMERGENCE_STUDY_TABLE")
 
 # %% [markdown]
@@ -130,10 +102,10 @@ part("EMERGENCE_STUDY_TABLE")
 # configuration share runs, so this describes; it is not a test).
 # :::
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 part("EMERGENCE_GAP_CHART")
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 part("EMERGENCE_MARGIN_TABLE")
 
 # %% [markdown]
@@ -142,7 +114,7 @@ part("EMERGENCE_MARGIN_TABLE")
 # deviation and range, and the mean order-free strength.
 # :::
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 part("EMERGENCE_SPREAD_TABLE")
 
 # %% [markdown]
@@ -155,10 +127,10 @@ part("EMERGENCE_SPREAD_TABLE")
 # smaller of the two runs' tower gaps.
 # :::
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 part("EMERGENCE_COMPARED_TABLE")
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 part("EMERGENCE_ALONG_TABLE")
 
 # %% [markdown]
@@ -172,7 +144,7 @@ part("EMERGENCE_ALONG_TABLE")
 # row with its numbers.
 # :::
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 part("EMERGENCE_SIZES_TABLE")
 
 # %% [markdown]
@@ -184,10 +156,10 @@ part("EMERGENCE_SIZES_TABLE")
 # ceiling. GPT first, then BERT.
 # :::
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 part("EMERGENCE_SCHEDULES_TABLE")
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 part("EMERGENCE_BERT_SCHEDULES_TABLE")
 
 # %% [markdown]
@@ -203,22 +175,22 @@ part("EMERGENCE_BERT_SCHEDULES_TABLE")
 # `results/profiles/` with its code version and packages): when each ran, for how long, and each of
 # its same-configuration pairs against the highest control of the pair's own model.
 
-# %%
+# %% tags=["hide-cell"]
 own = sections.upstream_summary(ctx, "03_correlations")
 pd.DataFrame(own.get("same_config", [])).assign(profile=ctx.profile.name)
 
-# %%
+# %% tags=["hide-cell"]
 published = publish.load_published(exclude=ctx.profile.name)
 publish.overview(published)
 
-# %% tags=["hide-output"]
+# %% tags=["hide-cell"]
 publish.same_config_table(published)
 
 # %% [markdown]
 # ## Summary
 
-# %%
+# %% tags=["remove-input"]
 part("EMERGENCE_SUMMARY")
 
 # %% tags=["remove-cell"]
-ctx.finish(parts=sorted(k for k in study_parts.load()[0] if k.startswith(("EMERGENCE_", "LADDER_"))));
+ctx.finish(parts=sorted(k for k in study_parts.load()[0] if k.startswith("EMERGENCE_")));

@@ -100,6 +100,9 @@ def test_the_vega_bundle_is_local_and_complete(tmp_path):
 # ---------------------------------------------------------------------- generated pages
 
 
+CLAIM_CHAPTER_SCREENS = 7.0   # "about six screens" (#71), measured on the tiny book; the test prints every height
+
+
 def test_toc_lists_exactly_the_sections_that_exist():
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
@@ -379,6 +382,10 @@ def test_a_finished_run_is_published_and_shown(built_book, tmp_path):
     table = publish.same_config_table(published)
     assert list(table["pair"]) == ["gpt-s1 vs gpt-s2"] and table["verdict"].isin(scorecard.VERDICTS).all()
     assert table["highest control"].notna().all()  # its own model's controls ran at the tiny profile
+    from twotower_lib.probe.config import CURRENT_PROBE
+
+    assert (table["probe"] == CURRENT_PROBE).all() and (publish.overview(published)["probe"] == CURRENT_PROBE).all()
+    assert publish.probe_name({}) == "earlier (not the current)"      # published before probes recorded themselves
     assert "### Profile `tiny`" in publish.markdown(published) and len(publish.overview(published)) == 1
     assert publish.load_published(tmp_path / "profiles", exclude="tiny") == {}
     assert "Other profiles, published" in (built_book["html"] / "book" / "scorecard.html").read_text()
@@ -467,7 +474,8 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
         # No table is clipped at the window's 1,280 px: a wide one scrolls in its own box (book.READER_CSS).
         clipped, screens = {}, {}
         for page in ("book/intro", "book/scorecard", "book/rerun", "book/paper_scale", "notebooks/03_correlations",
-                     "notebooks/04_pos", "notebooks/05_ica", "notebooks/06_frequency", "notebooks/07_emergence"):
+                     "notebooks/04_pos", "notebooks/05_ica", "notebooks/06_frequency", "notebooks/07_emergence",
+                     "book/ladder"):
             browser.call("Page.navigate", {"url": f"http://127.0.0.1:{port}/{page}.html"}, session=True)
             browser.poll("document.readyState", done=lambda v: v == "complete")
             browser.drain(0.5)
@@ -486,6 +494,9 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
     assert dots >= 1, "the scorecard's picture drew no dot"
     assert not any(clipped.values()), clipped
     print("screens of 1280 x 800:", {p: round(v, 1) for p, v in screens.items()})
+    # a claim chapter a reader can finish: about six screens, its method and extra tables folded
+    long = {p: round(v, 1) for p, v in screens.items() if p.startswith("notebooks/") and v > CLAIM_CHAPTER_SCREENS}
+    assert not long, f"claim chapters longer than {CLAIM_CHAPTER_SCREENS} screens of 1,280 x 800: {long}"
     same = [r for r in scorecard_rows if r.startswith("Table 2: Bert-large run 1 vs run 2")]
     assert same and "0.94" in same[0], scorecard_rows[:3]
     events = browser.events

@@ -382,6 +382,8 @@ def numbers(curves: pd.DataFrame) -> dict[str, str]:
                            ("gpt_1m_lr3", "gpt-cpu-v8192-1M-lr3e-3"), ("gpt_1m_const", "gpt-cpu-v8192-1M-const"),
                            ("gpt_2m", "gpt-cpu-v8192-2M-4seeds")):
         out.update(_pairs(prefix, curves, config))
+        if config in curves["config"].values:        # which probe measured them, printed beside them
+            out[f"{prefix}_probe"] = curves.loc[curves["config"] == config, "probe"].iloc[0]
     for key, config, tokens in (("bert_large_1M", "bert-cpu-v8192", 1 << 20), ("bert_large_2M", "bert-cpu-v8192", 1 << 21),
                                 ("bert_large_4M", "bert-cpu-v8192", 1 << 22), ("bert_large_end", "bert-cpu-v8192", None),
                                 ("gpt_long_1M", "gpt-cpu-v8192", 1 << 20), ("gpt_long_2M", "gpt-cpu-v8192", 1 << 21),

@@ -47,7 +47,8 @@ def run_rows(exports: list[dict]) -> pd.DataFrame:
     for e in exports:
         margin, se = spread.margin_and_se(e["doc_sums"]["n"], e["doc_sums"]["sum_p1"], e["doc_sums"]["sum_p2"])
         rows.append({"rung": e["rung"], "family": e["family"], "seed": e["seed"], "kind": e["kind"],
-                     "tower_parameters": e["tower_parameters"], "primary_eq3": e["ordering"]["primary_tower"],
+                     "tower_parameters": e["tower_parameters"], "passes": e.get("train", {}).get("passes", 1),
+                     "primary_eq3": e["ordering"]["primary_tower"],
                      "margin": margin, "margin_se": se,
                      "val_loss": e["val_loss"].get("cooperative", np.nan),
                      "head_loss": max((v for k, v in e["val_loss"].items() if k.endswith("_head")), default=np.nan),
@@ -104,6 +105,7 @@ def summary_rows(runs: pd.DataFrame, pairs: pd.DataFrame, unigram: float = np.na
         cases, ctrl = r_of[r_of["kind"] == "case"], r_of[r_of["kind"] == "untrained"]
         valid = valid_seeds(r_of)
         base = {"rung": rung, "family": family, "tower parameters": int(cases["tower_parameters"].iloc[0]),
+                "passes over the epoch": int(cases["passes"].iloc[0]),
                 "seeds": len(cases), "valid probes": len(valid),
                 "cooperative loss": float(cases["val_loss"].median()), "word frequencies' loss": unigram,
                 "beyond word frequencies": bool(cases["val_loss"].median() < unigram) if np.isfinite(unigram) else None,
@@ -213,7 +215,7 @@ def _failed(r: pd.Series) -> str:
 def book_parts(summary: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -> dict[str, str]:
     from twotower_lib.book.tables import reader_html
 
-    table = summary[["rung", "family", "tower parameters", "seeds", "valid probes", "cooperative loss",
+    table = summary[["rung", "family", "tower parameters", "passes over the epoch", "seeds", "valid probes", "cooperative loss",
                      "word frequencies' loss", "heads' loss",
                      "untrained heads' loss", "median r", "partition: median |r|",
                      "partition: loo low", "partition: loo high", "partition: controls |r| threshold",

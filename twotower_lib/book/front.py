@@ -341,16 +341,20 @@ def answer_sentence(profile_name: str, seeds: Path = SEEDS, ladder: Path = LADDE
             f"configurations (Tables 2 and 4), {across}. ")
     rungs = pd.read_csv(ladder) if ladder.exists() and ladder.read_text().strip() else pd.DataFrame()
     if len(rungs):
-        def rung(r, m, v, n):
+        def rung(r, m, v, n, passes):
+            r = f"{r} ({passes:.0f} passes)" if passes > 1 else r
             return f"{r} no verdict ({v}, {n} seeds)" if not np.isfinite(m) else f"{r} {m:.2f} ({v}, {n} seeds)"
 
+        if "passes over the epoch" not in rungs:
+            rungs["passes over the epoch"] = 1
         per_family = "; ".join(f"{f} " + ", ".join(rung(*row) for row in zip(g["rung"], g["partition: median |r|"],
-                                                                            g["partition: verdict"], g["seeds"]))
+                                                                            g["partition: verdict"], g["seeds"],
+                                                                            g["passes over the epoch"]))
                                for f, g in rungs.sort_values("tower parameters").groupby("family"))
-        text += (f"Along the size ladder (section 07; median |r| and the division's verdict per rung of layers x "
+        text += (f"Along the size ladder (the ladder page; median |r| and the division's verdict per rung of layers x "
                  f"width, as far as it has run): {per_family}.")
     else:
-        text += "The size ladder (section 07) has no rung with four seeds yet, so whether either grows with size is open."
+        text += "The size ladder (the ladder page) has no rung with four seeds yet, so whether either grows with size is open."
     return text
 
 

@@ -121,10 +121,20 @@ def same_config_table(published: dict[str, dict[str, Any]]) -> pd.DataFrame:
         for pair in summary.get("same_config", []):
             own = controls[controls["model"].isna() | (controls["model"] == model_of(pair["a"]))]
             top = float(own["r"].max()) if len(own) else None
-            rows.append({"profile": name, "pair": f"{pair['a']} vs {pair['b']}", "r": pair["r"],
+            rows.append({"profile": name, "probe": probe_name(pub), "pair": f"{pair['a']} vs {pair['b']}", "r": pair["r"],
                          "ci_low": pair["ci_low"], "ci_high": pair["ci_high"], "highest control": top,
                          "verdict": scorecard.correlation_verdict((pair["ci_low"], pair["ci_high"]), SAME_CONFIG_R, top)})
-    return pd.DataFrame(rows, columns=["profile", "pair", "r", "ci_low", "ci_high", "highest control", "verdict"])
+    return pd.DataFrame(rows, columns=["profile", "probe", "pair", "r", "ci_low", "ci_high", "highest control", "verdict"])
+
+
+def probe_name(pub: dict[str, Any]) -> str:
+    """The probe a published run was measured with, as its tables label it ("earlier" before probes recorded
+    themselves); a probe other than the current one says so."""
+    probe = pub.get("probe")
+    if probe is None:
+        return "earlier (not the current)"
+    label = probe_label(probe["version"], probe["config"].get("precondition"))
+    return label if label == CURRENT_PROBE else f"{label} (not the current)"
 
 
 def probe_note(pub: dict[str, Any]) -> str:
@@ -146,7 +156,7 @@ def probe_note(pub: dict[str, Any]) -> str:
 
 def overview(published: dict[str, dict[str, Any]]) -> pd.DataFrame:
     """One row per published profile: when, from which code, how long its sections ran, its verdicts."""
-    return pd.DataFrame([{"profile": name, "published": pub["provenance"]["created"][:10],
+    return pd.DataFrame([{"profile": name, "probe": probe_name(pub), "published": pub["provenance"]["created"][:10],
                           "code version": str(pub["provenance"]["code_version"])[:12],
                           "minutes (sections, last execution)": round(pub["section_seconds"] / 60, 1),
                           "training runs": len(pub["training"]),
