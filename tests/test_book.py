@@ -294,7 +294,7 @@ def test_end_to_end_tiny_pipeline_and_strict_book_build(built_book):
     for claim in ("04_pos", "05_ica", "06_frequency"):   # each claim chapter: its result box is a table, not pipes
         page = (html / "notebooks" / f"{claim}.html").read_text()
         assert re.search(r"<th[^>]*>\s*(<p>)?paper item", page) and "| paper item |" not in page, claim
-        assert "Caveats." in page and "Re-run with new parameters" in page, claim
+        assert "Caveats" in page and "Re-run with new parameters" in page, claim
 
 
 @pytest.mark.slow
