@@ -22,8 +22,10 @@
 #      open over a whole step, so that each weight is cast once a step (casts.json: that lever alone);
 #   5. one lever more each: ELMo with every LSTM of both towers on a CUDA stream of its own (`lstm_streams`:
 #      their per-time-step kernels overlap), against 1's ELMo (streams.json), and the GPU tests of ELMo's LSTMs
-#      (bf16 under bf16 autocast, streams; their output is in run.log); the BERT families with both towers
-#      in one vmapped call (`fuse_towers`: half the kernels, each twice as large) (fused.json); Bert-base,
+#      (bf16 under bf16 autocast, streams; their output is in run.log); the GPU test of BERT's fused towers
+#      under flash and memory-efficient attention, then the BERT families with both towers in one batched call
+#      (`fuse_towers`, `bert.towers_together`: half the kernels, each twice as large), compiled as one graph, the
+#      engine measured fastest for them (fused.json, against whole.json's unfused row); Bert-base,
 #      host-bound, at micro-batches of 768 (micro768.json); ELMo at micro-batches of 256, its recurrent products
 #      reading the 4096-wide weights once a time step for twice the rows (elmo256.json); GPT compiled as one graph
 #      (`--engine torch-compile`) against 1's regions, for speed and compilation time (whole.json); ELMo's loss
@@ -69,7 +71,8 @@ main() {
     part 45 $bench --engines torch --families $transformers --out "$parts/casts.json"
     part 60 $bench --engines $compiled --families elmo $levers --model-option lstm_streams=true --out "$parts/streams.json"
     part 40 python3 -m pytest -q -m gpu tests/test_gpu.py -k "elmo_lstms" -p no:cacheprovider 2>&1 | tail -8
-    part 100 $bench --engines $compiled --families bert-base bert-large $levers --model-option fuse_towers=true \
+    part 40 python3 -m pytest -q -m gpu tests/test_gpu.py -k "fused_bert" -p no:cacheprovider 2>&1 | tail -6
+    part 120 $bench --engines torch-compile --families bert-base bert-large $levers --model-option fuse_towers=true \
         --out "$parts/fused.json"
     part 80 $bench --engines $compiled --families bert-base $levers --micro-batch 768 --out "$parts/micro768.json"
     part 60 $bench --engines $compiled --families elmo --elmo-micro-batch 256 $levers --out "$parts/elmo256.json"
