@@ -28,6 +28,7 @@ def test_one_run_is_trained_for_one_epoch_probed_twice_and_exported(tiny_data, t
     assert len(case["score"]) == len(case["token_ids"]) == 40 and case["data_hash"] == tiny_data.data_hash
     assert untrained["train"]["snapshot"] == 0 and case["score"] != untrained["score"]
     assert sum(case["doc_sums"]["n"]) > 0 and case["provenance"]["packages"]
+    assert case["text_reliability"]["value"] is None    # one validation document: too few to split, not a number
     before = runner.export_path("tiny", "gpt", 1, "case", results).stat().st_mtime_ns
     runner.run_one(root, "tiny", "gpt", 1, results, tiny_data)           # exported: nothing is redone
     assert runner.export_path("tiny", "gpt", 1, "case", results).stat().st_mtime_ns == before
@@ -38,7 +39,7 @@ def test_one_run_is_trained_for_one_epoch_probed_twice_and_exported(tiny_data, t
         runner.check_data("tiny", "gpt", 1, other, results)
 
 
-def _export(rung, family, seed, kind, scores, margin, params, head_loss=None):
+def _export(rung, family, seed, kind, scores, margin, params, head_loss=None, reliability=None):
     """A synthetic export: `scores` over token ids 0..n-1, 50 documents whose towers' mean p differ by `margin`;
     its tower heads' validation loss `head_loss` (by default 5 nats trained, 6 untrained)."""
     head_loss = head_loss or (6.0 if kind == "untrained" else 5.0)
@@ -50,7 +51,7 @@ def _export(rung, family, seed, kind, scores, margin, params, head_loss=None):
             "doc_sums": {"n": n.tolist(), "sum_p1": (n * p1).tolist(), "sum_p2": (n * p1 * (1 - margin)).tolist()},
             "token_ids": list(range(len(scores))), "score": list(scores), "score_logmean": list(scores),
             "val_loss": {"cooperative": 5.0, "tower0_head": head_loss, "tower1_head": head_loss - 0.1}, "probe_minutes": 1.0, "data_hash": "h", "probe_config": {},
-            "provenance": {"code_version": "x"}}
+            "provenance": {"code_version": "x"}} | ({"text_reliability": {"value": reliability}} if reliability else {})
 
 
 def test_the_report_answers_partition_and_orientation_per_rung(tmp_path, monkeypatch):
@@ -60,7 +61,8 @@ def test_the_report_answers_partition_and_orientation_per_rung(tmp_path, monkeyp
     exports = []
     for seed, flip in zip(range(1, 5), (1, -1, 1, 1)):
         # the small rung: seeds share a division, seed 2 mirrored; the big rung: nothing shared
-        exports.append(_export("small", "gpt", seed, "case", flip * shared + 0.5 * rng.standard_normal(300), 0.05, 10))
+        exports.append(_export("small", "gpt", seed, "case", flip * shared + 0.5 * rng.standard_normal(300), 0.05, 10,
+                               reliability=0.81))
         exports.append(_export("big", "gpt", seed, "case", rng.standard_normal(300), 0.05, 1000))
         for rung, params in (("small", 10), ("big", 1000)):
             # untrained towers share a little (r about 0.2), as frequency effects make them do
@@ -73,9 +75,17 @@ def test_the_report_answers_partition_and_orientation_per_rung(tmp_path, monkeyp
     assert small["partition: verdict"] == "holds" and small["partition: median |r|"] > 0.7
     assert small["orientation: verdict"] == "not" and small["orientation: positive pairs"] == pytest.approx(0.5)
     assert small["orientation: consistent triads"] == 1.0
+    # every small pair's text ceiling is sqrt(0.81 * 0.81); the big rung's exports carry no reliability
+    assert small["text ceiling (median)"] == pytest.approx(0.81)
+    assert small["median |r| / ceiling"] == pytest.approx(np.median(np.abs(
+        pairs.query("rung == 'small' and kind == 'same'")["r"]) / 0.81))
+    assert np.isnan(big["text ceiling (median)"])
     assert big["partition: verdict"] == "not" and big["orientation: verdict"] == "unresolved", {k: v for k, v in big.items() if "orientation" in k or "threshold" in k}
     text = report.answer(summary.reset_index())
     assert "**gpt**" in text and "small: median |r|" in text and "→" in text
+    assert "text ceiling 0.81, corrected" in text and text.count("text ceiling") == 1
+    low = summary.reset_index().assign(**{"text ceiling (median)": report.CEILING_FLOOR / 2})
+    assert "too little to correct" in report.answer(low) and "corrected" not in report.answer(low).replace("to correct", "")
     for e in exports:
         path = tmp_path / report.EXPORTS / e["rung"] / f"{e['family']}-s{e['seed']}{'' if e['kind'] == 'case' else '-untrained'}.json"
         path.parent.mkdir(parents=True, exist_ok=True)

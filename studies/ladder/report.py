@@ -29,6 +29,7 @@ TOP_N = 1000          # the most frequent tokens both runs scored: the seed stud
 SHUFFLE_SEED = 0
 PROBE_FAILED = "probe failed"
 NOT_YET = "not attempted"      # fewer than two seeds probed with their untrained control yet
+CEILING_FLOOR = 0.3   # below this text ceiling a corrected |r| (|r| / ceiling) is noise over noise, not shown
 REFERENCE = "reference.json"   # the corpus's word-frequency loss (`PreparedData.unigram_loss`), written by `runner`
 VALID_PROBE_RULE = (
     "**A probe counts** only where each of its tower heads predicts the validation text better than the same "
@@ -73,6 +74,14 @@ def _common(a: dict, b: dict, n: int = TOP_N) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(ia), np.asarray([where_b[a["token_ids"][i]] for i in ia])
 
 
+def text_ceiling(a: dict, b: dict) -> float:
+    """The validation text's ceiling on two runs' r, sqrt(rel_a * rel_b) of their split-half reliabilities
+    (`runner.text_reliability`); NaN where an export has none (its probe's artifact was not kept)."""
+    rel = [e.get("text_reliability", {}).get("value") for e in (a, b)]
+    rel = [np.nan if v is None else v for v in rel]
+    return float(np.sqrt(max(rel[0], 0) * max(rel[1], 0))) if np.isfinite(rel).all() else np.nan
+
+
 def pair_rows(exports: list[dict]) -> pd.DataFrame:
     rng = np.random.default_rng(SHUFFLE_SEED)
     groups: dict[tuple, list[dict]] = {}
@@ -84,7 +93,8 @@ def pair_rows(exports: list[dict]) -> pd.DataFrame:
             ia, ib = _common(a, b)
             x = {c: np.asarray(a[c])[ia] for c in ("score", "score_logmean")}
             y = {c: np.asarray(b[c])[ib] for c in ("score", "score_logmean")}
-            base = {"rung": rung, "family": family, "seed_a": a["seed"], "seed_b": b["seed"], "n_tokens": len(ia)}
+            base = {"rung": rung, "family": family, "seed_a": a["seed"], "seed_b": b["seed"], "n_tokens": len(ia),
+                    "text ceiling": text_ceiling(a, b)}
             rows.append(base | {"kind": "same" if kind == "case" else kind, "r": correlate(x["score"], y["score"]),
                                 "r_logmean": correlate(x["score_logmean"], y["score_logmean"])})
             if kind == "case":
@@ -121,7 +131,11 @@ def summary_rows(runs: pd.DataFrame, pairs: pd.DataFrame, unigram: float = np.na
         part = spread.partition(same["seed_a"], same["seed_b"], same["r"], untrained["r"], shuffled["r"])
         orient = spread.orientation(cases[["seed", "margin", "margin_se"]], same["seed_a"], same["seed_b"], same["r"],
                                     ctrl["margin"], shared=part["controls |r| threshold"])
-        rows.append(base | {"median r": float(np.median(same["r"]))}
+        ceiling = same["text ceiling"]
+        rows.append(base | {"median r": float(np.median(same["r"])),
+                            "text ceiling (median)": float(ceiling.median()) if ceiling.notna().all() else np.nan,
+                            "median |r| / ceiling": float((same["r"].abs() / ceiling).median())
+                            if ceiling.notna().all() else np.nan}
                     | {f"partition: {k}": v for k, v in part.items()}
                     | {f"orientation: {k}": v for k, v in orient.items()})
     return pd.DataFrame(rows)
@@ -191,9 +205,19 @@ def _step(r: pd.Series) -> str:
         return f"{r['rung']}: fewer than two seeds probed with their untrained control yet"
     return (f"{r['rung']}: median |r| {_f(r['partition: median |r|'])} (leave one seed out "
             f"{_f(r['partition: loo low'])}–{_f(r['partition: loo high'])}, untrained "
-            f"{_f(r['partition: controls |r| threshold'])}), partition {r['partition: verdict']}, "
+            f"{_f(r['partition: controls |r| threshold'])}{_ceiling(r)}), partition {r['partition: verdict']}, "
             f"orientation {r['orientation: verdict']} ({int(r['orientation: resolved runs'])}/"
             f"{int(r['orientation: runs'])} margins resolved)" + _context(r))
+
+
+def _ceiling(r: pd.Series) -> str:
+    """The rung's text ceiling and the median |r| it corrects to, where every pair has one."""
+    ceiling = r.get("text ceiling (median)", np.nan)
+    if pd.isna(ceiling):
+        return ""
+    if ceiling < CEILING_FLOOR:
+        return f"; text ceiling {_f(ceiling)}: the scores barely reproduce on another text, too little to correct"
+    return f"; text ceiling {_f(ceiling)}, corrected {_f(r['median |r| / ceiling'])}"
 
 
 def _context(r: pd.Series) -> str:
@@ -217,7 +241,8 @@ def book_parts(summary: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -
 
     table = summary[["rung", "family", "tower parameters", "passes over the epoch", "seeds", "valid probes", "cooperative loss",
                      "word frequencies' loss", "heads' loss",
-                     "untrained heads' loss", "median r", "partition: median |r|",
+                     "untrained heads' loss", "median r", "partition: median |r|", "text ceiling (median)",
+                     "median |r| / ceiling",
                      "partition: loo low", "partition: loo high", "partition: controls |r| threshold",
                      "partition: shuffled max |r|", "partition: verdict", "orientation: median margin",
                      "orientation: median margin SE", "orientation: untrained margin threshold",

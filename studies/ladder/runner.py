@@ -30,13 +30,14 @@ from twotower_lib.book.profiles import get_profile, profile_dir
 from twotower_lib.data.config import DataConfig
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import case_name
-from studies.ladder.report import EXPORTS, REFERENCE, RESULTS, write_report
+from studies.ladder.report import EXPORTS, REFERENCE, RESULTS, TOP_N, write_report
 from studies.ladder.rungs import FAMILIES, GPU_FAMILY, GPU_RUNGS, PASSES_FAMILY, PASSES_RUNGS, RUNGS, SEEDS
 
 KINDS = ("case", "untrained")
 CORPUS = DataConfig(corpus="registry:brown")  # one corpus; its training split is one epoch
 MICRO_BATCH = 32
 EXPORT_TOKENS = 1200                    # scores exported per probe: the most frequent tokens scored in every run
+RELIABILITY_SPLITS = 20                 # random halves of the validation documents a run's text reliability averages
 PROBE = get_profile("cpu").probe_config()  # the default profile's probe
 
 
@@ -117,9 +118,40 @@ def export(probe_path: Path, out: Path, rung: str, family: str, seed: int, kind:
         "token_ids": top_ids.tolist(),
         "score": [float(f"{v:.5g}") for v in table["score"].to_numpy()[top_ids]],
         "score_logmean": [float(f"{v:.5g}") for v in table["score_logmean"].to_numpy()[top_ids]],
+        "text_reliability": text_reliability(art, top_ids),
         "data_hash": data.data_hash, "probe_config": asdict(probe_config(rung)),
         "probe_minutes": round(art.manifest.get("seconds", {}).get("total", 0) / 60, 2),
         "provenance": provenance()})
+
+
+def text_reliability(art, token_ids) -> dict:
+    """The run's split-half reliability over the report's `TOP_N` most frequent of its exported tokens
+    (`uncertainty.split_half_reliability`): a pair's validation-text ceiling is sqrt(rel_a * rel_b)."""
+    import numpy as np
+
+    from twotower_lib.analysis.uncertainty import MIN_SPLIT_DOCS, split_half_reliability
+
+    ids = np.asarray(token_ids)[:TOP_N]
+    if art.doc_stats["doc_id"].nunique() < MIN_SPLIT_DOCS:       # too few documents to split: not measured
+        return {"value": None, "tokens": len(ids), "splits": 0}
+    return {"value": round(split_half_reliability(art.doc_stats, ids, RELIABILITY_SPLITS), 4), "tokens": len(ids),
+            "splits": RELIABILITY_SPLITS}
+
+
+def add_reliability(root: Path, results: Path) -> int:
+    """Give each export made before exports carried their text reliability that reliability, computed from its
+    probe's artifact where this machine still has it (`runs/ladder/<rung>/probing/`); returns how many."""
+    from twotower_lib.preference import load_artifact
+
+    done = 0
+    for path in sorted((results / EXPORTS).glob("*/*.json")):
+        e = read_json(path)
+        probe = root / e["rung"] / "probing" / e["kind"] / case_name(e["family"], e["seed"])
+        if "text_reliability" in e or not (probe / "manifest.json").exists():
+            continue
+        write_export(path, e | {"text_reliability": text_reliability(load_artifact(probe), e["token_ids"])})
+        done += 1
+    return done
 
 
 def write_export(path: Path, record: dict) -> None:
@@ -225,6 +257,8 @@ def cli(argv: list[str] | None = None) -> int:
     p.add_argument("--deadline", default=None, help="start no run after this long, e.g. 8m (a GPU call's limit)")
     p.add_argument("--threads", type=int, default=1, help="CPU threads (one: the ladder runs beside other work)")
     p.add_argument("--report-only", action="store_true", help="write the report from the committed exports")
+    p.add_argument("--add-reliability", action="store_true",
+                   help="give older exports their text reliability from this machine's probes, then the report")
     p.add_argument("--results", default=str(RESULTS))
     args = p.parse_args(argv)
     known = GPU_RUNGS if args.gpu else RUNGS | PASSES_RUNGS
@@ -234,7 +268,10 @@ def cli(argv: list[str] | None = None) -> int:
         bad = [r for r in rungs if r not in known] + [f for f in families if f not in FAMILIES]
         if bad:
             raise UserError(f"unknown rung or family {bad}; rungs {list(known)}, families {list(FAMILIES)}")
-        if not args.report_only:
+        if args.add_reliability:
+            print(f"ladder: text reliability added to {add_reliability(profile_dir('ladder'), Path(args.results))} "
+                  "exports", flush=True)
+        elif not args.report_only:
             import torch
 
             from twotower_lib.train.config import parse_duration
