@@ -29,6 +29,13 @@ def test_one_run_is_trained_for_one_epoch_probed_twice_and_exported(tiny_data, t
     assert untrained["train"]["snapshot"] == 0 and case["score"] != untrained["score"]
     assert sum(case["doc_sums"]["n"]) > 0 and case["provenance"]["packages"]
     assert case["text_reliability"]["value"] is None    # one validation document: too few to split, not a number
+    for kind in runner.KINDS:                            # an export from before reliabilities: given its own again
+        path = runner.export_path("tiny", "gpt", 1, kind, results)
+        path.write_text(json.dumps({k: v for k, v in json.loads(path.read_text()).items() if k != "text_reliability"}))
+    assert runner.add_reliability(tmp_path / "elsewhere", results) == 0   # no probe on this machine: left as it is
+    assert runner.add_reliability(root, results) == 2 and runner.add_reliability(root, results) == 0
+    assert json.loads(runner.export_path("tiny", "gpt", 1, "case", results).read_text())["text_reliability"] == \
+        case["text_reliability"]
     before = runner.export_path("tiny", "gpt", 1, "case", results).stat().st_mtime_ns
     runner.run_one(root, "tiny", "gpt", 1, results, tiny_data)           # exported: nothing is redone
     assert runner.export_path("tiny", "gpt", 1, "case", results).stat().st_mtime_ns == before

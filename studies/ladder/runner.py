@@ -109,8 +109,8 @@ def export(probe_path: Path, out: Path, rung: str, family: str, seed: int, kind:
     write_export(out, {
         "rung": rung, "family": family, "seed": seed, "kind": kind, "preset": preset_of(rung),
         "tower_parameters": tower_parameters(rung, family, data),
-        "train": {"tokens": epoch_tokens(data) * passes_of(rung), "passes": passes_of(rung), "steps": tcfg.max_steps, "micro_batch": MICRO_BATCH,
-                  "snapshot": 0 if kind == "untrained" else "final"},
+        "train": {"tokens": epoch_tokens(data) * passes_of(rung), "passes": passes_of(rung), "steps": tcfg.max_steps,
+                  "micro_batch": MICRO_BATCH, "snapshot": 0 if kind == "untrained" else "final"},
         "val_loss": art.manifest.get("val_loss", {}),
         "ordering": {"primary_tower": o["primary_tower"], "mean_p": o["mean_p"], "mean_logp": o["mean_logp"]},
         "doc_sums": {"n": docs["n"].astype(int).tolist(), "sum_p1": [float(f"{v:.7g}") for v in docs["sum_p1"]],
