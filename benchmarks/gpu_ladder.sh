@@ -9,7 +9,10 @@
 #     python -m studies.ladder --rungs 1x96 --seeds 0      # prepares runs/ladder/data/prepared (14 MB)
 # then one call of the device tool:
 #     run(command="BUDGET=6m bash benchmarks/gpu_ladder.sh", carry=["runs/ladder/data", ".whl"], timeout_s=560)
-# (RUNGS="12x384 24x512" for some of them: the BERT rungs again, now probed in fp32, about 5 minutes.)
+# RUNGS names the rungs, one process each; RUNG:SEEDS shares a rung's seeds among processes. The next call, BERT's
+# token axis at Bert-base's size (four passes over the epoch; one epoch taught it nothing beyond word frequencies):
+#     run(command="RUNGS='12x384x4:1,2 12x384x4:3,4' BUDGET=7m bash benchmarks/gpu_ladder.sh",
+#         carry=["runs/ladder/data", ".whl"], timeout_s=560)
 # The device returns files at most two folders deep: the exports come back as $OUT/ladder_probes.tar (rewritten
 # every 15 s, so a call stopped at its limit keeps what finished). Unpack it into results/ladder/ (it holds
 # probes/<rung>/...), save the call's output as results/ladder/gpu-<date>.log, then
@@ -23,12 +26,15 @@ pack() { tar -C "$out/ladder" -cf "$out/.ladder_probes.tar" probes && mv "$out/.
 ( while sleep 15; do pack; done ) &
 packer=$!
 rungs="${RUNGS:-12x384 24x512 12x768}"
-for rung in $rungs; do
-    python3 -m studies.ladder --gpu --rungs "$rung" --deadline "${BUDGET:-6m}" --threads 5 --results "$out/ladder" \
-        > "$out/ladder_$rung.log" 2>&1 &
+log() { echo "$out/ladder_$(echo "$1" | tr ':,' '_-').log"; }
+for entry in $rungs; do
+    seeds=()
+    [[ "$entry" == *:* ]] && seeds=(--seeds "${entry#*:},")
+    python3 -m studies.ladder --gpu --rungs "${entry%%:*}" "${seeds[@]}" --deadline "${BUDGET:-6m}" --threads 5 \
+        --results "$out/ladder" > "$(log "$entry")" 2>&1 &
 done
 wait $(jobs -p | grep -v "^$packer$")
 kill "$packer"
 pack
-for rung in $rungs; do echo "== $rung"; grep -v "step/s" "$out/ladder_$rung.log" | tail -20; done
+for entry in $rungs; do echo "== $entry"; grep -v "step/s" "$(log "$entry")" | tail -20; done
 tar -tf "$out/ladder_probes.tar"

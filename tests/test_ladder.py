@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 from studies.ladder import report, runner
+from studies.ladder.rungs import Rung, size_rungs
 from twotower_lib.probe.config import ProbeConfig
 
 
 def test_one_run_is_trained_for_one_epoch_probed_twice_and_exported(tiny_data, tmp_path, monkeypatch):
-    monkeypatch.setitem(runner.RUNGS, "tiny", "tiny")
+    monkeypatch.setitem(runner.RUNGS, "tiny", Rung("tiny"))
     monkeypatch.setattr(runner, "PROBE", ProbeConfig(train_blocks=20, max_epochs=1, eval_blocks=10, precision="fp32",
                                                      train_positions=2000))
     monkeypatch.setattr(runner, "EXPORT_TOKENS", 40)
@@ -107,9 +108,10 @@ def test_the_gpu_rungs_train_table_1_sizes_on_the_same_epoch(tiny_data, tmp_path
     """The GPU call (`benchmarks/gpu_ladder.sh`) trains each GPU rung's one family at Table 1's preset with the CPU
     rungs' steps, bf16 through the torch engine; on a machine without CUDA the runner refuses at once."""
     cpu = runner.train_config("2x128", "bert", 1, tmp_path, tiny_data)
-    for rung, family in runner.GPU_FAMILY.items():
+    for rung in size_rungs(gpu=True):
+        family = runner.RUNGS[rung].family
         tcfg = runner.train_config(rung, family, 1, tmp_path, tiny_data)
-        assert (tcfg.model, tcfg.preset, tcfg.engine, tcfg.precision) == (family, runner.GPU_RUNGS[rung], "torch", "bf16")
+        assert (tcfg.model, tcfg.preset, tcfg.engine, tcfg.precision) == (family, runner.RUNGS[rung].preset, "torch", "bf16")
         assert (tcfg.max_steps, tcfg.micro_batch) == (cpu.max_steps, cpu.micro_batch)
         assert runner.probe_config(rung).precision == "fp32"        # the CPU rungs' probe, as they resolve it
     assert runner.probe_config("2x128") is runner.PROBE
@@ -126,10 +128,15 @@ def test_a_passes_rung_trains_its_family_for_several_epochs_and_stays_off_the_si
                                                                                       monkeypatch):
     """A passes rung (the token axis) trains its one family at a size rung's preset for its passes over the same
     epoch; the report gives it its own line and keeps it off the size chart and the size trend."""
-    (rung, (preset, passes)), = runner.PASSES_RUNGS.items()
-    one, many = (runner.train_config(r, "bert", 1, tmp_path, tiny_data) for r in ("1x96", rung))
-    assert many.preset == one.preset == preset and many.max_steps == passes * one.max_steps and passes > 1
-    assert runner.rung_families(rung, list(runner.FAMILIES)) == [runner.PASSES_FAMILY[rung]]
+    rung, size = "1x96x8", "1x96"
+    passes = runner.RUNGS[rung].passes
+    one, many = (runner.train_config(r, "bert", 1, tmp_path, tiny_data) for r in (size, rung))
+    assert many.preset == one.preset and many.max_steps == passes * one.max_steps and passes > 1
+    assert runner.rung_families(rung, list(runner.FAMILIES)) == [runner.RUNGS[rung].family]
+    gpu = runner.train_config("12x384x4", "bert", 1, tmp_path, tiny_data)    # the GPU token axis: Bert-base's size
+    assert (gpu.preset, gpu.engine, gpu.max_steps) == ("paper-bert-base", "torch", runner.RUNGS["12x384x4"].passes
+                                                       * runner.train_config("12x384", "bert", 1, tmp_path, tiny_data).max_steps)
+    assert runner.probe_config("12x384x4").precision == "fp32" and size_rungs(False) == ["1x96", "2x128", "4x256"]
     assert runner.rung_families(rung, ["gpt"]) == [] and runner.rung_families("1x96", ["gpt", "elmo"]) == ["gpt", "elmo"]
     rng = np.random.default_rng(2)
     shared = rng.standard_normal(200)

@@ -21,7 +21,7 @@ from twotower_lib.analysis import seed_spread as spread
 from twotower_lib.analysis.correlation import correlate
 from twotower_lib.artifacts import atomic_write_bytes, atomic_write_json, provenance, read_json
 from twotower_lib.paper import SAME_CONFIG_R as PAPER_SAME_CONFIG_R
-from studies.ladder.rungs import PASSES_RUNGS
+from studies.ladder.rungs import passes
 
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "ladder"
 EXPORTS = "probes"   # results/ladder/probes/<rung>/: one committed file a probe (not "runs/", which git ignores)
@@ -150,7 +150,7 @@ def chart(summary: pd.DataFrame):
                                  "partition: loo high": "loo_high", "tower parameters": "params",
                                  "partition: controls |r| threshold": "control",
                                  "orientation: positive pairs": "positive"})
-    df = df[~df["rung"].isin(PASSES_RUNGS)]                 # the size axis: one pass over the epoch
+    df = df[df["rung"].map(passes) == 1]                      # the size axis: one pass over the epoch
     df = df[["rung", "family", "params", "median_abs_r", "loo_low", "loo_high", "control", "positive"]]
     x = alt.X("params:Q", scale=alt.Scale(type="log"), title="parameters of one tower (log scale)")
     color = alt.Color("family:N", legend=LEGEND_BELOW)
@@ -182,8 +182,8 @@ def answer(summary: pd.DataFrame) -> str:
     if summary.empty:
         return "No rung of the ladder is finished yet."
     lines = []
-    passes = summary["rung"].isin(PASSES_RUNGS)
-    for family, rows in summary[~passes].sort_values("tower parameters").groupby("family", sort=False):
+    repeated = summary["rung"].map(passes) > 1
+    for family, rows in summary[~repeated].sort_values("tower parameters").groupby("family", sort=False):
         steps = ". ".join(_step(r) for _, r in rows.iterrows())
         trend = ""
         rows = rows[rows.get("partition: median |r|", pd.Series(np.nan, index=rows.index)).notna()]
@@ -192,8 +192,8 @@ def answer(summary: pd.DataFrame) -> str:
             trend = (f" From the smallest to the largest rung measured the median |r| goes {_f(first)} → {_f(last)}"
                      f" (the paper: {PAPER_SAME_CONFIG_R}).")
         lines.append(f"- **{family}** — {steps}.{trend}")
-    for _, r in summary[passes].iterrows():
-        lines.append(f"- **{r['family']}, {PASSES_RUNGS[r['rung']][1]} passes over the epoch** — {_step(r)}.")
+    for _, r in summary[repeated].iterrows():
+        lines.append(f"- **{r['family']}, {passes(r['rung'])} passes over the epoch** — {_step(r)}.")
     return "\n".join(lines)
 
 
@@ -256,15 +256,15 @@ def book_parts(summary: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -
 
 
 def progress(runs: pd.DataFrame) -> str:
-    from studies.ladder.rungs import FAMILIES, GPU_RUNGS, PASSES_FAMILY, RUNGS, SEEDS
+    from studies.ladder.rungs import FAMILIES, RUNGS, SEEDS, size_rungs
 
     done = runs[runs["kind"] == "case"].groupby("rung")["seed"].count() if not runs.empty else pd.Series(dtype=int)
-    cells = ", ".join(f"{rung}: {int(done.get(rung, 0))} of {SEEDS * len(FAMILIES)} runs" for rung in RUNGS)
-    gpu = ", ".join(f"{rung}: {int(done[rung])} of {SEEDS}" for rung in GPU_RUNGS if rung in done)
-    passes = ", ".join(f"{rung} ({PASSES_FAMILY[rung]}, {n} passes): {int(done.get(rung, 0))} of {SEEDS} runs"
-                       for rung, (_, n) in PASSES_RUNGS.items())
+    cells = ", ".join(f"{rung}: {int(done.get(rung, 0))} of {SEEDS * len(FAMILIES)} runs" for rung in size_rungs(False))
+    gpu = ", ".join(f"{rung}: {int(done[rung])} of {SEEDS}" for rung in size_rungs(True) if rung in done)
+    token_axis = ", ".join(f"{name} ({r.family}, {r.passes} passes{', GPU' if r.gpu else ''}): "
+                           f"{int(done.get(name, 0))} of {SEEDS} runs" for name, r in RUNGS.items() if r.passes > 1)
     return (f"Probed so far, on the CPU: {cells}" + (f"; on a GPU: {gpu}" if gpu else "; the GPU rungs not yet run")
-            + f"; the token axis: {passes}. Each size rung's run is one epoch of the Brown corpus, {SEEDS} seeds "
+            + f"; the token axis: {token_axis}. Each size rung's run is one epoch of the Brown corpus, {SEEDS} seeds "
               f"a family.")
 
 

@@ -1,15 +1,44 @@
 """The size ladder's rungs, families and seeds: what `runner` trains and `report` reads."""
 
-# rung (layers x tower width) -> preset (models.config): the CPU rungs, every family at each
-RUNGS = {"1x96": "cpu-small", "2x128": "cpu", "4x256": "cpu-large"}
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One rung: a preset (models.config), the one family it trains (None: every family), its passes over the
+    epoch, and whether it trains on a GPU (`--gpu`: bf16 through the torch engine)."""
+
+    preset: str
+    family: str | None = None
+    passes: int = 1
+    gpu: bool = False
+
+
 FAMILIES = ("gpt", "bert", "elmo")      # the order the work goes in: ELMo's LSTMs cost most a token
-# The GPU rungs (`--gpu`): Table 1's sizes, each preset of one family, trained on the same epoch with the same
-# steps; most important first (Bert-base, then Bert-large, then GPT), as far as a call's deadline allows.
-GPU_RUNGS = {"12x384": "paper-bert-base", "24x512": "paper-bert-large", "12x768": "paper-gpt"}
-GPU_FAMILY = {"12x384": "bert", "24x512": "bert", "12x768": "gpt"}
-# The passes rungs: a CPU rung's preset trained for several passes over the same epoch, for the one family
-# that learns no context in one (BERT predicts 15% of its tokens, and its all-[MASK] loss stays at word
-# frequencies' after one epoch at every size). Repeated text: a token axis beside the size axis, not a rung of it.
-PASSES_RUNGS = {"1x96x8": ("cpu-small", 8)}        # rung -> (preset, passes over the epoch)
-PASSES_FAMILY = {"1x96x8": "bert"}
+RUNGS = {
+    # the CPU size rungs (layers x tower width): every family at each, one pass over the epoch
+    "1x96": Rung("cpu-small"), "2x128": Rung("cpu"), "4x256": Rung("cpu-large"),
+    # the GPU size rungs: Table 1's sizes, each preset of one family, on the same epoch with the same steps; most
+    # important first (Bert-base, then Bert-large, then GPT), as far as a call's deadline allows
+    "12x384": Rung("paper-bert-base", "bert", gpu=True), "24x512": Rung("paper-bert-large", "bert", gpu=True),
+    "12x768": Rung("paper-gpt", "gpt", gpu=True),
+    # the passes rungs: a size rung's preset trained for several passes over the same epoch, for the one family
+    # that learns no context in one (BERT predicts 15% of its tokens, and its all-[MASK] loss stays at word
+    # frequencies' after one epoch at every size). Repeated text: a token axis beside the size axis, not a rung
+    # of it. Named by `--rungs` only.
+    "1x96x8": Rung("cpu-small", "bert", passes=8),
+    "12x384x4": Rung("paper-bert-base", "bert", passes=4, gpu=True),
+}
 SEEDS = 4                               # seeds a family at each rung: six seed pairs
+
+
+def size_rungs(gpu: bool) -> list[str]:
+    """The size axis's rungs on the CPU or on a GPU: what `python -m studies.ladder [--gpu]` runs by default."""
+    return [name for name, r in RUNGS.items() if r.gpu == gpu and r.passes == 1]
+
+
+def passes(rung: str) -> int:
+    """Passes over the epoch of a rung (one where the rung is not the ladder's, as in a test's exports)."""
+    return RUNGS[rung].passes if rung in RUNGS else 1

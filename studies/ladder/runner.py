@@ -31,7 +31,7 @@ from twotower_lib.data.config import DataConfig
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import case_name
 from studies.ladder.report import EXPORTS, REFERENCE, RESULTS, TOP_N, write_report
-from studies.ladder.rungs import FAMILIES, GPU_FAMILY, GPU_RUNGS, PASSES_FAMILY, PASSES_RUNGS, RUNGS, SEEDS
+from studies.ladder.rungs import FAMILIES, RUNGS, SEEDS, passes, size_rungs
 
 KINDS = ("case", "untrained")
 CORPUS = DataConfig(corpus="registry:brown")  # one corpus; its training split is one epoch
@@ -45,7 +45,7 @@ def probe_config(rung: str):
     """The default profile's probe, in fp32 on every rung: on CPUs that is what its `precision="auto"` resolves to;
     on the GPU rungs "auto" would take bf16, another measurement, under which BERT's heads diverged
     (results/ladder/gpu-2026-11-28.log)."""
-    return replace(PROBE, precision="fp32") if rung in GPU_RUNGS else PROBE
+    return replace(PROBE, precision="fp32") if RUNGS[rung].gpu else PROBE
 
 
 def data_dir(root: Path) -> Path:
@@ -68,17 +68,12 @@ def epoch_tokens(data) -> int:
 
 
 def preset_of(rung: str) -> str:
-    return RUNGS.get(rung) or GPU_RUNGS.get(rung) or PASSES_RUNGS[rung][0]
-
-
-def passes_of(rung: str) -> int:
-    """Passes over the epoch: one on every size rung, more on a passes rung."""
-    return PASSES_RUNGS[rung][1] if rung in PASSES_RUNGS else 1
+    return RUNGS[rung].preset
 
 
 def rung_families(rung: str, families: list[str]) -> list[str]:
-    """The families a rung trains: each GPU or passes rung has its one, the CPU size rungs every one asked for."""
-    own = GPU_FAMILY.get(rung) or PASSES_FAMILY.get(rung)
+    """The families a rung trains: the one of a rung that has one, else every one asked for."""
+    own = RUNGS[rung].family
     return [f for f in families if f == own] if own else families
 
 
@@ -88,9 +83,9 @@ def train_config(rung: str, family: str, seed: int, data_path: Path, data):
     about a minute at Table 1 sizes (results/gpu/levers/whole.json), would pay for itself)."""
     from twotower_lib.train.config import TrainConfig
 
-    tokens = epoch_tokens(data) * passes_of(rung)
+    tokens = epoch_tokens(data) * passes(rung)
     steps = TrainConfig.steps_for(tokens, MICRO_BATCH, data.seq_len)
-    device = {"precision": "bf16", "engine": "torch"} if rung in GPU_RUNGS else {"precision": "fp32"}
+    device = {"precision": "bf16", "engine": "torch"} if RUNGS[rung].gpu else {"precision": "fp32"}
     return TrainConfig.for_tokens(family, preset_of(rung), seed, tokens, MICRO_BATCH, data.seq_len,
                                   eval_every_steps=10 * max(1, steps // 100), data=str(data_path), **device)
 
@@ -109,7 +104,7 @@ def export(probe_path: Path, out: Path, rung: str, family: str, seed: int, kind:
     write_export(out, {
         "rung": rung, "family": family, "seed": seed, "kind": kind, "preset": preset_of(rung),
         "tower_parameters": tower_parameters(rung, family, data),
-        "train": {"tokens": epoch_tokens(data) * passes_of(rung), "passes": passes_of(rung), "steps": tcfg.max_steps,
+        "train": {"tokens": epoch_tokens(data) * passes(rung), "passes": passes(rung), "steps": tcfg.max_steps,
                   "micro_batch": MICRO_BATCH, "snapshot": 0 if kind == "untrained" else "final"},
         "val_loss": art.manifest.get("val_loss", {}),
         "ordering": {"primary_tower": o["primary_tower"], "mean_p": o["mean_p"], "mean_logp": o["mean_logp"]},
@@ -200,7 +195,7 @@ def run_one(root: Path, rung: str, family: str, seed: int, results: Path, data, 
             front.update_readme(PROJECT_ROOT / "README.md")
         print(f"ladder: probed {rung} {case_name(family, seed)} ({kind}) in {(time.time() - t0) / 60:.1f} min",
               flush=True)
-    if rung in GPU_RUNGS:   # a Table 1-size run's snapshots fill several GB; the device's disk holds 64 GB
+    if RUNGS[rung].gpu:     # a Table 1-size run's snapshots fill several GB; the device's disk holds 64 GB
         shutil.rmtree(run)
         shutil.rmtree(root / rung / "probing", ignore_errors=True)
 
@@ -217,7 +212,7 @@ def run_ladder(seeds: list[int], rungs: list[str], families: list[str], root: Pa
     atomic_write_json(results / REFERENCE, {"data_hash": data.data_hash, "unigram_loss": data.unigram_loss(),
                                             "provenance": provenance()})
     for rung in rungs:
-        for family in ([GPU_FAMILY[rung]] if rung in GPU_RUNGS else rung_families(rung, families)):
+        for family in rung_families(rung, families):
             for seed in seeds:
                 if deadline is not None and time.time() > deadline:
                     print(f"ladder: deadline reached before {rung} {case_name(family, seed)}", flush=True)
@@ -248,12 +243,14 @@ def cli(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m studies.ladder", description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=seed_list, default=seed_list(str(SEEDS)),
                    help=f"N for seeds 1..N (default {SEEDS}), or a list such as 3,4 (to share a rung among processes)")
-    p.add_argument("--rungs", default=None, help=f"in the order they are run: any of {', '.join(RUNGS)} (default: "
-                                                 f"all of these), the passes rungs {', '.join(PASSES_RUNGS)}, with "
-                                                 f"--gpu any of {', '.join(GPU_RUNGS)}")
+    p.add_argument("--rungs", default=None, help=f"in the order they are run, any of {', '.join(size_rungs(False))} "
+                                                 f"(default: these) or a passes rung; with --gpu any of "
+                                                 f"{', '.join(size_rungs(True))} (default: these) or a GPU passes rung "
+                                                 f"(all: {', '.join(RUNGS)})")
     p.add_argument("--families", default=",".join(FAMILIES), help=f"any of {', '.join(FAMILIES)}")
     p.add_argument("--gpu", action="store_true",
-                   help=f"the GPU rungs ({', '.join(GPU_RUNGS)}: Table 1's sizes) instead of the CPU ones; needs CUDA")
+                   help=f"the GPU rungs ({', '.join(size_rungs(True))}: Table 1's sizes) instead of the CPU ones; "
+                        "needs CUDA")
     p.add_argument("--deadline", default=None, help="start no run after this long, e.g. 8m (a GPU call's limit)")
     p.add_argument("--threads", type=int, default=1, help="CPU threads (one: the ladder runs beside other work)")
     p.add_argument("--report-only", action="store_true", help="write the report from the committed exports")
@@ -261,8 +258,8 @@ def cli(argv: list[str] | None = None) -> int:
                    help="give older exports their text reliability from this machine's probes, then the report")
     p.add_argument("--results", default=str(RESULTS))
     args = p.parse_args(argv)
-    known = GPU_RUNGS if args.gpu else RUNGS | PASSES_RUNGS
-    rungs = [r for r in (args.rungs or ",".join(GPU_RUNGS if args.gpu else RUNGS)).split(",") if r]
+    known = [name for name, r in RUNGS.items() if r.gpu == args.gpu]
+    rungs = [r for r in (args.rungs or ",".join(size_rungs(args.gpu))).split(",") if r]
     families = [f for f in args.families.split(",") if f]
     try:
         bad = [r for r in rungs if r not in known] + [f for f in families if f not in FAMILIES]
