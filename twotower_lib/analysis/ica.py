@@ -1,8 +1,7 @@
 """PCA whitening (Eq. 5) and Amari's natural-gradient ICA (Eq. 6-7): the math of Section 5.3.
 
-Section 5.3 of the paper: take the input embedding of every token occurrence in a corpus sample
-(so frequent words weigh more), reduce it to d = 128 whitened dimensions, and unmix it with
-Amari's rule
+Section 5.3 of the paper: take the input embedding of every token occurrence in a corpus sample (so frequent words
+weigh more), reduce it to d = 128 whitened dimensions, and unmix it with Amari's rule
 
     W <- W + lr * (I - E[g(y) y^T]) W,      y = W p,      W_0 = I            (Eq. 6)
     g(y) = sgn(y) * (1 - exp(-sqrt(2) |y|)) / 2                              (Eq. 7)
@@ -10,34 +9,33 @@ Amari's rule
 A word then belongs to component j's group when |y_j| > 2.5 (Figs. 5-7, Table 3: `word_groups`).
 
 Paper ambiguities and how they are resolved here:
-- Eq. 5 writes P = X V_d sqrt(S_d); ICA needs *whitened* input, P = X V_d S_d^(-1/2). We whiten.
-  Eq. 5 also takes the SVD of the uncentred X^T X / n; ICA's model has zero-mean sources, so we
-  centre X first (`PCAConfig.center`; False gives the literal uncentred reading).
+- Eq. 5 writes P = X V_d sqrt(S_d); ICA needs *whitened* input, P = X V_d S_d^(-1/2). We whiten. Eq. 5 also takes
+  the SVD of the uncentred X^T X / n; ICA's model has zero-mean sources, so we centre X first (`PCAConfig.center`;
+  False gives the literal uncentred reading).
 - Eq. 6 writes `W_{i+1} = W_m + ...`; read as `W_{i+1} = W_i + ...` (Amari's rule).
-- Eq. 7 reads `sgn(y)(1 - exp(-sqrt(2)|y|))/2` in one extraction and `... exp(-sqrt(2|y|)) ...` with
-  unbalanced brackets in the other. We use the first: it is a smoothed sign, the score function of
-  a Laplace-like source, and it is continuous at 0.
+- Eq. 7 reads `sgn(y)(1 - exp(-sqrt(2)|y|))/2` in one extraction and `... exp(-sqrt(2|y|)) ...` with unbalanced
+  brackets in the other. We use the first: it is a smoothed sign, the score function of a Laplace-like source, and
+  it is continuous at 0.
 - "Until converge": we stop when the largest entry of I - E[g(y)y^T] is below `tol`.
-- The output scale of ICA is arbitrary (the fixed point of Eq. 6 with this g has |y| about 3 times
-  a unit-variance source), so the 2.5 threshold only means something on a fixed scale. We rescale
-  every component to unit variance over the corpus sample and flip its sign so that its long tail
-  is positive (`ICAConfig.standardize`); 2.5 then means 2.5 standard deviations, which matches the
-  paper's "about 80% of values within [-1, 1]".
+- The output scale of ICA is arbitrary (the fixed point of Eq. 6 with this g has |y| about 3 times a unit-variance
+  source), so the 2.5 threshold only means something on a fixed scale. We rescale every component to unit variance
+  over the corpus sample and flip its sign so that its long tail is positive (`ICAConfig.standardize`); 2.5 then
+  means 2.5 standard deviations, which matches the paper's "about 80% of values within [-1, 1]".
 - A group holds both tails (|y_j| > 2.5), as the paper says ("larger than 2.5 or smaller than -2.5").
 - "Five most typical words" of a group: the five members with the largest |y_j|.
-- Which words Figs. 5-6 count is not stated (Fig. 5 shows the 500 most frequent); the functions
-  take the word set as input, and `fig6_data` reports how many words it counted.
+- Which words Figs. 5-6 count is not stated (Fig. 5 shows the 500 most frequent); the functions take the word set as
+  input, and `fig6_data` reports how many words it counted.
 
-How the rule is driven (the paper's fixed lr = 0.01 needs ~10^4 full passes): the fixed point and
-the objective are the paper's; by default each step is an L-BFGS step (`memory` pairs) whose initial
-inverse Hessian is the block-diagonal approximation of the ICA likelihood's, per pair of components
-(Picard, Ablin et al. 2018), starts from the full step and backtracks on that likelihood. The block
-model alone (`memory=0`) is exact for independent sources but poor on frequency-weighted word vectors,
-whose heavy tails stall it; L-BFGS on top of it meets the tolerance in a small fraction of its steps.
-`ICAConfig(newton=False)` drives the plain natural gradient with an adaptive step ("bold driver");
-adding `adaptive=False` gives the paper's literal loop with a fixed lr. All stop at the same W on
-planted sources (tested). Statistics are computed in float32 blocks with reused buffers. Rows of one token are identical, so a corpus
-sample enters as distinct tokens weighted by their counts: the same estimate, far cheaper.
+How the rule is driven (the paper's fixed lr = 0.01 needs ~10^4 full passes): the fixed point and the objective are
+the paper's; by default each step is an L-BFGS step (`memory` pairs) whose initial inverse Hessian is the
+block-diagonal approximation of the ICA likelihood's, per pair of components (Picard, Ablin et al. 2018), starts
+from the full step and backtracks on that likelihood. The block model alone (`memory=0`) is exact for independent
+sources but poor on frequency-weighted word vectors, whose heavy tails stall it; L-BFGS on top of it meets the
+tolerance in a small fraction of its steps. `ICAConfig(newton=False)` drives the plain natural gradient with an
+adaptive step ("bold driver"); adding `adaptive=False` gives the paper's literal loop with a fixed lr. All stop at
+the same W on planted sources (tested). Statistics are computed in float32 blocks with reused buffers. Rows of one
+token are identical, so a corpus sample enters as distinct tokens weighted by their counts: the same estimate, far
+cheaper.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ The result goes to `runs/<profile>/scorecard.json` and into the book's scorecard
 from __future__ import annotations
 
 from dataclasses import asdict
+from statistics import fmean
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +31,6 @@ SECTION_FILE = "scorecard.json"
 # ---------------------------------------------------------------------- recording (in sections)
 
 
-
-def _mean(values) -> float:
-    values = list(values)
-    return sum(values) / len(values)
-
 def record(ctx, item_id: str, ours: str, verdict: str, note: str = "", points: list[dict] | None = None) -> Path:
     """Record our value for one paper item from inside the section that measures it; `points`
     (`paper_tables.points`: pair, paper, ours, CI) feed the scorecard's picture."""
@@ -45,21 +41,19 @@ def record(ctx, item_id: str, ours: str, verdict: str, note: str = "", points: l
                         f"not {ctx.section.name}")
     if verdict not in VERDICTS:
         raise UserError(f"verdict {verdict!r} for {item_id!r} is not one of {VERDICTS}")
-    path = ctx.out / SECTION_FILE
-    try:
-        entries = read_json(path)
-    except FileNotFoundError:
-        entries = {}
+    entries = _recorded(ctx.out)
     entries[item_id] = {"ours": ours, "verdict": verdict, "note": note, **({"points": points} if points else {})}
-    return atomic_write_json(path, entries)
+    return atomic_write_json(ctx.out / SECTION_FILE, entries)
+
+
+def _recorded(out: Path) -> dict:
+    """The items a section recorded in its output folder `out` (none where it wrote none)."""
+    return read_json(out / SECTION_FILE) if (out / SECTION_FILE).exists() else {}
 
 
 def _section_rows(ctx) -> list[dict]:
     """The scorecard's rows this section recorded (decided over seeds where the profile has a study)."""
-    try:
-        entries = read_json(ctx.out / SECTION_FILE)
-    except FileNotFoundError:
-        return []
+    entries = _recorded(ctx.out)
     rows = [{**asdict(i), "ours": entries[i.id]["ours"], "verdict": entries[i.id]["verdict"]}
             for i in PAPER_ITEMS if i.id in entries]
     return decide_over_seeds(rows, ctx.profile.name)
@@ -204,10 +198,10 @@ def record_correlations(ctx, pairs, control, same_config: list[tuple[str, str]],
     t2 = paper.TABLE2   # each item held against the paper's cell, or the mean of its cells
     put("table2.base-large", rows("bert-base", "bert-large"), t2["Bert-base", "Bert-large-run1"], "bert-base / bert-large")
     put("table2.cross-type", pd.concat([rows("bert-large", "elmo"), rows("bert-large", "gpt")]),
-        _mean(t2[a, b] for a in ("ELMo", "GPT") for b in ("Bert-large-run1", "Bert-large-run2")), "bert-large / elmo or gpt")
+        fmean(t2[a, b] for a in ("ELMo", "GPT") for b in ("Bert-large-run1", "Bert-large-run2")), "bert-large / elmo or gpt")
     put("table2.elmo-gpt", rows("elmo", "gpt"), t2["ELMo", "GPT"], "elmo / gpt")
     put("table2.bert-base-others", pd.concat([rows("bert-base", "elmo"), rows("bert-base", "gpt")]),
-        _mean(t2[a, "Bert-base"] for a in ("ELMo", "GPT")), "bert-base / elmo or gpt")
+        fmean(t2[a, "Bert-base"] for a in ("ELMo", "GPT")), "bert-base / elmo or gpt")
     if same.empty:
         return
     ref = same[is_paper].iloc[-1]
@@ -360,10 +354,7 @@ def build(root: Path, sections) -> dict[str, Any]:
         if not (out / "section.json").exists():
             row["note"] = f"section {section.name} has not been run at this profile"
         else:
-            try:
-                entries = read_json(out / SECTION_FILE)
-            except FileNotFoundError:
-                entries = {}
+            entries = _recorded(out)
             if item.id in entries:
                 e = entries[item.id]
                 row.update(ours=e["ours"], verdict=e["verdict"], note=e.get("note", ""))

@@ -118,19 +118,9 @@ def probe_run(run_dir: str | os.PathLike, cfg: ProbeConfig | None = None, *, sna
     head_sets, record = train_heads(model, data, cfg, show, head_seed=head_seed, refine=refine)
     t_train = time.time() - t0
     all_sums, coop_logp = score_validation(model, head_sets, data, cfg, show)
-    sums = all_sums[0]
-    k = sums.p.shape[1]
-    # every loss over the same positions (those the cooperative model was scored at), so they compare
-    same = ~np.isnan(coop_logp)
-    val_loss = {"cooperative": float(-coop_logp[same].mean()),
-                **{f"tower{j}_head": float(-sums.logp[same, j].mean()) for j in range(k)}}
-    # a log-probability above 0 is impossible: the head's logits outran the scoring dtype (or the head diverged)
-    impossible = {f"tower{j}_head": float((sums.logp[same, j] > 0).mean()) for j in range(k)}
-    for name, share in impossible.items():
-        if share > 0:
-            warnings.warn(f"probe {run_dir}: {100 * share:.2g}% of {name}'s validation log-probabilities are above "
-                          f"0 ({dtypes['scoring']} scoring): its logits are too large for their precision and its "
-                          f"scores are not probabilities (its validation loss: {val_loss[name]:.2f} nats)")
+    sums, k = all_sums[0], all_sums[0].p.shape[1]
+    same = ~np.isnan(coop_logp)     # every loss over the positions the cooperative model was scored at
+    val_loss, impossible = validation_losses(sums, coop_logp, f"probe {run_dir}", dtypes["scoring"])
     run_manifest = read_json(run_dir / "manifest.json") if (run_dir / "manifest.json").exists() else {}
     manifest = {
         "identity": identity,
@@ -157,6 +147,23 @@ def probe_run(run_dir: str | os.PathLike, cfg: ProbeConfig | None = None, *, sna
     write_preference(out, sums, data, manifest, {"heads.safetensors": save_safetensors(head_state)}, show,
                      replicate=all_sums[1] if cfg.replicate else None)
     return out
+
+
+def validation_losses(sums: TowerSums, coop_logp: np.ndarray, where: str, scoring: str) -> tuple[dict, dict]:
+    """The cooperative model's and each tower head's validation loss over the same positions (those the
+    cooperative model was scored at, so that they compare), and each head's share of impossible
+    log-probabilities (above 0: its logits outran the scoring dtype, or it diverged), warned about."""
+    same = ~np.isnan(coop_logp)
+    heads = range(sums.p.shape[1])
+    val_loss = {"cooperative": float(-coop_logp[same].mean()),
+                **{f"tower{j}_head": float(-sums.logp[same, j].mean()) for j in heads}}
+    impossible = {f"tower{j}_head": float((sums.logp[same, j] > 0).mean()) for j in heads}
+    for name, share in impossible.items():
+        if share > 0:
+            warnings.warn(f"{where}: {100 * share:.2g}% of {name}'s validation log-probabilities are above 0 "
+                          f"({scoring} scoring): its logits are too large for their precision and its scores are "
+                          f"not probabilities (its validation loss: {val_loss[name]:.2f} nats)")
+    return val_loss, impossible
 
 
 def _load_run(run_dir: Path, snapshot: str | int | None, data_dir: str | os.PathLike | None):
