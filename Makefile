@@ -23,12 +23,11 @@ test-fast: $(VENV)/.installed
 
 venv: $(VENV)/.installed
 
-# Mutation score of the science core: preference.py, analysis/correlation.py, seed_spread.py, uncertainty.py
-# ([tool.mutmut] in pyproject.toml);
-# not part of CI (about an hour on 2 cores). Survivors: .venv/bin/mutmut results
+# Mutation score of the science core (preference.py, analysis/correlation.py, seed_spread.py, uncertainty.py):
+# every mutant that changes a number, against each module's own tests (benchmarks/mutation.py); not part of CI
+# (about an hour on 2 idle cores). The scores and each survivor go to results/mutation/core.json.
 mutation: $(VENV)/.installed
-	$(PY) -m pip install -q --disable-pip-version-check mutmut==3.8.1
-	$(VENV)/bin/mutmut run --max-children 2
+	$(PY) benchmarks/mutation.py --jobs 2 --out results/mutation/core.json
 
 # torch is pinned in requirements.txt and installed in the same resolve as everything else,
 # so that no dependency can pull a different (multi-GB CUDA) torch; requirements-lock.txt pins

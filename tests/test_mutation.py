@@ -1,0 +1,51 @@
+"""`benchmarks/mutation.py` (`make mutation`): the mutants it makes each change one number-changing place of a
+science-core module, and the module so changed still parses; a mutant the tests notice is killed."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def mutation():
+    spec = importlib.util.spec_from_file_location("mutation", ROOT / "benchmarks" / "mutation.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["mutation"] = module          # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", ["seed_spread", "correlation", "uncertainty", "preference"])
+def test_every_mutant_changes_one_place_and_parses(mutation, name):
+    path = ROOT / mutation.MODULES[name][0]
+    original = ast.unparse(ast.parse(path.read_text()))
+    found = mutation.mutants(name)
+    assert len(found) > 20 and all(Path(ROOT / t).exists() for t in mutation.MODULES[name][1])
+    for m in found[:: max(1, len(found) // 15)]:
+        source = mutation.mutated_source(m)
+        ast.parse(source)
+        changed = [a for a, b in zip(original.splitlines(), source.splitlines()) if a != b]
+        assert source != original and len(changed) == 1, (m, changed)
+    # docstrings and f-strings are never mutated: they change no number
+    assert not any(m.change.startswith("'") for m in found)
+
+
+def test_a_mutant_the_tests_notice_is_killed_and_one_they_miss_survives(mutation, tmp_path, monkeypatch):
+    import shutil
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "calc.py").write_text("def half(x):\n    return x / 2\n\n\ndef unused(x):\n    return x - 1\n")
+    (tmp_path / "test_calc.py").write_text("from pkg.calc import half\n\n\ndef test_half():\n    assert half(4) == 2\n")
+    monkeypatch.setitem(mutation.MODULES, "calc", ("pkg/calc.py", ("test_calc.py",)))
+    monkeypatch.setattr(mutation, "ROOT", tmp_path)
+    monkeypatch.setattr(mutation, "scratch_copy", lambda dest: shutil.copytree(tmp_path, dest))
+    result = mutation.run_module("calc", 1, show=lambda s: None)
+    changes = {s["change"] for s in result["survivors"]}
+    assert result["mutants"] == 4 and result["killed"] == 2 and changes == {"Sub -> Add", "1 -> 2"}, result
