@@ -203,8 +203,9 @@ def _step(r: pd.Series) -> str:
         return _failed(r)
     if pd.isna(r.get("partition: median |r|")):
         return f"{r['rung']}: fewer than two seeds probed with their untrained control yet"
-    return (f"{r['rung']}: median |r| {_f(r['partition: median |r|'])} (leave one seed out "
-            f"{_f(r['partition: loo low'])}–{_f(r['partition: loo high'])}, untrained "
+    loo = (f"leave one seed out {_f(r['partition: loo low'])}–{_f(r['partition: loo high'])}"
+           if pd.notna(r["partition: loo low"]) else f"{int(r['seeds'])} seeds: too few to leave one out")
+    return (f"{r['rung']}: median |r| {_f(r['partition: median |r|'])} ({loo}, untrained "
             f"{_f(r['partition: controls |r| threshold'])}{_ceiling(r)}), partition {r['partition: verdict']}, "
             f"orientation {r['orientation: verdict']} ({int(r['orientation: resolved runs'])}/"
             f"{int(r['orientation: runs'])} margins resolved)" + _context(r))
