@@ -32,9 +32,12 @@ sys.path.insert(0, str(ROOT))
 
 # module -> the test files that exercise it
 MODULES = {
-    "seed_spread": ("twotower_lib/analysis/seed_spread.py", ("tests/analysis/test_two_questions.py", "tests/test_seeds.py")),
-    "correlation": ("twotower_lib/analysis/correlation.py", ("tests/analysis/test_correlation.py", "tests/test_intervals.py")),
-    "uncertainty": ("twotower_lib/analysis/uncertainty.py", ("tests/analysis/test_correlation.py", "tests/test_intervals.py")),
+    "seed_spread": ("twotower_lib/analysis/seed_spread.py",
+                    ("tests/analysis/test_two_questions.py", "tests/test_seeds.py")),
+    "correlation": ("twotower_lib/analysis/correlation.py",
+                    ("tests/analysis/test_correlation.py", "tests/test_intervals.py")),
+    "uncertainty": ("twotower_lib/analysis/uncertainty.py",
+                    ("tests/analysis/test_correlation.py", "tests/test_intervals.py")),
     "preference": ("twotower_lib/preference.py", ("tests/test_probe.py", "tests/test_safety.py")),
 }
 TIMEOUT_FACTOR = 3.0
@@ -90,7 +93,8 @@ def mutants(name: str) -> list[Mutant]:
     path = ROOT / MODULES[name][0]
     out = []
     for i, (node, what, new) in enumerate(_places(ast.parse(path.read_text()))):
-        old = (type(node.op).__name__ if what == "op" else type(node.ops[int(what[3:])]).__name__ if what.startswith("cmp")
+        old = (type(node.op).__name__ if what == "op"
+               else type(node.ops[int(what[3:])]).__name__ if what.startswith("cmp")
                else repr(node.value) if what == "const" else "-x" if what == "neg" else node.id)
         now = new.__name__ if isinstance(new, type) else "x" if what == "neg" else repr(new) if what == "const" else new
         out.append(Mutant(name, i, node.lineno, f"{old} -> {now}"))
@@ -176,7 +180,8 @@ def run_module(name: str, jobs: int, show=print) -> dict:
                      + (f" (line {m.line}: {m.change})" if survived else ""))
     killed = len(all_mutants) - len(survivors)
     return {"module": source, "tests": list(tests), "mutants": len(all_mutants), "killed": killed,
-            "score": round(killed / len(all_mutants), 4) if all_mutants else None, "baseline_seconds": round(baseline, 1),
+            "score": round(killed / len(all_mutants), 4) if all_mutants else None,
+            "baseline_seconds": round(baseline, 1),
             "survivors": [{"line": m.line, "change": m.change} for m in survivors]}
 
 
@@ -195,8 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         from twotower_lib.artifacts import atomic_write_json, portable_command, provenance
 
-        atomic_write_json(args.out, {"modules": results, "command": portable_command("benchmarks/mutation.py", sys.argv[1:]),
-                                     "provenance": provenance()})
+        command = portable_command("benchmarks/mutation.py", sys.argv[1:])
+        atomic_write_json(args.out, {"modules": results, "command": command, "provenance": provenance()})
     return 0
 
 

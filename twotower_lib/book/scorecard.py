@@ -10,8 +10,8 @@ The result goes to `runs/<profile>/scorecard.json` and into the book's scorecard
 from __future__ import annotations
 
 from dataclasses import asdict
-from statistics import fmean
 from pathlib import Path
+from statistics import fmean
 from typing import Any
 
 import pandas as pd
