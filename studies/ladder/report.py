@@ -21,7 +21,7 @@ from twotower_lib.analysis import seed_spread as spread
 from twotower_lib.analysis.correlation import correlate
 from twotower_lib.artifacts import atomic_write_bytes, atomic_write_json, provenance, read_json
 from twotower_lib.paper import SAME_CONFIG_R as PAPER_SAME_CONFIG_R
-from studies.ladder.rungs import passes
+from studies.ladder.rungs import FAMILIES, RUNGS, SEEDS, passes, size_rungs
 
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "ladder"
 EXPORTS = "probes"   # results/ladder/probes/<rung>/: one committed file a probe (not "runs/", which git ignores)
@@ -257,8 +257,6 @@ def book_parts(summary: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -
 
 
 def progress(runs: pd.DataFrame) -> str:
-    from studies.ladder.rungs import FAMILIES, RUNGS, SEEDS, size_rungs
-
     done = runs[runs["kind"] == "case"].groupby("rung")["seed"].count() if not runs.empty else pd.Series(dtype=int)
     cells = ", ".join(f"{rung}: {int(done.get(rung, 0))} of {SEEDS * len(FAMILIES)} runs" for rung in size_rungs(False))
     gpu = ", ".join(f"{rung}: {int(done[rung])} of {SEEDS}" for rung in size_rungs(True) if rung in done)

@@ -39,7 +39,7 @@ class ModelConfig:
     max_position: int = 512   # learned position table size (GPT/BERT)
     dropout: float = 0.1
     layer_norm_eps: float = 1e-12
-    fuse_towers: bool = False  # run the k transformer towers in one vmapped call (same weights layout)
+    fuse_towers: bool = False  # run the k transformer towers in one batched call (same weights layout)
     deepspeed_kernel: bool = False  # BERT on CUDA: DeepSpeed's fused transformer kernel, as in the paper
     elmo_backward_zeroed: bool = False  # ELMo as released: every backward output is 0, so both directions read
                                         # only the left context (see elmo.py); the paper's text: False
