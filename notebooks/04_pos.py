@@ -36,6 +36,7 @@ analysis_pos_backend = None  # None: the profile's backend, auto | stanza | spac
 from IPython.display import Markdown
 
 from twotower_lib.book import analyses, charts, probe_outputs, render, scorecard, sections
+from twotower_lib import paper
 from twotower_lib.analysis import pos
 
 ctx = sections.open_section("04_pos", globals())
@@ -90,7 +91,7 @@ Markdown(ctx.rerun_markdown())
 # %%
 charts.score_distributions(
     fig4.rename(columns={"run": "case", "upos": "group"}).assign(frequency=data.counts[fig4["token_id"]]),
-    list(pos.PAPER_TAGS), title=f"Preference score by POS tag (top {ctx.profile.analysis.top_n} tokens)")
+    list(paper.FIG4_TAGS), title=f"Preference score by POS tag (top {ctx.profile.analysis.top_n} tokens)")
 
 # %% [markdown]
 # ## Each claim, against the median and against zero

@@ -48,6 +48,7 @@ import pandas as pd
 from IPython.display import Markdown
 
 from twotower_lib.book import analyses, charts, probe_outputs, render, scorecard, sections
+from twotower_lib import paper
 from twotower_lib.analysis import word_groups
 from twotower_lib.analysis.word_groups import fig5_data, fig6_data, group_members, table3, table3_agreement
 
@@ -151,7 +152,7 @@ pd.DataFrame({"value": {
 # 80% of the values within $[-1, 1]$ and a few large ones.
 
 # %% tags=["hide-input"]
-print(f"{within_1:.1%} of the values shown are within [-1, 1] (paper: about {word_groups.PAPER_WITHIN_1:.0%}; a Gaussian: 68%)")
+print(f"{within_1:.1%} of the values shown are within [-1, 1] (paper: about {paper.FIG5_WITHIN_1:.0%}; a Gaussian: {paper.GAUSSIAN_WITHIN_1:.0%})")
 charts.component_heatmap(fig5, title=f"{reference}: the {fig5['word_index'].nunique()} most frequent words after ICA")
 
 # %% [markdown]
@@ -167,8 +168,8 @@ charts.component_heatmap(fig5, title=f"{reference}: the {fig5['word_index'].nuni
 hist = pd.concat([h.assign(words=name) for name, (h, _) in fig6.items()], ignore_index=True)
 pd.DataFrame({**{name: [f"{g['share_one']:.0%}", f"{g['share_none']:.0%}", f"{g['mean_groups']:.2f}"]
                  for name, (_, g) in fig6.items()},
-              "paper": [f"about {word_groups.PAPER_FIG6['share_one']:.0%}", f"about {word_groups.PAPER_FIG6['share_none']:.0%}",
-                        f"{word_groups.PAPER_FIG6['mean_groups']:.2f}"]},
+              "paper": [f"about {paper.FIG6['share_one']:.0%}", f"about {paper.FIG6['share_none']:.0%}",
+                        f"{paper.FIG6['mean_groups']:.2f}"]},
              index=["words in exactly one group", "words in no group", "groups per word (mean)"])
 
 # %% tags=["hide-input"]

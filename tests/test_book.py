@@ -31,6 +31,7 @@ import yaml
 from twotower_lib.book import build, charts, pipeline, render
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import case_name
+from twotower_lib import paper
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -365,7 +366,7 @@ def test_the_single_source_finding_is_said_from_the_pairs():
 
 
 def test_a_finished_run_is_published_and_shown(built_book, tmp_path):
-    from twotower_lib.book import publish, scorecard
+    from twotower_lib.book import publish
 
     pipe = built_book["pipe"]
     path = publish.publish(pipe, tmp_path / "profiles")
@@ -380,7 +381,7 @@ def test_a_finished_run_is_published_and_shown(built_book, tmp_path):
     assert {r["probe"] for r in pub["probes"]} >= {"gpt-s1", "untrained/gpt-s2", "independent/gpt-k1-s4"}
     assert all(r["minutes"] >= 0 and r["epochs"] >= 1 for r in pub["probes"]) and publish.run_minutes(pub, "probes") > 0
     table = publish.same_config_table(published)
-    assert list(table["pair"]) == ["gpt-s1 vs gpt-s2"] and table["verdict"].isin(scorecard.VERDICTS).all()
+    assert list(table["pair"]) == ["gpt-s1 vs gpt-s2"] and table["verdict"].isin(paper.VERDICTS).all()
     assert table["highest control"].notna().all()  # its own model's controls ran at the tiny profile
     from twotower_lib.probe.config import CURRENT_PROBE
 

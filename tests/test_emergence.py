@@ -13,6 +13,7 @@ from studies.emergence import report as ec
 from twotower_lib.errors import UserError
 from twotower_lib.probe.run import ProbeConfig
 from twotower_lib.probe.config import PROBE_VERSION, probe_label
+from twotower_lib import paper
 
 
 @pytest.fixture(scope="module")
@@ -240,12 +241,11 @@ def test_the_decisions_page_gets_every_number_from_the_committed_results():
 
 def test_the_decisions_page_says_which_pairs_pass_their_controls_by_the_scorecards_rule():
     from studies.decisions import report as decisions
-    from twotower_lib.book import scorecard
 
     rows = pd.DataFrame({"pair": ["gpt-s1 vs gpt-s2", "bert-base-s1 vs bert-base-s2", "bert-large-s1 vs bert-large-s2"],
                          "r": [0.5, 0.3, 0.1], "ci_low": [0.45, 0.04, 0.05], "ci_high": [0.55, 0.5, 0.15],
                          "highest control": [0.06, 0.05, -0.02]})
-    judged = lambda t: t.assign(verdict=[scorecard.correlation_verdict((lo, hi), 0.94, c) for lo, hi, c in  # noqa: E731
+    judged = lambda t: t.assign(verdict=[paper.correlation_verdict((lo, hi), 0.94, c) for lo, hi, c in  # noqa: E731
                                          zip(t["ci_low"], t["ci_high"], t["highest control"])])
     text = decisions.against_controls(judged(rows))  # Bert-base's CI reaches its control; Bert-large's lies above it and 0
     assert "The GPT and Bert-large pairs' 95% CIs" in text and "not Bert-base's (Bert-base: CI [0.04, 0.50], highest control 0.05)" in text

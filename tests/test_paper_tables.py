@@ -5,6 +5,7 @@ import re
 import pandas as pd
 import pytest
 
+from twotower_lib import paper
 from twotower_lib.book import paper_tables
 
 
@@ -94,7 +95,7 @@ def test_the_pos_claims_table_puts_the_paper_beside_each_run():
                          "token_id": range(9)})
     table = pos.claims_table(pos.pos_summary(fig4))
     assert list(table.columns) == ["the paper (Fig. 4)", "tokens", "a", "b"]
-    assert list(table.index.get_level_values(0)) == [t for t in pos.PAPER_TAGS for _ in range(2)]
+    assert list(table.index.get_level_values(0)) == [t for t in paper.FIG4_TAGS for _ in range(2)]
     verb_rel, verb_zero = ("VERB", "median s > the run's median"), ("VERB", "median s > 0")
     assert table.loc[verb_rel, "the paper (Fig. 4)"] == "primary" and table.loc[verb_rel, "tokens"] == 2
     # run a's median over its tagged tokens is +0.25: VERB's +0.30 sits above it; b's is -0.20

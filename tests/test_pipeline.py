@@ -17,7 +17,7 @@ import jupytext
 import nbformat
 import pytest
 
-from twotower_lib import run_names
+from twotower_lib import paper, run_names
 from twotower_lib.analysis import pos
 from twotower_lib.book import analyses, paper_items, pipeline, scorecard, sections, training
 from twotower_lib.errors import UserError
@@ -704,11 +704,11 @@ def test_scorecard_is_built_from_section_records(tmp_path):
 
 
 def test_correlation_verdict_follows_the_control_rule():
-    assert scorecard.correlation_verdict((0.85, 0.95), 0.94, control_max=0.2) == "reproduced"
-    assert scorecard.correlation_verdict((0.5, 0.7), 0.94, control_max=0.2) == "partly"
-    assert scorecard.correlation_verdict((0.1, 0.7), 0.94, control_max=0.2) == "not"
-    assert scorecard.correlation_verdict((-0.2, -0.1), 0.94, control_max=-0.3) == "not"  # above a negative control is not enough
-    assert scorecard.correlation_verdict((0.5, 0.7), 0.94, control_max=None) == "not attempted"
+    assert paper.correlation_verdict((0.85, 0.95), 0.94, control_max=0.2) == "reproduced"
+    assert paper.correlation_verdict((0.5, 0.7), 0.94, control_max=0.2) == "partly"
+    assert paper.correlation_verdict((0.1, 0.7), 0.94, control_max=0.2) == "not"
+    assert paper.correlation_verdict((-0.2, -0.1), 0.94, control_max=-0.3) == "not"  # above a negative control is not enough
+    assert paper.correlation_verdict((0.5, 0.7), 0.94, control_max=None) == "not attempted"
 
 
 def test_correlation_items_are_judged_from_measured_pairs(tmp_path):
@@ -892,14 +892,13 @@ def test_sample_texts_is_seeded_and_top_tokens_skip_special_ids(tiny_data):
 def test_pos_item_needs_every_claim_in_every_run(tmp_path):
     import pandas as pd
 
-    from twotower_lib.analysis.pos import PAPER_CLAIM
 
     ctx = sections.SectionContext(sections.find_section("04_pos"), get_profile("tiny"), tmp_path / "tiny")
 
     def summary(failing: dict[str, list[str]], n: int = 10):
         return pd.DataFrame([{"run": run, "against": against, "upos": tag, "n": n,
                               "holds": tag not in failing.get(run, []) if against == "median" else tag != "VERB",
-                              "verdict": "x"} for run in ("a", "b") for against in ("median", "zero") for tag in PAPER_CLAIM])
+                              "verdict": "x"} for run in ("a", "b") for against in ("median", "zero") for tag in paper.FIG4_CLAIM])
 
     for failing, verdict in (({}, "reproduced"), ({"a": ["VERB", "ADP"]}, "partly"),
                              ({"b": ["VERB", "ADP", "PROPN"]}, "not")):

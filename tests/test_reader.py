@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from studies.emergence import report as em
+from twotower_lib import paper
 from twotower_lib.book import front, tables
 from twotower_lib.book.paper_tables import tokens_label
 from twotower_lib.book.sections import SectionContext, find_section
@@ -85,18 +86,18 @@ def test_each_claim_chapter_draws_the_paper_beside_ours():
     from twotower_lib.book import analyses, charts
 
     summary = pd.DataFrame([{"run": "gpt-s1", "against": a, "upos": t, "share_above": 0.7}
-                            for a in ("median", "zero") for t in (*pos.PAPER_TAGS, "DET")])
+                            for a in ("median", "zero") for t in (*paper.FIG4_TAGS, "DET")])
     points = pos.claim_points(summary)
-    assert list(points["row"].str.split().str[0]) == list(pos.PAPER_TAGS)          # the paper's seven, in its order
+    assert list(points["row"].str.split().str[0]) == list(paper.FIG4_TAGS)          # the paper's seven, in its order
     verb = points[points["row"].str.startswith("VERB")].iloc[0]
     propn = points[points["row"].str.startswith("PROPN")].iloc[0]
     assert (verb["paper_low"], verb["paper_high"]) == (0.5, 1.0) and (propn["paper_low"], propn["paper_high"]) == (0.0, 0.5)
 
     g = {"share_one": 0.3, "share_none": 0.5, "mean_groups": 0.8}
     shares = word_groups.paper_points({"top words": g}, within_1=0.9)
-    assert dict(zip(shares["paper_low"], shares["ours"])) == {word_groups.PAPER_WITHIN_1: 0.9,
-                                                             word_groups.PAPER_FIG6["share_one"]: 0.3,
-                                                             word_groups.PAPER_FIG6["share_none"]: 0.5}
+    assert dict(zip(shares["paper_low"], shares["ours"])) == {paper.FIG5_WITHIN_1: 0.9,
+                                                             paper.FIG6["share_one"]: 0.3,
+                                                             paper.FIG6["share_none"]: 0.5}
 
     t4 = pd.DataFrame({"a": ["gpt-s1", "bert-base-s1"], "b": [FREQUENCY, FREQUENCY], "r": [0.3, 0.1],
                        "ci_low": [0.2, 0.0], "ci_high": [0.4, 0.2]})

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from studies.seeds import book as seeds
+from twotower_lib import paper
 from twotower_lib.analysis import seed_spread
 from twotower_lib.book import front, study_parts
 from twotower_lib.book.scorecard import decide_over_seeds
@@ -45,7 +46,7 @@ def test_the_verdict_rule(ours, controls, paper, expected):
     ([None, None], "not attempted"),
 ])
 def test_the_controls_rule_takes_each_family_alone(above, expected):
-    assert seed_spread.controls_verdict(above) == expected
+    assert paper.controls_verdict(above) == expected
 
 
 def test_above_controls_is_the_verdict_rules_first_test():

@@ -7,7 +7,7 @@ result-like numbers: decimals, percentages, and counts or durations with units. 
 values, equation and section numbers, years and a few design constants are allowed.
 
 No page may hold one (`BASELINE` lists exceptions, now none). The changelog appendix is history and keeps its
-numbers as they were measured, and so does the appendix notebook of the probe's validation studies.
+numbers as they were measured.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
-"""The paper's numbers, written once: every value He & Toyoizumi report that this companion compares with.
+"""The paper, written once: every value He & Toyoizumi report that this companion compares with, and every rule
+that turns our measurement of it into a verdict, each threshold named.
 
 The library's analyses (POS, ICA, word groups), the book's scorecard, tables and charts, and the studies read
-them from here; a test (`tests/test_paper_numbers.py`) fails on one of them typed anywhere else. Names follow
-the paper's tables and figures; the model names are the paper's ("Bert-large-run1" is its first Bert-large run).
+them from here; a test (`tests/test_paper_numbers.py`) fails on one of the paper's values typed anywhere else.
+Names follow the paper's tables and figures; the model names are the paper's ("Bert-large-run1" is its first
+Bert-large run).
 """
 
 from __future__ import annotations
@@ -35,3 +37,165 @@ FIG4_CLAIM = {"VERB": "primary", "ADP": "primary", "ADV": "primary", "AUX": "pri
 FIG5_WITHIN_1 = 0.80
 FIG6 = {"share_one": 0.45, "share_none": 0.13, "mean_groups": 1.45}
 ICA_DIM, ICA_WIDTH = 128, 1024  # the paper kept d = 128 of a 1,024-wide embedding (2 x 512)
+
+
+# ---------------------------------------------------------------------- the rules that judge ours against it
+#
+# Every verdict the companion prints comes from one of the functions below, each threshold named. The analyses
+# compute the statistics (`analysis.*`); the scorecard, the studies and the charts hand them here.
+
+VERDICTS = ("reproduced", "partly", "not", "not attempted")   # a list of items takes its weakest: the later
+CI_TOLERANCE = 0.1          # one run: "reproduced" when r's 95% interval reaches within this of the paper's r
+WEAK_RHO = 0.3              # Table 4 / Fig. 8: |rho| with frequency rank below this is weak; runs agree above it
+FIG4_PARTLY = 5             # Fig. 4: of its 7 claims, this many holding in every run is "partly"
+FIG4_MIN_TOKENS = 3         # a claim with fewer scored tokens in a run cannot be checked there (counts as failed)
+FIG5_TOLERANCE = 0.05       # Fig. 5: "reproduced" within this of FIG5_WITHIN_1 ...
+GAUSSIAN_WITHIN_1 = 0.683   # ... "partly" above a Gaussian's share within [-1, 1] (sparser than Gaussian)
+FIG6_SHARE_TOLERANCE, FIG6_MEAN_TOLERANCE = 0.10, 0.3   # Fig. 6: "near" the paper's shares, its mean groups
+TABLE3_RHO, ALPHA = 0.75, 0.05   # Table 3: every pair of runs at Spearman rho >= TABLE3_RHO with p < ALPHA
+
+
+def weakest(verdicts) -> str:
+    """The verdict of several items judged together: the weakest of them."""
+    return max(verdicts, key=VERDICTS.index)
+
+
+def correlation_verdict(ci: tuple[float, float], paper_r: float, control_max: float | None,
+                        tolerance: float = CI_TOLERANCE) -> str:
+    """One run's correlation: it counts only if its 95% CI lies above every control's value (and above 0: the
+    paper's correlations are positive); then "reproduced" if the CI reaches within `tolerance` of the paper's r,
+    else "partly". Without a control there is no verdict."""
+    lo, hi = ci
+    if control_max is None:
+        return "not attempted"
+    if lo <= max(control_max, 0.0):
+        return "not"
+    return "reproduced" if hi >= paper_r - tolerance else "partly"
+
+
+def share_verdict(passed: list[bool], complete: bool = True) -> str:
+    """Several checks of one item: "reproduced" when all pass (and none is missing), "partly" when some pass."""
+    return "reproduced" if all(passed) and complete else "partly" if any(passed) else "not"
+
+
+def frequency_verdict(strongest_with_frequency: float, weakest_between_runs: float) -> str:
+    """Table 4 and Fig. 8: scores correlate weakly with frequency rank but strongly between runs. Weak frequency
+    correlation alone proves nothing (noise scores have it too): "reproduced" when every |rho| with frequency is
+    below WEAK_RHO and every between-run bound above it; "partly" when the runs at least agree more than any
+    score agrees with frequency."""
+    if strongest_with_frequency < WEAK_RHO and weakest_between_runs > WEAK_RHO:
+        return "reproduced"
+    return "partly" if weakest_between_runs > strongest_with_frequency else "not"
+
+
+def fig4_verdict(held: list[int]) -> str:
+    """Fig. 4 from how many of its claims hold in each run: a direction holds half the time by chance, so
+    "reproduced" = all hold in every run, "partly" = at least FIG4_PARTLY in every run."""
+    if all(h == len(FIG4_CLAIM) for h in held):
+        return "reproduced"
+    return "partly" if all(h >= FIG4_PARTLY for h in held) else "not"
+
+
+def fig5_verdict(within_1: float) -> str:
+    """Fig. 5's sparsity: the share of values within [-1, 1] near the paper's, or at least above a Gaussian's."""
+    if abs(within_1 - FIG5_WITHIN_1) <= FIG5_TOLERANCE:
+        return "reproduced"
+    return "partly" if within_1 > GAUSSIAN_WITHIN_1 else "not"
+
+
+def fig6_verdict(summary: dict) -> str:
+    """Fig. 6: how many of its three numbers (share in one group, in none, mean groups) are near the paper's."""
+    return share_verdict([abs(summary["share_one"] - FIG6["share_one"]) <= FIG6_SHARE_TOLERANCE,
+                          abs(summary["share_none"] - FIG6["share_none"]) <= FIG6_SHARE_TOLERANCE,
+                          abs(summary["mean_groups"] - FIG6["mean_groups"]) <= FIG6_MEAN_TOLERANCE])
+
+
+def table3_verdict(rho_p: list[tuple[float, float]]) -> str:
+    """Table 3 (the groups' ranks agree between runs; the paper's columns at Spearman 0.85-0.97) from each pair
+    of runs' (rho, p): "reproduced" when every pair reaches TABLE3_RHO, "partly" when every pair is positive."""
+    if all(r >= TABLE3_RHO and p < ALPHA for r, p in rho_p):
+        return "reproduced"
+    return "partly" if all(r > 0 and p < ALPHA for r, p in rho_p) else "not"
+
+
+def register_verdict(agrees: list[int], agrees_or_swapped: list[int], sources: list[int]) -> str:
+    """The direct register test, per pair of runs: on how many single sources it agrees, agrees or splits the
+    tokens with its towers' roles swapped, and was measured. "reproduced" = every pair agrees on every source;
+    "partly" = some pair agrees or splits them swapped on some source."""
+    return "reproduced" if agrees == sources else "partly" if any(agrees_or_swapped) else "not"
+
+
+# Over seeds: a distribution of pairs, each statistic's median and central range (`analysis.seed_spread`).
+CENTRAL = (0.10, 0.90)             # the central range reported beside every median: 10th to 90th percentile
+CONTROL_QUANTILE = CENTRAL[1]      # a statistic is "above its controls" when above this quantile of theirs
+MARGIN_Z = 2.0                     # an Eq. 3 margin is resolved above MARGIN_Z document-bootstrap SEs ...
+                                   # ... and above the untrained towers' margins at CONTROL_QUANTILE
+PARTITION_VERDICTS = ("holds", "unstable", "not", "not attempted")
+ORIENTATION_VERDICTS = ("holds", "not", "unresolved", "not attempted")
+
+RULE = ("A correlation's verdict compares the distribution of the signed r over seed pairs (the paper's statistic, "
+        "judged as written) with the paper's value and with its controls' pairs (untrained towers and independent "
+        "single-tower pairs, pooled; the shuffled-label permutation null is reported beside them). "
+        f"**not**: the median pair is not above the controls' {CONTROL_QUANTILE * 100:.0f}th percentile. **reproduced**: it "
+        f"is, and the paper's value lies within our central range ({CENTRAL[0] * 100:.0f}th to {CENTRAL[1] * 100:.0f}th percentile of "
+        "the pairs). **partly**: above the controls, but the paper's value lies outside that range. "
+        "**not attempted**: fewer than two pairs, or no control pairs.")
+CONTROLS_RULE = ("The item *pairs above their controls* (not in the paper) takes the first test alone, family by "
+                 "family: **reproduced** where every family's median same-configuration pair is above its own "
+                 f"controls' {CONTROL_QUANTILE * 100:.0f}th percentile, **partly** where some family's is, **not** where none is.")
+PARTITION_RULE = (
+    "**Partition** (does the same division of tokens repeat?): the statistic is |r| of each seed pair, which no "
+    "choice of primary tower changes. **holds**: the median |r| over seed pairs and every leave-one-seed-out "
+    f"median are above the {CONTROL_QUANTILE:.0%} quantile of the controls' |r| (untrained towers and independent "
+    "single-tower pairs, pooled; the shuffled-label null is reported beside, not pooled). **unstable**: the "
+    "median is above it but some leave-one-seed-out median is not. **not**: the median is not above it. "
+    "**not attempted**: fewer than three seeds, or no control pairs.")
+ORIENTATION_RULE = (
+    "**Orientation** (does Eq. 3 give the same tower the same role?): a run's Eq. 3 margin (relative gap of the "
+    f"towers' mean p) is *resolved* when it exceeds {MARGIN_Z:g} document-bootstrap SEs and the untrained towers' "
+    f"margins' {CONTROL_QUANTILE:.0%} quantile. Only the signs of pairs that share a division (|r| above the "
+    "partition's control threshold) are read. **holds**: every run is resolved and every pair read is positive. "
+    "**not**: some pair read, of two resolved runs, is negative. **unresolved**: otherwise — the margins do not "
+    "resolve a primary tower, or no pair shares a division (then the sign of r is a label, not a finding). "
+    "**not attempted**: fewer than two seeds.")
+
+
+def seed_verdict(median: float, low: float, high: float, above: bool | None,
+                 paper: float | tuple[float, float]) -> str:
+    """`RULE` from the pairs' median and central range (`low`, `high`), whether the median is above the controls
+    (`above`, None where not measured), and the paper's value (or the range of its cells)."""
+    if above is None:
+        return "not attempted"
+    if not above:
+        return "not"
+    lo, hi = paper if isinstance(paper, (tuple, list)) else (paper, paper)
+    return "reproduced" if hi >= low and lo <= high else "partly"
+
+
+def controls_verdict(above: list[bool | None]) -> str:
+    """`CONTROLS_RULE`: one "median above its controls" per family (None: not measured)."""
+    decided = [a for a in above if a is not None]
+    if not decided:
+        return "not attempted"
+    return share_verdict(decided, complete=len(decided) == len(above))
+
+
+def partition_verdict(median: float, loo_low: float, threshold: float) -> str:
+    """`PARTITION_RULE` from the median |r|, the lowest leave-one-seed-out median (NaN: fewer than three seeds)
+    and the controls' threshold (NaN: no control pairs)."""
+    if not (loo_low == loo_low and threshold == threshold):          # NaN
+        return "not attempted"
+    if median <= threshold:
+        return "not"
+    return "holds" if loo_low > threshold else "unstable"
+
+
+def orientation_verdict(runs: int, pairs: int, any_negative_resolved: bool, all_resolved: bool,
+                        read: list[float]) -> str:
+    """`ORIENTATION_RULE` from the numbers of runs and pairs, whether some pair read of two resolved runs is
+    negative, whether every run is resolved, and the signed r of the pairs read."""
+    if runs < 2 or pairs == 0:
+        return "not attempted"
+    if any_negative_resolved:
+        return "not"
+    return "holds" if all_resolved and read and all(r > 0 for r in read) else "unresolved"

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from twotower_lib import paper
 from twotower_lib.paper import SAME_CONFIG_R
 from twotower_lib.artifacts import read_json
 from twotower_lib.book.sections import PROJECT_ROOT
@@ -273,15 +274,15 @@ def training_speed(results_dir: str | Path = RESULTS_DIR) -> pd.Series:
     return pd.Series(speeds, name="train tokens/s", dtype=float)
 
 
-PAPER_R = SAME_CONFIG_R  # Table 2: Bert-large run 1 against run 2, where the paper's training ended
 
 
-def result_box(curves: pd.DataFrame, paper: float = PAPER_R) -> str:
+def result_box(curves: pd.DataFrame, paper: float = SAME_CONFIG_R) -> str:
     """The chapter's result box: per configuration with several seed pairs, the end of training as a
-    distribution over pairs (median and central range, `seed_spread.CENTRAL`), the order-free |r|, the
+    distribution over pairs (median and central range, `paper.CENTRAL`), the order-free |r|, the
     untrained point of the same pairs as the control, and the verdict by the scorecard's rule
     (`seed_spread.verdict`) against the paper's r at the end of its training."""
-    from twotower_lib.analysis.seed_spread import CENTRAL, summarize, verdict
+    from twotower_lib.analysis.seed_spread import summarize, verdict
+    from twotower_lib.paper import CENTRAL
 
     lines = [f"| configuration | probe | tokens | pairs | r: median [{CENTRAL[0]:.0%}–{CENTRAL[1]:.0%}] | median abs r "
              f"| untrained abs r, highest | the paper | verdict |", "|---|---|---|---|---|---|---|---|---|"]
@@ -317,7 +318,7 @@ def summary(curves: pd.DataFrame) -> str:
     parts = [f"`{c}` ends at a median r of {number(s['median'])} over {s['n']} seed pairs after {t} tokens "
              f"(pairs from {number(s['min'])} to {number(s['max'])}; median |r| {a:.2f})" for c, s, a, t in rows]
     text = ("With the current probe, " + "; ".join(parts) + f". The paper's two Bert-large runs agree at "
-            f"r = {PAPER_R} after a day on six GPUs.")
+            f"r = {SAME_CONFIG_R} after a day on six GPUs.")
     if any(a - abs(s["median"]) > 0.1 for _, s, a, _ in rows):
         text += (" The runs share a division of the vocabulary more often than its sign: which tower ends up the "
                  "better one differs between seeds, so a single pair's r is one draw from a wide distribution.")
@@ -434,7 +435,6 @@ BERT_SCHEDULES = ("bert-cpu-small-v8192", "bert-cpu-small-v8192-4M-const", "bert
 def book_parts(curves: pd.DataFrame) -> dict[str, str]:
     """Section 07's parts, by name: Markdown (`*_TEXT`, `RESULT`, `SUMMARY`), reader tables as HTML (`*_TABLE`)
     and charts as Vega-Lite JSON (`*_CHART`)."""
-    from twotower_lib.analysis import seed_spread as spread_rule
     from studies.emergence import charts
     from twotower_lib.book.tables import reader_html
 
@@ -443,10 +443,10 @@ def book_parts(curves: pd.DataFrame) -> dict[str, str]:
     chart = lambda rows, title: charts.curve_with_band(
         seed_spread(rows[rows["tokens"] > 0]), "tokens", "r", "r_min", "r_max", "config", title=title,
         x_title="tokens seen (log scale)", y_title="Pearson r", log_x=True, panel="model_type",
-        reference=(PAPER_R, "the paper, Bert-large run 1 vs run 2")).to_json() if rows["tokens"].gt(0).any() else ""
+        reference=(SAME_CONFIG_R, "the paper, Bert-large run 1 vs run 2")).to_json() if rows["tokens"].gt(0).any() else ""
     along = "".join(f"<p>{probe_comparison_note(c)}</p>" + reader_html(probe_comparison_along(c)) for c in ALONG)
     return {
-        "EMERGENCE_RESULT": result_box(curves) + "\n" + spread_rule.RULE,
+        "EMERGENCE_RESULT": result_box(curves) + "\n" + paper.RULE,
         "EMERGENCE_CHART": chart(curves[current], f"Same configuration, different seeds, probe {CURRENT_PROBE}: mean r "
                                                   "over seed pairs and their range"),
         "EMERGENCE_EARLIER_CHART": chart(curves[~current], "Measured with an earlier probe (not comparable with the "

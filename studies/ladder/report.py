@@ -20,7 +20,8 @@ import pandas as pd
 from twotower_lib.analysis import seed_spread as spread
 from twotower_lib.analysis.correlation import correlate
 from twotower_lib.artifacts import atomic_write_bytes, atomic_write_json, provenance, read_json
-from twotower_lib.paper import SAME_CONFIG_R as PAPER_SAME_CONFIG_R
+from twotower_lib import paper
+from twotower_lib.paper import SAME_CONFIG_R
 from studies.ladder.rungs import FAMILIES, RUNGS, SEEDS, passes, size_rungs
 
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "ladder"
@@ -165,7 +166,7 @@ def chart(summary: pd.DataFrame):
                                                    alt.Tooltip("positive:Q", format=".2f")]),
         base.mark_rule().encode(x=x, y="loo_low:Q", y2="loo_high:Q", color=color),
         base.mark_line(strokeDash=[3, 3], opacity=0.6).encode(x=x, y="control:Q", color=color),
-        base.mark_rule(strokeDash=[6, 4], color="black").encode(y=alt.datum(PAPER_SAME_CONFIG_R)),
+        base.mark_rule(strokeDash=[6, 4], color="black").encode(y=alt.datum(SAME_CONFIG_R)),
     ]
     return alt.layer(*layers).properties(
         title="Does the division repeat across seeds, and does it grow with size? (dashed: untrained towers; "
@@ -190,7 +191,7 @@ def answer(summary: pd.DataFrame) -> str:
         if len(rows) >= 2:
             first, last = rows.iloc[0]["partition: median |r|"], rows.iloc[-1]["partition: median |r|"]
             trend = (f" From the smallest to the largest rung measured the median |r| goes {_f(first)} → {_f(last)}"
-                     f" (the paper: {PAPER_SAME_CONFIG_R}).")
+                     f" (the paper: {SAME_CONFIG_R}).")
         lines.append(f"- **{family}** — {steps}.{trend}")
     for _, r in summary[repeated].iterrows():
         lines.append(f"- **{r['family']}, {passes(r['rung'])} passes over the epoch** — {_step(r)}.")
@@ -252,7 +253,7 @@ def book_parts(summary: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -
     return {"LADDER_ANSWER": answer(summary),
             "LADDER_CHART": chart(summary).to_json() if not summary.empty else "*No rung has two seeds probed yet.*",
             "LADDER_TABLE": reader_html(table),
-            "LADDER_RULES": VALID_PROBE_RULE + "\n\n" + spread.PARTITION_RULE + "\n\n" + spread.ORIENTATION_RULE,
+            "LADDER_RULES": VALID_PROBE_RULE + "\n\n" + paper.PARTITION_RULE + "\n\n" + paper.ORIENTATION_RULE,
             "LADDER_PROGRESS": progress(runs)}
 
 

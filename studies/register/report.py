@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from twotower_lib import paper
 from twotower_lib.artifacts import read_json
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.probe.config import measured_with
@@ -145,7 +146,7 @@ def verdict(table: pd.DataFrame) -> dict[str, str] | None:
     split = [len(e["agrees"]) + len(e["swapped"]) for e in found.values()]
     alone = [len(e["alone"]) for e in found.values()]
     return {"profile": str(table["profile"].iloc[0]), "ours": sentence(table),
-            "verdict": "reproduced" if agrees == alone else "partly" if any(split) else "not",
+            "verdict": paper.register_verdict(agrees, split, alone),
             "note": "reproduced = every pair agrees on every single source; partly = some pair agrees, or splits the "
                     "tokens with its towers' roles swapped, on some source; not = none; one seed pair per corpus; "
                     "`results/register/single_source.json`"}

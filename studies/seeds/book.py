@@ -6,7 +6,7 @@ Reads `results/seeds/<profile>/` (`pairs.csv`, `runs.csv`, `single_tower.csv`, `
 `studies.seeds.report`) and writes, for every profile with a study, `claims.csv` beside them and the book's
 parts into `results/seeds/book.json` (`write_book`): a part `NAME@<profile>` is shown where the book is
 built at that profile, the verdicts `<item>@<profile>` decide that profile's scorecard. The rule that turns
-a distribution into a verdict is `analysis.seed_spread.RULE`, written once and applied to every row.
+a distribution into a verdict is `paper.RULE`, written once and applied to every row.
 
     python -m studies.seeds.book
 """
@@ -27,6 +27,7 @@ from twotower_lib.book.paper_items import CLAIMS, Claim
 from twotower_lib.book.paper_tables import number
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.book.tables import reader_html
+from twotower_lib import paper
 from twotower_lib.paper import FREQUENCY_RANGE
 
 RESULTS = PROJECT_ROOT / "results" / "seeds"
@@ -72,7 +73,7 @@ def controls_for(pairs: pd.DataFrame, claim: Claim, kinds: tuple[str, ...] = NUL
 
 
 def two_questions(s: SeedStudy, claim: Claim, ours: pd.DataFrame) -> dict:
-    """The partition and orientation answers (`seed_spread.PARTITION_RULE`, `ORIENTATION_RULE`) for one claim's
+    """The partition and orientation answers (`paper.PARTITION_RULE`, `ORIENTATION_RULE`) for one claim's
     pairs: |r| against the untrained and independent pairs, leaving one run out at a time, the shuffled labels
     beside; for a same-configuration claim, its runs' Eq. 3 margins against the untrained towers' (the study
     keeps no per-document sums, so no bootstrap SE) and the signs of its pairs."""
@@ -92,7 +93,7 @@ def two_questions(s: SeedStudy, claim: Claim, ours: pd.DataFrame) -> dict:
 
 def claim_rows(s: SeedStudy) -> pd.DataFrame:
     """One row per claim with pairs in the study: paper value, our median and central range over seed
-    pairs, the controls' median and high end, and the verdict by `seed_spread.RULE`."""
+    pairs, the controls' median and high end, and the verdict by `paper.RULE`."""
     rows = []
     for c in CLAIMS:
         kind = "same" if c.families[0][0] == c.families[0][1] else "cross"
@@ -131,7 +132,7 @@ FREQUENCY_PAPER = FREQUENCY_RANGE
 
 
 def _frequency_verdict(ours: pd.Series, untrained: pd.Series) -> str:
-    """The paper's claim is a weak positive rho with frequency rank: `seed_spread.RULE` with the untrained
+    """The paper's claim is a weak positive rho with frequency rank: `paper.RULE` with the untrained
     towers' runs as the null, over runs instead of pairs."""
     return seed_spread.verdict(ours, untrained, FREQUENCY_PAPER)
 
@@ -171,7 +172,7 @@ def scorecard_entries(s: SeedStudy) -> dict[str, dict]:
         missing = [c.label for c in CLAIMS if c.item == item and c.label not in set(group["claim"])]
         if missing:
             text += f"; not yet in the seed study: {', '.join(missing)}"
-        out[item] = {"seeds": text, "verdict": max(decided["verdict"], key=seed_spread.VERDICTS.index),
+        out[item] = {"seeds": text, "verdict": paper.weakest(decided["verdict"]),
                      "controls": note}
     same = same_config_rows(rows)
     if len(same):  # the item "pairs above their controls": every family's same-configuration pairs
@@ -179,7 +180,7 @@ def scorecard_entries(s: SeedStudy) -> dict[str, dict]:
                                              f"{'above' if r['above controls'] else 'not above'} its controls' "
                                              f"{r['control pairs']} pairs (90th percentile {r[HIGH]:.2f})"
                                              for _, r in same.iterrows()),
-                           "verdict": seed_spread.controls_verdict(list(same["above controls"])),
+                           "verdict": paper.controls_verdict(list(same["above controls"])),
                            "controls": "each family against its own untrained, independent and shuffled-label pairs"}
     return out
 
@@ -210,18 +211,19 @@ def family_table(s: SeedStudy) -> pd.DataFrame:
 def section_markdown(s: SeedStudy, profile: str) -> str:
     """The result box of section 03: per claim, the paper's value, ours over seed pairs and the verdict."""
     t, ceilings = claim_rows(s), front.text_ceilings(profile)
+    low, high = paper.CENTRAL
     lines = [f"Seed study of profile `{profile}`: {s.study['seeds']} seeds per family "
              f"({', '.join(NAMES.get(f, f) for f in s.study['families'] if f in set(s.pairs['family_a']))} probed so far). "
-             "Median and central range (10th to 90th percentile) over seed pairs:", "",
-             "| claim | paper | ours over seed pairs (signed) | controls' 90th percentile | verdict | division: median \\|r\\| "
+             f"Median and central range ({low * 100:.0f}th to {high * 100:.0f}th percentile) over seed pairs:", "",
+             f"| claim | paper | ours over seed pairs (signed) | controls' {high * 100:.0f}th percentile | verdict | division: median \\|r\\| "
              "(leaving one run out) | orientation |", "|---|---|---|---|---|---|---|"]
     for _, r in t.iterrows():
-        paper = r["paper"] if isinstance(r["paper"], float) else f"{r['paper'][0]:.2f}–{r['paper'][1]:.2f}"
+        value = r["paper"] if isinstance(r["paper"], float) else f"{r['paper'][0]:.2f}–{r['paper'][1]:.2f}"
         division, orientation = front.division_cell(r, ceilings, profile) or "—", front.orientation_cell(r, profile) or "—"
-        lines.append(f"| {r['claim']} | {paper} | {_fmt(r)} | {r[HIGH]:.2f} ({r['control pairs']} pairs) | "
+        lines.append(f"| {r['claim']} | {value} | {_fmt(r)} | {r[HIGH]:.2f} ({r['control pairs']} pairs) | "
                      f"**{r['verdict']}** | {division} | {orientation} |")
     return ("\n".join(lines) + "\n\n:::{dropdown} The rules of the division and orientation columns\n"
-            + seed_spread.PARTITION_RULE + "\n\n" + seed_spread.ORIENTATION_RULE + "\n:::\n")
+            + paper.PARTITION_RULE + "\n\n" + paper.ORIENTATION_RULE + "\n:::\n")
 
 
 def sign_flip_table(s: SeedStudy) -> pd.DataFrame:
@@ -237,7 +239,7 @@ def spread_sentence(s: SeedStudy) -> str:
                      for f, r in t.iterrows())
     null = s.pairs[s.pairs["kind"].isin(NULL_KINDS)]["r"].abs()
     shuffled = s.pairs[s.pairs["kind"] == "shuffled"]["r"].abs()
-    low, high = seed_spread.CENTRAL
+    low, high = paper.CENTRAL
     return (f"**Spread over seeds.** Two runs of one configuration with different seeds agree, as a median of the "
             f"signed r over {int(t['pairs'].max())} seed pairs (in parentheses: their {low:.0%}–{high:.0%} percentile "
             f"range): {fams}. The untrained and independent towers' pairs reach |r| of {null.max():.2f} at most, the "

@@ -398,3 +398,69 @@ def test_the_limits_of_the_inputs_are_exactly_where_the_messages_say():
     with pytest.raises(UserError, match="the control is constant"):
         correlate(np.arange(5.0), np.arange(5.0) ** 2, control=np.ones(5))
     assert permutation_null(np.arange(5.0), np.arange(5.0) ** 2, n_permutations=0).shape == (0,)
+
+
+def test_each_input_check_names_what_is_wrong_and_stops_exactly_at_its_limit():
+    """The checks of `check_counts`, `check_tables` and `_check_vectors` at their edges: a float or a 2-D count
+    array, a token id one past the counts, one duplicated id, a bad first vector named as the first."""
+    from twotower_lib.analysis.correlation import check_counts, check_tables
+
+    ids = pd.Index([0, 1, 2])
+    assert list(check_counts(np.array([3, 0, 1]), ids)) == [3, 0, 1]
+    for bad in (np.array([3.0, 0.0, 1.0]), np.array([[3, 0, 1]])):
+        with pytest.raises(UserError, match="1-D integer array"):
+            check_counts(bad, ids)
+    with pytest.raises(UserError, match="token id 3 but train_counts has only 3"):
+        check_counts(np.array([3, 0, 1]), pd.Index([0, 1, 3]))
+    table = pd.DataFrame({"token_id": [0, 1, 1, 2], "token": list("abbc"), "score": [0.1, 0.2, 0.3, 0.4]})
+    with pytest.raises(UserError, match="lists token id 1 twice"):
+        check_tables({"run": table})
+    with pytest.raises(UserError, match="^run a has NaN"):
+        correlate(np.array([1.0, np.nan, 3.0]), np.array([1.0, 3.0, 2.0]), names=("run a", "run b"))
+
+
+def test_a_token_seen_once_in_training_is_scored():
+    from twotower_lib.analysis.correlation import scored_tokens
+
+    t = pd.DataFrame({"token": list("abcd"), "score": [0.1, 0.2, np.nan, 0.4]}, index=pd.Index(range(4), name="token_id"))
+    assert list(scored_tokens({"run": t}, np.array([5, 1, 1, 0]), "score")) == [0, 1]
+
+
+def test_a_replicate_keeps_its_correlation_with_three_tokens_left_and_loses_it_with_two():
+    from twotower_lib.analysis.correlation import correlate_rows
+
+    x = np.array([[1.0, 2.0, 3.0, np.nan], [1.0, 2.0, np.nan, np.nan]])
+    y = np.array([[1.0, 3.0, 2.0, 4.0], [2.0, 1.0, 3.0, 4.0]])
+    r = correlate_rows(x, y, "pearson", None)
+    assert r[0] == pytest.approx(0.5) and np.isnan(r[1])
+
+
+def test_the_permutation_null_is_seeded_and_counts_ties_with_the_observed_r():
+    """A seed fixes the null (the default: 10,000 permutations from seed 0), and a permuted |r| equal to the
+    observed one, to rounding, counts as at least as extreme."""
+    from twotower_lib.analysis.correlation import two_sided_p
+
+    x, y = np.arange(8.0), np.array([2.0, 1.0, 4.0, 3.0, 6.0, 5.0, 8.0, 7.0])
+    default = permutation_null(x, y)
+    assert default.shape == (10_000,) and np.array_equal(default, permutation_null(x, y, n_permutations=10_000, seed=0))
+    assert permutation_pvalue(x, y) == permutation_pvalue(x, y, n_permutations=10_000, seed=0)
+    assert two_sided_p(np.array([0.5 - 1e-12]), 0.5) == 1.0 and two_sided_p(np.array([0.4]), 0.5) == 0.5
+
+
+def test_the_ceilings_and_the_bootstrap_are_seeded_and_take_their_documented_defaults(runs):
+    """A seed fixes every draw: the defaults (20 splits and seed 0; a bootstrap from seed 0) give what passing
+    them gives, and one split over exactly four documents is enough."""
+    tables, doc_stats, counts = runs
+    ids = top_tokens(tables, counts, 60)
+    rel = split_half_reliability(doc_stats["run1"], ids)
+    assert rel == split_half_reliability(doc_stats["run1"], ids, n_splits=20, seed=0)
+    assert rel != split_half_reliability(doc_stats["run1"], ids, n_splits=21, seed=0)
+    out = text_ceiling(tables, doc_stats, counts, [("run1", "run2")], 60)
+    pd.testing.assert_frame_equal(out, text_ceiling(tables, doc_stats, counts, [("run1", "run2")], 60, n_splits=20, seed=0))
+    mean = lambda s: s.mean(axis=-1)   # noqa: E731
+    pd.testing.assert_frame_equal(pd.DataFrame(bootstrap(doc_stats, ids, mean, 8, **FAST)),
+                                  pd.DataFrame(bootstrap(doc_stats, ids, mean, 8, seed=0, **FAST)))
+    four = doc_stats["run1"][doc_stats["run1"]["doc_id"].isin(np.unique(doc_stats["run1"]["doc_id"])[:4])]
+    few = four["token_id"].value_counts()
+    shared = np.array(sorted(set(few[few >= 1].index) & set(ids)))[:20]
+    assert np.isfinite(split_half_reliability(four, shared, n_splits=1))

@@ -23,19 +23,14 @@ Paper ambiguities and how they are resolved here:
   means 2.5 standard deviations, which matches the paper's "about 80% of values within [-1, 1]".
 - A group holds both tails (|y_j| > 2.5), as the paper says ("larger than 2.5 or smaller than -2.5").
 - "Five most typical words" of a group: the five members with the largest |y_j|.
-- Which words Figs. 5-6 count is not stated (Fig. 5 shows the 500 most frequent); the functions take the word set as
-  input, and `fig6_data` reports how many words it counted.
+- Which words Figs. 5-6 count is not stated (Fig. 5 shows the 500 most frequent): the word set is an input.
 
-How the rule is driven (the paper's fixed lr = 0.01 needs ~10^4 full passes): the fixed point and the objective are
-the paper's; by default each step is an L-BFGS step (`memory` pairs) whose initial inverse Hessian is the
-block-diagonal approximation of the ICA likelihood's, per pair of components (Picard, Ablin et al. 2018), starts
-from the full step and backtracks on that likelihood. The block model alone (`memory=0`) is exact for independent
-sources but poor on frequency-weighted word vectors, whose heavy tails stall it; L-BFGS on top of it meets the
-tolerance in a small fraction of its steps. `ICAConfig(newton=False)` drives the plain natural gradient with an
-adaptive step ("bold driver"); adding `adaptive=False` gives the paper's literal loop with a fixed lr. All stop at
-the same W on planted sources (tested). Statistics are computed in float32 blocks with reused buffers. Rows of one
-token are identical, so a corpus sample enters as distinct tokens weighted by their counts: the same estimate, far
-cheaper.
+How the rule is driven (the paper's fixed lr = 0.01 needs ~10^4 full passes): the fixed point and objective are the
+paper's; each step is an L-BFGS step (`memory` pairs) on the block-diagonal Hessian of the likelihood per component
+pair (Picard, Ablin et al. 2018), backtracking on that likelihood; the block model alone (`memory=0`) stalls on the
+heavy tails of frequency-weighted word vectors. `ICAConfig(newton=False)` is the plain natural gradient with an
+adaptive step; adding `adaptive=False` is the paper's literal loop. All stop at the same W on planted sources
+(tested). A corpus sample enters as distinct tokens weighted by their counts: the same estimate, far cheaper.
 """
 
 from __future__ import annotations
@@ -81,12 +76,8 @@ class PCAWhitening:
 
 
 def fit_whitening(x: np.ndarray, config: PCAConfig = PCAConfig(), weights: np.ndarray | None = None) -> PCAWhitening:
-    """Eigen-decompose the covariance of the rows of x (n, D) and keep the top d directions.
-
-    weights: how many times each row occurs (e.g. a token's count in the corpus sample); a row
-    with weight k counts as k identical rows. The covariance is symmetric, so the SVD of Eq. 5 is
-    its eigen-decomposition (`eigh`).
-    """
+    """Eigen-decompose the covariance of the rows of x (n, D) and keep the top d directions. `weights`: how many times
+    each row occurs (a token's count in the corpus sample). The covariance is symmetric: Eq. 5's SVD is its `eigh`."""
     x = as_matrix(x, "word vectors")
     w = _check_weights(weights, len(x))
     dim = x.shape[1]

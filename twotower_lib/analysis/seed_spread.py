@@ -1,4 +1,4 @@
-"""Distributions over seed pairs, and the rule that turns one into a verdict.
+"""Distributions over seed pairs: the statistics the verdicts over seeds read (the rules: `paper`).
 
 Two runs of one configuration that differ only in the seed give one pair r; four seeds give six.
 The spread of r over such pairs is the uncertainty that decides whether a correlation reproduces:
@@ -20,20 +20,7 @@ import numpy as np
 import pandas as pd
 
 from twotower_lib.errors import UserError
-
-CENTRAL = (0.10, 0.90)  # the central range reported beside every median: 10th to 90th percentile
-VERDICTS = ("reproduced", "partly", "not", "not attempted")
-
-RULE = ("A correlation's verdict compares the distribution of the signed r over seed pairs (the paper's statistic, "
-        "judged as written) with the paper's value and with its controls' pairs (untrained towers and independent "
-        "single-tower pairs, pooled; the shuffled-label permutation null is reported beside them). "
-        "**not**: the median pair is not above the controls' 90th percentile. **reproduced**: it is, and the paper's "
-        "value lies within our central range (10th to 90th percentile of the pairs). **partly**: above the controls, "
-        "but the paper's value lies outside that range. **not attempted**: fewer than two pairs, or no control pairs.")
-CONTROLS_RULE = ("The item *pairs above their controls* (not in the paper) takes the first test alone, family by "
-                 "family: **reproduced** where every family's median same-configuration pair is above its own "
-                 "controls' 90th percentile, **partly** where some family's is, **not** where none is.")
-
+from twotower_lib.paper import CENTRAL, CONTROL_QUANTILE, MARGIN_Z, orientation_verdict, partition_verdict, seed_verdict
 
 def summarize(values: Sequence[float]) -> dict[str, float]:
     """n, median, the central range (`CENTRAL` percentiles, linear interpolation), min and max."""
@@ -47,31 +34,17 @@ def summarize(values: Sequence[float]) -> dict[str, float]:
 
 
 def verdict(ours: Sequence[float], controls: Sequence[float], paper: float | tuple[float, float]) -> str:
-    """`RULE` applied to the pair values `ours`, the control pairs `controls` and the paper's value (or
+    """`paper.RULE` applied to the pair values `ours`, the control pairs `controls` and the paper's value (or
     the range of its cells, when one verdict covers several of them)."""
-    above = above_controls(ours, controls)
-    if above is None:
-        return "not attempted"
-    if not above:
-        return "not"
     o = summarize(ours)
-    lo, hi = (paper, paper) if np.isscalar(paper) else paper
-    return "reproduced" if hi >= o["low"] and lo <= o["high"] else "partly"
+    return seed_verdict(o["median"], o["low"], o["high"], above_controls(ours, controls), paper)
 
 
 def above_controls(ours: Sequence[float], controls: Sequence[float]) -> bool | None:
-    """`RULE`'s first test: is the median of `ours` above the controls' 90th percentile (None where fewer
+    """`paper.RULE`'s first test: is the median of `ours` above the controls' `CONTROL_QUANTILE` (None where fewer
     than two pairs or no control pairs were measured)?"""
     o, c = summarize(ours), summarize(controls)
     return None if o["n"] < 2 or c["n"] < 1 else bool(o["median"] > c["high"])
-
-
-def controls_verdict(above: Sequence[bool | None]) -> str:
-    """`CONTROLS_RULE`: one `above_controls` per family."""
-    decided = [a for a in above if a is not None]
-    if not decided:
-        return "not attempted"
-    return "reproduced" if all(decided) and len(decided) == len(above) else "partly" if any(decided) else "not"
 
 
 def sign_flips(pairs: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
@@ -117,28 +90,7 @@ def family_summary(pairs: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
 # which tower one run calls primary and every r of its pairs changes sign. The partition question is asked of
 # an order-free statistic, |r|; the orientation question of the Eq. 3 margins and the signs.
 
-CONTROL_QUANTILE = CENTRAL[1]  # a statistic is "above its controls" when above this quantile of the controls'
-MARGIN_Z = 2.0                 # an Eq. 3 margin is resolved when above MARGIN_Z document-bootstrap SEs ...
-                               # ... and above the untrained towers' margins at CONTROL_QUANTILE
 MARGIN_BOOTSTRAP = 1000        # document resamples for a margin's SE
-PARTITION_VERDICTS = ("holds", "unstable", "not", "not attempted")
-ORIENTATION_VERDICTS = ("holds", "not", "unresolved", "not attempted")
-
-PARTITION_RULE = (
-    "**Partition** (does the same division of tokens repeat?): the statistic is |r| of each seed pair, which no "
-    "choice of primary tower changes. **holds**: the median |r| over seed pairs and every leave-one-seed-out "
-    f"median are above the {CONTROL_QUANTILE:.0%} quantile of the controls' |r| (untrained towers and independent "
-    "single-tower pairs, pooled; the shuffled-label null is reported beside, not pooled). **unstable**: the "
-    "median is above it but some leave-one-seed-out median is not. **not**: the median is not above it. "
-    "**not attempted**: fewer than three seeds, or no control pairs.")
-ORIENTATION_RULE = (
-    "**Orientation** (does Eq. 3 give the same tower the same role?): a run's Eq. 3 margin (relative gap of the "
-    f"towers' mean p) is *resolved* when it exceeds {MARGIN_Z:g} document-bootstrap SEs and the untrained towers' "
-    f"margins' {CONTROL_QUANTILE:.0%} quantile. Only the signs of pairs that share a division (|r| above the "
-    "partition's control threshold) are read. **holds**: every run is resolved and every pair read is positive. "
-    "**not**: some pair read, of two resolved runs, is negative. **unresolved**: otherwise — the margins do not "
-    "resolve a primary tower, or no pair shares a division (then the sign of r is a label, not a finding). "
-    "**not attempted**: fewer than two seeds.")
 
 
 def leave_one_seed_out(seed_a: Sequence, seed_b: Sequence, values: Sequence[float]) -> tuple[float, float]:
@@ -155,19 +107,14 @@ def leave_one_seed_out(seed_a: Sequence, seed_b: Sequence, values: Sequence[floa
 
 def partition(seed_a: Sequence[int], seed_b: Sequence[int], r: Sequence[float], controls_r: Sequence[float],
               shuffled_r: Sequence[float] = ()) -> dict:
-    """`PARTITION_RULE` for one configuration's seed pairs (`seed_a`, `seed_b`, signed `r`) against the control
+    """`paper.PARTITION_RULE` for one configuration's seed pairs (`seed_a`, `seed_b`, signed `r`) against the control
     pairs' signed r (`controls_r`; untrained and independent); the shuffled-label null beside."""
     abs_r, ctrl = np.abs(np.asarray(r, dtype=float)), np.abs(np.asarray(controls_r, dtype=float))
     o = summarize(abs_r)
     lo, hi = leave_one_seed_out(seed_a, seed_b, abs_r)
     threshold = float(np.quantile(ctrl, CONTROL_QUANTILE)) if ctrl.size else float("nan")
     shuffled = np.abs(np.asarray(shuffled_r, dtype=float))
-    if not np.isfinite(lo) or not ctrl.size:
-        verdict_ = "not attempted"
-    elif o["median"] <= threshold:
-        verdict_ = "not"
-    else:
-        verdict_ = "holds" if lo > threshold else "unstable"
+    verdict_ = partition_verdict(o["median"], lo, threshold)
     return {"pairs": o["n"], "median |r|": o["median"], "loo low": lo, "loo high": hi, "min |r|": o["min"],
             "max |r|": o["max"], "controls": int(ctrl.size), "controls |r| threshold": threshold,
             "controls max |r|": float(ctrl.max()) if ctrl.size else float("nan"),
@@ -209,7 +156,7 @@ def triad_share(seed_a: Sequence[int], seed_b: Sequence[int], r: Sequence[float]
 
 def orientation(runs: pd.DataFrame, seed_a: Sequence[int], seed_b: Sequence[int], r: Sequence[float],
                 untrained_margins: Sequence[float], shared: float = 0.0) -> dict:
-    """`ORIENTATION_RULE` for one configuration: `runs` has one row per seed (seed, margin, margin_se — NaN where
+    """`paper.ORIENTATION_RULE` for one configuration: `runs` has one row per seed (seed, margin, margin_se — NaN where
     no per-document sums were kept, so only the untrained test applies), the seed pairs' signed r, and the
     untrained towers' margins. `shared`: the |r| at or below which a pair shares no division (the partition's
     control threshold), so that its sign is not read; such pairs and the triads holding them are left out."""
@@ -223,14 +170,8 @@ def orientation(runs: pd.DataFrame, seed_a: Sequence[int], seed_b: Sequence[int]
     a, b, v = np.asarray(seed_a), np.asarray(seed_b), np.asarray(r, dtype=float)
     read = np.abs(v) > shared
     both = read & np.array([bool(resolved.get(x, False) and resolved.get(y, False)) for x, y in zip(a, b)], dtype=bool)
-    if len(runs) < 2 or v.size == 0:
-        verdict_ = "not attempted"
-    elif (v[both] < 0).any():
-        verdict_ = "not"
-    elif all(resolved.values()) and read.any() and (v[read] > 0).all():
-        verdict_ = "holds"
-    else:
-        verdict_ = "unresolved"
+    verdict_ = orientation_verdict(len(runs), v.size, bool((v[both] < 0).any()), all(resolved.values()),
+                                   v[read].tolist())
     return {"runs": len(runs), "resolved runs": int(sum(resolved.values())),
             "median margin": float(np.median(runs["margin"])), "median margin SE": float(np.nanmedian(se))
             if np.isfinite(se).any() else float("nan"), "untrained margin threshold": floor,

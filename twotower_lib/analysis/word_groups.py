@@ -106,11 +106,10 @@ def membership(components: np.ndarray, threshold: float = 2.5) -> np.ndarray:
     return np.abs(np.asarray(components)) > threshold
 
 
-# The paper's Fig. 5 and Fig. 6 numbers (Section 5.3): values within [-1, 1], and how many groups a word is in.
-PAPER_WITHIN_1, PAPER_FIG6 = FIG5_WITHIN_1, FIG6
-PAPER_SHARES = {"values within [-1, 1] (Fig. 5)": ("share_within_1", PAPER_WITHIN_1),
-                "words in exactly one group (Fig. 6)": ("share_one", PAPER_FIG6["share_one"]),
-                "words in no group (Fig. 6)": ("share_none", PAPER_FIG6["share_none"])}
+# The paper's Fig. 5 and Fig. 6 shares (`paper`), by what they measure.
+PAPER_SHARES = {"values within [-1, 1] (Fig. 5)": ("share_within_1", FIG5_WITHIN_1),
+                "words in exactly one group (Fig. 6)": ("share_one", FIG6["share_one"]),
+                "words in no group (Fig. 6)": ("share_none", FIG6["share_none"])}
 
 
 def paper_points(summaries: dict[str, dict[str, float]], within_1: float | None = None) -> pd.DataFrame:

@@ -33,7 +33,8 @@ def correlations(ctx: SectionContext, scores: dict, score_col: str = "score") ->
 def correlation_sentences(ctx: SectionContext, pairs: pd.DataFrame, same_config: list[tuple[str, str]]) -> str:
     """Section 03's result in two generated sentences: this build's same-configuration pairs against the
     paper's Bert-large pair, and its pairs of different models against Table 2's range."""
-    from twotower_lib.book.paper_tables import SAME_CONFIG_R, TABLE2
+    from twotower_lib.book.paper_tables import TABLE2
+    from twotower_lib.paper import SAME_CONFIG_R
 
     same = {frozenset(p) for p in same_config}
     is_same = [frozenset((a, b)) in same for a, b in zip(pairs["a"], pairs["b"])]

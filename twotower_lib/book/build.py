@@ -103,7 +103,7 @@ def execution_markdown(pipe: Pipeline) -> str:
 def fill_placeholders(text: str, card: dict, pipe: Pipeline | None = None) -> str:
     """Replace every `<!-- NAME: replaced by ... -->` of a book page with what it names, computed from
     the run's scorecard, its pipeline's records (`pipe`) and from results/; an unknown name is an error."""
-    from twotower_lib.analysis.seed_spread import CONTROLS_RULE, RULE
+    from twotower_lib.paper import CONTROLS_RULE, RULE
     from twotower_lib.book import front, publish, study_parts
 
     parts = {"PROFILES": profiles_markdown, "SCORECARD": lambda: scorecard.to_markdown(card), "API": api_markdown,

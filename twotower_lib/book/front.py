@@ -79,7 +79,7 @@ def text_ceilings(profile: str, results: Path = PUBLISHED) -> dict[str, tuple[fl
 def _claim_cells(mine: pd.DataFrame, ceilings: dict[str, tuple[float, str]] | None = None,
                  profile: str | None = None) -> dict[str, str]:
     """A seed-decided row's cells: "ours" (each claim's signed median), "spread" (its central range and pairs),
-    the two questions a signed r mixes, each with its own statistic (`seed_spread.PARTITION_RULE`,
+    the two questions a signed r mixes, each with its own statistic (`paper.PARTITION_RULE`,
     `ORIENTATION_RULE`), and the caveat: the controls' 90th percentile the signed r is judged against."""
     many = len(mine) > 1
     name = (lambda c: c["claim"].split(" (")[0] + ": ") if many else (lambda c: "")

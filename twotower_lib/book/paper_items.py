@@ -96,7 +96,6 @@ class Claim:
     statistic: str = "r"                     # "r" (Pearson, Eq. 4's score) or "rho" (Spearman, Table 4)
 
 
-PAPER_SAME_CONFIG_R = SAME_CONFIG_R  # Table 2: Bert-large run 1 vs run 2, the paper's one same-configuration pair
 _SAME = (SAME_CONFIG_R, SAME_CONFIG_R)
 
 

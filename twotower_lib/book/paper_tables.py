@@ -61,22 +61,7 @@ def _symmetric(values: dict[tuple[str, str], float]) -> dict[frozenset, float]:
 # Tables 2 and 4 (`twotower_lib.paper`), each pair looked up in either order.
 TABLE2 = _symmetric(paper.TABLE2)
 TABLE4 = _symmetric(paper.TABLE4)
-# The paper's same-configuration r: what a same-configuration pair it has no row for is held against.
-SAME_CONFIG_R = paper.SAME_CONFIG_R
 TABLES = {"table2": (TABLE2, PAPER_CASES), "table4": (TABLE4, TABLE4_CASES)}
-
-
-def correlation_verdict(ci: tuple[float, float], paper_r: float, control_max: float | None,
-                        tolerance: float = 0.1) -> str:
-    """The scorecard's rule for a correlation. The pattern counts only if the 95% CI of r lies above every control's value
-    (and above 0: the paper's correlations are positive); then "reproduced" if the CI reaches within
-    `tolerance` of the paper's r, else "partly". Without a control there is no verdict."""
-    lo, hi = ci
-    if control_max is None:
-        return "not attempted"
-    if lo <= max(control_max, 0.0):
-        return "not"
-    return "reproduced" if hi >= paper_r - tolerance else "partly"
 
 
 def paper_value(a: str, b: str, table: str = "table2") -> float | None:
@@ -92,7 +77,7 @@ def compare(by_variant: Mapping[str, pd.DataFrame], table: str = "table2",
     """One row per pair: the paper's value, ours in every score variant (r, ci_low, ci_high with the
     variant's column as suffix, e.g. `r_score`), and, where `control` is given, the highest control
     the pair is held against (its own model's for a same-configuration pair, any model's otherwise)
-    and the scorecard's verdict on the first variant (`correlation_verdict`)."""
+    and the scorecard's verdict on the first variant (`paper.correlation_verdict`)."""
     variants = list(by_variant)
     out = None
     for col in variants:
@@ -115,9 +100,9 @@ def compare(by_variant: Mapping[str, pd.DataFrame], table: str = "table2",
     out["highest_control"] = [highest(a, s) for a, s in zip(out["a"], out["same_config"])]
     verdicts = []
     for row in out.itertuples():
-        paper = row.paper if not pd.isna(row.paper) else SAME_CONFIG_R if row.same_config else None
+        value = row.paper if not pd.isna(row.paper) else paper.SAME_CONFIG_R if row.same_config else None
         ci = (getattr(row, f"ci_low_{first}"), getattr(row, f"ci_high_{first}"))
-        verdicts.append("—" if paper is None or pd.isna(ci[0]) else correlation_verdict(ci, paper, row.highest_control))
+        verdicts.append("—" if value is None or pd.isna(ci[0]) else paper.correlation_verdict(ci, value, row.highest_control))
     out["verdict"] = verdicts
     return out
 

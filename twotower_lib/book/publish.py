@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from twotower_lib import paper
 from twotower_lib.paper import SAME_CONFIG_R
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json
 from twotower_lib.book import scorecard
@@ -123,7 +124,7 @@ def same_config_table(published: dict[str, dict[str, Any]]) -> pd.DataFrame:
             top = float(own["r"].max()) if len(own) else None
             rows.append({"profile": name, "probe": probe_name(pub), "pair": f"{pair['a']} vs {pair['b']}", "r": pair["r"],
                          "ci_low": pair["ci_low"], "ci_high": pair["ci_high"], "highest control": top,
-                         "verdict": scorecard.correlation_verdict((pair["ci_low"], pair["ci_high"]), SAME_CONFIG_R, top)})
+                         "verdict": paper.correlation_verdict((pair["ci_low"], pair["ci_high"]), SAME_CONFIG_R, top)})
     return pd.DataFrame(rows, columns=["profile", "probe", "pair", "r", "ci_low", "ci_high", "highest control", "verdict"])
 
 

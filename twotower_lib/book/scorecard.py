@@ -19,12 +19,11 @@ import pandas as pd
 from twotower_lib.artifacts import atomic_write_json, read_json
 from twotower_lib.book import paper_tables
 from twotower_lib import paper
+from twotower_lib.paper import VERDICTS, correlation_verdict
 from twotower_lib.book.paper_items import ITEMS_BY_ID, PAPER_ITEMS, POINT_LABELS
-from twotower_lib.book.paper_tables import correlation_verdict  # noqa: F401 (the scorecard's rule, re-exported)
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import model_of
 
-VERDICTS = ("reproduced", "partly", "not", "not attempted")
 SECTION_FILE = "scorecard.json"
 
 
@@ -140,10 +139,10 @@ def _record_pairs(ctx, item_id: str, selected: pd.DataFrame, paper_r: float, wha
     else:
         verdicts = [verdict_of(row, _control_values(control)) for _, row in selected.iterrows()]
         note = _control_note(_control_values(control))
-    verdict = max(verdicts, key=VERDICTS.index)  # every pair must pass: the weakest decides
+    verdict = paper.weakest(verdicts)  # every pair must pass
     record(ctx, item_id, text, verdict, f"top {int(selected['n_tokens'].iloc[0])} tokens, 95% CI resampling "
            f"validation documents; verdict judged on Eq. 4's score (log of mean p); {note}{what_note}",
-           points=paper_tables.points(selected, item_id, fallback=paper_tables.SAME_CONFIG_R if own_controls else None))
+           points=paper_tables.points(selected, item_id, fallback=paper.SAME_CONFIG_R if own_controls else None))
     return verdict
 
 
@@ -159,8 +158,7 @@ def _record_controls(ctx, same: pd.DataFrame, control: pd.DataFrame) -> None:
                      f"{'above' if above[-1] else 'not above'} its {_control_note(values)}"
                      + (f" (not run: {', '.join(missing)})" if missing else "")
                      + f"; permutation p = {row.get('p_value', float('nan')):.3g}")
-    verdict = ("reproduced" if all(above) and all(complete) else "partly" if any(above) else "not")
-    record(ctx, "controls", "; ".join(parts), verdict,
+    record(ctx, "controls", "; ".join(parts), paper.share_verdict(above, all(complete)),
            "reproduced = every same-configuration pair's CI lies above every control of its own model (untrained, "
            "independent and permutation run; the quality gap too where the profile runs it); partly = at least one pair's does")
 
@@ -192,7 +190,7 @@ def record_correlations(ctx, pairs, control, same_config: list[tuple[str, str]],
     # the paper's same-configuration pair is Bert-large; other models' pairs are an item of their own
     paper_model = "bert-large" if (same["a"].map(model_of) == "bert-large").any() else None
     is_paper = same["a"].map(model_of) == paper_model if paper_model else same["a"].map(bool)
-    same_r = paper_tables.SAME_CONFIG_R
+    same_r = paper.SAME_CONFIG_R
     fig3_verdict = put("table2.same-config", same[is_paper], same_r, "same-configuration (two seeds)", own_controls=True)
     put("same-config.other", same[~is_paper], same_r, "same-configuration pair of another model type", own_controls=True)
     t2 = paper.TABLE2   # each item held against the paper's cell, or the mean of its cells
@@ -225,13 +223,8 @@ def record_register(ctx) -> None:
 
 
 def record_frequency(ctx, table4_pairs, frequency: str = "frequency rank") -> None:
-    """Record Fig. 8 and Table 4 from 06_frequency's Spearman table (long form, with `frequency`).
-
-    The paper: models agree with one another (rho 0.56-0.93) far more than with frequency rank
-    (0.16-0.22). Weak frequency correlation alone proves nothing (noise scores have it too), so:
-    reproduced = every |rho| with frequency < 0.3 and every pair of runs' CI lies above 0.3;
-    partly = the runs' CIs at least lie above the strongest |rho| with frequency; else not.
-    """
+    """Record Fig. 8 and Table 4 from 06_frequency's Spearman table (long form, with `frequency`), judged by
+    `paper.frequency_verdict`."""
     is_freq = (table4_pairs["a"] == frequency) | (table4_pairs["b"] == frequency)
     with_freq, runs = table4_pairs[is_freq], table4_pairs[~is_freq]
     if with_freq.empty or runs.empty:
@@ -239,8 +232,7 @@ def record_frequency(ctx, table4_pairs, frequency: str = "frequency rank") -> No
     names = [b if a == frequency else a for a, b in zip(with_freq["a"], with_freq["b"])]
     strongest = float(with_freq["r"].abs().max())
     weakest_pair = float(runs["ci_low"].min()) if "ci_low" in runs else float(runs["r"].min())
-    verdict = ("reproduced" if strongest < 0.3 and weakest_pair > 0.3
-               else "partly" if weakest_pair > strongest else "not")
+    verdict = paper.frequency_verdict(strongest, weakest_pair)
     text = ("with frequency rank: " + "; ".join(f"{n}: {r:.2f}" for n, r in zip(names, with_freq["r"]))
             + "; between runs: " + "; ".join(f"{r.a} vs {r.b}: {r.r:.2f}" for r in runs.itertuples()))
     note = (f"Spearman rho, top {int(with_freq['n_tokens'].iloc[0])} tokens; strongest |rho| with frequency "
@@ -250,42 +242,34 @@ def record_frequency(ctx, table4_pairs, frequency: str = "frequency rank") -> No
            "judged with Table 4: a trendless curve means something only if the runs agree")
 
 
-def record_pos(ctx, summary: pd.DataFrame, backend: str, min_tokens: int = 3) -> None:
+def record_pos(ctx, summary: pd.DataFrame, backend: str, min_tokens: int = paper.FIG4_MIN_TOKENS) -> None:
     """Record Fig. 4 from 04_pos's summary (`analysis.pos.pos_summary`: run, against, upos, n, holds,
     verdict), judged against each run's median score (`against == "median"`: where the tags sit
-    relative to each other); how many claims hold against zero goes into the note.
-
-    `backend` is the tagger used ("stanza" is the paper's).
-
-    The paper makes one claim per tag (7 tags) and says it holds in every model type. A claim with
-    fewer than `min_tokens` scored tokens in a run cannot be checked there and counts as failed.
-    Direction claims would hold half the time for random scores, so: reproduced = all 7 hold in
-    every run; partly = at least 5 of 7 hold in every run; else not.
-    """
-    from twotower_lib.analysis.pos import PAPER_CLAIM
+    relative to each other) by `paper.fig4_verdict`; how many claims hold against zero goes into the note.
+    `backend` is the tagger used ("stanza" is the paper's). The paper makes one claim per tag and says it holds
+    in every model type; a claim with fewer than `min_tokens` scored tokens in a run counts as failed there."""
 
     def held_per_run(rows: pd.DataFrame) -> tuple[dict[str, int], list[str]]:
-        claims = rows[rows["upos"].isin(list(PAPER_CLAIM))].set_index(["run", "upos"])
+        claims = rows[rows["upos"].isin(list(paper.FIG4_CLAIM))].set_index(["run", "upos"])
         held, parts = {}, []
         for run in dict.fromkeys(summary["run"]):
-            checkable = [tag for tag in PAPER_CLAIM if (run, tag) in claims.index and claims.loc[(run, tag), "n"] >= min_tokens]
+            checkable = [tag for tag in paper.FIG4_CLAIM if (run, tag) in claims.index and claims.loc[(run, tag), "n"] >= min_tokens]
             held[run] = sum(bool(claims.loc[(run, tag), "holds"]) for tag in checkable)
-            missing = [tag for tag in PAPER_CLAIM if tag not in checkable]
-            parts.append(f"{run}: {held[run]}/{len(PAPER_CLAIM)} claims hold"
+            missing = [tag for tag in paper.FIG4_CLAIM if tag not in checkable]
+            parts.append(f"{run}: {held[run]}/{len(paper.FIG4_CLAIM)} claims hold"
                          + (f" (too few tokens for {', '.join(missing)})" if missing else ""))
         return held, parts
 
     relative = summary[summary["against"] == "median"]
     held, parts = held_per_run(relative)
     held_zero, _ = held_per_run(summary[summary["against"] == "zero"])
-    verdict = ("reproduced" if all(h == len(PAPER_CLAIM) for h in held.values())
-               else "partly" if all(h >= 5 for h in held.values()) else "not")
-    claims = relative[relative["upos"].isin(list(PAPER_CLAIM))]
+    verdict = paper.fig4_verdict(list(held.values()))
+    claims = relative[relative["upos"].isin(list(paper.FIG4_CLAIM))]
     failed = claims[~claims["holds"].astype(bool)]
     note = (f"tagged with {backend}" + ("" if backend == "stanza" else " (the paper used stanza)")
             + "; judged against each run's median s (primary: the tag's median above it, secondary: below it, "
             "spread: 25-75% of the tag's tokens above it); against zero instead: "
-            + ", ".join(f"{run} {h}/{len(PAPER_CLAIM)}" for run, h in held_zero.items())
+            + ", ".join(f"{run} {h}/{len(paper.FIG4_CLAIM)}" for run, h in held_zero.items())
             + ("; failing: " + "; ".join(f"{r.run} {r.upos} ({r.verdict})" for r in failed.itertuples()) if len(failed) else ""))
     record(ctx, "fig4", "; ".join(parts), verdict, note)
 
@@ -299,28 +283,18 @@ def record_ica(ctx, fig6_summary: dict, fig5_within_1: float, n_groups: int, tab
     so "sparse" means above that). fig6_summary: `analysis.word_groups.fig6_data`'s summary over `words`
     (the judged set); fig6_all: the same over every distinct sampled token, reported in the note. table3_runs:
     the groups' mean scores, one column per run (None or one column: no agreement to measure).
-    Rules: Fig. 5 reproduced within 5 points of 80%, partly above 68.3%, else not. Fig. 6 reproduced
-    when all three numbers are near the paper's (shares within 10 points, mean within 0.3), partly
-    when one or two are. Table 3 (ranks agree; the paper's columns correlate at Spearman 0.85-0.97):
-    reproduced when every pair of runs has rho >= 0.75 with p < 0.05, partly when every pair is
-    positive with p < 0.05, else not. Fig. 7's "meaningful" groups are shown, not judged.
+    Rules: `paper.fig5_verdict`, `paper.fig6_verdict`, `paper.table3_verdict`. Fig. 7's "meaningful" groups
+    are shown, not judged.
     """
     from scipy.stats import spearmanr
 
     conv = "" if converged else "; the ICA did not converge"
     where = f" (d = {d}: the number of groups a word can join grows with d)" if d else ""
-    gauss = 0.683
-    from twotower_lib.analysis.word_groups import PAPER_FIG6, PAPER_WITHIN_1
-
-    v5 = ("reproduced" if abs(fig5_within_1 - PAPER_WITHIN_1) <= 0.05 else "partly" if fig5_within_1 > gauss else "not")
-    record(ctx, "fig5", f"{fig5_within_1:.0%} of the values within [-1, 1]", v5,
-           (f"d = {d}; " if d else "") + f"components scaled to unit variance; a Gaussian would give {gauss:.0%}{conv}")
-    near = [abs(fig6_summary["share_one"] - PAPER_FIG6["share_one"]) <= 0.10,
-            abs(fig6_summary["share_none"] - PAPER_FIG6["share_none"]) <= 0.10,
-            abs(fig6_summary["mean_groups"] - PAPER_FIG6["mean_groups"]) <= 0.3]
+    record(ctx, "fig5", f"{fig5_within_1:.0%} of the values within [-1, 1]", paper.fig5_verdict(fig5_within_1),
+           (f"d = {d}; " if d else "")
+           + f"components scaled to unit variance; a Gaussian would give {paper.GAUSSIAN_WITHIN_1:.0%}{conv}")
     record(ctx, "fig6", f"{fig6_summary['share_one']:.0%} in exactly one group, {fig6_summary['share_none']:.0%} in none, "
-           f"{fig6_summary['mean_groups']:.2f} groups per word",
-           "reproduced" if all(near) else "partly" if any(near) else "not",
+           f"{fig6_summary['mean_groups']:.2f} groups per word", paper.fig6_verdict(fig6_summary),
            f"over {fig6_summary['n_words']} words ({words}), |y| > 2.5{where}"
            + (f"; over all {fig6_all['n_words']} sampled tokens: {fig6_all['share_one']:.0%} in one, "
               f"{fig6_all['share_none']:.0%} in none, {fig6_all['mean_groups']:.2f} per word" if fig6_all else "") + conv)
@@ -332,8 +306,7 @@ def record_ica(ctx, fig6_summary: dict, fig5_within_1: float, n_groups: int, tab
         return
     runs = list(table3_runs.columns)
     pairs = [(a, b, *spearmanr(table3_runs[a], table3_runs[b])) for i, a in enumerate(runs) for b in runs[i + 1:]]
-    verdict = ("reproduced" if all(r >= 0.75 and p < 0.05 for *_, r, p in pairs)
-               else "partly" if all(r > 0 and p < 0.05 for *_, r, p in pairs) else "not")
+    verdict = paper.table3_verdict([(r, p) for *_, r, p in pairs])
     record(ctx, "table3", f"{len(table3_runs)} groups; Spearman rho of group means: "
            + "; ".join(f"{a} vs {b}: {r:.2f} (p = {p:.2g})" for a, b, r, p in pairs), verdict,
            "all groups with enough scored members, not a hand-picked 22 (groups overlap, so p is optimistic); "
@@ -370,7 +343,7 @@ def build(root: Path, sections) -> dict[str, Any]:
 def decide_over_seeds(rows: list[dict], profile: str, results: Path | None = None) -> list[dict]:
     """Where the profile has a committed seed study (`results/seeds/book.json`'s verdicts `<item>@<profile>`),
     the correlation items' verdicts are decided by the distribution over seed pairs
-    (`analysis.seed_spread.RULE`); this run's own pair and its note stay beside it as one point of it."""
+    (`paper.RULE`); this run's own pair and its note stay beside it as one point of it."""
     from twotower_lib.book import study_parts
 
     out = []

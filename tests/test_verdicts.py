@@ -1,0 +1,130 @@
+"""The verdict rules (`twotower_lib.paper`): each rule at its named thresholds, on both sides of every boundary."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from twotower_lib import paper
+
+
+def test_several_items_take_the_weakest_verdict():
+    assert paper.weakest(["reproduced", "not", "partly"]) == "not"
+    assert paper.weakest(["reproduced", "partly"]) == "partly"
+    assert paper.weakest(["reproduced", "not attempted"]) == "not attempted"
+
+
+@pytest.mark.parametrize("ci, paper_r, control, expected", [
+    ((0.85, 0.95), 0.94, 0.2, "reproduced"),
+    ((0.5, 0.7), 0.94, 0.2, "partly"),
+    ((0.2, 0.9), 0.94, 0.2, "not"),             # a CI that only touches the control is not above it
+    ((0.21, 0.4), 0.5, 0.2, "reproduced"),      # reaches exactly the paper's r less the tolerance (0.5 - 0.1)
+    ((0.21, 0.45), 0.5, 0.2, "reproduced"),
+    ((0.21, 0.35), 0.5, 0.2, "partly"),
+    ((-0.2, -0.1), 0.94, -0.3, "not"),          # above a negative control but not above 0
+    ((0.0, 0.5), 0.94, -0.3, "not"),
+    ((0.5, 0.7), 0.94, None, "not attempted"),
+])
+def test_one_runs_correlation(ci, paper_r, control, expected):
+    assert paper.correlation_verdict(ci, paper_r, control) == expected
+
+
+def test_a_check_of_several_parts():
+    assert paper.share_verdict([True, True]) == "reproduced"
+    assert paper.share_verdict([True, True], complete=False) == "partly"
+    assert paper.share_verdict([True, False]) == "partly"
+    assert paper.share_verdict([False, False]) == "not"
+
+
+@pytest.mark.parametrize("strongest, weakest_pair, expected", [
+    (0.2, 0.5, "reproduced"), (0.3, 0.5, "partly"), (0.2, 0.3, "partly"), (0.4, 0.35, "not"), (0.4, 0.4, "not"),
+    (0.4, 0.41, "partly"), (0.29, 0.31, "reproduced")])
+def test_frequency_weak_with_rank_strong_between_runs(strongest, weakest_pair, expected):
+    assert paper.frequency_verdict(strongest, weakest_pair) == expected
+
+
+def test_fig4_counts_the_claims_that_hold_in_every_run():
+    n = len(paper.FIG4_CLAIM)
+    assert paper.fig4_verdict([n, n]) == "reproduced"
+    assert paper.fig4_verdict([n, n - 1]) == "partly"
+    assert paper.fig4_verdict([5, 5]) == "partly"                  # at least 5 of the 7 in every run
+    assert paper.fig4_verdict([4, n]) == "not"
+
+
+def test_fig5_near_the_papers_share_or_sparser_than_a_gaussian(monkeypatch):
+    assert paper.fig5_verdict(paper.FIG5_WITHIN_1) == "reproduced"
+    assert paper.fig5_verdict(paper.FIG5_WITHIN_1 - 0.04) == "reproduced"
+    assert paper.fig5_verdict(paper.FIG5_WITHIN_1 + 0.1) == "partly"
+    assert paper.fig5_verdict(0.7) == "partly"
+    assert paper.fig5_verdict(paper.GAUSSIAN_WITHIN_1) == "not"
+    assert paper.fig5_verdict(0.5) == "not"
+    monkeypatch.setattr(paper, "FIG5_WITHIN_1", 0.75)
+    monkeypatch.setattr(paper, "FIG5_TOLERANCE", 0.25)
+    assert paper.fig5_verdict(0.5) == paper.fig5_verdict(1.0) == "reproduced"     # exactly at the tolerance
+
+
+def test_fig6_counts_its_three_numbers_near_the_papers(monkeypatch):
+    assert paper.fig6_verdict(dict(paper.FIG6)) == "reproduced"
+    for key, off in (("share_one", 0.2), ("share_none", 0.2), ("mean_groups", 0.5), ("share_one", -0.2)):
+        assert paper.fig6_verdict({**paper.FIG6, key: paper.FIG6[key] + off}) == "partly", key
+    assert paper.fig6_verdict({"share_one": 0.0, "share_none": 0.9, "mean_groups": 9.0}) == "not"
+    assert paper.fig6_verdict({**paper.FIG6, "share_one": paper.FIG6["share_one"] + 0.5}) == "partly"
+    assert paper.fig6_verdict({**paper.FIG6, "mean_groups": paper.FIG6["mean_groups"] + 1.0}) == "partly"
+    monkeypatch.setattr(paper, "FIG6", {"share_one": 0.5, "share_none": 0.25, "mean_groups": 1.5})
+    monkeypatch.setattr(paper, "FIG6_SHARE_TOLERANCE", 0.25)
+    monkeypatch.setattr(paper, "FIG6_MEAN_TOLERANCE", 0.5)
+    assert paper.fig6_verdict({"share_one": 0.25, "share_none": 0.5, "mean_groups": 1.0}) == "reproduced"   # at each edge
+
+
+@pytest.mark.parametrize("rho_p, expected", [
+    ([(0.8, 0.01)], "reproduced"), ([(0.75, 0.01), (0.9, 0.001)], "reproduced"), ([(0.74, 0.01)], "partly"),
+    ([(0.5, 0.01)], "partly"), ([(0.5, 0.05)], "not"), ([(0.8, 0.05)], "not"), ([(0.0, 0.01)], "not"),
+    ([(0.8, 0.01), (-0.1, 0.01)], "not")])
+def test_table3_ranks_agree_between_runs(rho_p, expected):
+    assert paper.table3_verdict(rho_p) == expected
+
+
+def test_the_register_test_per_pair_and_source():
+    assert paper.register_verdict([2, 1], [2, 1], [2, 1]) == "reproduced"
+    assert paper.register_verdict([1, 1], [2, 1], [2, 1]) == "partly"
+    assert paper.register_verdict([0, 0], [1, 0], [2, 1]) == "partly"
+    assert paper.register_verdict([0, 0], [0, 0], [2, 1]) == "not"
+
+
+def test_a_distribution_over_seeds_against_the_papers_value():
+    assert paper.seed_verdict(0.5, 0.4, 0.6, None, 0.5) == "not attempted"
+    assert paper.seed_verdict(0.5, 0.4, 0.6, False, 0.5) == "not"
+    assert paper.seed_verdict(0.5, 0.4, 0.6, True, 0.5) == "reproduced"
+    assert paper.seed_verdict(0.5, 0.4, 0.6, True, 0.7) == "partly"
+    assert paper.seed_verdict(0.5, 0.4, 0.6, True, 0.3) == "partly"
+    assert paper.seed_verdict(0.5, 0.4, 0.6, True, (0.6, 0.8)) == "reproduced"   # a range touching ours
+    assert paper.seed_verdict(0.5, 0.4, 0.6, True, [0.2, 0.4]) == "reproduced"
+    assert paper.seed_verdict(0.5, 0.4, 0.6, True, (0.61, 0.8)) == "partly"
+
+
+def test_every_family_above_its_controls():
+    assert paper.controls_verdict([]) == paper.controls_verdict([None]) == "not attempted"
+    assert paper.controls_verdict([True, True]) == "reproduced"
+    assert paper.controls_verdict([True, None]) == "partly"
+    assert paper.controls_verdict([True, False]) == "partly"
+    assert paper.controls_verdict([False, None]) == "not"
+
+
+def test_the_partition_rule():
+    assert paper.partition_verdict(0.5, 0.4, 0.3) == "holds"
+    assert paper.partition_verdict(0.5, 0.3, 0.3) == "unstable"
+    assert paper.partition_verdict(0.3, 0.2, 0.3) == "not"
+    assert paper.partition_verdict(0.5, math.nan, 0.3) == "not attempted"
+    assert paper.partition_verdict(0.5, 0.4, math.nan) == "not attempted"
+
+
+def test_the_orientation_rule():
+    assert paper.orientation_verdict(1, 3, False, True, [0.5]) == "not attempted"
+    assert paper.orientation_verdict(2, 0, False, True, []) == "not attempted"
+    assert paper.orientation_verdict(2, 1, True, True, [0.5]) == "not"
+    assert paper.orientation_verdict(2, 1, False, True, [0.5]) == "holds"
+    assert paper.orientation_verdict(2, 1, False, False, [0.5]) == "unresolved"
+    assert paper.orientation_verdict(2, 1, False, True, []) == "unresolved"
+    assert paper.orientation_verdict(3, 3, False, True, [0.5, -0.1]) == "unresolved"
+    assert paper.orientation_verdict(2, 1, False, True, [0.0]) == "unresolved"
