@@ -50,6 +50,7 @@ def test_fig4_counts_the_claims_that_hold_in_every_run():
     assert paper.fig4_verdict([n, n - 1]) == "partly"
     assert paper.fig4_verdict([5, 5]) == "partly"                  # at least 5 of the 7 in every run
     assert paper.fig4_verdict([4, n]) == "not"
+    assert paper.fig4_checkable(3) and not paper.fig4_checkable(2)   # three scored tokens of a tag are enough
 
 
 def test_fig5_near_the_papers_share_or_sparser_than_a_gaussian(monkeypatch):

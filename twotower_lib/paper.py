@@ -88,6 +88,11 @@ def frequency_verdict(strongest_with_frequency: float, weakest_between_runs: flo
     return "partly" if weakest_between_runs > strongest_with_frequency else "not"
 
 
+def fig4_checkable(n_tokens: int) -> bool:
+    """Whether a run scored enough tokens of a tag to check Fig. 4's claim for it (else the claim counts as failed)."""
+    return n_tokens >= FIG4_MIN_TOKENS
+
+
 def fig4_verdict(held: list[int]) -> str:
     """Fig. 4 from how many of its claims hold in each run: a direction holds half the time by chance, so
     "reproduced" = all hold in every run, "partly" = at least FIG4_PARTLY in every run."""
@@ -133,16 +138,17 @@ MARGIN_Z = 2.0                     # an Eq. 3 margin is resolved above MARGIN_Z 
 PARTITION_VERDICTS = ("holds", "unstable", "not", "not attempted")
 ORIENTATION_VERDICTS = ("holds", "not", "unresolved", "not attempted")
 
+_LOW, _HIGH = (f"{q * 100:.0f}th" for q in CENTRAL)     # "10th", "90th"
 RULE = ("A correlation's verdict compares the distribution of the signed r over seed pairs (the paper's statistic, "
         "judged as written) with the paper's value and with its controls' pairs (untrained towers and independent "
         "single-tower pairs, pooled; the shuffled-label permutation null is reported beside them). "
-        f"**not**: the median pair is not above the controls' {CONTROL_QUANTILE * 100:.0f}th percentile. **reproduced**: it "
-        f"is, and the paper's value lies within our central range ({CENTRAL[0] * 100:.0f}th to {CENTRAL[1] * 100:.0f}th percentile of "
-        "the pairs). **partly**: above the controls, but the paper's value lies outside that range. "
+        f"**not**: the median pair is not above the controls' {_HIGH} percentile. **reproduced**: it is, and the "
+        f"paper's value lies within our central range ({_LOW} to {_HIGH} percentile of the pairs). **partly**: "
+        "above the controls, but the paper's value lies outside that range. "
         "**not attempted**: fewer than two pairs, or no control pairs.")
 CONTROLS_RULE = ("The item *pairs above their controls* (not in the paper) takes the first test alone, family by "
                  "family: **reproduced** where every family's median same-configuration pair is above its own "
-                 f"controls' {CONTROL_QUANTILE * 100:.0f}th percentile, **partly** where some family's is, **not** where none is.")
+                 f"controls' {_HIGH} percentile, **partly** where some family's is, **not** where none is.")
 PARTITION_RULE = (
     "**Partition** (does the same division of tokens repeat?): the statistic is |r| of each seed pair, which no "
     "choice of primary tower changes. **holds**: the median |r| over seed pairs and every leave-one-seed-out "

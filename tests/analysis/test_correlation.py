@@ -464,3 +464,30 @@ def test_the_ceilings_and_the_bootstrap_are_seeded_and_take_their_documented_def
     few = four["token_id"].value_counts()
     shared = np.array(sorted(set(few[few >= 1].index) & set(ids)))[:20]
     assert np.isfinite(split_half_reliability(four, shared, n_splits=1))
+
+
+def test_a_basic_interval_is_clipped_at_both_ends():
+    from twotower_lib.analysis.uncertainty import basic_interval
+
+    lo, hi = basic_interval(np.full((50, 2), [0.5, -0.5]), np.array([0.9, -0.9]))
+    assert lo.tolist() == [1.0, -1.0] and hi.tolist() == [1.0, -1.0]     # 2r - q = +-1.3, clipped
+
+
+def test_a_text_ceiling_needs_exactly_four_documents(runs):
+    tables, doc_stats, counts = runs
+    docs = np.unique(doc_stats["run1"]["doc_id"])[:4]
+    four = {r: d[d["doc_id"].isin(docs)] for r, d in doc_stats.items()}
+    out = text_ceiling(tables, four, counts, [("run1", "run2")], 20).iloc[0]
+    assert np.isfinite(out["reliability_a"]) and np.isfinite(out["ceiling"])
+
+
+def test_a_token_scored_once_keeps_its_score_and_a_ceiling_of_zero_corrects_nothing(monkeypatch, runs):
+    from twotower_lib.analysis import uncertainty
+
+    once = pd.DataFrame({"doc_id": [0, 1], "token_id": [7, 7], "n": [1, 0], "sum_p1": [0.2, 0.0], "sum_p2": [0.1, 0.0],
+                         "sum_logp1": [np.log(0.2), 0.0], "sum_logp2": [np.log(0.1), 0.0]})
+    assert scores_from_doc_stats(once, np.array([7]))[0] == pytest.approx(np.log(2.0))
+    tables, doc_stats, counts = runs
+    monkeypatch.setattr(uncertainty, "split_half_reliability", lambda *a, **k: -0.2)   # a text that reproduces nothing
+    out = text_ceiling(tables, doc_stats, counts, [("run1", "run2")], 20).iloc[0]
+    assert out["ceiling"] == 0.0 and np.isnan(out["r_disattenuated"])

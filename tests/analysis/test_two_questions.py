@@ -50,6 +50,7 @@ def test_margin_and_se_from_document_sums():
     same_m, same_se = s.margin_and_se(n, s1, s1 * (1 + 0.05 * rng.standard_normal(200)))
     assert same_m < s.MARGIN_Z * same_se or same_m < 0.02    # towers alike: the margin is noise-sized
     assert np.isnan(s.margin_and_se([10.0], [5.0], [4.0])[1])      # one document: no bootstrap SE
+    assert (m, se) == s.margin_and_se(n, s1, s2, resamples=1000, seed=0)   # the default: seeded, 1,000 resamples
     with pytest.raises(UserError):
         s.margin_and_se([1.0, 2.0], [0.5], [0.4])
 

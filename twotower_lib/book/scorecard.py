@@ -242,18 +242,19 @@ def record_frequency(ctx, table4_pairs, frequency: str = "frequency rank") -> No
            "judged with Table 4: a trendless curve means something only if the runs agree")
 
 
-def record_pos(ctx, summary: pd.DataFrame, backend: str, min_tokens: int = paper.FIG4_MIN_TOKENS) -> None:
+def record_pos(ctx, summary: pd.DataFrame, backend: str) -> None:
     """Record Fig. 4 from 04_pos's summary (`analysis.pos.pos_summary`: run, against, upos, n, holds,
     verdict), judged against each run's median score (`against == "median"`: where the tags sit
     relative to each other) by `paper.fig4_verdict`; how many claims hold against zero goes into the note.
     `backend` is the tagger used ("stanza" is the paper's). The paper makes one claim per tag and says it holds
-    in every model type; a claim with fewer than `min_tokens` scored tokens in a run counts as failed there."""
+    in every model type; a claim a run scored too few tokens of (`paper.fig4_checkable`) counts as failed there."""
 
     def held_per_run(rows: pd.DataFrame) -> tuple[dict[str, int], list[str]]:
         claims = rows[rows["upos"].isin(list(paper.FIG4_CLAIM))].set_index(["run", "upos"])
         held, parts = {}, []
         for run in dict.fromkeys(summary["run"]):
-            checkable = [tag for tag in paper.FIG4_CLAIM if (run, tag) in claims.index and claims.loc[(run, tag), "n"] >= min_tokens]
+            checkable = [tag for tag in paper.FIG4_CLAIM
+                         if (run, tag) in claims.index and paper.fig4_checkable(claims.loc[(run, tag), "n"])]
             held[run] = sum(bool(claims.loc[(run, tag), "holds"]) for tag in checkable)
             missing = [tag for tag in paper.FIG4_CLAIM if tag not in checkable]
             parts.append(f"{run}: {held[run]}/{len(paper.FIG4_CLAIM)} claims hold"
