@@ -54,7 +54,7 @@ ctx.parameter_table()
 # the inputs' hashes), so re-running this notebook is cheap.
 
 # %%
-data = load_prepared(prepare_data(ctx.profile.data_config(), ctx.out / "prepared"))
+data = load_prepared(prepare_data(ctx.profile.data_config(), ctx.out / "prepared", cache=True))
 m = data.manifest
 
 # %% [markdown]

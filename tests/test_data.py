@@ -398,3 +398,31 @@ def test_the_unigram_loss_is_the_validation_text_under_the_training_frequencies(
     assert entropy < loss < np.log(tiny_data.vocab_size)
     counts = np.bincount(np.asarray(tiny_data.train).ravel(), minlength=tiny_data.vocab_size) + 1.0
     assert loss == pytest.approx(float(-np.log(counts[valid] / counts.sum()).mean()))
+
+
+def test_the_book_prepares_a_pinned_corpus_once_and_copies_it_checked(tmp_path, monkeypatch, capsys):
+    """The data section's `cache=True`: the first run prepares into its runs folder and the shared cache; the next
+    copies from the cache (preparing nothing) the same bytes; a cache whose file no longer matches its manifest is
+    not copied, the data are prepared again."""
+    write_corpus(tmp_path / "corpus", n_files=3, paragraphs_per_file=30, seed=1)
+    cfg = DataConfig(corpus=str(tmp_path / "corpus"), vocab_size=200, seq_len=32, valid_fraction=0.2, doc_words=300)
+    monkeypatch.setenv("TWOTOWER_DATA", str(tmp_path / "cache"))
+    monkeypatch.setattr(prepare_mod, "_pinned", lambda corpus: True)     # as a registry corpus is
+    first = prepare_data(cfg, tmp_path / "a" / "prepared", cache=True, verbose=False)
+    shared = prepare_mod.prepared_dir(cfg)
+    assert prepare_mod.is_up_to_date(shared, cfg)
+    real = prepare_mod._prepare
+    monkeypatch.setattr(prepare_mod, "_prepare", lambda *a: pytest.fail("prepared again"))
+    second = prepare_data(cfg, tmp_path / "b" / "prepared", cache=True)
+    assert "copied from" in capsys.readouterr().out
+    manifest = lambda d: json.loads((d / "manifest.json").read_text())   # noqa: E731
+    assert manifest(second)["content_hash"] == manifest(first)["content_hash"]
+    assert load_prepared(second).data_hash == load_prepared(first).data_hash
+    tokenizer = shared / "tokenizer" / "tokenizer.json"
+    text = tokenizer.read_text()
+    tokenizer.unlink()                                                    # a new file: the runs' links keep theirs
+    tokenizer.write_text(text.replace('"[UNK]"', '"[UNKNOWN]"', 1))
+    monkeypatch.setattr(prepare_mod, "_prepare", real)
+    third = prepare_data(cfg, tmp_path / "c" / "prepared", cache=True)
+    assert "not copied" in capsys.readouterr().out
+    assert manifest(third)["content_hash"] == manifest(first)["content_hash"]

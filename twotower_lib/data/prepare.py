@@ -53,13 +53,60 @@ def is_up_to_date(out: Path, cfg: DataConfig) -> bool:
 
 
 def prepare_data(cfg: DataConfig, out: str | Path | None = None, *, force: bool = False,
-                 verbose: bool = True) -> Path:
-    """Prepare `cfg`'s corpus into `out` (default: `prepared_dir(cfg)`); return the directory."""
+                 verbose: bool = True, cache: bool = False) -> Path:
+    """Prepare `cfg`'s corpus into `out` (default: `prepared_dir(cfg)`); return the directory.
+
+    `cache` (the book's data section): a pinned corpus (registry, Hugging Face) is prepared once into
+    `prepared_dir(cfg)` and copied from there, each file checked against its manifest's sha256, so a run from an
+    empty runs folder does not prepare the same bytes again."""
     out = Path(out) if out is not None else prepared_dir(cfg)
     if not force and is_up_to_date(out, cfg):
         if verbose:
             print(f"prepared data up to date: {out}")
         return out
+    shared = prepared_dir(cfg) if cache and _pinned(cfg.corpus) else None
+    if shared and shared != out and not force and is_up_to_date(shared, cfg) and _copy_prepared(shared, out):
+        if verbose:
+            print(f"prepared data copied from {shared}")
+        return out
+    _prepare(cfg, out, verbose)
+    if shared and shared != out and not shared.exists():
+        _copy_prepared(out, shared)
+    return out
+
+
+def _pinned(corpus: str) -> bool:
+    """A corpus whose bytes a name fixes (a registry package's pinned version, a Hugging Face dataset): worth a
+    shared copy; a folder of the user's files is prepared where it is asked for."""
+    return corpus.startswith(("registry", "hf:"))
+
+
+def _copy_prepared(src: Path, dest: Path) -> bool:
+    """Copy prepared data `src` to `dest` atomically (hard links where one file system holds both: the files are
+    never written again); False (nothing written) where a file's sha256 is not its manifest's."""
+    import shutil
+
+    from twotower_lib.artifacts import atomic_directory, manifest_has
+
+    files = read_json(src / MANIFEST)["files"]
+    try:
+        with atomic_directory(dest, manifest_has("tokenizer_sha256", "content_hash"), "prepared data") as tmp:
+            for name in [*files, MANIFEST]:
+                (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.link(src / name, tmp / name)
+                except OSError:
+                    shutil.copyfile(src / name, tmp / name)
+            if any(sha256_file(tmp / name) != digest for name, digest in files.items()):
+                raise ValueError(f"{src} does not match its manifest")
+    except (OSError, ValueError) as e:
+        print(f"note: prepared data not copied from {src} ({e}); preparing it instead")
+        return False
+    return True
+
+
+def _prepare(cfg: DataConfig, out: Path, verbose: bool) -> None:
+    """Read, clean, split, tokenize and write `cfg`'s corpus into `out` (atomically)."""
     t0 = time.time()
     fingerprint = input_fingerprint(cfg)
     from twotower_lib.artifacts import atomic_directory, manifest_has
@@ -103,7 +150,6 @@ def prepare_data(cfg: DataConfig, out: str | Path | None = None, *, force: bool 
         if manifest["replaced_characters"]:
             print(f"warning: {manifest['replaced_characters']} invalid UTF-8 sequences were replaced by U+FFFD "
                   f"(counts per source, and per file for --corpus PATH, in {out / MANIFEST} under sources)")
-    return out
 
 
 def _read_corpus(cfg: DataConfig, corpus_file: Path, verbose: bool) -> tuple[list[SourceReport], dict, dict]:
