@@ -100,7 +100,7 @@ def _copy_prepared(src: Path, dest: Path) -> bool:
             if any(sha256_file(tmp / name) != digest for name, digest in files.items()):
                 raise ValueError(f"{src} does not match its manifest")
     except (OSError, ValueError) as e:
-        print(f"note: prepared data not copied from {src} ({e}); preparing it instead")
+        print(f"note: prepared data not copied from {src} to {dest} ({e})")
         return False
     return True
 
