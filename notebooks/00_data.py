@@ -51,7 +51,9 @@ ctx.parameter_table()
 # ## Preparing the corpus
 #
 # Preparation is skipped when the output already matches these settings (the manifest records
-# the inputs' hashes), so re-running this notebook is cheap.
+# the inputs' hashes), so re-running this notebook is cheap. A pinned corpus (the registry's, a Hugging
+# Face dataset) is prepared once into the shared data cache (`$TWOTOWER_DATA/prepared/`) and copied from
+# there into a new runs folder, each file checked against the manifest's sha256.
 
 # %%
 data = load_prepared(prepare_data(ctx.profile.data_config(), ctx.out / "prepared", cache=True))
