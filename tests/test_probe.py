@@ -629,6 +629,34 @@ def test_a_head_trained_on_whitened_features_folds_back_into_the_same_head(kind)
     torch.testing.assert_close(head(x[:, 1]), before, atol=1e-3, rtol=1e-3)  # logits of size ~10: fp32 rounding
 
 
+def test_a_folded_head_is_scored_in_fp32_unless_bf16_is_asked_for():
+    """Why `score_precision="auto"` is fp32 even where the heads train in bf16: a linear head trained on whitened
+    features with a large offset and directions of tiny variance (a deep post-LN tower's), folded back onto the
+    raw features, has logits that are differences of large numbers; their bf16 log-sum-exp is off by nats."""
+    from twotower_lib.probe import precision
+    from twotower_lib.probe.config import ProbeConfig
+    from twotower_lib.probe.heads import ProbeHead
+    from twotower_lib.probe.training import FeatureWhitening
+
+    g = torch.Generator().manual_seed(1)
+    H, V, N = 64, 2000, 4000
+    q, _ = torch.linalg.qr(torch.randn(H, H, generator=g))
+    x = torch.randn(N, 2, H, generator=g) @ ((q * torch.logspace(-2, 0.5, H)) @ q.T) + 3 * torch.randn(H, generator=g)
+    w = FeatureWhitening.fit(x)
+    head = ProbeHead(H, V, "linear", 0.5 * torch.randn(V, 2 * H, generator=g))
+    with torch.no_grad():
+        head.dense.weight.normal_(0, 0.3, generator=g)
+        head.dense.bias.normal_(0, 0.3, generator=g)
+    t = torch.randint(0, V, (N,), generator=g)
+    whitened = head.logprob(w.apply(x)[:, 0], t).mean()
+    w.fold(head, 0)
+    assert head.logprob(x[:, 0], t, torch.float32).mean() == pytest.approx(float(whitened), abs=1e-3)
+    assert abs(head.logprob(x[:, 0], t, torch.bfloat16).mean() - whitened) > 0.5        # the bf16 scoring's error
+    for cfg in (ProbeConfig(precision="bf16"), ProbeConfig()):                          # heads in bf16, or auto
+        assert precision.score_dtype(cfg, torch.device("cpu")) == torch.float32
+    assert precision.score_dtype(ProbeConfig(score_precision="bf16"), torch.device("cpu")) == torch.bfloat16
+
+
 class SkewedPlantedModel(PlantedModel):
     """The planted model seen through a fixed, badly conditioned linear map with an offset: the same
     information, features on scales from 0.03 to 30 that are strongly correlated."""

@@ -64,8 +64,8 @@ class ProbeConfig:
     replicate: bool = False         # also train heads with a second seed (probe-seed reliability)
     forward_batch: int = 32         # blocks per tower forward pass
     precision: str = "auto"         # "auto": bf16 on GPUs, fp32 on CPUs (`probe.precision`), "fp32", "bf16"
-    score_precision: str = "auto"   # log p of held-out and validation positions: "fp32", or "bf16" (the log-sum-exp from
-                                    # bf16-input logits, the target's logit exact), or "auto" (bf16 where the heads train in bf16)
+    score_precision: str = "auto"   # log p of held-out and validation positions: "fp32" (what "auto" takes), or "bf16"
+                                    # (the log-sum-exp from bf16-input logits, the target's logit exact; see probe.precision)
     seed: int = 0
 
     @classmethod

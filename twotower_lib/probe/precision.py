@@ -40,11 +40,13 @@ def head_dtype(cfg: ProbeConfig, device: torch.device) -> torch.dtype:
 
 def score_dtype(cfg: ProbeConfig, device: torch.device) -> torch.dtype:
     """The dtype of the logits whose log-sum-exp scores held-out and validation positions (the true
-    token's logit is exact fp32 either way, `heads.linear_logprob`): bf16 where asked, or (auto) where
-    the heads train in bf16."""
-    if cfg.score_precision == "bf16" or (cfg.score_precision == "auto" and head_dtype(cfg, device) == torch.bfloat16):
-        return torch.bfloat16
-    return torch.float32
+    token's logit is exact fp32 either way, `heads.linear_logprob`): bf16 only where asked, fp32 otherwise.
+
+    Why not bf16 where the heads train in bf16: a head trained on whitened features is folded back onto the
+    raw ones (`whitening.FeatureWhitening.fold`), and on features with a large offset and directions of tiny
+    variance (a deep post-LN tower's) its logits are differences of large numbers whose bf16 log-sum-exp is off
+    by nats against the exact target logit (tests/test_probe.py). Scoring is a small part of a probe's time."""
+    return torch.bfloat16 if cfg.score_precision == "bf16" else torch.float32
 
 
 def resolved_precision(cfg: ProbeConfig, device: torch.device) -> dict[str, str]:
