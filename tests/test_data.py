@@ -426,3 +426,16 @@ def test_the_book_prepares_a_pinned_corpus_once_and_copies_it_checked(tmp_path, 
     third = prepare_data(cfg, tmp_path / "c" / "prepared", cache=True)
     assert "not copied" in capsys.readouterr().out
     assert manifest(third)["content_hash"] == manifest(first)["content_hash"]
+
+
+def test_each_data_config_has_its_own_cache_slot(tmp_path):
+    """Configs that differ only in max_docs, doc_words or valid_fraction prepare different bytes: each gets its own
+    slot under $TWOTOWER_DATA/prepared, and the default config keeps its plain name."""
+    from twotower_lib.data.config import prepared_dir
+
+    base = DataConfig(corpus="registry:brown")
+    variants = [base, DataConfig(corpus="registry:brown", max_docs=120), DataConfig(corpus="registry:brown", doc_words=300),
+                DataConfig(corpus="registry:brown", valid_fraction=0.2)]
+    slots = [prepared_dir(c, tmp_path).name for c in variants]
+    assert len(set(slots)) == len(slots)
+    assert slots[0] == "registry-brown-v8192-t128-s0" and slots[1] == "registry-brown-v8192-t128-s0-n120"
