@@ -13,17 +13,9 @@ from twotower_lib.errors import UserError
 
 HEAD_KINDS = ("mlp", "tied", "linear")  # see models.heads
 
-# Part of every probe's identity: a probe written by an older version is recomputed, not reused.
-# 2: per-model head seeds (see probe_run). 3: held-out stopping, feature and event options, replicate.
-# 4: tied head by default, cool-down after the plateau, bf16 tower passes where faster.
-# 5: linear head by default, a two-epoch cool-down whose iterates are averaged.
-# 6: the linear head folded into one (V, H) map, its softmax by blocks of rows; held-out and validation
-#    log-sum-exp from bf16 logits where the heads train in bf16 (`score_precision`).
-# 7: the linear head's fold in bf16 where its training matmuls are bf16, the softmax of a block of rows as one
-#    fused operation, the read-out of a trained head computed once for scoring (`ProbeHead.scorer`).
-# Whitened features (`precondition="whiten"`) are a default of version 7, not a new computation: every
-# identity holds the whole config, so a probe made with either setting stays valid. The book names a probe
-# by both (`probe_label`); the changelog appendix says when each default changed.
+# Part of every probe's identity: a probe written by another version is recomputed, not reused. It changes when
+# what a probe computes changes, not with a default (every identity holds the whole config); the book names a
+# probe by its version and its precondition (`probe_label`), and the changelog appendix lists the versions.
 PROBE_VERSION = 7
 FEATURES = ("joint_ln", "raw")
 PRECONDITIONS = ("whiten", "none")
