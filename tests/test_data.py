@@ -434,8 +434,8 @@ def test_each_data_config_has_its_own_cache_slot(tmp_path):
     from twotower_lib.data.config import prepared_dir
 
     base = DataConfig(corpus="registry:brown")
-    variants = [base, DataConfig(corpus="registry:brown", max_docs=120), DataConfig(corpus="registry:brown", doc_words=300),
-                DataConfig(corpus="registry:brown", valid_fraction=0.2)]
+    variants = [base] + [DataConfig(corpus="registry:brown", **change)
+                         for change in ({"max_docs": 120}, {"doc_words": 300}, {"valid_fraction": 0.2})]
     slots = [prepared_dir(c, tmp_path).name for c in variants]
     assert len(set(slots)) == len(slots)
     assert slots[0] == "registry-brown-v8192-t128-s0" and slots[1] == "registry-brown-v8192-t128-s0-n120"

@@ -62,9 +62,9 @@ def corpus_slug(corpus: str) -> str:
 
 
 def prepared_dir(cfg: DataConfig, root: Path | None = None) -> Path:
-    """Default location of the prepared data for `cfg`: `$TWOTOWER_DATA/prepared/<slug>-v<V>-t<T>-s<S>`, then each
-    other field that is not at its default (`-n<max_docs>`, `-w<doc_words>`, `-f<valid_fraction>`): one slot a config."""
+    """Default location of the prepared data for `cfg`: `$TWOTOWER_DATA/prepared/<slug>-v<V>-t<T>-s<S>`, then
+    each other field not at its default (`-n<max_docs>`, `-w<doc_words>`, `-f<valid_fraction>`): one slot a config."""
     root = data_home() if root is None else Path(root)
-    rest = "".join(f"-{tag}{getattr(cfg, name)}" for tag, name in (("n", "max_docs"), ("w", "doc_words"), ("f", "valid_fraction"))
-                   if getattr(cfg, name) != getattr(DataConfig, name))
+    others = (("n", "max_docs"), ("w", "doc_words"), ("f", "valid_fraction"))
+    rest = "".join(f"-{tag}{getattr(cfg, name)}" for tag, name in others if getattr(cfg, name) != getattr(DataConfig, name))
     return root / "prepared" / f"{corpus_slug(cfg.corpus)}-v{cfg.vocab_size}-t{cfg.seq_len}-s{cfg.seed}{rest}"
