@@ -51,7 +51,8 @@ def readme_pair(out: Path | None) -> int:
     print(f"{total:>7.1f} s  together; goal {README_PAIR_GOAL_S:.0f} s, ratio {total / README_PAIR_GOAL_S:.2f}")
     if out:
         atomic_write_json(out, {"commands": seconds, "total_seconds": round(total, 1),
-                                "goal_seconds": README_PAIR_GOAL_S, "ratio": round(total / README_PAIR_GOAL_S, 3), "provenance": provenance()})
+                                "goal_seconds": README_PAIR_GOAL_S, "ratio": round(total / README_PAIR_GOAL_S, 3),
+                                "provenance": provenance()})
     shutil.rmtree(cwd, ignore_errors=True)
     return 0
 

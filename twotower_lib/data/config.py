@@ -66,5 +66,5 @@ def prepared_dir(cfg: DataConfig, root: Path | None = None) -> Path:
     each other field not at its default (`-n<max_docs>`, `-w<doc_words>`, `-f<valid_fraction>`): one slot a config."""
     root = data_home() if root is None else Path(root)
     others = (("n", "max_docs"), ("w", "doc_words"), ("f", "valid_fraction"))
-    rest = "".join(f"-{tag}{getattr(cfg, name)}" for tag, name in others if getattr(cfg, name) != getattr(DataConfig, name))
+    rest = "".join(f"-{tag}{getattr(cfg, f)}" for tag, f in others if getattr(cfg, f) != getattr(DataConfig, f))
     return root / "prepared" / f"{corpus_slug(cfg.corpus)}-v{cfg.vocab_size}-t{cfg.seq_len}-s{cfg.seed}{rest}"
