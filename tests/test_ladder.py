@@ -4,6 +4,7 @@ as the small committed file the report reads; and the report's two answers on ex
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -40,6 +41,12 @@ def test_one_run_is_trained_for_one_epoch_probed_twice_and_exported(tiny_data, t
     before = runner.export_path("tiny", "gpt", 1, "case", results).stat().st_mtime_ns
     runner.run_one(root, "tiny", "gpt", 1, results, tiny_data)           # exported: nothing is redone
     assert runner.export_path("tiny", "gpt", 1, "case", results).stat().st_mtime_ns == before
+    path = runner.export_path("tiny", "gpt", 1, "untrained", results)  # an export made with another probe ...
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"probe_config": {"precision": "auto"}}))
+    assert not report.is_current(json.loads(path.read_text()))
+    runner.run_one(root, "tiny", "gpt", 1, results, tiny_data)           # ... is made again, the other one not
+    assert report.is_current(json.loads(path.read_text()))
+    assert runner.export_path("tiny", "gpt", 1, "case", results).stat().st_mtime_ns == before
     import dataclasses
 
     other = dataclasses.replace(tiny_data, manifest=tiny_data.manifest | {"content_hash": "0" * 64})
@@ -58,7 +65,8 @@ def _export(rung, family, seed, kind, scores, margin, params, head_loss=None, re
             "ordering": {"primary_tower": 0, "mean_p": [0.05, 0.05 * (1 - margin)], "mean_logp": [-3, -3.1]},
             "doc_sums": {"n": n.tolist(), "sum_p1": (n * p1).tolist(), "sum_p2": (n * p1 * (1 - margin)).tolist()},
             "token_ids": list(range(len(scores))), "score": list(scores), "score_logmean": list(scores),
-            "val_loss": {"cooperative": 5.0, "tower0_head": head_loss, "tower1_head": head_loss - 0.1}, "probe_minutes": 1.0, "data_hash": "h", "probe_config": {},
+            "val_loss": {"cooperative": 5.0, "tower0_head": head_loss, "tower1_head": head_loss - 0.1}, "probe_minutes": 1.0, "data_hash": "h",
+            "probe_config": asdict(runner.probe_config(rung)) if rung in runner.RUNGS else {},
             "provenance": {"code_version": "x"}} | ({"text_reliability": {"value": reliability}} if reliability else {})
 
 
@@ -102,6 +110,14 @@ def test_the_report_answers_partition_and_orientation_per_rung(tmp_path, monkeyp
     book = json.loads((tmp_path / "book.json").read_text())
     assert book["parts"]["LADDER_CHART"].startswith("{") and "holds" in book["parts"]["LADDER_TABLE"]
     assert book["parts"]["LADDER_ANSWER"] == text
+    # the big rung probed otherwise (a GPU rung whose probe took bf16): said so, and no trend across the two probes
+    monkeypatch.setitem(report.RUNGS, "big", Rung("paper-gpt", "gpt", gpu=True))
+    other = [e | {"probe_config": {"precision": "auto"}} if e["rung"] == "big" else e for e in exports]
+    summary = report.summary_rows(report.run_rows(other), report.pair_rows(other))
+    assert summary.set_index("rung")["probed as the ladder probes"].to_dict() == {"small": True, "big": False}
+    text = report.answer(summary)
+    assert "big: median |r|" in text and "→" not in text
+    assert 'precision "auto" (bf16 heads and scoring on a GPU)' in text
 
 
 def test_the_gpu_rungs_train_table_1_sizes_on_the_same_epoch(tiny_data, tmp_path):

@@ -142,4 +142,9 @@ def test_the_answer_sentence_is_generated_from_the_seed_study_and_the_ladder(tmp
                   "passes over the epoch": [1, 8], "partition: median |r|": [0.03, 0.3],
                   "partition: verdict": ["not", "holds"]}).to_csv(ladder)
     assert "bert 1x96 0.03 (not, 4 seeds), 1x96x8 (8 passes) 0.30 (holds, 4 seeds)" in front.answer_sentence("cpu", ladder=ladder)
+    pd.DataFrame({"rung": ["1x96", "12x768"], "family": "gpt", "tower parameters": [10, 100], "seeds": [4, 4],
+                  "partition: median |r|": [0.2, 0.1], "partition: verdict": ["holds", "holds"],
+                  "probed as the ladder probes": [True, False]}).to_csv(ladder)
+    assert "gpt 1x96 0.20 (holds, 4 seeds), 12x768 0.10 (holds, 4 seeds; another probe)" in \
+        front.answer_sentence("cpu", ladder=ladder)
     assert front.answer_sentence("no-such-profile") == ""

@@ -54,8 +54,19 @@ def run_rows(exports: list[dict]) -> pd.DataFrame:
                      "margin": margin, "margin_se": se,
                      "val_loss": e["val_loss"].get("cooperative", np.nan),
                      "head_loss": max((v for k, v in e["val_loss"].items() if k.endswith("_head")), default=np.nan),
+                     "probe_precision": e["probe_config"].get("precision"), "current_probe": is_current(e),
                      "probe_minutes": e["probe_minutes"]})
     return pd.DataFrame(rows)
+
+
+def is_current(export: dict) -> bool:
+    """Whether an export was probed as the ladder probes its rung today (`runner.probe_config`; an export of a rung
+    the ladder does not name is taken as it is)."""
+    from dataclasses import asdict
+
+    from studies.ladder.runner import probe_config      # here: the runner imports this module
+
+    return export["rung"] not in RUNGS or export["probe_config"] == asdict(probe_config(export["rung"]))
 
 
 def valid_seeds(runs: pd.DataFrame) -> list[int]:
@@ -121,6 +132,8 @@ def summary_rows(runs: pd.DataFrame, pairs: pd.DataFrame, unigram: float = np.na
                 "cooperative loss": float(cases["val_loss"].median()), "word frequencies' loss": unigram,
                 "beyond word frequencies": bool(cases["val_loss"].median() < unigram) if np.isfinite(unigram) else None,
                 "heads' loss": float(cases["head_loss"].median()),
+                "probed as the ladder probes": bool(r_of["current_probe"].all()),
+                "probe precision": ", ".join(sorted({str(p) for p in r_of["probe_precision"]})),
                 "untrained heads' loss": float(ctrl["head_loss"].median())}
         complete = set(cases["seed"]) & set(ctrl["seed"])          # seeds with the trained and the untrained probe
         if len(valid) < 2:
@@ -144,7 +157,8 @@ def summary_rows(runs: pd.DataFrame, pairs: pd.DataFrame, unigram: float = np.na
 
 def chart(summary: pd.DataFrame):
     """The ladder's lead chart: the median |r| over seed pairs (bar: leave-one-seed-out range) against the
-    tower's parameters, one line per family, each family's untrained-tower threshold dashed, the paper's r."""
+    tower's parameters, one line per family, each family's untrained-tower threshold dashed, the paper's r. Only
+    rungs probed as the ladder probes today: a rung measured with another probe is in the text, not on the line."""
     from twotower_lib.book.charts import LEGEND_BELOW, WIDTH, alt
 
     df = summary.rename(columns={"partition: median |r|": "median_abs_r", "partition: loo low": "loo_low",
@@ -152,6 +166,8 @@ def chart(summary: pd.DataFrame):
                                  "partition: controls |r| threshold": "control",
                                  "orientation: positive pairs": "positive"})
     df = df[df["rung"].map(passes) == 1]                      # the size axis: one pass over the epoch
+    if "probed as the ladder probes" in df:
+        df = df[df["probed as the ladder probes"].astype(bool)]
     df = df[["rung", "family", "params", "median_abs_r", "loo_low", "loo_high", "control", "positive"]]
     x = alt.X("params:Q", scale=alt.Scale(type="log"), title="parameters of one tower (log scale)")
     color = alt.Color("family:N", legend=LEGEND_BELOW)
@@ -187,10 +203,12 @@ def answer(summary: pd.DataFrame) -> str:
     for family, rows in summary[~repeated].sort_values("tower parameters").groupby("family", sort=False):
         steps = ". ".join(_step(r) for _, r in rows.iterrows())
         trend = ""
-        rows = rows[rows.get("partition: median |r|", pd.Series(np.nan, index=rows.index)).notna()]
+        rows = rows[rows.get("partition: median |r|", pd.Series(np.nan, index=rows.index)).notna()
+                    & rows.get("probed as the ladder probes", pd.Series(True, index=rows.index)).astype(bool)]
         if len(rows) >= 2:
             first, last = rows.iloc[0]["partition: median |r|"], rows.iloc[-1]["partition: median |r|"]
-            trend = (f" From the smallest to the largest rung measured the median |r| goes {_f(first)} → {_f(last)}"
+            trend = (f" From the smallest to the largest rung measured with this probe the median |r| goes "
+                     f"{_f(first)} → {_f(last)}"
                      f" (the paper: {SAME_CONFIG_R}).")
         lines.append(f"- **{family}** — {steps}.{trend}")
     for _, r in summary[repeated].iterrows():
@@ -209,7 +227,7 @@ def _step(r: pd.Series) -> str:
     return (f"{r['rung']}: median |r| {_f(r['partition: median |r|'])} ({loo}, untrained "
             f"{_f(r['partition: controls |r| threshold'])}{_ceiling(r)}), partition {r['partition: verdict']}, "
             f"orientation {r['orientation: verdict']} ({int(r['orientation: resolved runs'])}/"
-            f"{int(r['orientation: runs'])} margins resolved)" + _context(r))
+            f"{int(r['orientation: runs'])} margins resolved)" + _context(r) + _other_probe(r))
 
 
 def _ceiling(r: pd.Series) -> str:
@@ -235,7 +253,18 @@ def _context(r: pd.Series) -> str:
 def _failed(r: pd.Series) -> str:
     heads, untrained = _f(r["heads' loss"]), _f(r["untrained heads' loss"])
     return (f"{r['rung']}: no verdict, {PROBE_FAILED} ({r['valid probes']} of {r['seeds']} probes count: the heads' "
-            f"validation loss {heads} nats against {untrained} for the untrained towers')" + _context(r))
+            f"validation loss {heads} nats against {untrained} for the untrained towers')" + _context(r)
+            + _other_probe(r))
+
+
+def _other_probe(r: pd.Series) -> str:
+    """A note where the rung's probes are not the ladder's measurement today (made with another probe)."""
+    if r.get("probed as the ladder probes", True):
+        return ""
+    how = (f'precision "{r["probe precision"]}" (bf16 heads and scoring on a GPU)' if RUNGS[r["rung"]].gpu
+           and r["probe precision"] == "auto" else "another probe configuration")
+    return (f"; probed with {how}, not as the other rungs are probed: another measurement, made again when the rung "
+            "runs again")
 
 
 def book_parts(summary: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -> dict[str, str]:

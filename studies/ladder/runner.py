@@ -12,8 +12,9 @@ Each finished probe is exported at once as a small JSON file (`export`): the sco
 `EXPORT_TOKENS` most frequent tokens, the towers' mean probabilities and the per-document sums behind
 them (for the margin's document bootstrap), the run's configuration, seed, data hash, code and
 package versions. Those files are what the report reads, and they are committed: a later session on a
-new checkout skips every (rung, family, seed) whose exports exist, so the ladder resumes across
-sessions, not only within one (the training folders under `runs/ladder/` resume within one).
+new checkout skips every (rung, family, seed) whose exports exist and were probed with today's probe
+(`is_current`), so the ladder resumes across sessions, not only within one (the training folders under
+`runs/ladder/` resume within one).
 """
 
 from __future__ import annotations
@@ -43,9 +44,14 @@ PROBE = get_profile("cpu").probe_config()  # the default profile's probe
 
 def probe_config(rung: str):
     """The default profile's probe, in fp32 on every rung: on CPUs that is what its `precision="auto"` resolves to;
-    on the GPU rungs "auto" would take bf16, another measurement, under which BERT's heads diverged
-    (results/ladder/gpu-2026-11-28.log)."""
+    on the GPU rungs "auto" would train the heads in bf16, another measurement."""
     return replace(PROBE, precision="fp32") if RUNGS[rung].gpu else PROBE
+
+
+def is_current(export: Path, rung: str) -> bool:
+    """Whether `export` exists and was probed as the ladder probes `rung` today (`probe_config`): an export made
+    with another probe is made again, not mixed in."""
+    return export.exists() and read_json(export)["probe_config"] == asdict(probe_config(rung))
 
 
 def data_dir(root: Path) -> Path:
@@ -172,7 +178,7 @@ def run_one(root: Path, rung: str, family: str, seed: int, results: Path, data, 
     from twotower_lib.train.loop import train_job
 
     outs = {k: export_path(rung, family, seed, k, results) for k in KINDS}
-    if all(p.exists() for p in outs.values()):
+    if all(is_current(p, rung) for p in outs.values()):
         return
     tcfg = train_config(rung, family, seed, data_dir(root), data)
     run = run_dir(root, rung, family, seed)
@@ -180,7 +186,7 @@ def run_one(root: Path, rung: str, family: str, seed: int, results: Path, data, 
     train_job(tcfg, str(data_dir(root)), str(run))
     print(f"ladder: trained {rung} {case_name(family, seed)} in {(time.time() - t0) / 60:.1f} min", flush=True)
     for kind in KINDS:
-        if outs[kind].exists():
+        if is_current(outs[kind], rung):
             continue
         t0 = time.time()
         probe = probe_run(run, probe_config(rung), snapshot=0 if kind == "untrained" else None, data_dir=data_dir(root),

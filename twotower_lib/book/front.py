@@ -341,15 +341,16 @@ def answer_sentence(profile_name: str, seeds: Path = SEEDS, ladder: Path = LADDE
             f"configurations (Tables 2 and 4), {across}. ")
     rungs = pd.read_csv(ladder) if ladder.exists() and ladder.read_text().strip() else pd.DataFrame()
     if len(rungs):
-        def rung(r, m, v, n, passes):
-            r = f"{r} ({passes:.0f} passes)" if passes > 1 else r
-            return f"{r} no verdict ({v}, {n} seeds)" if not np.isfinite(m) else f"{r} {m:.2f} ({v}, {n} seeds)"
+        def rung(r, m, v, n, passes, current):
+            r, other = f"{r} ({passes:.0f} passes)" if passes > 1 else r, "" if current else "; another probe"
+            return f"{r} no verdict ({v}, {n} seeds{other})" if not np.isfinite(m) else f"{r} {m:.2f} ({v}, {n} seeds{other})"
 
-        if "passes over the epoch" not in rungs:
-            rungs["passes over the epoch"] = 1
+        for column, default in (("passes over the epoch", 1), ("probed as the ladder probes", True)):
+            rungs[column] = rungs[column].fillna(default) if column in rungs else default
         per_family = "; ".join(f"{f} " + ", ".join(rung(*row) for row in zip(g["rung"], g["partition: median |r|"],
                                                                             g["partition: verdict"], g["seeds"],
-                                                                            g["passes over the epoch"]))
+                                                                            g["passes over the epoch"],
+                                                                            g["probed as the ladder probes"]))
                                for f, g in rungs.sort_values("tower parameters").groupby("family"))
         text += (f"Along the size ladder (the ladder page; median |r| and the division's verdict per rung of layers x "
                  f"width, as far as it has run): {per_family}.")
