@@ -9,10 +9,11 @@
 #     python -m studies.ladder --rungs 1x96 --seeds 0      # prepares runs/ladder/data/prepared (14 MB)
 # then one call of the device tool:
 #     run(command="BUDGET=6m bash benchmarks/gpu_ladder.sh", carry=["runs/ladder/data", ".whl"], timeout_s=560)
-# RUNGS names the rungs, one process each; RUNG:SEEDS shares a rung's seeds among processes. The next call: the two
-# BERT rungs again (their probes of 28 Nov scored in bf16 and failed; they probe in fp32 now), and BERT's token axis
-# at Bert-base's size (four passes over the epoch; one epoch taught it nothing beyond word frequencies):
-#     run(command="RUNGS='12x384 24x512 12x384x4:1,2 12x384x4:3,4' BUDGET=6m bash benchmarks/gpu_ladder.sh",
+# RUNGS names the rungs, one process each; RUNG:SEEDS shares a rung's seeds among processes. The next call: every GPU
+# rung again in fp32 (the 28 Nov probes took bf16 under "auto": the BERT rungs' failed, GPT's is another measurement),
+# with BERT's token axis at Bert-base's size (four passes over the epoch; one epoch taught it nothing beyond word
+# frequencies), most important first; what the deadline leaves undone, the next call resumes:
+#     run(command="RUNGS='12x384 12x384x4:1,2 12x384x4:3,4 24x512 12x768' BUDGET=6m bash benchmarks/gpu_ladder.sh",
 #         carry=["runs/ladder/data", ".whl"], timeout_s=560)
 # The device returns files at most two folders deep: the exports come back as $OUT/ladder_probes.tar (rewritten
 # every 15 s, so a call stopped at its limit keeps what finished). Unpack it into results/ladder/ (it holds
