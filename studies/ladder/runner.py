@@ -13,7 +13,7 @@ Each finished probe is exported at once as a small JSON file (`export`): the sco
 them (for the margin's document bootstrap), the run's configuration, seed, data hash, code and
 package versions. Those files are what the report reads, and they are committed: a later session on a
 new checkout skips every (rung, family, seed) whose exports exist and were probed with today's probe
-(`is_current`), so the ladder resumes across sessions, not only within one (the training folders under
+(`report.is_current`), so the ladder resumes across sessions, not only within one (the training folders under
 `runs/ladder/` resume within one).
 """
 
@@ -31,7 +31,7 @@ from twotower_lib.book.profiles import get_profile, profile_dir
 from twotower_lib.data.config import DataConfig
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import case_name
-from studies.ladder.report import EXPORTS, REFERENCE, RESULTS, TOP_N, write_report
+from studies.ladder.report import EXPORTS, REFERENCE, RESULTS, TOP_N, is_current, write_report
 from studies.ladder.rungs import FAMILIES, RUNGS, SEEDS, passes, size_rungs
 
 KINDS = ("case", "untrained")
@@ -46,12 +46,6 @@ def probe_config(rung: str):
     """The default profile's probe, in fp32 on every rung: on CPUs that is what its `precision="auto"` resolves to;
     on the GPU rungs "auto" would train the heads in bf16, another measurement."""
     return replace(PROBE, precision="fp32") if RUNGS[rung].gpu else PROBE
-
-
-def is_current(export: Path, rung: str) -> bool:
-    """Whether `export` exists and was probed as the ladder probes `rung` today (`probe_config`): an export made
-    with another probe is made again, not mixed in."""
-    return export.exists() and read_json(export)["probe_config"] == asdict(probe_config(rung))
 
 
 def data_dir(root: Path) -> Path:
@@ -178,7 +172,8 @@ def run_one(root: Path, rung: str, family: str, seed: int, results: Path, data, 
     from twotower_lib.train.loop import train_job
 
     outs = {k: export_path(rung, family, seed, k, results) for k in KINDS}
-    if all(is_current(p, rung) for p in outs.values()):
+    done = {k: p.exists() and is_current(read_json(p)) for k, p in outs.items()}   # another probe's: made again
+    if all(done.values()):
         return
     tcfg = train_config(rung, family, seed, data_dir(root), data)
     run = run_dir(root, rung, family, seed)
@@ -186,7 +181,7 @@ def run_one(root: Path, rung: str, family: str, seed: int, results: Path, data, 
     train_job(tcfg, str(data_dir(root)), str(run))
     print(f"ladder: trained {rung} {case_name(family, seed)} in {(time.time() - t0) / 60:.1f} min", flush=True)
     for kind in KINDS:
-        if is_current(outs[kind], rung):
+        if done[kind]:
             continue
         t0 = time.time()
         probe = probe_run(run, probe_config(rung), snapshot=0 if kind == "untrained" else None, data_dir=data_dir(root),

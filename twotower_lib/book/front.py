@@ -343,7 +343,7 @@ def answer_sentence(profile_name: str, seeds: Path = SEEDS, ladder: Path = LADDE
     if len(rungs):
         def rung(r, m, v, n, passes, current):
             r, other = f"{r} ({passes:.0f} passes)" if passes > 1 else r, "" if current else "; another probe"
-            return f"{r} no verdict ({v}, {n} seeds{other})" if not np.isfinite(m) else f"{r} {m:.2f} ({v}, {n} seeds{other})"
+            return f"{r} {'no verdict' if not np.isfinite(m) else f'{m:.2f}'} ({v}, {n} seeds{other})"
 
         for column, default in (("passes over the epoch", 1), ("probed as the ladder probes", True)):
             rungs[column] = rungs[column].fillna(default) if column in rungs else default
