@@ -200,3 +200,24 @@ def test_the_exports_are_not_ignored_by_git():
     path = runner.export_path("1x96", "gpt", 1, "case")
     ignored = subprocess.run(["git", "check-ignore", "-q", str(path)], cwd=runner.RESULTS.parents[1])
     assert ignored.returncode == 1, f"{path} is ignored by .gitignore"
+
+
+def test_the_corpus_reference_is_written_once(tiny_data, tmp_path, monkeypatch):
+    """`reference.json` (the corpus's hash and word-frequency loss) is rewritten only when its numbers change, so a
+    resumed ladder leaves no provenance-only change behind it (and the report reading it stays up to date)."""
+    import twotower_lib.data as data_mod
+    import twotower_lib.data.prepare as prepare_mod
+
+    monkeypatch.setattr(prepare_mod, "prepare_data", lambda *a, **k: None)
+    monkeypatch.setattr(data_mod, "load_prepared", lambda path: tiny_data)
+    results = tmp_path / "results"
+    results.mkdir()
+    runner.run_ladder([], [], [], tmp_path / "runs", results)
+    path = results / report.REFERENCE
+    first, written = path.read_text(), path.stat().st_mtime_ns
+    assert json.loads(first)["data_hash"] == tiny_data.data_hash
+    runner.run_ladder([], [], [], tmp_path / "runs", results)
+    assert path.read_text() == first and path.stat().st_mtime_ns == written
+    path.write_text(json.dumps(json.loads(first) | {"unigram_loss": 1.0}))
+    runner.run_ladder([], [], [], tmp_path / "runs", results)
+    assert json.loads(path.read_text())["unigram_loss"] == json.loads(first)["unigram_loss"]

@@ -210,8 +210,10 @@ def run_ladder(seeds: list[int], rungs: list[str], families: list[str], root: Pa
 
     prepare_data(CORPUS, out=data_dir(root))
     data = load_prepared(data_dir(root))
-    atomic_write_json(results / REFERENCE, {"data_hash": data.data_hash, "unigram_loss": data.unigram_loss(),
-                                            "provenance": provenance()})
+    reference = {"data_hash": data.data_hash, "unigram_loss": data.unigram_loss()}
+    path = results / REFERENCE
+    if not path.exists() or {k: read_json(path).get(k) for k in reference} != reference:   # no rewrite, no churn
+        atomic_write_json(path, reference | {"provenance": provenance()})
     for rung in rungs:
         for family in rung_families(rung, families):
             for seed in seeds:
