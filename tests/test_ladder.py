@@ -9,14 +9,14 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
-from studies.ladder import report, runner
+from studies.ladder import report, rungs, runner
 from studies.ladder.rungs import Rung, size_rungs
 from twotower_lib.probe.config import ProbeConfig
 
 
 def test_one_run_is_trained_for_one_epoch_probed_twice_and_exported(tiny_data, tmp_path, monkeypatch):
     monkeypatch.setitem(runner.RUNGS, "tiny", Rung("tiny"))
-    monkeypatch.setattr(runner, "PROBE", ProbeConfig(train_blocks=20, max_epochs=1, eval_blocks=10, precision="fp32",
+    monkeypatch.setattr(rungs, "PROBE", ProbeConfig(train_blocks=20, max_epochs=1, eval_blocks=10, precision="fp32",
                                                      train_positions=2000))
     monkeypatch.setattr(runner, "EXPORT_TOKENS", 40)
     root, results = tmp_path / "runs", tmp_path / "results"
@@ -130,7 +130,7 @@ def test_the_gpu_rungs_train_table_1_sizes_on_the_same_epoch(tiny_data, tmp_path
         assert (tcfg.model, tcfg.preset, tcfg.engine, tcfg.precision) == (family, runner.RUNGS[rung].preset, "torch", "bf16")
         assert (tcfg.max_steps, tcfg.micro_batch) == (cpu.max_steps, cpu.micro_batch)
         assert runner.probe_config(rung).precision == "fp32"        # the CPU rungs' probe, as they resolve it
-    assert runner.probe_config("2x128") is runner.PROBE
+    assert runner.probe_config("2x128") is rungs.PROBE
     import torch
 
     if not torch.cuda.is_available():

@@ -12,6 +12,7 @@ of `twotower_lib.analysis.seed_spread`), `study.json` (what the exports were mad
 from __future__ import annotations
 
 import itertools
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,7 @@ from twotower_lib.analysis.correlation import correlate
 from twotower_lib.artifacts import atomic_write_bytes, atomic_write_json, provenance, read_json
 from twotower_lib import paper
 from twotower_lib.paper import SAME_CONFIG_R
-from studies.ladder.rungs import FAMILIES, RUNGS, SEEDS, passes, size_rungs
+from studies.ladder.rungs import FAMILIES, RUNGS, SEEDS, passes, probe_config, size_rungs
 
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "ladder"
 EXPORTS = "probes"   # results/ladder/probes/<rung>/: one committed file a probe (not "runs/", which git ignores)
@@ -60,12 +61,8 @@ def run_rows(exports: list[dict]) -> pd.DataFrame:
 
 
 def is_current(export: dict) -> bool:
-    """Whether an export was probed as the ladder probes its rung today (`runner.probe_config`; an export of a rung
+    """Whether an export was probed as the ladder probes its rung today (`rungs.probe_config`; an export of a rung
     the ladder does not name is taken as it is)."""
-    from dataclasses import asdict
-
-    from studies.ladder.runner import probe_config      # here: the runner imports this module
-
     return export["rung"] not in RUNGS or export["probe_config"] == asdict(probe_config(export["rung"]))
 
 

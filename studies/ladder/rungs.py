@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from twotower_lib.book.profiles import get_profile
 
 
 @dataclass(frozen=True)
@@ -42,3 +44,12 @@ def size_rungs(gpu: bool) -> list[str]:
 def passes(rung: str) -> int:
     """Passes over the epoch of a rung (one where the rung is not the ladder's, as in a test's exports)."""
     return RUNGS[rung].passes if rung in RUNGS else 1
+
+
+PROBE = get_profile("cpu").probe_config()  # the default profile's probe
+
+
+def probe_config(rung: str):
+    """The default profile's probe, in fp32 on every rung: on CPUs that is what its `precision="auto"` resolves to;
+    on the GPU rungs "auto" would train the heads in bf16, another measurement."""
+    return replace(PROBE, precision="fp32") if RUNGS[rung].gpu else PROBE

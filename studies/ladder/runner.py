@@ -23,31 +23,22 @@ import argparse
 import shutil
 import sys
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 
 from twotower_lib.artifacts import atomic_write_json, atomic_write_text, provenance, read_json
-from twotower_lib.book.profiles import get_profile, profile_dir
+from twotower_lib.book.profiles import profile_dir
 from twotower_lib.data.config import DataConfig
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import case_name
 from studies.ladder.report import EXPORTS, REFERENCE, RESULTS, TOP_N, is_current, write_report
-from studies.ladder.rungs import FAMILIES, RUNGS, SEEDS, passes, size_rungs
+from studies.ladder.rungs import FAMILIES, RUNGS, SEEDS, passes, probe_config, size_rungs
 
 KINDS = ("case", "untrained")
 CORPUS = DataConfig(corpus="registry:brown")  # one corpus; its training split is one epoch
 MICRO_BATCH = 32
 EXPORT_TOKENS = 1200                    # scores exported per probe: the most frequent tokens scored in every run
 RELIABILITY_SPLITS = 20                 # random halves of the validation documents a run's text reliability averages
-PROBE = get_profile("cpu").probe_config()  # the default profile's probe
-
-
-def probe_config(rung: str):
-    """The default profile's probe, in fp32 on every rung: on CPUs that is what its `precision="auto"` resolves to;
-    on the GPU rungs "auto" would train the heads in bf16, another measurement."""
-    return replace(PROBE, precision="fp32") if RUNGS[rung].gpu else PROBE
-
-
 def data_dir(root: Path) -> Path:
     return root / "data" / "prepared"
 
