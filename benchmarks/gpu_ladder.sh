@@ -24,10 +24,11 @@ cd "$(dirname "$0")/.."
 source benchmarks/gpu_env.sh
 out="${OUT:-results}"
 mkdir -p "$out/ladder/probes"
+rungs="${RUNGS:-12x384 24x512 12x768}"
 # A call resumes the committed ladder: its rungs' exports start in $out, so a (rung, family, seed) already probed with
 # today's probe is skipped and one probed otherwise (the 28 Nov BERT rungs, in bf16) is made again.
 if [ "$out" != results ]; then
-    for entry in ${RUNGS:-12x384 24x512 12x768}; do
+    for entry in $rungs; do
         if [ -d "results/ladder/probes/${entry%%:*}" ]; then
             mkdir -p "$out/ladder/probes/${entry%%:*}"
             cp -n "results/ladder/probes/${entry%%:*}"/*.json "$out/ladder/probes/${entry%%:*}/"
@@ -37,7 +38,6 @@ fi
 pack() { tar -C "$out/ladder" -cf "$out/.ladder_probes.tar" probes && mv "$out/.ladder_probes.tar" "$out/ladder_probes.tar"; }
 ( while sleep 15; do pack; done ) &
 packer=$!
-rungs="${RUNGS:-12x384 24x512 12x768}"
 log() { echo "$out/ladder_$(echo "$1" | tr ':,' '_-').log"; }
 for entry in $rungs; do
     seeds=()
