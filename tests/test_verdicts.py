@@ -121,11 +121,11 @@ def test_the_partition_rule():
 
 
 def test_the_orientation_rule():
-    assert paper.orientation_verdict(1, 3, False, True, [0.5]) == "not attempted"
-    assert paper.orientation_verdict(2, 0, False, True, []) == "not attempted"
-    assert paper.orientation_verdict(2, 1, True, True, [0.5]) == "not"
-    assert paper.orientation_verdict(2, 1, False, True, [0.5]) == "holds"
-    assert paper.orientation_verdict(2, 1, False, False, [0.5]) == "unresolved"
-    assert paper.orientation_verdict(2, 1, False, True, []) == "unresolved"
+    assert paper.orientation_verdict(2, 1, False, True, [0.5]) == "not attempted"   # one pair: as the partition
+    assert paper.orientation_verdict(3, 0, False, True, []) == "not attempted"
+    assert paper.orientation_verdict(3, 3, True, True, [0.5, 0.4, -0.5]) == "not"
+    assert paper.orientation_verdict(3, 3, False, True, [0.5, 0.4, 0.3]) == "holds"
+    assert paper.orientation_verdict(3, 3, False, False, [0.5, 0.4, 0.3]) == "unresolved"
+    assert paper.orientation_verdict(3, 3, False, True, []) == "unresolved"
     assert paper.orientation_verdict(3, 3, False, True, [0.5, -0.1]) == "unresolved"
-    assert paper.orientation_verdict(2, 1, False, True, [0.0]) == "unresolved"
+    assert paper.orientation_verdict(3, 3, False, True, [0.0, 0.5]) == "unresolved"

@@ -163,7 +163,7 @@ ORIENTATION_RULE = (
     "partition's control threshold) are read. **holds**: every run is resolved and every pair read is positive. "
     "**not**: some pair read, of two resolved runs, is negative. **unresolved**: otherwise — the margins do not "
     "resolve a primary tower, or no pair shares a division (then the sign of r is a label, not a finding). "
-    "**not attempted**: fewer than two seeds.")
+    "**not attempted**: fewer than three seeds (as for the partition: one pair's sign is no repetition).")
 
 
 def seed_verdict(median: float, low: float, high: float, above: bool | None,
@@ -200,7 +200,7 @@ def orientation_verdict(runs: int, pairs: int, any_negative_resolved: bool, all_
                         read: list[float]) -> str:
     """`ORIENTATION_RULE` from the numbers of runs and pairs, whether some pair read of two resolved runs is
     negative, whether every run is resolved, and the signed r of the pairs read."""
-    if runs < 2 or pairs == 0:
+    if runs < 3 or pairs == 0:
         return "not attempted"
     if any_negative_resolved:
         return "not"

@@ -116,14 +116,16 @@ def test_a_margin_is_resolved_above_two_ses_not_at_them():
     assert verdict(2.5) == "holds" and verdict(s.MARGIN_Z) == "unresolved" and verdict(1.5) == "unresolved"
 
 
-def test_orientation_reads_only_pairs_above_the_shared_threshold_and_needs_two_runs():
-    resolved = _runs([0.05, 0.05], [0.005, 0.005])
-    # the one pair's |r| equals the partition's threshold: it shares no division, its sign is not read
-    at = s.orientation(resolved, [1], [2], [-0.2], [0.001], shared=0.2)
+def test_orientation_reads_only_pairs_above_the_shared_threshold_and_needs_three_runs():
+    resolved = _runs([0.05] * 3, [0.005] * 3)
+    a, b = [1, 1, 2], [2, 3, 3]
+    # one pair's |r| equals the partition's threshold: it shares no division, its sign is not read
+    at = s.orientation(resolved, a, b, [-0.2, 0.1, 0.1], [0.001], shared=0.2)
     assert at["pairs read"] == 0 and at["verdict"] == "unresolved"
-    assert s.orientation(resolved, [1], [2], [-0.21], [0.001], shared=0.2)["verdict"] == "not"
-    assert s.orientation(resolved, [1], [2], [0.5], [0.001])["verdict"] == "holds"            # two runs are enough
-    assert s.orientation(resolved.iloc[:1], [1], [2], [0.5], [0.001])["verdict"] == "not attempted"
+    assert s.orientation(resolved, a, b, [-0.21, 0.1, 0.1], [0.001], shared=0.2)["verdict"] == "not"
+    assert s.orientation(resolved, a, b, [0.5] * 3, [0.001])["verdict"] == "holds"           # three runs are enough
+    # two runs are one pair: no repetition to judge, as for the partition
+    assert s.orientation(resolved.iloc[:2], [1], [2], [0.5], [0.001])["verdict"] == "not attempted"
     assert s.orientation(resolved, [], [], [], [0.001])["verdict"] == "not attempted"         # no pair
 
 
@@ -146,9 +148,10 @@ def test_a_negative_pair_names_the_smaller_of_its_runs_margins():
 def test_a_pair_or_product_of_zero_has_no_sign():
     """r = 0 exactly is neither a negative pair nor a positive one: not a sign flip, not a mirrored pair, not a
     balanced triad."""
-    resolved = _runs([0.05, 0.05], [0.005, 0.005])
-    zero = s.orientation(resolved, [1], [2], [0.0], [0.001], shared=-1.0)     # read although it shares nothing
-    assert zero["pairs read"] == 1 and zero["positive pairs"] == 0.0 and zero["verdict"] == "unresolved"
+    resolved = _runs([0.05] * 3, [0.005] * 3)
+    zero = s.orientation(resolved, [1, 1, 2], [2, 3, 3], [0.0, 0.5, 0.5], [0.001], shared=-1.0)  # all read
+    assert zero["pairs read"] == 3 and zero["positive pairs"] == pytest.approx(2 / 3)
+    assert zero["verdict"] == "unresolved"
     assert s.triad_share([1, 1, 2], [2, 3, 3], [0.5, 0.5, 0.0]) == 0.0
     pairs = pd.DataFrame({"a": ["x", "x"], "b": ["y", "z"], "r": [0.0, -0.1], "sign_depends_on_rule": [False, True]})
     runs = pd.DataFrame({"run": ["x", "y", "z"], "margin": [0.1, 0.2, 0.3], "rules_agree": [True, True, False]})
@@ -156,10 +159,10 @@ def test_a_pair_or_product_of_zero_has_no_sign():
 
 
 def test_a_pair_with_one_unresolved_run_says_nothing_about_orientation():
-    runs = _runs([0.05, 0.001], [0.005, 0.005])               # run 2's margin is within its noise
-    assert s.orientation(runs, [1], [2], [-0.5], [0.0])["verdict"] == "unresolved"
+    runs = _runs([0.05, 0.05, 0.001], [0.005] * 3)            # run 3's margin is within its noise
+    assert s.orientation(runs, [1, 1, 2], [2, 3, 3], [0.5, -0.5, -0.5], [0.0])["verdict"] == "unresolved"
     # a margin equal to the untrained towers' threshold is not above it
-    assert s.orientation(_runs([0.05, 0.05], [0.001, 0.001]), [1], [2], [0.5], [0.05])["resolved runs"] == 0
+    assert s.orientation(_runs([0.05] * 3, [0.001] * 3), [1, 1, 2], [2, 3, 3], [0.5] * 3, [0.05])["resolved runs"] == 0
 
 
 def test_a_leave_one_out_median_at_the_threshold_is_unstable():
