@@ -473,7 +473,7 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
         scorecard_rows = browser.evaluate("[...document.querySelectorAll('table tr')].map(tr => tr.innerText)") or []
         browser.drain(1.0)
         # No table is clipped at the window's 1,280 px: a wide one scrolls in its own box (book.READER_CSS).
-        clipped, screens = {}, {}
+        clipped, screens, front_overflow = {}, {}, None
         for page in ("book/intro", "book/scorecard", "book/rerun", "book/paper_scale", "notebooks/03_correlations",
                      "notebooks/04_pos", "notebooks/05_ica", "notebooks/06_frequency", "notebooks/07_emergence",
                      "book/ladder"):
@@ -485,6 +485,9 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
             clipped[page] = browser.evaluate(
                 "[...document.querySelectorAll('main table')].filter(t => t.getBoundingClientRect().right > "
                 "document.documentElement.clientWidth + 1).map(t => t.innerText.slice(0, 60))")
+            if page == "book/intro":   # the answer's table is read whole: it spans the page's margin, no scrolling
+                front_overflow = browser.evaluate("(t => t ? t.scrollWidth - t.clientWidth : null)"
+                                                  "(document.querySelector('main .full-width table'))")
     finally:
         if browser is not None:
             browser.close()
@@ -494,6 +497,7 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
     assert cell and re.match(r"^-?\d\.\d\d\s", cell[0]), table2_cells
     assert dots >= 1, "the scorecard's picture drew no dot"
     assert not any(clipped.values()), clipped
+    assert front_overflow is not None and front_overflow <= 1, f"the front table scrolls by {front_overflow} px at 1,280 px"
     print("screens of 1280 x 800:", {p: round(v, 1) for p, v in screens.items()})
     # a claim chapter a reader can finish: about six screens, its method and extra tables folded
     long = {p: round(v, 1) for p, v in screens.items() if p.startswith("notebooks/") and v > CLAIM_CHAPTER_SCREENS}
