@@ -497,7 +497,7 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
     assert cell and re.match(r"^-?\d\.\d\d\s", cell[0]), table2_cells
     assert dots >= 1, "the scorecard's picture drew no dot"
     assert not any(clipped.values()), clipped
-    assert front_overflow is not None and front_overflow <= 1, f"the front table scrolls {front_overflow} px at 1,280 px"
+    assert front_overflow is not None and front_overflow <= 1, f"front table scrolls {front_overflow} px"
     print("screens of 1280 x 800:", {p: round(v, 1) for p, v in screens.items()})
     # a claim chapter a reader can finish: about six screens, its method and extra tables folded
     long = {p: round(v, 1) for p, v in screens.items() if p.startswith("notebooks/") and v > CLAIM_CHAPTER_SCREENS}
