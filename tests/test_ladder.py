@@ -7,6 +7,7 @@ import json
 from dataclasses import asdict
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from studies.ladder import report, rungs, runner
@@ -191,6 +192,21 @@ def test_a_rung_whose_probe_heads_learned_nothing_gets_no_verdict():
     row = report.summary_rows(report.run_rows(partial), report.pair_rows(partial)).iloc[0]
     assert row["partition: verdict"] == report.NOT_YET
     assert "fewer than two seeds probed" in report.answer(row.to_frame().T)
+
+
+def test_the_brief_gives_each_family_its_rungs_in_size_order():
+    """The front page's clause per family (`LADDER_BRIEF`): median |r| and verdict per rung, passes and other probes
+    named."""
+    assert report.brief(pd.DataFrame()) == report.NO_RUNG
+    rows = pd.DataFrame({"rung": ["2x128", "1x96", "1x96x8", "12x768"], "family": ["gpt", "gpt", "bert", "gpt"],
+                         "tower parameters": [100, 10, 10, 1000], "seeds": [2, 4, 4, 4],
+                         "passes over the epoch": [1, 1, 8, 1], "partition: median |r|": [0.4, 0.2, 0.3, np.nan],
+                         "partition: verdict": ["not attempted", "holds", "holds", "probe failed"],
+                         "probed as the ladder probes": [True, True, True, False]})
+    text = report.brief(rows)
+    assert text.startswith("Along the size ladder") and text.index("bert 1x96x8 (8 passes) 0.30 (holds, 4 seeds)") \
+        < text.index("gpt 1x96 0.20 (holds, 4 seeds), 2x128 0.40 (not attempted, 2 seeds), "
+                     "12x768 no verdict (probe failed, 4 seeds; another probe).")
 
 
 def test_the_exports_are_not_ignored_by_git():

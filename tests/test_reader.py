@@ -3,6 +3,8 @@ chapters' re-run line, and the emergence chapter's generated result box."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -130,21 +132,11 @@ def test_items_of_one_finding_are_counted_once():
 
 def test_the_answer_sentence_is_generated_from_the_seed_study_and_the_ladder(tmp_path):
     claims = front.seed_claims("cpu")
-    text = front.answer_sentence("cpu", ladder=tmp_path / "none.csv")
+    text = front.answer_sentence("cpu", results=tmp_path)
     holds = claims[claims["above controls"].notna() & (claims["partition verdict"] == "holds")]
     assert text.startswith("**In short.**") and all(c.split(",")[0] in text for c in holds["claim"])
-    assert "has no rung with four seeds yet" in text
-    ladder = tmp_path / "summary.csv"
-    pd.DataFrame({"rung": ["1x96", "2x128"], "family": "gpt", "tower parameters": [10, 100], "seeds": [4, 2],
-                  "partition: median |r|": [0.2, 0.4], "partition: verdict": ["holds", "not attempted"]}).to_csv(ladder)
-    assert "gpt 1x96 0.20 (holds, 4 seeds), 2x128 0.40 (not attempted, 2 seeds)" in front.answer_sentence("cpu", ladder=ladder)
-    pd.DataFrame({"rung": ["1x96", "1x96x8"], "family": "bert", "tower parameters": [10, 10], "seeds": [4, 4],
-                  "passes over the epoch": [1, 8], "partition: median |r|": [0.03, 0.3],
-                  "partition: verdict": ["not", "holds"]}).to_csv(ladder)
-    assert "bert 1x96 0.03 (not, 4 seeds), 1x96x8 (8 passes) 0.30 (holds, 4 seeds)" in front.answer_sentence("cpu", ladder=ladder)
-    pd.DataFrame({"rung": ["1x96", "12x768"], "family": "gpt", "tower parameters": [10, 100], "seeds": [4, 4],
-                  "partition: median |r|": [0.2, 0.1], "partition: verdict": ["holds", "holds"],
-                  "probed as the ladder probes": [True, False]}).to_csv(ladder)
-    assert "gpt 1x96 0.20 (holds, 4 seeds), 12x768 0.10 (holds, 4 seeds; another probe)" in \
-        front.answer_sentence("cpu", ladder=ladder)
+    assert text.endswith("The size ladder has no committed report yet.")
+    (tmp_path / "ladder").mkdir()
+    (tmp_path / "ladder" / "book.json").write_text(json.dumps({"parts": {"LADDER_BRIEF": "Along the size ladder: x."}}))
+    assert front.answer_sentence("cpu", results=tmp_path).endswith(" Along the size ladder: x.")
     assert front.answer_sentence("no-such-profile") == ""

@@ -213,6 +213,29 @@ def answer(summary: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+NO_RUNG = ("The size ladder (the ladder page) has no rung with four seeds yet, so whether either grows with size "
+           "is open.")
+
+
+def brief(summary: pd.DataFrame) -> str:
+    """The ladder in one clause per family, for the front page's answer (`LADDER_BRIEF`): per rung in size order,
+    its median |r|, the division's verdict and seeds, and where it was probed as another measurement."""
+    if summary.empty:
+        return NO_RUNG
+
+    def rung(r: pd.Series) -> str:
+        name = f"{r['rung']} ({r['passes over the epoch']:.0f} passes)" if r["passes over the epoch"] > 1 else r["rung"]
+        median = r.get("partition: median |r|", np.nan)
+        other = "" if r.get("probed as the ladder probes", True) else "; another probe"
+        return (f"{name} {'no verdict' if not np.isfinite(median) else f'{median:.2f}'} "
+                f"({r['partition: verdict']}, {r['seeds']} seeds{other})")
+
+    per_family = "; ".join(f"{family} " + ", ".join(rung(r) for _, r in rows.iterrows())
+                           for family, rows in summary.sort_values("tower parameters").groupby("family"))
+    return (f"Along the size ladder (the ladder page; median |r| and the division's verdict per rung of layers x "
+            f"width, as far as it has run): {per_family}.")
+
+
 def _step(r: pd.Series) -> str:
     """One rung's answer for one family."""
     if r["partition: verdict"] == PROBE_FAILED:
@@ -276,7 +299,7 @@ def book_parts(summary: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -
                      "orientation: median margin SE", "orientation: untrained margin threshold",
                      "orientation: resolved runs", "orientation: positive pairs", "orientation: consistent triads",
                      "orientation: verdict"]] if not summary.empty else summary
-    return {"LADDER_ANSWER": answer(summary),
+    return {"LADDER_ANSWER": answer(summary), "LADDER_BRIEF": brief(summary),
             "LADDER_CHART": chart(summary).to_json() if not summary.empty else "*No rung has two seeds probed yet.*",
             "LADDER_TABLE": reader_html(table),
             "LADDER_RULES": VALID_PROBE_RULE + "\n\n" + paper.PARTITION_RULE + "\n\n" + paper.ORIENTATION_RULE,

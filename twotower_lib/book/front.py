@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from twotower_lib.artifacts import read_json
@@ -313,13 +312,11 @@ def scale_sentence(profile_name: str) -> str:
             f"with {p.data.vocab_size:,} word pieces (the paper: {TABLE1_VOCAB:,}, about a day per case on six GPUs).")
 
 
-LADDER = PROJECT_ROOT / "results" / "ladder" / "summary.csv"
-
-
-def answer_sentence(profile_name: str, seeds: Path = SEEDS, ladder: Path = LADDER) -> str:
+def answer_sentence(profile_name: str, seeds: Path = SEEDS, results: Path = study_parts.RESULTS) -> str:
     """The answer in a few generated sentences: within which families the division of tokens repeats across
     seeds and whether its orientation does (the seed study's claims at `profile_name`), whether any division is
-    shared across families, and what the size ladder shows so far. Empty where the profile has no seed study."""
+    shared across families, and what the size ladder shows so far (its study's `LADDER_BRIEF`). Empty where the
+    profile has no seed study."""
     claims = seed_claims(profile_name, seeds)
     if "partition verdict" not in claims or claims.empty:
         return ""
@@ -334,29 +331,12 @@ def answer_sentence(profile_name: str, seeds: Path = SEEDS, ladder: Path = LADDE
     shared = cross[cross["partition verdict"] == "holds"]
     across = (f"a division is shared by {', '.join(f'{name(c)} ({m:.2f})' for c, m in zip(shared['claim'], shared['partition median |r|']))}"
               f" and by no other" if len(shared) else "none shares a division")
-    text = (f"**In short.** At profile `{profile_name}`, the division of tokens between the two towers repeats "
+    ladder = study_parts.load(results)[0].get("LADDER_BRIEF", "The size ladder has no committed report yet.")
+    return (f"**In short.** At profile `{profile_name}`, the division of tokens between the two towers repeats "
             f"across seeds (median |r| over seed pairs, above the untrained and independent towers' 90th "
             f"percentile, at most {ctrl:.2f}, with every seed left out) within {within}; Eq. 3's orientation — which "
             f"tower takes which role — is another question: {orient}. Of the {len(cross)} comparisons between "
-            f"configurations (Tables 2 and 4), {across}. ")
-    rungs = pd.read_csv(ladder) if ladder.exists() and ladder.read_text().strip() else pd.DataFrame()
-    if len(rungs):
-        def rung(r, m, v, n, passes, current):
-            r, other = f"{r} ({passes:.0f} passes)" if passes > 1 else r, "" if current else "; another probe"
-            return f"{r} {'no verdict' if not np.isfinite(m) else f'{m:.2f}'} ({v}, {n} seeds{other})"
-
-        for column, default in (("passes over the epoch", 1), ("probed as the ladder probes", True)):
-            rungs[column] = rungs[column].fillna(default) if column in rungs else default
-        per_family = "; ".join(f"{f} " + ", ".join(rung(*row) for row in zip(g["rung"], g["partition: median |r|"],
-                                                                            g["partition: verdict"], g["seeds"],
-                                                                            g["passes over the epoch"],
-                                                                            g["probed as the ladder probes"]))
-                               for f, g in rungs.sort_values("tower parameters").groupby("family"))
-        text += (f"Along the size ladder (the ladder page; median |r| and the division's verdict per rung of layers x "
-                 f"width, as far as it has run): {per_family}.")
-    else:
-        text += "The size ladder (the ladder page) has no rung with four seeds yet, so whether either grows with size is open."
-    return text
+            f"configurations (Tables 2 and 4), {across}. {ladder}")
 
 
 def spread_sentence(profile_name: str) -> str:
