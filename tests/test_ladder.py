@@ -202,11 +202,11 @@ def test_the_brief_gives_each_family_its_rungs_in_size_order():
                          "tower parameters": [100, 10, 10, 1000], "seeds": [2, 4, 4, 4],
                          "passes over the epoch": [1, 1, 8, 1], "partition: median |r|": [0.4, 0.2, 0.3, np.nan],
                          "partition: verdict": ["not attempted", "holds", "holds", "probe failed"],
-                         "probed as the ladder probes": [True, True, True, False]})
+                         "probed as the ladder probes": [True, True, True, False], "valid probes": [2, 4, 4, 0]})
     text = report.brief(rows)
     assert text.startswith("Along the size ladder") and text.index("bert 1x96x8 (8 passes) 0.30 (holds, 4 seeds)") \
         < text.index("gpt 1x96 0.20 (holds, 4 seeds), 2x128 0.40 (not attempted, 2 seeds), "
-                     "12x768 no verdict (probe failed, 4 seeds; another probe).")
+                     "12x768 no verdict (probe failed, 0 of 4 seeds' probes count; another probe).")
 
 
 def test_the_exports_are_not_ignored_by_git():

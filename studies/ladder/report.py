@@ -227,8 +227,10 @@ def brief(summary: pd.DataFrame) -> str:
         name = f"{r['rung']} ({r['passes over the epoch']:.0f} passes)" if r["passes over the epoch"] > 1 else r["rung"]
         median = r.get("partition: median |r|", np.nan)
         other = "" if r.get("probed as the ladder probes", True) else "; another probe"
+        counted = r.get("valid probes", r["seeds"])
+        seeds = f"{r['seeds']} seeds" if counted == r["seeds"] else f"{counted} of {r['seeds']} seeds' probes count"
         return (f"{name} {'no verdict' if not np.isfinite(median) else f'{median:.2f}'} "
-                f"({r['partition: verdict']}, {r['seeds']} seeds{other})")
+                f"({r['partition: verdict']}, {seeds}{other})")
 
     per_family = "; ".join(f"{family} " + ", ".join(rung(r) for _, r in rows.iterrows())
                            for family, rows in summary.sort_values("tower parameters").groupby("family"))
