@@ -131,7 +131,9 @@ def test_the_gpu_rungs_train_table_1_sizes_on_the_same_epoch(tiny_data, tmp_path
         assert (tcfg.model, tcfg.preset, tcfg.engine, tcfg.precision) == (family, runner.RUNGS[rung].preset, "torch", "bf16")
         assert (tcfg.max_steps, tcfg.micro_batch) == (cpu.max_steps, cpu.micro_batch)
         assert runner.probe_config(rung).precision == "fp32"        # the CPU rungs' probe, as they resolve it
-    assert runner.probe_config("2x128") is rungs.PROBE
+        assert runner.probe_config(rung).feature_dtype == "fp32"    # Table 1's towers vary below bf16's resolution
+    assert runner.probe_config("2x128") is rungs.PROBE and rungs.PROBE.feature_dtype == "bf16"
+    assert runner.probe_config("4x256").feature_dtype == "fp32" and "4x256" in rungs.FP32_FEATURES
     import torch
 
     if not torch.cuda.is_available():

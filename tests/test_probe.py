@@ -657,6 +657,49 @@ def test_a_folded_head_is_scored_in_fp32_unless_bf16_is_asked_for():
     assert precision.score_dtype(ProbeConfig(score_precision="bf16"), torch.device("cpu")) == torch.bfloat16
 
 
+class CollapsedPlantedModel(PlantedModel):
+    """The planted model's features shrunk to a thousandth around a large offset, as a tower that learned little
+    leaves them after its LayerNorm: the information is all there, below bf16's resolution at that offset."""
+
+    def tower_states(self, ids):
+        g = torch.Generator().manual_seed(2)
+        return 1e-3 * super().tower_states(ids) + 8 + 4 * torch.rand(self.cfg.hidden, generator=g)
+
+
+def test_features_that_vary_below_bf16_resolution_need_the_fp32_cache(tiny_data):
+    """Heads trained on bf16-cached features of a collapsed tower learn the rounding, and the validation text,
+    scored on the towers' fp32 features, reads far worse than their held-out loss; cached in fp32 they read
+    what they learned (`ProbeConfig.feature_dtype`)."""
+    from twotower_lib.probe.training import score_validation
+
+    freq = np.argsort(-tiny_data.counts)
+    ordinary = [int(t) for t in freq if t not in tiny_data.special_ids.values()][:60]
+    model = CollapsedPlantedModel(tiny_data.vocab_size, set(ordinary[10:20]))
+    val, held = {}, {}
+    for dtype in ("bf16", "fp32"):
+        cfg = ProbeConfig(head="linear", features="raw", train_blocks=150, max_epochs=6, batch_size=256,
+                          forward_batch=64, precision="fp32", feature_dtype=dtype, eval_blocks=40)
+        torch.manual_seed(0)
+        heads, record = train_heads(model, tiny_data, cfg, show=False, head_seed=3)
+        held[dtype] = float(np.mean(record["curve"][-1]["heldout_loss"]))
+        sums, _ = score_validation(model, heads, tiny_data, cfg, show=False)
+        val[dtype] = float(-sums[0].logp.mean())
+    print("held-out", held, "validation", val)
+    assert val["fp32"] < held["fp32"] + 0.5                      # fp32: the validation text reads as held out
+    assert val["bf16"] > held["bf16"] + 1.0 and val["bf16"] > val["fp32"] + 1.0   # bf16: the heads learned the rounding
+    with pytest.raises(UserError, match="feature_dtype"):
+        ProbeConfig(feature_dtype="fp16").validate()
+
+
+def test_a_recorded_probe_without_the_feature_cache_field_was_cached_in_bf16():
+    from dataclasses import asdict
+    from twotower_lib.probe.config import settled
+
+    old = {k: v for k, v in asdict(ProbeConfig()).items() if k != "feature_dtype"}
+    assert settled(old) == asdict(ProbeConfig()) and settled(old) != asdict(ProbeConfig(feature_dtype="fp32"))
+    assert settled({}) == {}
+
+
 class SkewedPlantedModel(PlantedModel):
     """The planted model seen through a fixed, badly conditioned linear map with an offset: the same
     information, features on scales from 0.03 to 30 that are strongly correlated."""

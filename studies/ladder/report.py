@@ -23,6 +23,7 @@ from twotower_lib.analysis.correlation import correlate
 from twotower_lib.artifacts import atomic_write_bytes, atomic_write_json, provenance, read_json
 from twotower_lib import paper
 from twotower_lib.paper import SAME_CONFIG_R
+from twotower_lib.probe.config import settled
 from studies.ladder.rungs import FAMILIES, RUNGS, SEEDS, passes, probe_config, size_rungs
 
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "ladder"
@@ -56,6 +57,7 @@ def run_rows(exports: list[dict]) -> pd.DataFrame:
                      "val_loss": e["val_loss"].get("cooperative", np.nan),
                      "head_loss": max((v for k, v in e["val_loss"].items() if k.endswith("_head")), default=np.nan),
                      "probe_precision": e["probe_config"].get("precision"), "current_probe": is_current(e),
+                     "feature_cache": settled(e["probe_config"]).get("feature_dtype"),
                      "probe_minutes": e["probe_minutes"]})
     return pd.DataFrame(rows)
 
@@ -63,7 +65,7 @@ def run_rows(exports: list[dict]) -> pd.DataFrame:
 def is_current(export: dict) -> bool:
     """Whether an export was probed as the ladder probes its rung today (`rungs.probe_config`; an export of a rung
     the ladder does not name is taken as it is)."""
-    return export["rung"] not in RUNGS or export["probe_config"] == asdict(probe_config(export["rung"]))
+    return export["rung"] not in RUNGS or settled(export["probe_config"]) == asdict(probe_config(export["rung"]))
 
 
 def valid_seeds(runs: pd.DataFrame) -> list[int]:
@@ -131,6 +133,7 @@ def summary_rows(runs: pd.DataFrame, pairs: pd.DataFrame, unigram: float = np.na
                 "heads' loss": float(cases["head_loss"].median()),
                 "probed as the ladder probes": bool(r_of["current_probe"].all()),
                 "probe precision": ", ".join(sorted({str(p) for p in r_of["probe_precision"]})),
+                "feature cache": ", ".join(sorted({str(p) for p in r_of["feature_cache"]})),
                 "untrained heads' loss": float(ctrl["head_loss"].median())}
         complete = set(cases["seed"]) & set(ctrl["seed"])          # seeds with the trained and the untrained probe
         if len(valid) < 2:
@@ -283,10 +286,15 @@ def _other_probe(r: pd.Series) -> str:
     """A note where the rung's probes are not the ladder's measurement today (made with another probe)."""
     if r.get("probed as the ladder probes", True):
         return ""
-    how = (f'precision "{r["probe precision"]}" (bf16 heads and scoring on a GPU)' if RUNGS[r["rung"]].gpu
-           and r["probe precision"] == "auto" else "another probe configuration")
-    return (f"; probed with {how}, not as the other rungs are probed: another measurement, made again when the rung "
-            "runs again")
+    wanted = probe_config(r["rung"]).feature_dtype if r["rung"] in RUNGS else None
+    if RUNGS[r["rung"]].gpu and r["probe precision"] == "auto":
+        how = f'precision "{r["probe precision"]}" (bf16 heads and scoring on a GPU)'
+    elif r.get("feature cache", wanted) != wanted:
+        how = f"its heads' training features cached in {r['feature cache']} (this rung's vary below its resolution)"
+    else:
+        how = "another probe configuration"
+    return (f"; probed with {how}, not as the ladder probes this rung today: another measurement, made again when the "
+            "rung runs again")
 
 
 def book_parts(summary: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -> dict[str, str]:

@@ -55,6 +55,8 @@ class ProbeConfig:
     bert_eval_passes: int = 7       # BERT: disjoint masking passes, so every validation token is scored once
     replicate: bool = False         # also train heads with a second seed (probe-seed reliability)
     forward_batch: int = 32         # blocks per tower forward pass
+    feature_dtype: str = "bf16"     # the cached training features: "bf16" (half the memory) or "fp32", which a tower
+                                    # whose features vary below bf16's resolution needs (see `FeatureWhitening`)
     precision: str = "auto"         # "auto": bf16 on GPUs, fp32 on CPUs (`probe.precision`), "fp32", "bf16"
     score_precision: str = "auto"   # log p of held-out and validation positions: "fp32" (what "auto" takes), or "bf16"
                                     # (the log-sum-exp from bf16-input logits, the target's logit exact; see probe.precision)
@@ -110,6 +112,8 @@ class ProbeConfig:
             raise bad("cooldown_average", "needs a cool-down to average over (cooldown_epochs >= 1)")
         if not ((self.lr is None or self.lr > 0) and 0 <= self.warmup_fraction < 1 and self.weight_decay >= 0):
             raise bad("lr", "(with warmup_fraction in [0, 1) and weight_decay >= 0) must be positive")
+        if self.feature_dtype not in ("bf16", "fp32"):
+            raise bad("feature_dtype", "must be 'bf16' or 'fp32'")
         for name in ("precision", "score_precision"):
             if getattr(self, name) not in ("auto", "fp32", "bf16"):
                 raise bad(name, "must be 'auto', 'fp32' or 'bf16'")
@@ -122,12 +126,16 @@ class ProbeConfig:
 # penalty were not read.
 RETIRED_FIELDS = {"refine_iters": 0}
 RETIRED_WITH = {"refine_iters": ("ridge", "penalty")}
+# Fields added since, with the value every probe made before them had: a recorded identity without one is the
+# same probe as one that holds it at that value (the training features were always cached in bf16).
+ADDED_FIELDS = {"feature_dtype": "bf16"}
 
 
 def settled(probe: dict) -> dict:
-    """A recorded probe config without the retired fields that were at their no-op value (unchanged otherwise,
-    so a probe made with a retired option never matches one made without it)."""
-    out = dict(probe)
+    """A recorded probe config without the retired fields that were at their no-op value and with the added fields
+    it predates at the value it had (unchanged otherwise, so a probe made with a retired option never matches one
+    made without it)."""
+    out = {**{name: value for name, value in ADDED_FIELDS.items() if probe}, **probe}
     for name, inert in RETIRED_FIELDS.items():
         if name in out and out[name] == inert:
             for key in (name, *RETIRED_WITH.get(name, ())):

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 IGNORE = -100
 REPLICATE_SEED = 7_919  # offset of the replicate heads' seed from the main heads'
 COOP_EVERY = 4          # the cooperative model's validation loss is measured on every 4th batch of blocks
+FEATURE_DTYPES = {"bf16": "bfloat16", "fp32": "float32"}
 
 
 def _device(model) -> torch.device:
@@ -74,7 +75,8 @@ def head_features(model, states: torch.Tensor, kind: str) -> torch.Tensor:
 def extract_features(model, blocks: np.ndarray, special_ids: dict[str, int], vocab_size: int,
                      generator: torch.Generator, cfg: ProbeConfig, desc: str = "tower features",
                      show: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """Run the frozen towers over `blocks` once: features of predicted positions (N, k, H) in bf16, labels (N,)."""
+    """Run the frozen towers over `blocks` once: features of predicted positions (N, k, H) in `cfg.feature_dtype`,
+    labels (N,)."""
     feats, labels = [], []
     model_type, device = model.cfg.model_type, _device(model)
     for start in tqdm(range(0, len(blocks), cfg.forward_batch), desc=desc, unit="batch", disable=not show,
@@ -84,7 +86,7 @@ def extract_features(model, blocks: np.ndarray, special_ids: dict[str, int], voc
         with precision.autocast(cfg, device):
             states = head_features(model, model.tower_states(inputs.to(device)), cfg.features).cpu()  # (B, T, k, H)
         keep = y != IGNORE
-        feats.append(states[keep].to(torch.bfloat16))                       # (n, k, H), kept in host memory
+        feats.append(states[keep].to(getattr(torch, FEATURE_DTYPES[cfg.feature_dtype])))  # (n, k, H), host memory
         labels.append(y[keep])
     return torch.cat(feats), torch.cat(labels)
 

@@ -32,9 +32,11 @@ class FeatureWhitening:
     @classmethod
     def fit(cls, feats: torch.Tensor, floor: float = 1e-5, chunk: int = 65_536) -> "FeatureWhitening":
         """From features (N, k, H). A direction whose variance is below `floor` x the largest is treated
-        as constant and left out (its mean goes into the bias): the features are cached in bf16, whose
-        rounding noise is a few 1e-7 of the largest variance at these widths, and whitening such a direction
-        would blow that noise up to unit variance (the towers' joint LayerNorm leaves one per tower)."""
+        as constant and left out (its mean goes into the bias): features cached in bf16 carry rounding noise of
+        a few 1e-7 of the largest variance, and whitening such a direction would blow that noise up to unit
+        variance (the towers' joint LayerNorm leaves one per tower). Features that vary below bf16's resolution
+        altogether need the fp32 cache (`ProbeConfig.feature_dtype`): rounded, they hold the rounding, not the
+        towers' variation."""
         n, k, H = feats.shape
         total = torch.zeros(k, H, dtype=torch.float64)
         outer = torch.zeros(k, H, H, dtype=torch.float64)
