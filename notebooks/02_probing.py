@@ -59,6 +59,7 @@ probe_weight_decay = None       # None: the profile's; see twotower_lib.probe.co
 probe_eval_blocks = None        # None: the profile's; validation blocks scored (its own None: all)
 probe_bert_eval_passes = None   # None: the profile's; BERT: disjoint masking passes, so every validation token is scored once
 probe_forward_batch = None      # None: the profile's; blocks per tower forward pass
+probe_feature_dtype = None      # None: the profile's; the cached training features: bf16 or fp32 (towers that vary below bf16's resolution)
 probe_precision = None          # None: the profile's; 'auto': bf16 on GPUs, fp32 on CPUs; 'fp32', 'bf16'
 probe_score_precision = None    # None: the profile's; log p of held-out and validation positions: 'fp32', 'bf16' or 'auto'
 probe_seed = None               # None: the profile's; see twotower_lib.probe.config.ProbeConfig

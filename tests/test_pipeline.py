@@ -578,8 +578,8 @@ def test_a_retired_key_names_where_its_option_went():
         with pytest.raises(UserError, match=r"retired: .*python -m studies.probe refine"):
             get_profile("cpu").with_overrides({key: "15"})
     recorded = {"head": "linear", "refine_iters": 0, "ridge": 0.03, "penalty": "logit"}
-    assert settled(recorded) == {"head": "linear"}
-    assert settled({**recorded, "refine_iters": 15}) == {**recorded, "refine_iters": 15}
+    assert settled(recorded) == {"head": "linear", "feature_dtype": "bf16"}   # and the added field at its old value
+    assert settled({**recorded, "refine_iters": 15}) == {**recorded, "refine_iters": 15, "feature_dtype": "bf16"}
 
 
 def test_the_default_profiles_probe_is_the_one_the_committed_seed_study_recorded():
