@@ -59,6 +59,6 @@ def probe_config(rung: str):
 
 
 # The CPU rungs whose probe caches the heads' training features in fp32, as the GPU rungs' does: from 4 x 256 the
-# features of one epoch's BERT and ELMo vary below bf16's resolution, and heads trained on them cached in bf16 can
-# fail on the validation text; at 2 x 128 the two caches give the same scores (the changelog appendix).
+# features of one epoch's BERT vary below bf16's resolution, and heads trained on them cached in bf16 can fail on
+# the validation text; below it, and for the other families, the two caches give the same scores (the changelog).
 FP32_FEATURES = ("4x256",)
