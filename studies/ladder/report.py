@@ -286,11 +286,11 @@ def _other_probe(r: pd.Series) -> str:
     """A note where the rung's probes are not the ladder's measurement today (made with another probe)."""
     if r.get("probed as the ladder probes", True):
         return ""
-    wanted = probe_config(r["rung"]).feature_dtype if r["rung"] in RUNGS else None
+    wanted = probe_config(r["rung"]).feature_dtype
     if RUNGS[r["rung"]].gpu and r["probe precision"] == "auto":
         how = f'precision "{r["probe precision"]}" (bf16 heads and scoring on a GPU)'
     elif r.get("feature cache", wanted) != wanted:
-        how = f"its heads' training features cached in {r['feature cache']} (this rung's vary below its resolution)"
+        how = f"its heads' training features cached in {r['feature cache']} (the rung's probe caches them in {wanted})"
     else:
         how = "another probe configuration"
     return (f"; probed with {how}, not as the ladder probes this rung today: another measurement, made again when the "
