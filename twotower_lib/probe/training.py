@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 IGNORE = -100
 REPLICATE_SEED = 7_919  # offset of the replicate heads' seed from the main heads'
 COOP_EVERY = 4          # the cooperative model's validation loss is measured on every 4th batch of blocks
-FEATURE_DTYPES = {"bf16": "bfloat16", "fp32": "float32"}
 
 
 def _device(model) -> torch.device:
@@ -86,7 +85,8 @@ def extract_features(model, blocks: np.ndarray, special_ids: dict[str, int], voc
         with precision.autocast(cfg, device):
             states = head_features(model, model.tower_states(inputs.to(device)), cfg.features).cpu()  # (B, T, k, H)
         keep = y != IGNORE
-        feats.append(states[keep].to(getattr(torch, FEATURE_DTYPES[cfg.feature_dtype])))  # (n, k, H), host memory
+        cache = torch.float32 if cfg.feature_dtype == "fp32" else torch.bfloat16
+        feats.append(states[keep].to(cache))                                # (n, k, H), kept in host memory
         labels.append(y[keep])
     return torch.cat(feats), torch.cat(labels)
 
