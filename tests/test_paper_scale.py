@@ -87,6 +87,15 @@ def test_the_gpu_hours_take_each_case_at_its_default_and_fastest_measured_rate(t
     assert "| gpt | 1 | 30 | 20 (torch-compile, vocab_multiple=64, label_bucket=1024, casts once a step) |" in table
     assert "| bert-large | 2 | 40 | 40 (deepspeed) |" in table and "GPU X" in table
     assert f"at the fastest rates: {60 + 20 + 10 + 2 * 40} GPU-hours" in table
+    users = row("gpt", "torch-compile", 25.0, path="train", timed_steps=3)   # slower than the bench's, but a user's
+    (tmp_path / "train.json").write_text(json.dumps({"device": "GPU X", "rows": [users]}))
+    table = paper_scale.hours_markdown((tmp_path,))
+    assert "| gpt | 1 | 30 | 25 (torch-compile, through `train`) |" in table
+    assert f"at the fastest rates: {60 + 25 + 10 + 2 * 40} GPU-hours" in table
+    assert paper_scale.path(users, {}) == "`train`, 3 steps"
+    assert paper_scale.path(rows[0], {"argv": ["--steps", "1"]}) == "bench, 1 step"
+    assert paper_scale.path(rows[0], {"argv": []}) == f"bench, {paper_scale.BENCH_STEPS} steps"
+    (tmp_path / "train.json").unlink()
     (tmp_path / "bench_a.json").write_text(json.dumps({"device": "GPU X", "rows": rows[:4]}))
     assert "missing" in paper_scale.hours_markdown((tmp_path,))
 
@@ -269,3 +278,62 @@ def test_the_gpu_bench_hands_every_option_to_the_trainers_config(monkeypatch):
                     assert engine == "torch-graphs" and bucket == 1 and cfg.model_type == "bert", (family, engine, e)
                     continue
                 assert (tcfg.engine, tcfg.label_bucket, tcfg.grad_accum, tcfg.micro_batch) == (engine, bucket, 3, 8)
+
+
+def test_the_users_path_bench_times_the_train_commands_own_steps(tiny_data, tmp_path, monkeypatch):
+    """`benchmarks/bench_train_path.py` on the CPU (`--cpu`, tiny presets): each family's row comes from a real
+    `python -m twotower_lib train` run with the paper profile's levers, timed by the steps in its log after the
+    warm-up step; a family whose `train` fails becomes a row with the trainer's own error and the others go on."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.syspath_prepend(str(root / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("bench_train_path", root / "benchmarks" / "bench_train_path.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out, runs = tmp_path / "train.json", tmp_path / "runs"
+    assert bench.main(["--cpu", "--data", str(tiny_data.path), "--families", "gpt", "bert-base", "elmo",
+                       "--preset", "tiny", "--precision", "fp32", "--steps", "2", "--micro-batch", "4",
+                       "--elmo-micro-batch", "4", "--sequences-per-step", "8", "--engine", "gpt=torch",
+                       "--engine", "bert-base=torch", "--engine", "elmo=torch-graphs", "--peak-tflops", "1",
+                       "--runs", str(runs), "--keep-runs", "--out", str(out)]) == 0
+    gpt, bert, elmo = json.loads(out.read_text())["rows"]
+    for row in (gpt, bert):
+        assert "error" not in row, row.get("error")
+        train = json.loads((runs / row["model"] / "config.json").read_text())["train"]
+        assert (train["engine"], train["label_bucket"], train["vocab_multiple"]) == ("torch", 1024, 64)
+        assert (train["micro_batch"], train["grad_accum"], train["max_steps"]) == (4, 2, 3) == (4, row["accum"], 3)
+        log = [json.loads(x) for x in (runs / row["model"] / "log.jsonl").read_text().splitlines()]
+        assert [r["step_s"] for r in log] == [row["warmup_step_s"], *row["step_s_each"]]
+        assert row["timed_steps"] == 2 and row["step_s"] == pytest.approx(sum(row["step_s_each"]) / 2)
+        assert row["tokens_per_s"] == pytest.approx(8 * tiny_data.seq_len / row["step_s"])
+        assert row["mfu"] == pytest.approx(row["flops_per_step"] / row["step_s"] / 1e12) and row["flops_per_step"] > 0
+        assert row["path"] == "train" and row["command"][:3] == ["-m", "twotower_lib", "train"]
+    assert "CUDA" in elmo["error"] and elmo["engine"] == "torch-graphs"   # the trainer's own refusal, as its row
+
+
+def test_every_bench_command_of_the_gpu_call_parses(tmp_path, monkeypatch):
+    """Each `part` of `benchmarks/gpu_throughput.sh` that runs a bench gives it options its parser takes (on the
+    CPU each bench stops after parsing, saying there is no GPU), so a lent GPU's minutes are not lost to a typo."""
+    import importlib.util
+    import re
+    import shlex
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.syspath_prepend(str(root / "benchmarks"))
+    script = (root / "benchmarks" / "gpu_throughput.sh").read_text().replace("\\\n", " ")
+    body = script[script.index("main() {"):script.index("\n}\n", script.index("main() {"))]
+    values = {"out": str(tmp_path), **dict(re.findall(r'^\s*(\w+)="?([^"\n]*?)"?\s*$', body, re.M))}
+    commands = re.findall(r"^\s*part \d+ python3 benchmarks/(\w+)\.py (.*)$", body, re.M)
+    commands += [(m, rest) for b, rest in re.findall(r"^\s*part \d+ \$(bench) (.*)$", body, re.M)
+                 for m in [values[b].split()[1].split("/")[1].removesuffix(".py")]
+                 for rest in [" ".join(values[b].split()[2:]) + " " + rest]]
+    assert {name for name, _ in commands} == {"bench_train_path", "bench_gpu"} and len(commands) >= 6
+    for name, rest in commands:
+        argv = shlex.split(re.sub(r"\$\{?(\w+)\}?", lambda m: values[m.group(1)], rest).split("2>&1")[0])
+        spec = importlib.util.spec_from_file_location(name, root / "benchmarks" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        assert module.main(argv) == 0, (name, argv)

@@ -201,6 +201,34 @@ def test_wall_clock_budget(tiny_data, tmp_path, monkeypatch):
     assert lrs[top:] == sorted(lrs[top:], reverse=True) and lrs[-1] < lrs[top]  # decays over the budget
 
 
+def test_the_log_times_each_step_alone(tiny_data, tmp_path, monkeypatch):
+    """`step_s` in log.jsonl is the optimizer steps' own seconds, without the evaluations, snapshots and
+    checkpoints between them (the run's elapsed time holds those); the users'-path bench
+    (benchmarks/bench_train_path.py) reads it."""
+    import types
+
+    from twotower_lib.train import loop as train_module
+
+    clock = {"t": 0.0}
+
+    def monotonic():  # every reading of the loop's clock advances it by 0.1 s
+        clock["t"] += 0.1
+        return clock["t"]
+
+    def slow_evaluate(*args, **kwargs):
+        clock["t"] += 5.0
+        return real_evaluate(*args, **kwargs)
+
+    real_evaluate = train_module.evaluate
+    monkeypatch.setattr(train_module, "time", types.SimpleNamespace(monotonic=monotonic))
+    monkeypatch.setattr(train_module, "evaluate", slow_evaluate)
+    train(tcfg(max_steps=4, log_every_steps=1, eval_every_steps=2), tiny_data, tmp_path / "r", show_progress=False)
+    log = [json.loads(x) for x in (tmp_path / "r" / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [1, 2, 3, 4] and [r["step_s"] for r in log] == [0.1] * 4
+    assert log[2]["elapsed_s"] - log[1]["elapsed_s"] > 5     # step 3's interval holds step 2's evaluation
+    assert "peak_memory_gib" not in log[0]                  # a CPU run logs no GPU memory
+
+
 def test_schedule_and_durations():
     assert parse_duration("10m") == 600 and parse_duration("1h30m") == 5400 and parse_duration("45") == 45
     with pytest.raises(UserError, match="duration"):

@@ -62,11 +62,12 @@ def bench_markdown(path: Path = RESULTS / "bench_gpu.json", baseline: Path | Non
             f"profile's); measured {bench['created'][:10]}.*\n")
 
 
-# The throughput issue's goals: model FLOPs utilisation on one GPU at the paper's batch, bf16.
-MFU_GOALS = {"gpt": 0.40, "bert-large": 0.35, "bert-base": 0.25, "elmo": 0.45}
+# The throughput issue's goals: model FLOPs utilisation on one GPU at the paper's batch, bf16, through `train`.
+MFU_GOALS = {"gpt": 0.45, "bert-large": 0.35, "bert-base": 0.25, "elmo": 0.50}
 
 
-ENGINE_FOLDERS = ("engines", "levers")  # benchmarks/gpu_throughput.sh's rounds, unpacked
+# benchmarks/gpu_throughput.sh's rounds, unpacked: the bench's (engines, levers) and the users' path (`train`)
+ENGINE_FOLDERS = ("engines", "levers", "users-path")
 ENGINE_DIRS = tuple(RESULTS / name for name in ENGINE_FOLDERS)
 
 
@@ -82,18 +83,22 @@ def engines_markdown(folders: tuple[Path, ...] = ENGINE_DIRS) -> str:
     files = bench_files(folders)
     if not files:
         return "*Not measured: run `benchmarks/gpu_throughput.sh` on a GPU.*\n"
-    head = ("| Model | Engine | Lever | Tokens/s | Model FLOPs utilisation | Goal | Optimizer step | GPU busy | "
-            "Peak memory (GiB) | Paper budget, 1 GPU (h) | File |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+    head = ("| Model | Engine | Lever | Path | Tokens/s | Model FLOPs utilisation | Goal | Optimizer step | GPU busy | "
+            "Peak memory (GiB) | Paper budget, 1 GPU (h) | File |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     rows = []
     for f in files:
-        for r in read_json(f)["rows"]:
+        found = read_json(f)
+        for r in found["rows"]:
             if "error" in r:
-                rows.append(f"| {r['model']} | {r['engine']} | failed: {r['error']} |" + " |" * 8)
+                rows.append(f"| {r['model']} | {r['engine']} | failed: {r['error']} |" + " |" * 9)
                 continue
             lever = ", ".join(levers(r)) or "—"
             busy = r.get("profile", {}).get("device_busy")
-            rows.append(f"| {r['model']} | {r['engine']} | {lever} | {r['tokens_per_s']:,.0f} | {100 * r['mfu']:.1f}% | "
-                        f"{100 * MFU_GOALS[r['model']]:.0f}% | {100 * r['optimizer_step_s'] / r['step_s']:.1f}% | "
+            share = r.get("optimizer_step_s")           # None through `train`: the log times whole steps
+            optimizer = "—" if share is None else f"{100 * share / r['step_s']:.1f}%"
+            rows.append(f"| {r['model']} | {r['engine']} | {lever} | {path(r, found)} | {r['tokens_per_s']:,.0f} | "
+                        f"{100 * r['mfu']:.1f}% | {100 * MFU_GOALS[r['model']]:.0f}% | "
+                        f"{optimizer} | "
                         f"{'—' if busy is None else f'{100 * busy:.0f}%'} | {r['peak_memory_gib']:.1f} | "
                         f"{r['paper_hours_1gpu']:.0f} | `{f.parent.name}/{f.name}` |")
     first = read_json(files[0])
@@ -104,6 +109,17 @@ def engines_markdown(folders: tuple[Path, ...] = ENGINE_DIRS) -> str:
 
 
 DEFAULT_MICRO_BATCH = {"elmo": 128}  # bench_gpu.py's micro-batches (others: 256)
+BENCH_STEPS = 10                     # bench_gpu.py's timed steps where its command line names none
+
+
+def path(row: dict, found: dict) -> str:
+    """How a row was measured: through `train` (`benchmarks/bench_train_path.py`, its steps read from the run's
+    log) or by the engine bench stepping the trainer's functions, and over how many timed steps."""
+    if row.get("path") == "train":
+        return f"`train`, {row['timed_steps']} steps"
+    argv = found.get("argv") or []
+    steps = int(argv[argv.index("--steps") + 1]) if "--steps" in argv else BENCH_STEPS
+    return f"bench, {steps} step{'s' * (steps != 1)}"
 
 
 def levers(row: dict) -> list[str]:
@@ -118,8 +134,9 @@ def levers(row: dict) -> list[str]:
 
 def hours_markdown(folders: tuple[Path, ...] = ENGINE_DIRS) -> str:
     """GPU-hours of the paper profile's cases on one GPU at the rates of the engine benches in `folders`: per case
-    the default engine's (DeepSpeed) and the fastest engine and lever measured (a projection from one timed
-    step each, not a run), and the sum over the profile's cases."""
+    the default engine's (DeepSpeed) and the fastest engine and lever measured (a projection from a few timed
+    steps, not a run), and the sum over the profile's cases. A case measured through `train` (the users' path)
+    takes its fastest rate from those rows: what a user's command gets."""
     from twotower_lib.book.profiles import get_profile
 
     files = bench_files(folders)
@@ -128,14 +145,16 @@ def hours_markdown(folders: tuple[Path, ...] = ENGINE_DIRS) -> str:
         return "*Not measured: run `benchmarks/gpu_throughput.sh` on a GPU.*\n"
     cases = [m for m, _ in get_profile("paper").case_list()]
     by_model = {m: [r for r in rows if r["model"] == m] for m in dict.fromkeys(cases)}
+    users = {m: [r for r in v if r.get("path") == "train"] for m, v in by_model.items()}
     if any(not v for v in by_model.values()):
         return f"*Not every paper case was measured: {sorted(m for m, v in by_model.items() if not v)} missing.*\n"
     default = {m: min((r["paper_hours_1gpu"] for r in v if r["engine"] == "deepspeed"), default=None)
                for m, v in by_model.items()}
-    fastest = {m: min(v, key=lambda r: r["paper_hours_1gpu"]) for m, v in by_model.items()}
+    fastest = {m: min(users[m] or v, key=lambda r: r["paper_hours_1gpu"]) for m, v in by_model.items()}
 
     lines = [f"| {m} | {cases.count(m)} | {'—' if default[m] is None else f'{default[m]:.0f}'} | "
-             f"{fastest[m]['paper_hours_1gpu']:.0f} ({', '.join([fastest[m]['engine'], *levers(fastest[m])])}) |"
+             f"{fastest[m]['paper_hours_1gpu']:.0f} ({', '.join([fastest[m]['engine'], *levers(fastest[m])])}"
+             f"{', through `train`' if users[m] else ''}) |"
              for m in by_model]
     total = sum(cases.count(m) * fastest[m]["paper_hours_1gpu"] for m in by_model)
     device = read_json(files[0])["device"]

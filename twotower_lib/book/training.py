@@ -114,7 +114,8 @@ def deepspeed_command(num_gpus: int, tcfg, out: Path) -> list[str]:
     import dataclasses
 
     from twotower_lib.config_cli import config_to_argv
-    from twotower_lib.train.loop import OPTIONS, resume_or_clear
+    from twotower_lib.train.checkpoints import resume_or_clear
+    from twotower_lib.train.loop import OPTIONS
 
     tcfg = dataclasses.replace(tcfg, world_size=tcfg.world_size or num_gpus)
     return (["deepspeed", f"--num_gpus={num_gpus}", "--module", "twotower_lib", "train"]

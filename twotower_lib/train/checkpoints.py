@@ -83,3 +83,15 @@ def truncate_log(path: Path, step: int) -> None:
         if rec.get("step", 0) <= step and "event" not in rec:
             keep.append(ln)
     atomic_write_text(path, "".join(ln + "\n" for ln in keep))
+
+
+def resume_or_clear(out: Path) -> bool:
+    """Whether the pipeline's run folder `out` resumes: it does once it holds a complete checkpoint or the final
+    weights. A folder killed before its first checkpoint (a config, a log, snapshot 0) holds nothing a restart
+    would not write again bit for bit (the run is seeded), so it is cleared and the run starts over."""
+    if not (out / "config.json").exists():
+        return False
+    if latest_checkpoint(out) is not None or (out / "model.safetensors").exists():
+        return True
+    shutil.rmtree(out)
+    return False

@@ -18,7 +18,8 @@ same config.
 Run directory:
     config.json            ModelConfig + TrainConfig + data reference
     manifest.json          provenance: code version, packages, seed, data hash, tokens, wall time
-    log.jsonl              one JSON object per log interval (loss, val_loss, lr, tokens/s)
+    log.jsonl              one JSON object per log interval (loss, val_loss, lr, tokens/s, step_s: the steps' own
+                           seconds; on a GPU the peak memory)
     model.safetensors      final weights (written last: its presence means the run finished)
     snapshots/tokens-N.safetensors   weights along the run (for "when does the preference emerge")
     checkpoints/step-N/    weights + optimizer state + counters, for --resume
@@ -29,7 +30,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -39,8 +39,8 @@ import torch
 
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json
 from twotower_lib.config_cli import add_config_arguments, config_from_args
-from twotower_lib.train.checkpoints import (append_log, latest_checkpoint, load_checkpoint, save_checkpoint,
-                                      save_weights, truncate_log)
+from twotower_lib.train.checkpoints import (append_log, latest_checkpoint, load_checkpoint, resume_or_clear,
+                                           save_checkpoint, save_weights, truncate_log)
 from twotower_lib.train.deepspeed_setup import (any_rank, deepspeed_config, ds_precision, init_distributed, rank_checksums,
                                          use_bf16_autocast)
 from twotower_lib.errors import UserError
@@ -203,17 +203,20 @@ def _loop(run: _Run, show_progress: bool) -> None:
     half_way = tcfg.max_steps // 2 * run.tokens_per_step if tcfg.max_steps and tcfg.max_steps >= 2 else None
     t_start, elapsed0 = time.monotonic(), state["elapsed_s"]
     last_ckpt_time = t_start
-    interval = {"t": t_start, "tokens": state["tokens"]}  # for tokens/s; the loss sums live in `state`
+    interval = _interval(t_start, state["tokens"])  # for tokens/s and step times; the loss sums live in `state`
     bar = tqdm(total=tcfg.max_steps, initial=state["step"], unit="step", dynamic_ncols=True,
                disable=run.rank != 0 or not show_progress)
     run.engine.train()
     done = not any_rank(run.progress() < 1.0)
     while not done:
         lr = lr_at(run.progress(step_offset=0.5), peak_lr, tcfg.warmup_fraction, tcfg.final_lr_fraction)  # mid-step: step 0 gets lr > 0
+        started = time.monotonic()
         step_loss = _step(run, order, lr)
+        now = time.monotonic()
+        interval.update(step_s=interval["step_s"] + now - started, steps=interval["steps"] + 1)
         state["step"] += 1
         state["tokens"] += run.tokens_per_step
-        state["elapsed_s"] = elapsed0 + time.monotonic() - t_start
+        state["elapsed_s"] = elapsed0 + now - t_start
         state["interval_loss"] += step_loss
         state["interval_steps"] += 1
         bar.update(1)
@@ -297,20 +300,29 @@ def _mean_over_processes(run: _Run) -> None:
         run.state["interval_loss"] = float(total.item()) / run.world
 
 
+def _interval(t: float, tokens: int) -> dict:
+    """A log interval's start: the time and tokens of its tokens/s, and its optimizer steps' own seconds."""
+    return {"t": t, "tokens": tokens, "step_s": 0.0, "steps": 0}
+
+
 def _log(run: _Run, lr: float, interval: dict, evaluate_now: bool, bar) -> dict:
-    """Append one record to log.jsonl (the interval's mean loss and tokens/s; the validation loss when
-    `evaluate_now`) and update the progress bar; return the next interval's start."""
+    """Append one record to log.jsonl (the interval's mean loss; its tokens/s, snapshots and checkpoints
+    included; `step_s`, the mean seconds of its optimizer steps alone; on a GPU the peak memory so far; the
+    validation loss when `evaluate_now`) and update the progress bar; return the next interval's start."""
     state, now = run.state, time.monotonic()
     tok_s = (state["tokens"] - interval["tokens"]) / max(now - interval["t"], 1e-9)
     record = {"step": state["step"], "tokens": state["tokens"], "elapsed_s": round(state["elapsed_s"], 3),
-              "lr": lr, "loss": state["interval_loss"] / state["interval_steps"], "tokens_per_s": round(tok_s, 1)}
+              "lr": lr, "loss": state["interval_loss"] / state["interval_steps"], "tokens_per_s": round(tok_s, 1),
+              "step_s": round(interval["step_s"] / max(interval["steps"], 1), 4)}
+    if run.engine.device.type == "cuda":
+        record["peak_memory_gib"] = round(torch.cuda.max_memory_allocated(run.engine.device) / 2**30, 2)
     if evaluate_now:
         record["val_loss"] = evaluate(run.engine.module, run.data, run.tcfg, run.micro, run.autocast)
     append_log(run.out / "log.jsonl", record)
     left = max(0.0, 1.0 - run.progress()) * state["elapsed_s"] / max(run.progress(), 1e-9)
     bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{tok_s:.0f}", left=f"{left / 60:.1f}m")
     state.update(interval_loss=0.0, interval_steps=0)
-    return {"t": time.monotonic(), "tokens": state["tokens"]}
+    return _interval(time.monotonic(), state["tokens"])
 
 
 def _finish(run: _Run) -> dict[str, Any]:
@@ -346,16 +358,6 @@ def train_job(tcfg: TrainConfig, data_path: str, out: str) -> None:
     train(tcfg, load_prepared(data_path), out, resume=resume_or_clear(Path(out)), show_progress=not in_worker())
 
 
-def resume_or_clear(out: Path) -> bool:
-    """Whether the pipeline's run folder `out` resumes: it does once it holds a complete checkpoint or the final
-    weights. A folder killed before its first checkpoint (a config, a log, snapshot 0) holds nothing a restart
-    would not write again bit for bit (the run is seeded), so it is cleared and the run starts over."""
-    if not (out / "config.json").exists():
-        return False
-    if latest_checkpoint(out) is not None or (out / "model.safetensors").exists():
-        return True
-    shutil.rmtree(out)
-    return False
 
 
 # how `train`'s generated options differ from `config_cli`'s defaults (also what `config_to_argv` writes back)
