@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -93,14 +94,20 @@ def measure(family: str, args: argparse.Namespace, device: str, peak: float | No
     argv, row = train_command(family, args.data, out, args)
     row = {"model": family, "path": "train", "command": _relative(argv[1:]), **row}
     started = time.monotonic()
+    # its own process group, so that a run past its time is stopped with its compile workers
+    run = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                           env=os.environ | {"PYTHONUNBUFFERED": "1"})
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=args.family_timeout,
-                              env=os.environ | {"PYTHONUNBUFFERED": "1"})
+        _, stderr = run.communicate(timeout=args.family_timeout)
     except subprocess.TimeoutExpired:
-        return row | {"error": f"timed out after {args.family_timeout} s"}
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+        shutil.rmtree(out, ignore_errors=True)
+        return row | {"error": f"timed out after {args.family_timeout:g} s"}
     row["wall_s"] = round(time.monotonic() - started, 1)
-    if done.returncode != 0:
-        return row | {"error": (done.stderr.strip().splitlines() or ["no output"])[-1][:300]}
+    if run.returncode != 0:
+        shutil.rmtree(out, ignore_errors=True)
+        return row | {"error": (stderr.strip().splitlines() or ["no output"])[-1][:300]}
     warmup, each, memory = timed_steps(out / "log.jsonl", args.steps)
     flops, params = flops_per_step(out, row["micro_batch"], row["accum"], device)
     seq_len = json.loads((out / "config.json").read_text())["model"]["seq_len"]

@@ -311,6 +311,10 @@ def test_the_users_path_bench_times_the_train_commands_own_steps(tiny_data, tmp_
         assert row["mfu"] == pytest.approx(row["flops_per_step"] / row["step_s"] / 1e12) and row["flops_per_step"] > 0
         assert row["path"] == "train" and row["command"][:3] == ["-m", "twotower_lib", "train"]
     assert "CUDA" in elmo["error"] and elmo["engine"] == "torch-graphs"   # the trainer's own refusal, as its row
+    assert bench.main(["--cpu", "--data", str(tiny_data.path), "--families", "gpt", "--preset", "tiny",
+                       "--family-timeout", "0.5", "--runs", str(runs), "--out", str(out)]) == 0
+    late, = json.loads(out.read_text())["rows"]           # stopped with its process group, its folder removed
+    assert late["error"] == "timed out after 0.5 s" and not (runs / "gpt").exists()
 
 
 def test_every_bench_command_of_the_gpu_call_parses(tmp_path, monkeypatch):
