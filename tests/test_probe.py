@@ -772,3 +772,27 @@ def test_a_probe_killed_at_any_stage_is_made_again_the_same(tiny_data, tmp_path,
     again = load_artifact(probe_run(run, cfg, data_dir=tiny_data.path, out=tmp_path / "killed", show=False))
     pd.testing.assert_frame_equal(again.table, clean.table)
     pd.testing.assert_frame_equal(again.doc_stats, clean.doc_stats)
+
+
+def test_a_cache_larger_than_the_free_memory_is_refused_before_it_is_filled(tiny_data, monkeypatch):
+    """The feature cache is projected from its first batch (twice: the cache and its whitened copy) and refused
+    with a way out where the host cannot hold it, instead of the OS killing a probe hours in; where the memory is
+    unknown, or enough, the features are cached."""
+    import twotower_lib.workers as workers
+    from twotower_lib.models import build_model, preset
+    from twotower_lib.probe.training import extract_features
+
+    real = workers.available_memory()                                    # this machine's, read from the OS
+    torch.manual_seed(0)
+    model = build_model(preset("tiny", "gpt", vocab_size=tiny_data.vocab_size, seq_len=tiny_data.seq_len)).eval()
+    cfg, blocks = ProbeConfig(forward_batch=4, feature_dtype="fp32"), tiny_data.train[:12]
+    args = (model, blocks, tiny_data.special_ids, tiny_data.vocab_size, torch.Generator().manual_seed(0), cfg)
+    monkeypatch.setattr(workers, "available_memory", lambda: None)
+    feats, _ = extract_features(*args, show=False)
+    need = 2 * feats.element_size() * feats.numel()                      # all 12 blocks' features, twice
+    monkeypatch.setattr(workers, "available_memory", lambda: need - 1)
+    with pytest.raises(UserError, match=r"would cache about .* GiB of tower features \(fp32.*--train-positions"):
+        extract_features(*args, show=False)
+    monkeypatch.setattr(workers, "available_memory", lambda: need)
+    assert torch.equal(extract_features(*args, show=False)[0], feats)
+    assert real is None or real > 0

@@ -37,6 +37,15 @@ def available_cpus() -> int:
         return os.cpu_count() or 1
 
 
+def available_memory() -> int | None:
+    """Bytes of memory the OS can give this process without swapping (Linux's MemAvailable), None where unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
 # glibc's mallopt parameters (malloc.h) and the values `keep_freed_memory` sets.
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
 _KEEP = {_M_MMAP_THRESHOLD: 512 << 20, _M_TRIM_THRESHOLD: 1 << 30, _M_TOP_PAD: 256 << 20}

@@ -316,7 +316,9 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
             data=DataConfig(corpus="hf:bookcorpus", vocab_size=TABLE1_VOCAB, seq_len=128),
             train=TrainPlan(precision="bf16", micro_batch=128, grad_accum=5, launcher="deepspeed", num_gpus=6,
                             tokens=20_000_000_000, **_FASTEST),
-            probe=ProbeConfig(train_positions=200_000_000),
+            # four times the gpu profile's positions: the feature cache of Table 1's widest towers stays within
+            # tens of GiB of host memory (the probe refuses a cache larger than the host holds)
+            probe=ProbeConfig(train_positions=4_000_000),
             analysis=AnalysisConfig(top_n=5000, pos_docs=2000, ica_tokens=10_000_000), models=_PAPER_MODELS),
 )}
 

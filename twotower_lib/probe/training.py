@@ -88,7 +88,21 @@ def extract_features(model, blocks: np.ndarray, special_ids: dict[str, int], voc
         cache = torch.float32 if cfg.feature_dtype == "fp32" else torch.bfloat16
         feats.append(states[keep].to(cache))                                # (n, k, H), kept in host memory
         labels.append(y[keep])
+        if start == 0:
+            _check_memory(feats[0], len(blocks) / len(ids), cfg)
     return torch.cat(feats), torch.cat(labels)
+
+
+def _check_memory(first: torch.Tensor, batches: float, cfg: ProbeConfig) -> None:
+    """Stop before caching more features than the host can hold: the first batch's bytes times the batches to
+    come, twice (the cache and its whitened copy), against the memory the OS says is available."""
+    from twotower_lib.workers import available_memory
+
+    need, available = 2 * first.element_size() * first.numel() * batches, available_memory()
+    if available is not None and need > available:
+        raise UserError(f"the probe would cache about {need / 2**30:.1f} GiB of tower features ({cfg.feature_dtype}, "
+                        f"with their whitened copy) where {available / 2**30:.1f} GiB of memory is available: lower "
+                        "--train-positions (-p probe.train_positions) or --train-blocks")
 
 
 def train_block_count(cfg: ProbeConfig, model_type: str, seq_len: int) -> int:
