@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from bench_gpu import FAMILIES, _driver, _relative, device_peak  # benchmarks/bench_gpu.py
+from bench_gpu import FAMILIES, _driver, _relative, _write, device_peak  # benchmarks/bench_gpu.py
 from model_flops import step_flops
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,12 +146,12 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_train_path: no CUDA GPU is visible to torch here; this benchmark measures GPU training "
               "throughput through `train` (--cpu runs the same path on the CPU)")
         return 0
-    from twotower_lib.artifacts import provenance
     from twotower_lib.book.profiles import get_profile
 
     device = "cpu" if args.cpu else "cuda"
     name = "cpu" if args.cpu else torch.cuda.get_device_name()
     peak = device_peak(name, args.peak_tflops)
+    driver, args.argv = None if args.cpu else _driver(), _relative(argv)
     paper_tokens = get_profile("paper").train.tokens
     print(f"{name}; dense peak {peak / 1e12 if peak else float('nan'):.0f} TFLOP/s; through `train`; "
           f"{args.sequences_per_step} sequences a step; 1 warm-up step and {args.steps} timed\n")
@@ -168,11 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             each = " ".join(f"{s:.2f}" for s in row["step_s_each"])
             print(f"{family:12} {row['engine']:22} {row['tokens_per_s']:9.0f} {mfu:>6} {row['step_s']:7.2f} "
                   f"{each:>20} {row['warmup_step_s']:9.1f} {row['peak_memory_gib'] or float('nan'):7.1f}", flush=True)
-        if args.out:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps(provenance(
-                device=name, peak_flops=peak, cuda=torch.version.cuda, driver=None if args.cpu else _driver(),
-                argv=_relative(argv), rows=rows), indent=1) + "\n")
+        _write(args, name, peak, driver, rows)  # after every family, as the GPU bench writes its rows
     return 0
 
 
