@@ -197,18 +197,20 @@ def test_a_rung_whose_probe_heads_learned_nothing_gets_no_verdict():
 
 
 def test_the_brief_gives_each_family_its_rungs_in_size_order():
-    """The front page's clause per family (`LADDER_BRIEF`): median |r| and verdict per rung, passes and other probes
-    named."""
+    """The front page's clause per family (`LADDER_BRIEF`): median |r| and verdict per rung, passes, towers that
+    learned no context and other probes named."""
     assert report.brief(pd.DataFrame()) == report.NO_RUNG
     rows = pd.DataFrame({"rung": ["2x128", "1x96", "1x96x8", "12x768"], "family": ["gpt", "gpt", "bert", "gpt"],
                          "tower parameters": [100, 10, 10, 1000], "seeds": [2, 4, 4, 4],
                          "passes over the epoch": [1, 1, 8, 1], "partition: median |r|": [0.4, 0.2, 0.3, np.nan],
                          "partition: verdict": ["not attempted", "holds", "holds", "probe failed"],
-                         "probed as the ladder probes": [True, True, True, False], "valid probes": [2, 4, 4, 0]})
+                         "probed as the ladder probes": [True, True, True, False], "valid probes": [2, 4, 4, 0],
+                         "beyond word frequencies": [True, True, True, False], "cooperative loss": [5, 5, 5, 7],
+                         "word frequencies' loss": [6, 6, 6, 6]})
     text = report.brief(rows)
     assert text.startswith("Along the size ladder") and text.index("bert 1x96x8 (8 passes) 0.30 (holds, 4 seeds)") \
         < text.index("gpt 1x96 0.20 (holds, 4 seeds), 2x128 0.40 (not attempted, 2 seeds), "
-                     "12x768 no verdict (probe failed, 0 of 4 seeds' probes count; another probe).")
+                     "12x768 no verdict (probe failed, 0 of 4 seeds' probes count; no context learned; another probe).")
 
 
 def test_the_exports_are_not_ignored_by_git():

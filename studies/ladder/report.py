@@ -222,7 +222,8 @@ NO_RUNG = ("The size ladder (the ladder page) has no rung with four seeds yet, s
 
 def brief(summary: pd.DataFrame) -> str:
     """The ladder in one clause per family, for the front page's answer (`LADDER_BRIEF`): per rung in size order,
-    its median |r|, the division's verdict and seeds, and where it was probed as another measurement."""
+    its median |r|, the division's verdict and seeds, where its towers learned no context beyond word frequencies,
+    and where it was probed as another measurement."""
     if summary.empty:
         return NO_RUNG
 
@@ -230,6 +231,8 @@ def brief(summary: pd.DataFrame) -> str:
         name = f"{r['rung']} ({r['passes over the epoch']:.0f} passes)" if r["passes over the epoch"] > 1 else r["rung"]
         median = r.get("partition: median |r|", np.nan)
         other = "" if r.get("probed as the ladder probes", True) else "; another probe"
+        if _context(r):
+            other = "; no context learned" + other
         counted = r.get("valid probes", r["seeds"])
         seeds = f"{r['seeds']} seeds" if counted == r["seeds"] else f"{counted} of {r['seeds']} seeds' probes count"
         return (f"{name} {'no verdict' if not np.isfinite(median) else f'{median:.2f}'} "
