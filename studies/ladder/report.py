@@ -231,7 +231,7 @@ def brief(summary: pd.DataFrame) -> str:
         name = f"{r['rung']} ({r['passes over the epoch']:.0f} passes)" if r["passes over the epoch"] > 1 else r["rung"]
         median = r.get("partition: median |r|", np.nan)
         other = "" if r.get("probed as the ladder probes", True) else "; another probe"
-        if _context(r):
+        if _no_context(r):
             other = "; no context learned" + other
         counted = r.get("valid probes", r["seeds"])
         seeds = f"{r['seeds']} seeds" if counted == r["seeds"] else f"{counted} of {r['seeds']} seeds' probes count"
@@ -268,10 +268,15 @@ def _ceiling(r: pd.Series) -> str:
     return f"; text ceiling {_f(ceiling)}, corrected {_f(r['median |r| / ceiling'])}"
 
 
+def _no_context(r: pd.Series) -> bool:
+    """Whether the rung's cooperative model is known to have learned no more than word frequencies."""
+    beyond = r.get("beyond word frequencies")
+    return beyond is not None and not pd.isna(beyond) and not bool(beyond)
+
+
 def _context(r: pd.Series) -> str:
     """A note where the rung's cooperative model learned no more than word frequencies."""
-    beyond = r.get("beyond word frequencies")
-    if beyond is None or pd.isna(beyond) or bool(beyond):
+    if not _no_context(r):
         return ""
     frequencies = _f(r["word frequencies' loss"])
     return (f"; its cooperative loss {_f(r['cooperative loss'])} nats is not below word frequencies' "
