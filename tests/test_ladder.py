@@ -165,6 +165,16 @@ def test_a_passes_rung_trains_its_family_for_several_epochs_and_stays_off_the_si
     text = report.answer(summary)
     assert f"**bert, {passes} passes over the epoch** — {rung}: median |r|" in text
     assert "→" not in text                                  # one size rung: no trend, the passes rung not in one
+    # a second passes rung of the family with as many passes: one line, its rungs in size order, their trend
+    bigger = "2x128x8"
+    assert runner.RUNGS[bigger].passes == passes and runner.RUNGS[bigger].family == "bert"
+    exports += [_export(bigger, "bert", seed, kind, (shared if kind == "case" else 0) + rng.standard_normal(200),
+                        0.05, 40) for seed in range(1, 5) for kind in ("case", "untrained")]
+    summary = report.summary_rows(report.run_rows(exports), report.pair_rows(exports))
+    line = next(t for t in report.answer(summary).splitlines() if "passes over the epoch" in t)
+    assert line.index(f"{rung}: median |r|") < line.index(f"{bigger}: median |r|") and "median |r| goes" in line
+    assert report.answer(summary).count("passes over the epoch**") == 1
+    assert report.brief(summary).index(f"{rung} ({passes} passes)") < report.brief(summary).index("2x128x8 (8 passes)")
     chart = json.loads(report.chart(summary).to_json())
     assert {row["rung"] for rows in chart["datasets"].values() for row in rows} == {"1x96"}
 

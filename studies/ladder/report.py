@@ -201,19 +201,24 @@ def answer(summary: pd.DataFrame) -> str:
     lines = []
     repeated = summary["rung"].map(passes) > 1
     for family, rows in summary[~repeated].sort_values("tower parameters").groupby("family", sort=False):
-        steps = ". ".join(_step(r) for _, r in rows.iterrows())
-        trend = ""
-        rows = rows[rows.get("partition: median |r|", pd.Series(np.nan, index=rows.index)).notna()
-                    & rows.get("probed as the ladder probes", pd.Series(True, index=rows.index)).astype(bool)]
-        if len(rows) >= 2:
-            first, last = rows.iloc[0]["partition: median |r|"], rows.iloc[-1]["partition: median |r|"]
-            trend = (f" From the smallest to the largest rung measured with this probe the median |r| goes "
-                     f"{_f(first)} → {_f(last)}"
-                     f" (the paper: {SAME_CONFIG_R}).")
-        lines.append(f"- **{family}** — {steps}.{trend}")
-    for _, r in summary[repeated].iterrows():
-        lines.append(f"- **{r['family']}, {passes(r['rung'])} passes over the epoch** — {_step(r)}.")
+        lines.append(f"- **{family}** — {'. '.join(_step(r) for _, r in rows.iterrows())}.{_trend(rows)}")
+    token_axis = summary[repeated].assign(passes=summary["rung"].map(passes)).sort_values("tower parameters")
+    for (family, n), rows in token_axis.groupby(["family", "passes"], sort=False):
+        lines.append(f"- **{family}, {n:.0f} passes over the epoch** — "
+                     f"{'. '.join(_step(r) for _, r in rows.iterrows())}.{_trend(rows)}")
     return "\n".join(lines)
+
+
+def _trend(rows: pd.DataFrame) -> str:
+    """The median |r| from the smallest to the largest of `rows` (one family's rungs in size order) measured with
+    the ladder's probe, where two or more are."""
+    rows = rows[rows.get("partition: median |r|", pd.Series(np.nan, index=rows.index)).notna()
+                & rows.get("probed as the ladder probes", pd.Series(True, index=rows.index)).astype(bool)]
+    if len(rows) < 2:
+        return ""
+    first, last = rows.iloc[0]["partition: median |r|"], rows.iloc[-1]["partition: median |r|"]
+    return (f" From the smallest to the largest rung measured with this probe the median |r| goes {_f(first)} → "
+            f"{_f(last)} (the paper: {SAME_CONFIG_R}).")
 
 
 NO_RUNG = ("The size ladder (the ladder page) has no rung with four seeds yet, so whether either grows with size "
@@ -228,7 +233,7 @@ def brief(summary: pd.DataFrame) -> str:
         return NO_RUNG
 
     def rung(r: pd.Series) -> str:
-        name = f"{r['rung']} ({r['passes over the epoch']:.0f} passes)" if r["passes over the epoch"] > 1 else r["rung"]
+        name = f"{r['rung']} ({passes(r['rung'])} passes)" if passes(r["rung"]) > 1 else r["rung"]
         median = r.get("partition: median |r|", np.nan)
         other = "" if r.get("probed as the ladder probes", True) else "; another probe"
         if _no_context(r):
@@ -239,7 +244,8 @@ def brief(summary: pd.DataFrame) -> str:
                 f"({r['partition: verdict']}, {seeds}{other})")
 
     per_family = "; ".join(f"{family} " + ", ".join(rung(r) for _, r in rows.iterrows())
-                           for family, rows in summary.sort_values("tower parameters").groupby("family"))
+                           for family, rows in summary.assign(passes=summary["rung"].map(passes))
+                           .sort_values(["tower parameters", "passes"]).groupby("family"))
     return (f"Along the size ladder (the ladder page; median |r| and the division's verdict per rung of layers x "
             f"width, as far as it has run): {per_family}.")
 
@@ -308,8 +314,8 @@ def _other_probe(r: pd.Series) -> str:
 def book_parts(summary: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -> dict[str, str]:
     from twotower_lib.book.tables import reader_html
 
-    table = summary[["rung", "family", "tower parameters", "passes over the epoch", "seeds", "valid probes", "cooperative loss",
-                     "word frequencies' loss", "heads' loss",
+    table = summary[["rung", "family", "tower parameters", "passes over the epoch", "seeds", "valid probes",
+                     "cooperative loss", "word frequencies' loss", "heads' loss",
                      "untrained heads' loss", "median r", "partition: median |r|", "text ceiling (median)",
                      "median |r| / ceiling",
                      "partition: loo low", "partition: loo high", "partition: controls |r| threshold",

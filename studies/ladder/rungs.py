@@ -30,7 +30,7 @@ RUNGS = {
     # that learns no context in one (BERT predicts 15% of its tokens, and its all-[MASK] loss stays at word
     # frequencies' after one epoch at every size). Repeated text: a token axis beside the size axis, not a rung
     # of it. Named by `--rungs` only.
-    "1x96x8": Rung("cpu-small", "bert", passes=8),
+    "1x96x8": Rung("cpu-small", "bert", passes=8), "2x128x8": Rung("cpu", "bert", passes=8),
     "12x384x4": Rung("paper-bert-base", "bert", passes=4, gpu=True),
 }
 SEEDS = 4                               # seeds a family at each rung: six seed pairs
