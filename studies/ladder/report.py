@@ -199,11 +199,11 @@ def answer(summary: pd.DataFrame) -> str:
     if summary.empty:
         return "No rung of the ladder is finished yet."
     lines = []
-    repeated = summary["rung"].map(passes) > 1
-    for family, rows in summary[~repeated].sort_values("tower parameters").groupby("family", sort=False):
+    summary = summary.assign(passes=summary["rung"].map(passes)).sort_values("tower parameters")
+    repeated = summary["passes"] > 1
+    for family, rows in summary[~repeated].groupby("family", sort=False):
         lines.append(f"- **{family}** — {'. '.join(_step(r) for _, r in rows.iterrows())}.{_trend(rows)}")
-    token_axis = summary[repeated].assign(passes=summary["rung"].map(passes)).sort_values("tower parameters")
-    for (family, n), rows in token_axis.groupby(["family", "passes"], sort=False):
+    for (family, n), rows in summary[repeated].groupby(["family", "passes"], sort=False):
         lines.append(f"- **{family}, {n:.0f} passes over the epoch** — "
                      f"{'. '.join(_step(r) for _, r in rows.iterrows())}.{_trend(rows)}")
     return "\n".join(lines)
