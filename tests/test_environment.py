@@ -105,3 +105,31 @@ def test_the_wheelhouse_installs_with_pips_network_off(tmp_path):
                            cwd=tmp_path, env={**offline, "DS_ACCELERATOR": "cpu"}, capture_output=True, text=True, timeout=300)
     assert check.returncode == 0 and check.stdout.split()[-1] == "cpu", check.stderr[-3000:]
     assert check.stdout.split()[0] == metadata.version("torch")
+
+
+def test_make_device_carry_builds_what_the_device_calls_carry():
+    """`make device-carry` fetches every package the device calls install (gpu_env.sh imports deepspeed and
+    transformers) at the lock's pins, and prepares each corpus a call carries where the call reads it: the
+    ladder's at its own corpus and vocabulary (so its data hash is results/ladder/reference.json's)."""
+    import subprocess
+
+    from studies.ladder import runner
+    from twotower_lib.data.config import DataConfig
+
+    recipe = subprocess.run(["make", "-n", "-W", ".venv/.installed", "device-carry"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert recipe.returncode == 0, recipe.stderr
+    text = recipe.stdout.replace("\\\n", " ")
+    named = re.search(r"for p in ([^;]+); do", text).group(1).split()
+    lock = _pins((ROOT / "requirements-lock.txt").read_text().splitlines())
+    assert {"deepspeed", "transformers"} <= set(named)
+    assert all(name.lower().replace("_", "-") in lock for name in named)
+    assert "--python-version 3.12" in text and "--only-binary=:all:" in text
+    assert runner.CORPUS == DataConfig(corpus="registry:brown")
+    ladder = str(runner.data_dir(Path("runs/ladder")))
+    assert f"data prepare --corpus registry:brown --out {ladder}\n" in text
+    assert "data prepare --corpus registry:brown --vocab-size 30522 --out runs/throughput/data" in text
+    calls = {name: (ROOT / "benchmarks" / name).read_text() for name in ("gpu_ladder.sh", "gpu_throughput.sh")}
+    assert 'carry=["runs/ladder/data", ".whl"]' in calls["gpu_ladder.sh"]
+    assert 'carry=[".whl", "runs/throughput/data"]' in calls["gpu_throughput.sh"]
+    assert "--data runs/throughput/data" in calls["gpu_throughput.sh"]
