@@ -143,6 +143,43 @@ def test_the_gpu_rungs_train_table_1_sizes_on_the_same_epoch(tiny_data, tmp_path
     assert runner.seed_list("4") == [1, 2, 3, 4] and runner.seed_list("3,4") == [3, 4] and runner.seed_list("2,") == [2]
 
 
+def test_a_passes_rung_takes_its_size_rungs_untrained_export(tiny_data, tmp_path, monkeypatch):
+    """A passes rung's towers at 0 tokens are its size rung's (one preset, one seed, one initialisation), so their
+    probes agree; once the size rung's untrained export exists, the passes rung copies it (naming it) instead of
+    probing again, unless it was probed otherwise or from other data."""
+    monkeypatch.setitem(runner.RUNGS, "tiny", Rung("tiny"))
+    monkeypatch.setitem(runner.RUNGS, "tinyx3", Rung("tiny", "gpt", passes=3))
+    monkeypatch.setattr(rungs, "PROBE", ProbeConfig(train_blocks=20, max_epochs=1, eval_blocks=10, precision="fp32",
+                                                     train_positions=2000))
+    monkeypatch.setattr(runner, "EXPORT_TOKENS", 40)
+    root, results = tmp_path / "runs", tmp_path / "results"
+    (root / "data").mkdir(parents=True)
+    (root / "data" / "prepared").symlink_to(tiny_data.path)
+    assert runner.size_rung("tinyx3") == runner.size_rung("tiny") == "tiny"
+    untrained = {r: runner.export_path(r, "gpt", 1, "untrained", results) for r in ("tiny", "tinyx3")}
+    runner.run_one(root, "tinyx3", "gpt", 1, results, tiny_data)      # no size rung's export yet: probed here
+    runner.run_one(root, "tiny", "gpt", 1, results, tiny_data)
+    own, base = (json.loads(untrained[r].read_text()) for r in ("tinyx3", "tiny"))
+    assert "same_towers_as" not in own and own["score"] == base["score"] and own["doc_sums"] == base["doc_sums"]
+    untrained["tinyx3"].unlink()
+    probed = root / "tinyx3" / "probing" / "untrained"
+    import shutil
+
+    shutil.rmtree(probed)
+    runner.run_one(root, "tinyx3", "gpt", 1, results, tiny_data)      # copied: nothing trained or probed
+    copy = json.loads(untrained["tinyx3"].read_text())
+    tcfg = runner.train_config("tinyx3", "gpt", 1, root / "data" / "prepared", tiny_data)
+    assert not probed.exists() and copy["same_towers_as"] == "tiny/gpt-s1-untrained.json"
+    assert (copy["rung"], copy["train"]["passes"], copy["train"]["steps"]) == ("tinyx3", 3, tcfg.max_steps)
+    assert copy["train"]["tokens"] == own["train"]["tokens"] and report.is_current(copy)
+    assert {k: v for k, v in copy.items() if k not in ("rung", "train", "same_towers_as")} == \
+        {k: v for k, v in base.items() if k not in ("rung", "train")}
+    untrained["tinyx3"].unlink()
+    for changed in ({"probe_config": {"precision": "auto"}}, {"data_hash": "0" * 64}):
+        untrained["tiny"].write_text(json.dumps(base | changed))
+        assert not runner.copy_untrained("tinyx3", "gpt", 1, results, tiny_data, tcfg)
+    assert not runner.copy_untrained("tiny", "gpt", 1, results, tiny_data, tcfg) and not untrained["tinyx3"].exists()
+
 def test_a_passes_rung_trains_its_family_for_several_epochs_and_stays_off_the_size_axis(tiny_data, tmp_path,
                                                                                       monkeypatch):
     """A passes rung (the token axis) trains its one family at a size rung's preset for its passes over the same

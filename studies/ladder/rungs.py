@@ -41,6 +41,13 @@ def size_rungs(gpu: bool) -> list[str]:
     return [name for name, r in RUNGS.items() if r.gpu == gpu and r.passes == 1]
 
 
+def size_rung(rung: str) -> str:
+    """The size rung whose preset a passes rung trains for longer (a size rung is its own): one preset and one seed
+    are one initialisation, so the two rungs' untrained towers are the same towers."""
+    r = RUNGS[rung]
+    return next(name for name, s in RUNGS.items() if (s.preset, s.gpu, s.passes) == (r.preset, r.gpu, 1))
+
+
 def passes(rung: str) -> int:
     """Passes over the epoch of a rung (one where the rung is not the ladder's, as in a test's exports)."""
     return RUNGS[rung].passes if rung in RUNGS else 1

@@ -32,7 +32,7 @@ from twotower_lib.data.config import DataConfig
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import case_name
 from studies.ladder.report import EXPORTS, REFERENCE, RESULTS, TOP_N, is_current, write_report
-from studies.ladder.rungs import FAMILIES, RUNGS, SEEDS, passes, probe_config, size_rungs
+from studies.ladder.rungs import FAMILIES, RUNGS, SEEDS, passes, probe_config, size_rung, size_rungs
 
 KINDS = ("case", "untrained")
 CORPUS = DataConfig(corpus="registry:brown")  # one corpus; its training split is one epoch
@@ -140,6 +140,24 @@ def add_reliability(root: Path, results: Path) -> int:
     return done
 
 
+def copy_untrained(rung: str, family: str, seed: int, results: Path, data, tcfg) -> bool:
+    """Give a passes rung its size rung's untrained export, when that one was probed as both rungs probe today: the
+    towers are the same (`rungs.size_rung`), so probing them again measures nothing new. The copy names its source
+    (`same_towers_as`) and keeps its provenance; its run record is this rung's. Returns whether it copied."""
+    base = size_rung(rung)
+    source = export_path(base, family, seed, "untrained", results)
+    if base == rung or probe_config(base) != probe_config(rung) or not source.exists():
+        return False
+    e = read_json(source)
+    if not is_current(e) or e["data_hash"] != data.data_hash:
+        return False
+    train = e["train"] | {"tokens": epoch_tokens(data) * passes(rung), "passes": passes(rung), "steps": tcfg.max_steps}
+    write_export(export_path(rung, family, seed, "untrained", results),
+                 e | {"rung": rung, "train": train, "same_towers_as": f"{base}/{source.name}"})
+    print(f"ladder: {rung} {case_name(family, seed)}'s untrained towers are {base}'s: export copied", flush=True)
+    return True
+
+
 def write_export(path: Path, record: dict) -> None:
     """One export as compact JSON (its lists on one line each: about 25 kB a probe)."""
     import json
@@ -164,15 +182,17 @@ def run_one(root: Path, rung: str, family: str, seed: int, results: Path, data, 
 
     outs = {k: export_path(rung, family, seed, k, results) for k in KINDS}
     done = {k: p.exists() and is_current(read_json(p)) for k, p in outs.items()}   # another probe's: made again
+    tcfg = train_config(rung, family, seed, data_dir(root), data)
+    if not done["untrained"]:
+        done["untrained"] = copy_untrained(rung, family, seed, results, data, tcfg)
     if all(done.values()):
         return
-    tcfg = train_config(rung, family, seed, data_dir(root), data)
     run = run_dir(root, rung, family, seed)
     t0 = time.time()
     train_job(tcfg, str(data_dir(root)), str(run))
     print(f"ladder: trained {rung} {case_name(family, seed)} in {(time.time() - t0) / 60:.1f} min", flush=True)
-    for kind in KINDS:
-        if done[kind]:
+    for kind in KINDS:       # the size rung, run beside this one, may have probed the untrained towers meanwhile
+        if done[kind] or (kind == "untrained" and copy_untrained(rung, family, seed, results, data, tcfg)):
             continue
         t0 = time.time()
         probe = probe_run(run, probe_config(rung), snapshot=0 if kind == "untrained" else None, data_dir=data_dir(root),
