@@ -212,6 +212,14 @@ def test_a_passes_rung_trains_its_family_for_several_epochs_and_stays_off_the_si
     assert line.index(f"{rung}: median |r|") < line.index(f"{bigger}: median |r|") and "median |r| goes" in line
     assert report.answer(summary).count("passes over the epoch**") == 1
     assert report.brief(summary).index(f"{rung} ({passes} passes)") < report.brief(summary).index("2x128x8 (8 passes)")
+    # a third one still short of its seeds: on the line with its count, not an end of the trend
+    ends = [summary.set_index("rung").loc[r, "partition: median |r|"] for r in (rung, bigger)]
+    exports += [_export("4x256x8", "bert", seed, kind, (shared if kind == "case" else 0) + rng.standard_normal(200),
+                        0.05, 160) for seed in (1, 2) for kind in ("case", "untrained")]
+    summary = report.summary_rows(report.run_rows(exports), report.pair_rows(exports))
+    line = next(t for t in report.answer(summary).splitlines() if "passes over the epoch" in t)
+    assert "4x256x8: median |r|" in line and "2 seeds" in line and report.NOT_YET in line
+    assert f"goes {report._f(ends[0])} → {report._f(ends[1])} " in line
     chart = json.loads(report.chart(summary).to_json())
     assert {row["rung"] for rows in chart["datasets"].values() for row in rows} == {"1x96"}
 

@@ -211,9 +211,11 @@ def answer(summary: pd.DataFrame) -> str:
 
 def _trend(rows: pd.DataFrame) -> str:
     """The median |r| from the smallest to the largest of `rows` (one family's rungs in size order) measured with
-    the ladder's probe, where two or more are."""
+    the ladder's probe and judged (a rung still short of its seeds is not an end of the trend), where two or more
+    are."""
     rows = rows[rows.get("partition: median |r|", pd.Series(np.nan, index=rows.index)).notna()
-                & rows.get("probed as the ladder probes", pd.Series(True, index=rows.index)).astype(bool)]
+                & rows.get("probed as the ladder probes", pd.Series(True, index=rows.index)).astype(bool)
+                & (rows.get("partition: verdict", pd.Series("", index=rows.index)) != NOT_YET)]
     if len(rows) < 2:
         return ""
     first, last = rows.iloc[0]["partition: median |r|"], rows.iloc[-1]["partition: median |r|"]

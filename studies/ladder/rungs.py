@@ -31,6 +31,7 @@ RUNGS = {
     # frequencies' after one epoch at every size). Repeated text: a token axis beside the size axis, not a rung
     # of it. Named by `--rungs` only.
     "1x96x8": Rung("cpu-small", "bert", passes=8), "2x128x8": Rung("cpu", "bert", passes=8),
+    "4x256x8": Rung("cpu-large", "bert", passes=8),
     "12x384x4": Rung("paper-bert-base", "bert", passes=4, gpu=True),
 }
 SEEDS = 4                               # seeds a family at each rung: six seed pairs
@@ -59,13 +60,14 @@ PROBE = get_profile("cpu").probe_config()  # the default profile's probe
 def probe_config(rung: str):
     """The default profile's probe, in fp32 on every rung: on CPUs that is what its `precision="auto"` resolves to;
     on the GPU rungs "auto" would train the heads in bf16, another measurement. The GPU rungs also cache the heads'
-    training features in fp32, as the CPU rungs in `FP32_FEATURES` do (`ProbeConfig.feature_dtype`)."""
+    training features in fp32, as the CPU size rungs in `FP32_FEATURES` and their passes rungs do
+    (`ProbeConfig.feature_dtype`): a passes rung probes as its size rung does."""
     if RUNGS[rung].gpu:
         return replace(PROBE, precision="fp32", feature_dtype="fp32")
-    return replace(PROBE, feature_dtype="fp32") if rung in FP32_FEATURES else PROBE
+    return replace(PROBE, feature_dtype="fp32") if size_rung(rung) in FP32_FEATURES else PROBE
 
 
-# The CPU rungs whose probe caches the heads' training features in fp32, as the GPU rungs' does: from 4 x 256 the
+# The CPU size rungs whose probe caches the heads' training features in fp32, as the GPU rungs' does: from 4 x 256 the
 # features of one epoch's BERT vary below bf16's resolution, and heads trained on them cached in bf16 can fail on
 # the validation text; below it, and for the other families, the two caches give the same scores (the changelog).
 FP32_FEATURES = ("4x256",)
