@@ -15,7 +15,9 @@ from studies.ladder.rungs import Rung, size_rungs
 from twotower_lib.probe.config import ProbeConfig
 
 
-def test_one_run_is_trained_for_one_epoch_probed_twice_and_exported(tiny_data, tmp_path, monkeypatch):
+@pytest.fixture
+def tiny_ladder(tiny_data, tmp_path, monkeypatch):
+    """A ladder rooted in `tmp_path` on the tiny corpus, with a rung `tiny` and a quick probe: (runs, results)."""
     monkeypatch.setitem(runner.RUNGS, "tiny", Rung("tiny"))
     monkeypatch.setattr(rungs, "PROBE", ProbeConfig(train_blocks=20, max_epochs=1, eval_blocks=10, precision="fp32",
                                                      train_positions=2000))
@@ -23,6 +25,11 @@ def test_one_run_is_trained_for_one_epoch_probed_twice_and_exported(tiny_data, t
     root, results = tmp_path / "runs", tmp_path / "results"
     (root / "data").mkdir(parents=True)
     (root / "data" / "prepared").symlink_to(tiny_data.path)
+    return root, results
+
+
+def test_one_run_is_trained_for_one_epoch_probed_twice_and_exported(tiny_data, tiny_ladder, tmp_path):
+    root, results = tiny_ladder
     runner.run_one(root, "tiny", "gpt", 1, results, tiny_data)
     case, untrained = (json.loads(runner.export_path("tiny", "gpt", 1, k, results).read_text()) for k in runner.KINDS)
     tcfg = runner.train_config("tiny", "gpt", 1, root / "data" / "prepared", tiny_data)
@@ -143,18 +150,12 @@ def test_the_gpu_rungs_train_table_1_sizes_on_the_same_epoch(tiny_data, tmp_path
     assert runner.seed_list("4") == [1, 2, 3, 4] and runner.seed_list("3,4") == [3, 4] and runner.seed_list("2,") == [2]
 
 
-def test_a_passes_rung_takes_its_size_rungs_untrained_export(tiny_data, tmp_path, monkeypatch):
+def test_a_passes_rung_takes_its_size_rungs_untrained_export(tiny_data, tiny_ladder, monkeypatch):
     """A passes rung's towers at 0 tokens are its size rung's (one preset, one seed, one initialisation), so their
     probes agree; once the size rung's untrained export exists, the passes rung copies it (naming it) instead of
     probing again, unless it was probed otherwise or from other data."""
-    monkeypatch.setitem(runner.RUNGS, "tiny", Rung("tiny"))
+    root, results = tiny_ladder
     monkeypatch.setitem(runner.RUNGS, "tinyx3", Rung("tiny", "gpt", passes=3))
-    monkeypatch.setattr(rungs, "PROBE", ProbeConfig(train_blocks=20, max_epochs=1, eval_blocks=10, precision="fp32",
-                                                     train_positions=2000))
-    monkeypatch.setattr(runner, "EXPORT_TOKENS", 40)
-    root, results = tmp_path / "runs", tmp_path / "results"
-    (root / "data").mkdir(parents=True)
-    (root / "data" / "prepared").symlink_to(tiny_data.path)
     assert runner.size_rung("tinyx3") == runner.size_rung("tiny") == "tiny"
     untrained = {r: runner.export_path(r, "gpt", 1, "untrained", results) for r in ("tiny", "tinyx3")}
     runner.run_one(root, "tinyx3", "gpt", 1, results, tiny_data)      # no size rung's export yet: probed here
