@@ -86,6 +86,23 @@ def test_a_claim_is_answered_as_two_questions():
     assert row["controls' high"] < 0.05                 # the untrained pairs, not the shuffled labels
 
 
+def test_a_claims_text_ceiling_is_the_median_over_its_pairs_and_corrects_its_division():
+    """Each pair's ceiling is sqrt(rel_a * rel_b) of its runs' reliabilities; a run without one leaves the claim
+    without a ceiling; a ceiling below the floor is shown without a corrected |r|."""
+    from dataclasses import replace
+
+    rel = pd.Series([0.81, 0.64, 0.49, 0.36], index=[f"gpt-s{i}" for i in range(1, 5)])
+    claim = "GPT, two seeds (not in the paper)"
+    row = seeds.claim_rows(replace(_study(), reliability=rel)).set_index("claim").loc[claim]
+    each = [np.sqrt(rel.iloc[a] * rel.iloc[b]) for a in range(4) for b in range(a + 1, 4)]
+    assert row["text ceiling"] == pytest.approx(np.median(each))
+    assert front.ceiling_note(row) == f"; text ceiling {np.median(each):.2f}, corrected {0.5 / np.median(each):.2f}"
+    assert np.isnan(seeds.claim_rows(replace(_study(), reliability=rel.iloc[:3])).set_index("claim").loc[claim, "text ceiling"])
+    low = pd.Series({"text ceiling": 0.2, "partition median |r|": 0.5})
+    assert front.ceiling_note(low) == "; text ceiling 0.20: too low to correct"
+    assert front.ceiling_note(seeds.claim_rows(_study()).iloc[0]) == ""     # no reliabilities measured
+
+
 def test_sign_flips_say_whether_a_near_tie_or_a_mirrored_division():
     s = _study()
     flips = seed_spread.sign_flips(s.pairs[s.pairs["kind"] == "same"], s.runs[s.runs["kind"] == "case"])
@@ -200,6 +217,15 @@ def test_the_seed_study_runs_resumes_and_reports_at_the_tiny_profile(tmp_path):
     again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)  # resumes: nothing retrained
     assert again.returncode == 0 and "training" not in again.stderr
     assert pd.read_csv(tmp_path / "out" / "tiny" / "pairs.csv").equals(pairs)
+    rel = subprocess.run(cmd + ["--reliability"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert rel.returncode == 0, rel.stdout[-2000:] + rel.stderr[-2000:]
+    runs = pd.read_csv(tmp_path / "out" / "tiny" / "reliability.csv")
+    assert sorted(runs["run"]) == ["gpt-s1", "gpt-s2"] and (runs["text_reliability"].dropna().abs() <= 1).all()
+    assert (runs["val_loss_cooperative"] == runs["val_loss_cooperative_committed"]).all()
+    assert (runs["primary_eq3"] == runs["primary_eq3_committed"]).all()
+    check = __import__("json").loads((tmp_path / "out" / "tiny" / "reliability.json").read_text())["reproduced_pairs"]
+    # the same probes: r as pairs.csv rounds it (6 significant digits), no sign flipped
+    assert check["pairs"] == 1 and check["max |delta |r||"] < 1e-6 and check["sign flips"] == 0
     bad = subprocess.run(cmd[:3] + ["--profile", "tiny", "--families", "nope"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert bad.returncode == 1 and "nope" in bad.stdout
 

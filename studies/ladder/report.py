@@ -20,6 +20,7 @@ import pandas as pd
 
 from twotower_lib.analysis import seed_spread as spread
 from twotower_lib.analysis.correlation import correlate
+from twotower_lib.analysis.uncertainty import CEILING_FLOOR, pair_ceiling
 from twotower_lib.artifacts import atomic_write_bytes, atomic_write_json, provenance, read_json
 from twotower_lib import paper
 from twotower_lib.paper import SAME_CONFIG_R
@@ -32,7 +33,6 @@ TOP_N = 1000          # the most frequent tokens both runs scored: the seed stud
 SHUFFLE_SEED = 0
 PROBE_FAILED = "probe failed"
 NOT_YET = "not attempted"      # fewer than two seeds probed with their untrained control yet
-CEILING_FLOOR = 0.3   # below this text ceiling a corrected |r| (|r| / ceiling) is noise over noise, not shown
 REFERENCE = "reference.json"   # the corpus's word-frequency loss (`PreparedData.unigram_loss`), written by `runner`
 VALID_PROBE_RULE = (
     "**A probe counts** only where each of its tower heads predicts the validation text better than the same "
@@ -89,8 +89,7 @@ def text_ceiling(a: dict, b: dict) -> float:
     """The validation text's ceiling on two runs' r, sqrt(rel_a * rel_b) of their split-half reliabilities
     (`runner.text_reliability`); NaN where an export has none (its probe's artifact was not kept)."""
     rel = [e.get("text_reliability", {}).get("value") for e in (a, b)]
-    rel = [np.nan if v is None else v for v in rel]
-    return float(np.sqrt(max(rel[0], 0) * max(rel[1], 0))) if np.isfinite(rel).all() else np.nan
+    return pair_ceiling(*(np.nan if v is None else v for v in rel))
 
 
 def pair_rows(exports: list[dict]) -> pd.DataFrame:

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from twotower_lib.analysis import seed_spread
+from twotower_lib.analysis.uncertainty import CEILING_FLOOR, pair_ceiling
 from twotower_lib.artifacts import read_json
 from twotower_lib.book import charts, front, study_parts
 from twotower_lib.book.charts import alt
@@ -36,6 +37,12 @@ CONTROL_KINDS = ("untrained", "independent", "shuffled")
 NULL_KINDS = ("untrained", "independent")   # the controls a verdict is held against; the shuffled labels beside
 HIGH = "controls' high"
 NAMES = {"elmo": "ELMo", "gpt": "GPT", "bert-base": "Bert-base", "bert-large": "Bert-large"}
+CEILING_NOTE = (
+    "**Text ceiling** (beside a division, where every run of the claim has a measured reliability, "
+    "`reliability.csv`): the median over the claim's pairs of sqrt(rel_a · rel_b), each run's split-half "
+    "reliability on the validation text; two runs with identical preferences would correlate at about this "
+    "ceiling, so median |r| / ceiling (*corrected*) is the division's agreement on an unlimited text. It decides "
+    f"no verdict; below {CEILING_FLOOR} no corrected value is shown (noise over noise).")
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,7 @@ class SeedStudy:
     runs: pd.DataFrame
     study: dict
     single_tower: pd.DataFrame | None = None   # the independent control's single-tower probes (shortfall)
+    reliability: pd.Series | None = None       # each case run's split-half text reliability, by run name
 
 
 def load(profile: str, results: Path = RESULTS) -> SeedStudy | None:
@@ -54,7 +62,9 @@ def load(profile: str, results: Path = RESULTS) -> SeedStudy | None:
     if not (d / "pairs.csv").exists():
         return None
     single = pd.read_csv(d / "single_tower.csv") if (d / "single_tower.csv").exists() else None
-    return SeedStudy(pd.read_csv(d / "pairs.csv"), pd.read_csv(d / "runs.csv"), read_json(d / "study.json"), single)
+    rel = (pd.read_csv(d / "reliability.csv").set_index("run")["text_reliability"]
+           if (d / "reliability.csv").exists() else None)
+    return SeedStudy(pd.read_csv(d / "pairs.csv"), pd.read_csv(d / "runs.csv"), read_json(d / "study.json"), single, rel)
 
 
 def _of(pairs: pd.DataFrame, kinds: tuple[str, ...], families: tuple[tuple[str, str], ...]) -> pd.DataFrame:
@@ -91,6 +101,16 @@ def two_questions(s: SeedStudy, claim: Claim, ours: pd.DataFrame) -> dict:
     return out
 
 
+def text_ceiling(s: SeedStudy, pairs: pd.DataFrame) -> float:
+    """The validation text's ceiling on a claim's r: the median over its pairs of sqrt(rel_a * rel_b)
+    (`uncertainty.pair_ceiling`); NaN unless every pair's runs have a measured reliability."""
+    if s.reliability is None or pairs.empty:
+        return np.nan
+    rel = lambda runs: s.reliability.reindex(runs).to_numpy(float)
+    ceilings = [pair_ceiling(a, b) for a, b in zip(rel(pairs["a"]), rel(pairs["b"]))]
+    return float(np.median(ceilings)) if np.isfinite(ceilings).all() else np.nan
+
+
 def claim_rows(s: SeedStudy) -> pd.DataFrame:
     """One row per claim with pairs in the study: paper value, our median and central range over seed
     pairs, the controls' median and high end, and the verdict by `paper.RULE`."""
@@ -110,7 +130,8 @@ def claim_rows(s: SeedStudy) -> pd.DataFrame:
                      "control pairs": n["n"], "controls' median": n["median"], HIGH: n["high"],
                      "shuffled max |r|": float(shuffled.max()) if len(shuffled) else np.nan,
                      "verdict": seed_spread.verdict(ours, ctrl, c.paper),
-                     "above controls": seed_spread.above_controls(ours, ctrl) if kind == "same" else None}
+                     "above controls": seed_spread.above_controls(ours, ctrl) if kind == "same" else None,
+                     "text ceiling": text_ceiling(s, pairs) if c.statistic == "r" else np.nan}
                     | two_questions(s, c, pairs))
     freq = s.runs[s.runs["family"].isin(FREQUENCY_FAMILIES)] if "rho_frequency_rank" in s.runs else s.runs.iloc[:0]
     if len(freq):
@@ -210,7 +231,7 @@ def family_table(s: SeedStudy) -> pd.DataFrame:
 
 def section_markdown(s: SeedStudy, profile: str) -> str:
     """The result box of section 03: per claim, the paper's value, ours over seed pairs and the verdict."""
-    t, ceilings = claim_rows(s), front.text_ceilings(profile)
+    t = claim_rows(s)
     low, high = paper.CENTRAL
     lines = [f"Seed study of profile `{profile}`: {s.study['seeds']} seeds per family "
              f"({', '.join(NAMES.get(f, f) for f in s.study['families'] if f in set(s.pairs['family_a']))} probed so far). "
@@ -219,11 +240,11 @@ def section_markdown(s: SeedStudy, profile: str) -> str:
              "(leaving one run out) | orientation |", "|---|---|---|---|---|---|---|"]
     for _, r in t.iterrows():
         value = r["paper"] if isinstance(r["paper"], float) else f"{r['paper'][0]:.2f}–{r['paper'][1]:.2f}"
-        division, orientation = front.division_cell(r, ceilings, profile) or "—", front.orientation_cell(r, profile) or "—"
+        division, orientation = front.division_cell(r, profile) or "—", front.orientation_cell(r, profile) or "—"
         lines.append(f"| {r['claim']} | {value} | {_fmt(r)} | {r[HIGH]:.2f} ({r['control pairs']} pairs) | "
                      f"**{r['verdict']}** | {division} | {orientation} |")
     return ("\n".join(lines) + "\n\n:::{dropdown} The rules of the division and orientation columns\n"
-            + paper.PARTITION_RULE + "\n\n" + paper.ORIENTATION_RULE + "\n:::\n")
+            + paper.PARTITION_RULE + "\n\n" + paper.ORIENTATION_RULE + "\n\n" + CEILING_NOTE + "\n:::\n")
 
 
 def sign_flip_table(s: SeedStudy) -> pd.DataFrame:
@@ -347,8 +368,6 @@ def write_book(results: Path = RESULTS, probe_dir: Path = PROBE) -> Path:
         parts.update(book_parts(s, d.name))
         verdicts.update({f"{item}@{d.name}": {**e, "profile": d.name} for item, e in scorecard_entries(s).items()})
         inputs += [f for f in d.iterdir() if f.suffix in (".csv", ".json") and f.name != "claims.csv"]
-        published = PROJECT_ROOT / "results" / "profiles" / f"{d.name}.json"   # its run's text ceilings
-        inputs += [published] if published.exists() else []
         if d.name == BUDGET_PROFILE:
             budget = error_budget(s, d.name, probe_dir)
             parts.update({"ERROR_BUDGET": error_budget_markdown(budget), "ERROR_BUDGET_CHART": error_budget_chart(budget).to_json()})

@@ -16,6 +16,10 @@ Writes `results/seeds/<profile>/`:
 - `study.json`: what ran (profile, seeds, probe configuration, data hash, code and package
   versions, training and probing minutes, the command).
 
+`write_reliability` adds, from the case probes on the machine it runs on, `reliability.csv` (each case run's
+split-half text reliability, which puts the ceiling sqrt(rel_a * rel_b) on a pair's r) and `reliability.json`
+(what it was measured from, and how far that machine's probes reproduce the committed pairs' r).
+
 Then `studies.seeds.book` turns them into what the book reads (`claims.csv` and `results/seeds/book.json`);
 nothing here is imported by the library.
 """
@@ -177,6 +181,57 @@ def write_report(layout, seeds: int, families: tuple[str, ...], controls: tuple[
         "wall_minutes_calls": [m for m in previous.get("wall_minutes_calls", []) if m > 0]
                               + ([round(study_seconds / 60, 1)] if study_seconds is not None else []),
         "command": command, "provenance": provenance()})
+    from studies.seeds.book import write_book
+
+    write_book(out.parent)
+    return out
+
+
+RELIABILITY_SPLITS = 20   # random halves of the validation documents a run's text reliability averages
+
+
+def write_reliability(layout, seeds: int, families: tuple[str, ...], out: Path, command: str) -> Path:
+    """Write `reliability.csv` and `reliability.json` into `out` from the case probes on this machine: per run,
+    the split-half reliability of its scores over the study's top-N tokens (`uncertainty.split_half_reliability`),
+    and beside it how far this machine's probe reproduces the committed one (cooperative loss, Eq. 3's primary
+    tower and margin; per case pair, |r| and whether r's sign flipped), so that reliabilities of re-made probes
+    say which probes they describe. The committed report is left as it is."""
+    from twotower_lib.analysis.uncertainty import MIN_SPLIT_DOCS, split_half_reliability
+    from twotower_lib.data import load_prepared
+
+    data = load_prepared(layout.data)
+    committed = read_json(out / "study.json")
+    if committed["data_hash"] != data.data_hash:
+        raise SystemExit(f"error: {layout.data} holds other data ({data.data_hash[:12]}) than the study's "
+                         f"({committed['data_hash'][:12]}); prepare the profile's corpus again")
+    arts = {k: load_artifact(p) for k, p in _probes(layout, seeds, families).items() if k[0] == "cases"}
+    if not arts:
+        raise SystemExit(f"error: no finished case probe of the seed study under {layout.study}; run it first")
+    top_n = layout.profile.analysis.top_n
+    here = run_rows(arts, data.counts, top_n).set_index("run")
+    then = pd.read_csv(out / "runs.csv").query("kind == 'case'").set_index("run")
+    rows = []
+    for (_, model, seed), art in sorted(arts.items()):
+        ids = scored_top_tokens({"x": art.table}, data.counts, top_n, "score")
+        enough = art.doc_stats["doc_id"].nunique() >= MIN_SPLIT_DOCS     # else too few documents to split: NaN
+        run = art.path.name
+        rows.append({"family": model, "seed": seed, "run": run, "text_reliability":
+                     split_half_reliability(art.doc_stats, ids, RELIABILITY_SPLITS) if enough else np.nan,
+                     "tokens": len(ids)}
+                    | {f"{k}{suffix}": t[k].get(run) for k in ("val_loss_cooperative", "primary_eq3", "margin")
+                       for suffix, t in (("", here), ("_committed", then))})
+    cases = lambda t: t[t["kind"].isin(("same", "cross"))].set_index(["a", "b"])["r"]
+    mine, theirs = cases(pair_rows(arts, data.counts, top_n)), cases(pd.read_csv(out / "pairs.csv"))
+    theirs = theirs.reindex(mine.index)
+    delta = (mine.abs() - theirs.abs()).abs()
+    atomic_write_bytes(out / "reliability.csv", pd.DataFrame(rows).to_csv(index=False, float_format="%.6g").encode())
+    atomic_write_json(out / "reliability.json", {
+        "top_n": top_n, "splits": RELIABILITY_SPLITS, "data_hash": data.data_hash, "runs": len(rows),
+        "reproduced_pairs": {"pairs": int(delta.notna().sum()), "median |delta |r||": float(delta.median()),
+                             "max |delta |r||": float(delta.max()),
+                             "sign flips": int((np.sign(mine) != np.sign(theirs))[theirs.notna()].sum())},
+        "probe_config": next(iter(arts.values())).manifest.get("probe_config"), "command": command,
+        "provenance": provenance()})
     from studies.seeds.book import write_book
 
     write_book(out.parent)

@@ -182,6 +182,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="pin the probes' matmul precision (default: the profile's probe, whose `auto` resolves by a "
                         "timing on the machine; each probe records what it resolved to)")
     p.add_argument("--report-only", action="store_true", help="write the report from what is finished; train nothing")
+    p.add_argument("--reliability", action="store_true",
+                   help="train nothing; measure the text reliability of each finished case probe on this machine into "
+                        "reliability.csv, beside the committed report (`report.write_reliability`)")
     p.add_argument("--results", default=None, help="the study's results folder (default results/seeds); the report "
                                                   "goes into its <profile>/ subfolder")
 
@@ -207,15 +210,18 @@ def cli(argv: list[str] | None = None) -> int:
             raise UserError(f"--seeds {args.seeds}: a distribution over pairs needs at least 2 seeds (4 give 6 pairs)")
         t0 = time.time()
         layout = Layout(profile, profile_dir(profile.name))
-        if not args.report_only:
+        if not (args.report_only or args.reliability):
             run_study(profile, args.seeds, families, controls, args.threads_per_run, precision=args.probe_precision,
                       probe_threads=args.probe_threads, independent=independent)
-        from studies.seeds.report import RESULTS, write_report  # read when the work is done
+        from studies.seeds.report import RESULTS, write_reliability, write_report  # read when the work is done
 
         out = (Path(args.results) if args.results else RESULTS) / profile.name
+        command = "python -m studies.seeds " + " ".join(argv if argv is not None else sys.argv[1:])
+        if args.reliability:
+            print(f"seed study's text reliabilities -> {write_reliability(layout, args.seeds, families, out, command)}")
+            return 0
         write_report(layout, args.seeds, families, controls, out,
-                     study_seconds=None if args.report_only else time.time() - t0,
-                     command="python -m studies.seeds " + " ".join(argv if argv is not None else sys.argv[1:]))
+                     study_seconds=None if args.report_only else time.time() - t0, command=command)
         print(f"seed study report -> {out}")
         return 0
     except UserError as e:

@@ -10,7 +10,8 @@ from scipy import stats
 from tests.analysis import synthetic_runs
 from twotower_lib.analysis.correlation import correlate, permutation_null, permutation_pvalue, score_matrix, top_tokens
 from twotower_lib.analysis.table2 import CorrelationConfig, correlation_matrix, fig3_data, pairwise_correlations
-from twotower_lib.analysis.uncertainty import bootstrap, scores_from_doc_stats, split_half_reliability, text_ceiling
+from twotower_lib.analysis.uncertainty import (bootstrap, pair_ceiling, scores_from_doc_stats, split_half_reliability,
+                                               text_ceiling)
 from twotower_lib.errors import UserError
 
 FAST = dict(progress=False)
@@ -169,6 +170,12 @@ def test_spearman_brown_steps_a_reliability_up_and_down():
     assert spearman_brown(0.7, 1) == pytest.approx(0.7)
     assert spearman_brown(spearman_brown(0.6, 4), 0.25) == pytest.approx(0.6)   # k and 1/k undo each other
     assert spearman_brown(0.3, 1000) > 0.99
+
+
+def test_a_pairs_ceiling_is_the_geometric_mean_of_its_reliabilities():
+    assert pair_ceiling(0.81, 0.64) == pytest.approx(0.72)
+    assert pair_ceiling(-0.2, 0.9) == 0.0                       # a negative reliability counts as none
+    assert np.isnan(pair_ceiling(np.nan, 0.9))
 
 
 def test_split_half_reliability_and_text_ceiling():

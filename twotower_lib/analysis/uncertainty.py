@@ -154,6 +154,14 @@ def with_bias_corrected(record: dict, digits: int | None = None) -> dict:
 
 
 MIN_SPLIT_DOCS = 4  # two halves of at least two documents each
+CEILING_FLOOR = 0.3  # below this text ceiling a corrected |r| (|r| / ceiling) is noise over noise: not shown
+
+
+def pair_ceiling(rel_a: float, rel_b: float) -> float:
+    """The ceiling a validation text puts on two runs' r, sqrt(rel_a * rel_b) of their split-half reliabilities
+    (a negative reliability counts as 0); NaN where either is missing."""
+    rel = np.array([rel_a, rel_b], dtype=float)
+    return float(np.sqrt(np.clip(rel, 0, None).prod())) if np.isfinite(rel).all() else np.nan
 
 
 def spearman_brown(r: float, k: float) -> float:
@@ -208,7 +216,7 @@ def text_ceiling(tables: Mapping[str, pd.DataFrame], doc_stats: Mapping[str, pd.
         # too few documents to split (tiny test data): no ceiling, rather than no table
         rel = [split_half_reliability(stats[x], ids, n_splits, seed, score_col)
                if stats[x]["doc_id"].nunique() >= MIN_SPLIT_DOCS else np.nan for x in (a, b)]
-        ceiling = float(np.sqrt(max(rel[0], 0) * max(rel[1], 0)))
+        ceiling = pair_ceiling(*rel)
         rows.append({"a": a, "b": b, "n_tokens": len(ids), "r": r, "reliability_a": rel[0], "reliability_b": rel[1],
                      "ceiling": ceiling, "r_disattenuated": r / ceiling if ceiling > 0 else np.nan})
     return pd.DataFrame(rows)

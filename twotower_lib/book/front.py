@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from twotower_lib.analysis.uncertainty import CEILING_FLOOR
 from twotower_lib.artifacts import read_json
 from twotower_lib.book import study_parts
 from twotower_lib.book.sections import PROJECT_ROOT
@@ -63,20 +64,7 @@ CAVEATS = {"table1": "the `paper` profile trains Table 1's sizes",
            "fig8": "judged with Table 4: a flat curve means something only if the runs agree"}
 
 
-def text_ceilings(profile: str, results: Path = PUBLISHED) -> dict[str, tuple[float, str]]:
-    """Per family, the text ceiling of Eq. 4's score for the published run's same-configuration pair at `profile`
-    (how far two runs can agree on this validation text, `uncertainty.text_ceiling`) and that pair's name; empty
-    where the profile is not published."""
-    path = Path(results) / f"{profile}.json"
-    if not path.exists():
-        return {}
-    found = read_json(path)["sections"].get("03_correlations", {}).get("summary", {}).get("ceilings", [])
-    return {model_of(c["a"]): (c["text ceiling"], f"{c['a']}/{c['b'].rsplit('-', 1)[-1]}") for c in found
-            if c.get("variant") == "score" and model_of(c["a"]) == model_of(c["b"])}
-
-
-def _claim_cells(mine: pd.DataFrame, ceilings: dict[str, tuple[float, str]] | None = None,
-                 profile: str | None = None) -> dict[str, str]:
+def _claim_cells(mine: pd.DataFrame, profile: str | None = None) -> dict[str, str]:
     """A seed-decided row's cells: "ours" (each claim's signed median), "spread" (its central range and pairs),
     the two questions a signed r mixes, each with its own statistic (`paper.PARTITION_RULE`,
     `ORIENTATION_RULE`), and the caveat: the controls' 90th percentile the signed r is judged against."""
@@ -89,7 +77,7 @@ def _claim_cells(mine: pd.DataFrame, ceilings: dict[str, tuple[float, str]] | No
                        for (_, c), n in zip(mine.iterrows(), counts)) + (f" ({counts.iloc[0]}{each})" if each else "")
     high = mine[HIGH].max()
     caveat = "no control measured yet" if pd.isna(high) else f"signed r against controls' 90th pct. {high:.2f}"
-    division = lambda c: division_cell(c, ceilings, profile)
+    division = lambda c: division_cell(c, profile)
     orientation = lambda c: orientation_cell(c, profile)
     return {"ours": ours, "spread over seeds": spread, "division (median |r|)": _joined(mine, name, division),
             "orientation (Eq. 3)": _joined(mine, name, orientation), "caveat": caveat}
@@ -99,11 +87,10 @@ def _joined(mine: pd.DataFrame, name, cell) -> str:
     return "; ".join(f"{name(c)}{text}" for _, c in mine.iterrows() if (text := cell(c))) or "—"
 
 
-def division_cell(c: pd.Series, ceilings: dict[str, tuple[float, str]] | None = None,
-                  profile: str | None = None) -> str:
+def division_cell(c: pd.Series, profile: str | None = None) -> str:
     """The partition answer of a claim row: verdict, median |r|, its range leaving one run out, the controls'
-    threshold, and (where `ceilings` has the family) the text ceiling and corrected value; with `profile`,
-    the verdict and the median marked as that profile's claim's (`tables.keyed`)."""
+    threshold, and (where the row has one) the text ceiling and corrected value; with `profile`, the verdict
+    and the median marked as that profile's claim's (`tables.keyed`)."""
     if pd.isna(c.get("partition verdict")):
         return ""
     verdict, median = c["partition verdict"], f"{c['partition median |r|']:.2f}"
@@ -112,18 +99,19 @@ def division_cell(c: pd.Series, ceilings: dict[str, tuple[float, str]] | None = 
         median = keyed(f"division median abs r@{profile}: {c['claim']}", median)
     return (f"{verdict}: {median} ({c['partition loo low']:.2f}–"
             f"{c['partition loo high']:.2f}) vs {c['partition controls |r| threshold']:.2f}"
-            + ceiling_note(c, ceilings or {}))
+            + ceiling_note(c))
 
 
-def ceiling_note(c: pd.Series, ceilings: dict[str, tuple[float, str]]) -> str:
-    """A same-configuration claim's text ceiling (from the published run's pair of that family) and its median |r|
-    divided by it: what the division's agreement is on a text that would let two identical runs agree perfectly."""
-    families = {f.strip().lower().replace(" ", "-") for f in str(c["claim"]).split(",")[0].split(" vs ")}
-    family = next(iter(families)) if len(families) == 1 else None
-    if family not in ceilings or pd.isna(c.get("partition median |r|")):
+def ceiling_note(c: pd.Series) -> str:
+    """A claim's text ceiling (the median over its pairs, `uncertainty.pair_ceiling`) and its median |r| divided
+    by it: the division's agreement on a text that would let two identical runs agree perfectly; below
+    `CEILING_FLOOR`, the ceiling alone (a corrected |r| would be noise over noise)."""
+    ceiling = c.get("text ceiling")
+    if pd.isna(ceiling) or pd.isna(c.get("partition median |r|")):
         return ""
-    ceiling, pair = ceilings[family]
-    return f"; text ceiling {ceiling:.2f} ({pair}), corrected {c['partition median |r|'] / ceiling:.2f}"
+    if ceiling < CEILING_FLOOR:
+        return f"; text ceiling {ceiling:.2f}: too low to correct"
+    return f"; text ceiling {ceiling:.2f}, corrected {c['partition median |r|'] / ceiling:.2f}"
 
 
 def orientation_cell(c: pd.Series, profile: str | None = None) -> str:
@@ -148,14 +136,14 @@ def verdict_rows(card: dict, key: bool = False) -> pd.DataFrame:
     """One row per paper item: what the paper says, ours (each claim's median over seed pairs where the
     seed study decided it), the spread over seeds (or that it rests on one run), the verdict and a
     one-line caveat; with `key`, each verdict and division marked with what it is (`tables.keyed`), for the book."""
-    claims, ceilings = seed_claims(card["profile"]), text_ceilings(card["profile"])
+    claims = seed_claims(card["profile"])
     rows = []
     for r in card["rows"]:
         mine = claims[claims["above controls"].notna()] if r["id"] == "controls" else claims[claims["item"] == r["id"]]
         profile = card["profile"] if key else None
         mark = verdict_cell(profile, r, MARK[r["verdict"]]) if key else MARK[r["verdict"]]
         if r.get("decided_by") == "seeds" and len(mine):
-            cells = _claim_cells(mine, ceilings, profile)
+            cells = _claim_cells(mine, profile)
             if len(mine) > 1 and mine["verdict"].nunique() > 1:   # an item's verdict is its weakest claim's
                 mark += " (the weakest: " + ", ".join(f"{c['claim'].split(' (')[0].split(',')[0]} {c['verdict']}"
                                                       for _, c in mine.iterrows()) + ")"
