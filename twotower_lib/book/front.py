@@ -303,8 +303,8 @@ def scale_sentence(profile_name: str) -> str:
 def answer_sentence(profile_name: str, seeds: Path = SEEDS, results: Path = study_parts.RESULTS) -> str:
     """The answer in a few generated sentences: within which families the division of tokens repeats across
     seeds and whether its orientation does (the seed study's claims at `profile_name`), whether any division is
-    shared across families, and what the size ladder shows so far (its study's `LADDER_BRIEF`). Empty where the
-    profile has no seed study."""
+    shared across families, how far the validation text lets runs agree (the claims' text ceilings), and what the
+    size ladder shows so far (its study's `LADDER_BRIEF`). Empty where the profile has no seed study."""
     claims = seed_claims(profile_name, seeds)
     if "partition verdict" not in claims or claims.empty:
         return ""
@@ -320,11 +320,15 @@ def answer_sentence(profile_name: str, seeds: Path = SEEDS, results: Path = stud
     across = (f"a division is shared by {', '.join(f'{name(c)} ({m:.2f})' for c, m in zip(shared['claim'], shared['partition median |r|']))}"
               f" and by no other" if len(shared) else "none shares a division")
     ladder = study_parts.load(results)[0].get("LADDER_BRIEF", "The size ladder has no committed report yet.")
+    ceilings = claims.get("text ceiling", pd.Series(dtype=float)).dropna()
+    text = (f" The validation text would let runs with identical preferences correlate at {ceilings.min():.2f} to "
+            f"{ceilings.max():.2f} (the claims' text ceilings): an |r| far below that is a difference between the "
+            "runs, not noise of the text." if len(ceilings) else "")
     return (f"**In short.** At profile `{profile_name}`, the division of tokens between the two towers repeats "
             f"across seeds (median |r| over seed pairs, above the untrained and independent towers' 90th "
             f"percentile, at most {ctrl:.2f}, with every seed left out) within {within}; Eq. 3's orientation — which "
             f"tower takes which role — is another question: {orient}. Of the {len(cross)} comparisons between "
-            f"configurations (Tables 2 and 4), {across}. {ladder}")
+            f"configurations (Tables 2 and 4), {across}.{text} {ladder}")
 
 
 def spread_sentence(profile_name: str) -> str:
