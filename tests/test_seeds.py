@@ -226,6 +226,9 @@ def test_the_seed_study_runs_resumes_and_reports_at_the_tiny_profile(tmp_path):
     check = __import__("json").loads((tmp_path / "out" / "tiny" / "reliability.json").read_text())["reproduced_pairs"]
     # the same probes: r as pairs.csv rounds it (6 significant digits), no sign flipped
     assert check["pairs"] == 1 and check["max |delta |r||"] < 1e-6 and check["sign flips"] == 0
+    none = subprocess.run(cmd + ["--reliability", "--results", str(tmp_path / "none")], cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+    assert none.returncode != 0 and "no committed report" in none.stderr     # nothing to measure against
     bad = subprocess.run(cmd[:3] + ["--profile", "tiny", "--families", "nope"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert bad.returncode == 1 and "nope" in bad.stdout
 

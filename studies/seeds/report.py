@@ -199,6 +199,8 @@ def write_reliability(layout, seeds: int, families: tuple[str, ...], out: Path, 
     from twotower_lib.analysis.uncertainty import MIN_SPLIT_DOCS, split_half_reliability
     from twotower_lib.data import load_prepared
 
+    if not (out / "study.json").exists():
+        raise SystemExit(f"error: no committed report of the seed study in {out}; write it first (--report-only)")
     data = load_prepared(layout.data)
     committed = read_json(out / "study.json")
     if committed["data_hash"] != data.data_hash:
