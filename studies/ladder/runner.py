@@ -38,7 +38,6 @@ KINDS = ("case", "untrained")
 CORPUS = DataConfig(corpus="registry:brown")  # one corpus; its training split is one epoch
 MICRO_BATCH = 32
 EXPORT_TOKENS = 1200                    # scores exported per probe: the most frequent tokens scored in every run
-RELIABILITY_SPLITS = 20                 # random halves of the validation documents a run's text reliability averages
 def data_dir(root: Path) -> Path:
     return root / "data" / "prepared"
 
@@ -115,13 +114,13 @@ def text_reliability(art, token_ids) -> dict:
     (`uncertainty.split_half_reliability`): a pair's validation-text ceiling is sqrt(rel_a * rel_b)."""
     import numpy as np
 
-    from twotower_lib.analysis.uncertainty import MIN_SPLIT_DOCS, split_half_reliability
+    from twotower_lib.analysis.uncertainty import RELIABILITY_SPLITS, split_half_or_nan
 
     ids = np.asarray(token_ids)[:TOP_N]
-    if art.doc_stats["doc_id"].nunique() < MIN_SPLIT_DOCS:       # too few documents to split: not measured
+    value = split_half_or_nan(art.doc_stats, ids)                # NaN: too few documents to split, not measured
+    if np.isnan(value):
         return {"value": None, "tokens": len(ids), "splits": 0}
-    return {"value": round(split_half_reliability(art.doc_stats, ids, RELIABILITY_SPLITS), 4), "tokens": len(ids),
-            "splits": RELIABILITY_SPLITS}
+    return {"value": round(value, 4), "tokens": len(ids), "splits": RELIABILITY_SPLITS}
 
 
 def add_reliability(root: Path, results: Path) -> int:

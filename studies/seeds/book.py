@@ -101,7 +101,7 @@ def two_questions(s: SeedStudy, claim: Claim, ours: pd.DataFrame) -> dict:
     return out
 
 
-def text_ceiling(s: SeedStudy, pairs: pd.DataFrame) -> float:
+def claim_ceiling(s: SeedStudy, pairs: pd.DataFrame) -> float:
     """The validation text's ceiling on a claim's r: the median over its pairs of sqrt(rel_a * rel_b)
     (`uncertainty.pair_ceiling`); NaN unless every pair's runs have a measured reliability."""
     if s.reliability is None or pairs.empty:
@@ -131,7 +131,7 @@ def claim_rows(s: SeedStudy) -> pd.DataFrame:
                      "shuffled max |r|": float(shuffled.max()) if len(shuffled) else np.nan,
                      "verdict": seed_spread.verdict(ours, ctrl, c.paper),
                      "above controls": seed_spread.above_controls(ours, ctrl) if kind == "same" else None,
-                     "text ceiling": text_ceiling(s, pairs) if c.statistic == "r" else np.nan}
+                     "text ceiling": claim_ceiling(s, pairs) if c.statistic == "r" else np.nan}
                     | two_questions(s, c, pairs))
     freq = s.runs[s.runs["family"].isin(FREQUENCY_FAMILIES)] if "rho_frequency_rank" in s.runs else s.runs.iloc[:0]
     if len(freq):

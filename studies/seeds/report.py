@@ -187,16 +187,13 @@ def write_report(layout, seeds: int, families: tuple[str, ...], controls: tuple[
     return out
 
 
-RELIABILITY_SPLITS = 20   # random halves of the validation documents a run's text reliability averages
-
-
 def write_reliability(layout, seeds: int, families: tuple[str, ...], out: Path, command: str) -> Path:
     """Write `reliability.csv` and `reliability.json` into `out` from the case probes on this machine: per run,
-    the split-half reliability of its scores over the study's top-N tokens (`uncertainty.split_half_reliability`),
+    the split-half reliability of its scores over the study's top-N tokens (`uncertainty.split_half_or_nan`),
     and beside it how far this machine's probe reproduces the committed one (cooperative loss, Eq. 3's primary
     tower and margin; per case pair, |r| and whether r's sign flipped), so that reliabilities of re-made probes
     say which probes they describe. The committed report is left as it is."""
-    from twotower_lib.analysis.uncertainty import MIN_SPLIT_DOCS, split_half_reliability
+    from twotower_lib.analysis.uncertainty import RELIABILITY_SPLITS, split_half_or_nan
     from twotower_lib.data import load_prepared
 
     if not (out / "study.json").exists():
@@ -215,11 +212,9 @@ def write_reliability(layout, seeds: int, families: tuple[str, ...], out: Path, 
     rows = []
     for (_, model, seed), art in sorted(arts.items()):
         ids = scored_top_tokens({"x": art.table}, data.counts, top_n, "score")
-        enough = art.doc_stats["doc_id"].nunique() >= MIN_SPLIT_DOCS     # else too few documents to split: NaN
         run = art.path.name
-        rows.append({"family": model, "seed": seed, "run": run, "text_reliability":
-                     split_half_reliability(art.doc_stats, ids, RELIABILITY_SPLITS) if enough else np.nan,
-                     "tokens": len(ids)}
+        rows.append({"family": model, "seed": seed, "run": run,
+                     "text_reliability": split_half_or_nan(art.doc_stats, ids), "tokens": len(ids)}
                     | {f"{k}{suffix}": t[k].get(run) for k in ("val_loss_cooperative", "primary_eq3", "margin")
                        for suffix, t in (("", here), ("_committed", then))})
     cases = lambda t: t[t["kind"].isin(("same", "cross"))].set_index(["a", "b"])["r"]

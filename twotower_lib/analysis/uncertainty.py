@@ -154,6 +154,7 @@ def with_bias_corrected(record: dict, digits: int | None = None) -> dict:
 
 
 MIN_SPLIT_DOCS = 4  # two halves of at least two documents each
+RELIABILITY_SPLITS = 20  # random halves of the validation documents a split-half reliability averages
 CEILING_FLOOR = 0.3  # below this text ceiling a corrected |r| (|r| / ceiling) is noise over noise: not shown
 
 
@@ -170,7 +171,7 @@ def spearman_brown(r: float, k: float) -> float:
     return k * r / (1 + (k - 1) * r)
 
 
-def split_half_reliability(doc_stats: pd.DataFrame, token_ids: np.ndarray, n_splits: int = 20, seed: int = 0,
+def split_half_reliability(doc_stats: pd.DataFrame, token_ids: np.ndarray, n_splits: int = RELIABILITY_SPLITS, seed: int = 0,
                            score_col: str = "score") -> float:
     """How well one run's scores of `token_ids` would reproduce on another validation text of the same size.
 
@@ -193,8 +194,16 @@ def split_half_reliability(doc_stats: pd.DataFrame, token_ids: np.ndarray, n_spl
     return spearman_brown(float(np.mean(r)), 2)
 
 
+def split_half_or_nan(doc_stats: pd.DataFrame, token_ids: np.ndarray, n_splits: int = RELIABILITY_SPLITS,
+                      seed: int = 0, score_col: str = "score") -> float:
+    """`split_half_reliability`, or NaN where the validation text has too few documents to split in halves."""
+    if doc_stats["doc_id"].nunique() < MIN_SPLIT_DOCS:
+        return np.nan
+    return split_half_reliability(doc_stats, token_ids, n_splits, seed, score_col)
+
+
 def text_ceiling(tables: Mapping[str, pd.DataFrame], doc_stats: Mapping[str, pd.DataFrame], train_counts: np.ndarray,
-                 pairs: list[tuple[str, str]], n: int, n_splits: int = 20, seed: int = 0,
+                 pairs: list[tuple[str, str]], n: int, n_splits: int = RELIABILITY_SPLITS, seed: int = 0,
                  score_col: str = "score") -> pd.DataFrame:
     """Per pair of runs: r, each run's split-half reliability, and the ceiling sqrt(rel_a * rel_b).
 
@@ -214,8 +223,7 @@ def text_ceiling(tables: Mapping[str, pd.DataFrame], doc_stats: Mapping[str, pd.
         r = correlate(tabs[a][score_col].reindex(ids).to_numpy(float), tabs[b][score_col].reindex(ids).to_numpy(float),
                       names=(a, b))
         # too few documents to split (tiny test data): no ceiling, rather than no table
-        rel = [split_half_reliability(stats[x], ids, n_splits, seed, score_col)
-               if stats[x]["doc_id"].nunique() >= MIN_SPLIT_DOCS else np.nan for x in (a, b)]
+        rel = [split_half_or_nan(stats[x], ids, n_splits, seed, score_col) for x in (a, b)]
         ceiling = pair_ceiling(*rel)
         rows.append({"a": a, "b": b, "n_tokens": len(ids), "r": r, "reliability_a": rel[0], "reliability_b": rel[1],
                      "ceiling": ceiling, "r_disattenuated": r / ceiling if ceiling > 0 else np.nan})
