@@ -91,13 +91,20 @@ def test_a_claims_text_ceiling_is_the_median_over_its_pairs_and_corrects_its_div
     without a ceiling; a ceiling below the floor is shown without a corrected |r|."""
     from dataclasses import replace
 
-    rel = pd.Series([0.81, 0.64, 0.49, 0.36], index=[f"gpt-s{i}" for i in range(1, 5)])
+    rel = pd.DataFrame({"text_reliability": [0.81, 0.64, 0.49, 0.36], "text_reliability_spearman": [0.7, 0.6, 0.5, 0.4]},
+                       index=[f"gpt-s{i}" for i in range(1, 5)])
     claim = "GPT, two seeds (not in the paper)"
     row = seeds.claim_rows(replace(_study(), reliability=rel)).set_index("claim").loc[claim]
-    each = [np.sqrt(rel.iloc[a] * rel.iloc[b]) for a in range(4) for b in range(a + 1, 4)]
-    assert row["text ceiling"] == pytest.approx(np.median(each))
-    assert front.ceiling_note(row) == f"; text ceiling {np.median(each):.2f}, corrected {0.5 / np.median(each):.2f}"
+    median = lambda col: np.median([np.sqrt(rel[col].iloc[a] * rel[col].iloc[b]) for a in range(4) for b in range(a + 1, 4)])
+    assert row["text ceiling"] == pytest.approx(median("text_reliability"))
+    assert front.ceiling_note(row) == f"; text ceiling {median('text_reliability'):.2f}, " \
+                                      f"corrected {0.5 / median('text_reliability'):.2f}"
     assert np.isnan(seeds.claim_rows(replace(_study(), reliability=rel.iloc[:3])).set_index("claim").loc[claim, "text ceiling"])
+    # a Spearman claim reads the reliability of the scores' ranks; without that column it has no ceiling
+    pairs = _study().pairs.query("kind == 'same'")
+    assert seeds.claim_ceiling(replace(_study(), reliability=rel), pairs, "rho") == \
+        pytest.approx(median("text_reliability_spearman"))
+    assert np.isnan(seeds.claim_ceiling(replace(_study(), reliability=rel[["text_reliability"]]), pairs, "rho"))
     low = pd.Series({"text ceiling": 0.2, "partition median |r|": 0.5})
     assert front.ceiling_note(low) == "; text ceiling 0.20: too low to correct"
     assert front.ceiling_note(seeds.claim_rows(_study()).iloc[0]) == ""     # no reliabilities measured
@@ -220,7 +227,8 @@ def test_the_seed_study_runs_resumes_and_reports_at_the_tiny_profile(tmp_path):
     rel = subprocess.run(cmd + ["--reliability"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert rel.returncode == 0, rel.stdout[-2000:] + rel.stderr[-2000:]
     runs = pd.read_csv(tmp_path / "out" / "tiny" / "reliability.csv")
-    assert sorted(runs["run"]) == ["gpt-s1", "gpt-s2"] and (runs["text_reliability"].dropna().abs() <= 1).all()
+    assert sorted(runs["run"]) == ["gpt-s1", "gpt-s2"]
+    assert (runs[["text_reliability", "text_reliability_spearman"]].stack().dropna().abs() <= 1).all()
     assert (runs["val_loss_cooperative"] == runs["val_loss_cooperative_committed"]).all()
     assert (runs["primary_eq3"] == runs["primary_eq3_committed"]).all()
     check = __import__("json").loads((tmp_path / "out" / "tiny" / "reliability.json").read_text())["reproduced_pairs"]

@@ -40,9 +40,10 @@ NAMES = {"elmo": "ELMo", "gpt": "GPT", "bert-base": "Bert-base", "bert-large": "
 CEILING_NOTE = (
     "**Text ceiling** (beside a division, where every run of the claim has a measured reliability, "
     "`reliability.csv`): the median over the claim's pairs of sqrt(rel_a · rel_b), each run's split-half "
-    "reliability on the validation text; two runs with identical preferences would correlate at about this "
-    "ceiling, so median |r| / ceiling (*corrected*) is the division's agreement on an unlimited text. It decides "
-    f"no verdict; below {CEILING_FLOOR} no corrected value is shown (noise over noise).")
+    "reliability on the validation text (of the scores' ranks for a Spearman claim); two runs with identical "
+    "preferences would correlate at about this ceiling, so median |r| / ceiling (*corrected*) is the division's "
+    f"agreement on an unlimited text. It decides no verdict; below {CEILING_FLOOR} no corrected value is shown "
+    "(noise over noise).")
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class SeedStudy:
     runs: pd.DataFrame
     study: dict
     single_tower: pd.DataFrame | None = None   # the independent control's single-tower probes (shortfall)
-    reliability: pd.Series | None = None       # each case run's split-half text reliability, by run name
+    reliability: pd.DataFrame | None = None    # each case run's split-half text reliabilities, by run name
 
 
 def load(profile: str, results: Path = RESULTS) -> SeedStudy | None:
@@ -62,8 +63,7 @@ def load(profile: str, results: Path = RESULTS) -> SeedStudy | None:
     if not (d / "pairs.csv").exists():
         return None
     single = pd.read_csv(d / "single_tower.csv") if (d / "single_tower.csv").exists() else None
-    rel = (pd.read_csv(d / "reliability.csv").set_index("run")["text_reliability"]
-           if (d / "reliability.csv").exists() else None)
+    rel = pd.read_csv(d / "reliability.csv").set_index("run") if (d / "reliability.csv").exists() else None
     return SeedStudy(pd.read_csv(d / "pairs.csv"), pd.read_csv(d / "runs.csv"), read_json(d / "study.json"), single, rel)
 
 
@@ -101,12 +101,17 @@ def two_questions(s: SeedStudy, claim: Claim, ours: pd.DataFrame) -> dict:
     return out
 
 
-def claim_ceiling(s: SeedStudy, pairs: pd.DataFrame) -> float:
-    """The validation text's ceiling on a claim's r: the median over its pairs of sqrt(rel_a * rel_b)
-    (`uncertainty.pair_ceiling`); NaN unless every pair's runs have a measured reliability."""
-    if s.reliability is None or pairs.empty:
+RELIABILITY_OF = {"r": "text_reliability", "rho": "text_reliability_spearman"}  # reliability.csv's column per statistic
+
+
+def claim_ceiling(s: SeedStudy, pairs: pd.DataFrame, statistic: str) -> float:
+    """The validation text's ceiling on a claim's `statistic` (r or rho): the median over its pairs of
+    sqrt(rel_a * rel_b) (`uncertainty.pair_ceiling`), each run's split-half reliability of that statistic;
+    NaN unless every pair's runs have one measured."""
+    column = RELIABILITY_OF[statistic]
+    if s.reliability is None or column not in s.reliability or pairs.empty:
         return np.nan
-    rel = lambda runs: s.reliability.reindex(runs).to_numpy(float)
+    rel = lambda runs: s.reliability[column].reindex(runs).to_numpy(float)
     ceilings = [pair_ceiling(a, b) for a, b in zip(rel(pairs["a"]), rel(pairs["b"]))]
     return float(np.median(ceilings)) if np.isfinite(ceilings).all() else np.nan
 
@@ -131,7 +136,7 @@ def claim_rows(s: SeedStudy) -> pd.DataFrame:
                      "shuffled max |r|": float(shuffled.max()) if len(shuffled) else np.nan,
                      "verdict": seed_spread.verdict(ours, ctrl, c.paper),
                      "above controls": seed_spread.above_controls(ours, ctrl) if kind == "same" else None,
-                     "text ceiling": claim_ceiling(s, pairs) if c.statistic == "r" else np.nan}
+                     "text ceiling": claim_ceiling(s, pairs, c.statistic)}
                     | two_questions(s, c, pairs))
     freq = s.runs[s.runs["family"].isin(FREQUENCY_FAMILIES)] if "rho_frequency_rank" in s.runs else s.runs.iloc[:0]
     if len(freq):

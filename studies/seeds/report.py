@@ -189,7 +189,8 @@ def write_report(layout, seeds: int, families: tuple[str, ...], controls: tuple[
 
 def write_reliability(layout, seeds: int, families: tuple[str, ...], out: Path, command: str) -> Path:
     """Write `reliability.csv` and `reliability.json` into `out` from the case probes on this machine: per run,
-    the split-half reliability of its scores over the study's top-N tokens (`uncertainty.split_half_or_nan`),
+    the split-half reliability of its scores over the study's top-N tokens (`uncertainty.split_half_or_nan`;
+    of their values for the Pearson claims, of their ranks for the Spearman ones),
     and beside it how far this machine's probe reproduces the committed one (cooperative loss, Eq. 3's primary
     tower and margin; per case pair, |r| and whether r's sign flipped), so that reliabilities of re-made probes
     say which probes they describe. The committed report is left as it is."""
@@ -214,7 +215,9 @@ def write_reliability(layout, seeds: int, families: tuple[str, ...], out: Path, 
         ids = scored_top_tokens({"x": art.table}, data.counts, top_n, "score")
         run = art.path.name
         rows.append({"family": model, "seed": seed, "run": run,
-                     "text_reliability": split_half_or_nan(art.doc_stats, ids), "tokens": len(ids)}
+                     "text_reliability": split_half_or_nan(art.doc_stats, ids),
+                     "text_reliability_spearman": split_half_or_nan(art.doc_stats, ids, method="spearman"),
+                     "tokens": len(ids)}
                     | {f"{k}{suffix}": t[k].get(run) for k in ("val_loss_cooperative", "primary_eq3", "margin")
                        for suffix, t in (("", here), ("_committed", then))})
     cases = lambda t: t[t["kind"].isin(("same", "cross"))].set_index(["a", "b"])["r"]

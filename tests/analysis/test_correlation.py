@@ -191,8 +191,14 @@ def test_split_half_reliability_and_text_ceiling():
     truth = stats.pearsonr(*(tables[r].set_index("token_id").loc[ids, "true_score"] for r in ("run1", "run2")))[0]
     assert out["r"] < out["ceiling"] < 0.9 and out["r"] < truth - 0.1           # noise attenuates r ...
     assert out["r_disattenuated"] == pytest.approx(truth, abs=0.03)            # ... by about the ceiling
+    ranks = split_half_reliability(doc_stats["run1"], ids, method="spearman")       # a Spearman claim's: of the ranks
+    assert ranks == pytest.approx(stats.spearmanr(t["score"], t["true_score"]).statistic ** 2, abs=0.03)
+    outlier = doc_stats["run1"].assign(sum_p1=lambda d: d["sum_p1"].where(d["token_id"] != ids[0], d["sum_p1"] * 1e8))
+    assert split_half_reliability(outlier, ids) > rel + 0.1                  # one extreme token carries Pearson's ...
+    assert split_half_reliability(outlier, ids, method="spearman") == pytest.approx(ranks, abs=0.01)  # ... not the ranks'
     clean, clean_stats, _ = synthetic_runs(occurrence_noise=0.0)
     assert split_half_reliability(clean_stats["run1"], ids) == pytest.approx(1.0)
+    assert split_half_reliability(clean_stats["run1"], ids, method="spearman") == pytest.approx(1.0)
     with pytest.raises(UserError, match="n_splits"):
         split_half_reliability(doc_stats["run1"], ids, n_splits=0)
     with pytest.raises(UserError, match="at least 4 validation documents"):

@@ -172,12 +172,14 @@ def spearman_brown(r: float, k: float) -> float:
 
 
 def split_half_reliability(doc_stats: pd.DataFrame, token_ids: np.ndarray, n_splits: int = RELIABILITY_SPLITS, seed: int = 0,
-                           score_col: str = "score") -> float:
+                           score_col: str = "score", method: str = "pearson") -> float:
     """How well one run's scores of `token_ids` would reproduce on another validation text of the same size.
 
     The validation documents are split into two random halves, the scores are computed on each half
-    and correlated (Pearson, over tokens scored in both halves; mean over `n_splits` splits), and the
-    half-text correlation is stepped up to the whole text with Spearman-Brown, 2r / (1 + r).
+    and correlated (`method`, over tokens scored in both halves; mean over `n_splits` splits), and the
+    half-text correlation is stepped up to the whole text with Spearman-Brown, 2r / (1 + r). With
+    method "spearman" it is the reliability of the scores' ranks, the ceiling of a Spearman claim
+    (Spearman-Brown on a rank correlation is the usual approximation).
     """
     if n_splits < 1:
         raise UserError(f"n_splits must be at least 1, got {n_splits}")
@@ -188,18 +190,18 @@ def split_half_reliability(doc_stats: pd.DataFrame, token_ids: np.ndarray, n_spl
     rng = np.random.default_rng(seed)
     halves = np.stack([rng.permutation(len(docs)) < len(docs) // 2 for _ in range(n_splits)])   # (S, docs)
     first, second = sums.scores(halves.astype(float)), sums.scores((~halves).astype(float))      # (S, tokens)
-    r = correlate_rows(first, second, "pearson", None)
+    r = correlate_rows(first, second, method, None)
     if not np.isfinite(r).all():
         raise UserError("a split half left fewer than 3 scored tokens; use more validation documents or fewer tokens")
     return spearman_brown(float(np.mean(r)), 2)
 
 
 def split_half_or_nan(doc_stats: pd.DataFrame, token_ids: np.ndarray, n_splits: int = RELIABILITY_SPLITS,
-                      seed: int = 0, score_col: str = "score") -> float:
+                      seed: int = 0, score_col: str = "score", method: str = "pearson") -> float:
     """`split_half_reliability`, or NaN where the validation text has too few documents to split in halves."""
     if doc_stats["doc_id"].nunique() < MIN_SPLIT_DOCS:
         return np.nan
-    return split_half_reliability(doc_stats, token_ids, n_splits, seed, score_col)
+    return split_half_reliability(doc_stats, token_ids, n_splits, seed, score_col, method)
 
 
 def text_ceiling(tables: Mapping[str, pd.DataFrame], doc_stats: Mapping[str, pd.DataFrame], train_counts: np.ndarray,
