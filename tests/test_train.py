@@ -420,13 +420,25 @@ def test_arch_specific_cuda_targets_are_dropped_for_deepspeeds_op_builder(monkey
     assert os.environ["TORCH_CUDA_ARCH_LIST"] == fixed
 
 
+def test_a_process_group_builds_no_op_that_training_never_calls(tmp_path):
+    """DeepSpeed's torch backend would JIT-build its shared-memory all-reduce (inference only) for every new
+    environment's first run, about 30 s of a newcomer's first minute; the process group starts without it."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_PORT")}
+    code = ("import torch; from twotower_lib.train.deepspeed_setup import init_distributed; init_distributed(); "
+            "print('world', torch.distributed.get_world_size())")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                         text=True, timeout=300, env=env | {"TORCH_EXTENSIONS_DIR": str(tmp_path), "DS_ACCELERATOR": "cpu"})
+    assert out.returncode == 0, out.stderr
+    assert "world 1" in out.stdout and not any(tmp_path.rglob("*shm*"))
+
+
 def test_a_lock_left_by_an_interrupted_op_build_is_removed_and_a_fresh_one_kept(tmp_path, monkeypatch, capsys):
-    """A run killed while DeepSpeed JIT-built its CPU communication op leaves torch's lock file; without
-    this, every later run waits on it forever. A lock younger than the limit may be a build in progress."""
+    """A run killed while DeepSpeed JIT-built its fused Adam leaves torch's lock file; without this, every later
+    run waits on it forever. A lock younger than the limit may be a build in progress."""
     from twotower_lib.train.deepspeed_setup import STALE_BUILD_LOCK_S, clear_stale_build_lock
 
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
-    lock = tmp_path / "deepspeed_shm_comm" / "lock"
+    lock = tmp_path / "fused_adam" / "lock"
     assert clear_stale_build_lock() is None            # no lock: nothing to do
     lock.touch()
     assert clear_stale_build_lock() is None and lock.exists()

@@ -36,17 +36,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-STALE_BUILD_LOCK_S = 600  # a JIT build of DeepSpeed's CPU communication op takes about a minute
+STALE_BUILD_LOCK_S = 600  # a JIT build of DeepSpeed's fused Adam takes a minute or two
+# DeepSpeed ops that training never calls but DeepSpeed's torch backend JIT-builds whenever a process group starts
+# (about 30 s on 2 cores, once per Python environment): the shared-memory all-reduce serves only DeepSpeed
+# inference's tensor parallelism (`inference_all_reduce`).
+UNUSED_OPS = ("deepspeed_shm_comm",)
 
 
-def clear_stale_build_lock(name: str = "deepspeed_shm_comm", max_age_s: float = STALE_BUILD_LOCK_S) -> Path | None:
+def clear_stale_build_lock(name: str = "fused_adam", max_age_s: float = STALE_BUILD_LOCK_S) -> Path | None:
     """Remove the lock file of an interrupted JIT build of DeepSpeed's op `name`, saying so; return its path
     if one was removed.
 
-    Why: DeepSpeed JIT-builds its shared-memory communication op when a process group starts (every
-    training run, on CPU too), under torch's file lock. A process killed during that build leaves the
-    lock behind, and every later run then waits for it forever without a word. A lock older than
-    `max_age_s` belongs to no running build."""
+    Why: DeepSpeed JIT-builds its fused Adam (the GPU configs' optimizer) the first time a run starts in an
+    environment, under torch's file lock. A process killed during that build leaves the lock behind, and every
+    later run then waits for it forever without a word. A lock older than `max_age_s` belongs to no running build."""
     try:
         from torch.utils.cpp_extension import _get_build_directory  # torch's own rule for the folder
 
@@ -79,6 +82,7 @@ def init_distributed() -> None:
                           MASTER_PORT=str(_free_port()))
         os.environ[OWN_PORT_ENV] = os.environ["MASTER_PORT"]
     if not torch.distributed.is_initialized():
+        deepspeed.ops.__compatible_ops__.update(dict.fromkeys(UNUSED_OPS, False))  # DeepSpeed's own "not buildable here"
         clear_stale_build_lock()
         for attempt in range(5):
             try:
