@@ -38,7 +38,7 @@ def _free_port() -> int:
 
 STALE_BUILD_LOCK_S = 600  # a JIT build of DeepSpeed's fused Adam takes a minute or two
 # DeepSpeed ops that training never calls but DeepSpeed's torch backend JIT-builds whenever a process group starts
-# (about 30 s on 2 cores, once per Python environment): the shared-memory all-reduce serves only DeepSpeed
+# on a CPU (about 30 s on 2 cores, once per Python environment): the shared-memory all-reduce serves only DeepSpeed
 # inference's tensor parallelism (`inference_all_reduce`).
 UNUSED_OPS = ("deepspeed_shm_comm",)
 
@@ -82,7 +82,8 @@ def init_distributed() -> None:
                           MASTER_PORT=str(_free_port()))
         os.environ[OWN_PORT_ENV] = os.environ["MASTER_PORT"]
     if not torch.distributed.is_initialized():
-        deepspeed.ops.__compatible_ops__.update(dict.fromkeys(UNUSED_OPS, False))  # DeepSpeed's own "not buildable here"
+        if not torch.cuda.is_available():   # a GPU has no such op; reading the table there would probe every op
+            deepspeed.ops.__compatible_ops__.update(dict.fromkeys(UNUSED_OPS, False))  # DeepSpeed's "not buildable here"
         clear_stale_build_lock()
         for attempt in range(5):
             try:
