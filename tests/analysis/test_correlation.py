@@ -201,6 +201,8 @@ def test_split_half_reliability_and_text_ceiling():
     assert split_half_reliability(clean_stats["run1"], ids, method="spearman") == pytest.approx(1.0)
     with pytest.raises(UserError, match="n_splits"):
         split_half_reliability(doc_stats["run1"], ids, n_splits=0)
+    with pytest.raises(UserError, match="method 'kendall' is not one of"):
+        split_half_reliability(doc_stats["run1"], ids, method="kendall")
     with pytest.raises(UserError, match="at least 4 validation documents"):
         split_half_reliability(doc_stats["run1"][doc_stats["run1"]["doc_id"] < 3], ids)
 

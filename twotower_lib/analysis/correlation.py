@@ -150,14 +150,19 @@ def _check_vectors(x: np.ndarray, y: np.ndarray, names: tuple[str, str], control
         raise UserError(f"a correlation needs at least 3 tokens, got {len(x)}")
 
 
+def check_method(method: str) -> None:
+    """A clear error for a method this module does not compute (the others would silently be Pearson's)."""
+    if method not in METHODS:
+        raise UserError(f"correlation method {method!r} is not one of {METHODS}")
+
+
 def correlate(x: np.ndarray, y: np.ndarray, method: str = "pearson", control: np.ndarray | None = None,
               names: tuple[str, str] = ("x", "y")) -> float:
     """Pearson/Spearman correlation of x and y; with `control`, the partial correlation given it.
 
     The partial Spearman correlation residualises the ranks of x and y on the ranks of the control.
     """
-    if method not in METHODS:
-        raise UserError(f"correlation method {method!r} is not one of {METHODS}")
+    check_method(method)
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     control = None if control is None else np.asarray(control, dtype=float)
     _check_vectors(x, y, names, control)
@@ -170,6 +175,7 @@ def correlate(x: np.ndarray, y: np.ndarray, method: str = "pearson", control: np
 
 def correlate_rows(x: np.ndarray, y: np.ndarray, method: str, control: np.ndarray | None) -> np.ndarray:
     """Row-wise correlation of bootstrap replicates; rows with missing tokens use the rest."""
+    check_method(method)
     r = _corr_rows(x, y, method, control)
     for i in np.nonzero(~(np.isfinite(x) & np.isfinite(y)).all(axis=1))[0]:
         keep = np.isfinite(x[i]) & np.isfinite(y[i])
