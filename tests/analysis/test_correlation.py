@@ -10,8 +10,8 @@ from scipy import stats
 from tests.analysis import synthetic_runs
 from twotower_lib.analysis.correlation import correlate, permutation_null, permutation_pvalue, score_matrix, top_tokens
 from twotower_lib.analysis.table2 import CorrelationConfig, correlation_matrix, fig3_data, pairwise_correlations
-from twotower_lib.analysis.uncertainty import (bootstrap, pair_ceiling, scores_from_doc_stats, split_half_reliability,
-                                               text_ceiling)
+from twotower_lib.analysis.uncertainty import (CEILING_FLOOR, bootstrap, corrected, pair_ceiling, scores_from_doc_stats,
+                                               split_half_or_nan, split_half_reliability, text_ceiling)
 from twotower_lib.errors import UserError
 
 FAST = dict(progress=False)
@@ -176,6 +176,12 @@ def test_a_pairs_ceiling_is_the_geometric_mean_of_its_reliabilities():
     assert pair_ceiling(0.81, 0.64) == pytest.approx(0.72)
     assert pair_ceiling(-0.2, 0.9) == 0.0                       # a negative reliability counts as none
     assert np.isnan(pair_ceiling(np.nan, 0.9))
+
+
+def test_a_corrected_r_is_shown_only_above_the_ceilings_floor():
+    """|r| / ceiling from the floor up: a text on which the runs' scores barely reproduce corrects nothing."""
+    assert corrected(0.5, 0.8) == pytest.approx(0.625) and corrected(0.15, CEILING_FLOOR) == pytest.approx(0.15 / 0.3)
+    assert np.isnan(corrected(0.15, 0.29)) and np.isnan(corrected(0.5, np.nan))
 
 
 def test_split_half_reliability_and_text_ceiling():
@@ -470,6 +476,7 @@ def test_the_ceilings_and_the_bootstrap_are_seeded_and_take_their_documented_def
     rel = split_half_reliability(doc_stats["run1"], ids)
     assert rel == split_half_reliability(doc_stats["run1"], ids, n_splits=20, seed=0)
     assert rel != split_half_reliability(doc_stats["run1"], ids, n_splits=21, seed=0)
+    assert split_half_or_nan(doc_stats["run1"], ids) == rel                   # the same defaults
     out = text_ceiling(tables, doc_stats, counts, [("run1", "run2")], 60)
     pd.testing.assert_frame_equal(out, text_ceiling(tables, doc_stats, counts, [("run1", "run2")], 60, n_splits=20, seed=0))
     mean = lambda s: s.mean(axis=-1)   # noqa: E731

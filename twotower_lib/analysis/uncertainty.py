@@ -165,6 +165,12 @@ def pair_ceiling(rel_a: float, rel_b: float) -> float:
     return float(np.sqrt(np.clip(rel, 0, None).prod())) if np.isfinite(rel).all() else np.nan
 
 
+def corrected(abs_r: float, ceiling: float) -> float:
+    """|r| / ceiling, the agreement an unlimited text would show; NaN where the ceiling is missing or below
+    CEILING_FLOOR (noise over noise)."""
+    return abs_r / ceiling if ceiling >= CEILING_FLOOR else np.nan
+
+
 def spearman_brown(r: float, k: float) -> float:
     """The reliability of a measurement k times as long as one whose two parallel forms correlate at r:
     k r / (1 + (k - 1) r) (a half-text correlation stepped up to the whole text: k = 2)."""

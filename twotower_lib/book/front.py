@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from twotower_lib.analysis.uncertainty import CEILING_FLOOR
+from twotower_lib.analysis.uncertainty import corrected
 from twotower_lib.artifacts import read_json
 from twotower_lib.book import study_parts
 from twotower_lib.book.sections import PROJECT_ROOT
@@ -109,9 +109,9 @@ def ceiling_note(c: pd.Series) -> str:
     ceiling = c.get("text ceiling")
     if pd.isna(ceiling) or pd.isna(c.get("partition median |r|")):
         return ""
-    if ceiling < CEILING_FLOOR:
-        return f"; text ceiling {ceiling:.2f}: too low to correct"
-    return f"; text ceiling {ceiling:.2f}, corrected {c['partition median |r|'] / ceiling:.2f}"
+    value = corrected(c["partition median |r|"], ceiling)
+    return f"; text ceiling {ceiling:.2f}: too low to correct" if pd.isna(value) else \
+        f"; text ceiling {ceiling:.2f}, corrected {value:.2f}"
 
 
 def orientation_cell(c: pd.Series, profile: str | None = None) -> str:
