@@ -12,6 +12,7 @@ import pytest
 
 from studies.ladder import report, rungs, runner
 from studies.ladder.rungs import Rung, size_rungs
+from twotower_lib.analysis.uncertainty import CEILING_FLOOR
 from twotower_lib.probe.config import ProbeConfig
 
 
@@ -108,7 +109,7 @@ def test_the_report_answers_partition_and_orientation_per_rung(tmp_path, monkeyp
     text = report.answer(summary.reset_index())
     assert "**gpt**" in text and "small: median |r|" in text and "→" in text
     assert "text ceiling 0.81, corrected" in text and text.count("text ceiling") == 1
-    low = summary.reset_index().assign(**{"text ceiling (median)": report.CEILING_FLOOR / 2})
+    low = summary.reset_index().assign(**{"text ceiling (median)": CEILING_FLOOR / 2})
     assert "too little to correct" in report.answer(low) and "corrected" not in report.answer(low).replace("to correct", "")
     for e in exports:
         path = tmp_path / report.EXPORTS / e["rung"] / f"{e['family']}-s{e['seed']}{'' if e['kind'] == 'case' else '-untrained'}.json"

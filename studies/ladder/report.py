@@ -20,7 +20,7 @@ import pandas as pd
 
 from twotower_lib.analysis import seed_spread as spread
 from twotower_lib.analysis.correlation import correlate
-from twotower_lib.analysis.uncertainty import CEILING_FLOOR, pair_ceiling
+from twotower_lib.analysis.uncertainty import corrected, pair_ceiling
 from twotower_lib.artifacts import atomic_write_bytes, atomic_write_json, provenance, read_json
 from twotower_lib import paper
 from twotower_lib.paper import SAME_CONFIG_R
@@ -144,11 +144,9 @@ def summary_rows(runs: pd.DataFrame, pairs: pd.DataFrame, unigram: float = np.na
         part = spread.partition(same["seed_a"], same["seed_b"], same["r"], untrained["r"], shuffled["r"])
         orient = spread.orientation(cases[["seed", "margin", "margin_se"]], same["seed_a"], same["seed_b"], same["r"],
                                     ctrl["margin"], shared=part["controls |r| threshold"])
-        ceiling = same["text ceiling"]
-        rows.append(base | {"median r": float(np.median(same["r"])),
-                            "text ceiling (median)": float(ceiling.median()) if ceiling.notna().all() else np.nan,
-                            "median |r| / ceiling": float((same["r"].abs() / ceiling).median())
-                            if ceiling.notna().all() else np.nan}
+        ceiling = float(same["text ceiling"].median()) if same["text ceiling"].notna().all() else np.nan
+        rows.append(base | {"median r": float(np.median(same["r"])), "text ceiling (median)": ceiling,
+                            "median |r| / ceiling": corrected(part["median |r|"], ceiling)}
                     | {f"partition: {k}": v for k, v in part.items()}
                     | {f"orientation: {k}": v for k, v in orient.items()})
     return pd.DataFrame(rows)
@@ -266,13 +264,14 @@ def _step(r: pd.Series) -> str:
 
 
 def _ceiling(r: pd.Series) -> str:
-    """The rung's text ceiling and the median |r| it corrects to, where every pair has one."""
+    """The rung's text ceiling, where every pair has one, and its median |r| over it (`uncertainty.corrected`)."""
     ceiling = r.get("text ceiling (median)", np.nan)
     if pd.isna(ceiling):
         return ""
-    if ceiling < CEILING_FLOOR:
+    value = corrected(r["partition: median |r|"], ceiling)
+    if pd.isna(value):
         return f"; text ceiling {_f(ceiling)}: the scores barely reproduce on another text, too little to correct"
-    return f"; text ceiling {_f(ceiling)}, corrected {_f(r['median |r| / ceiling'])}"
+    return f"; text ceiling {_f(ceiling)}, corrected {_f(value)}"
 
 
 def _no_context(r: pd.Series) -> bool:
