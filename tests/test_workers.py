@@ -1,14 +1,18 @@
-"""Runs side by side (twotower_lib.workers): how many, results in order, errors, thread counts."""
+"""Runs side by side (twotower_lib.workers): how many, results in order, errors, thread counts; the pinned kernels."""
 
 from __future__ import annotations
 
 import os
+import platform
+import subprocess
+import sys
 import time
 
 import pytest
 
+from twotower_lib.artifacts import cpu_features
 from twotower_lib.errors import UserError
-from twotower_lib.workers import run_jobs, torch_threads, worker_count
+from twotower_lib.workers import PINNED_KERNELS, run_jobs, torch_threads, worker_count
 
 
 def threads_and_pid(tag: str) -> tuple[str, int, int]:
@@ -154,3 +158,44 @@ def test_the_allocator_keeps_freed_memory_unless_told_not_to(monkeypatch):
     assert keep_freed_memory() is True
     monkeypatch.setenv("TWOTOWER_MALLOC", "default")
     assert keep_freed_memory() is False
+
+
+X86_WITH_AVX2 = platform.machine().lower() in ("x86_64", "amd64") and "avx2" in cpu_features().get("flags", [])
+
+
+def _kernels(code: str, **env: str) -> str:
+    """What a fresh interpreter prints after `code`, with `env` on top of this environment (minus the pins)."""
+    base = {k: v for k, v in os.environ.items() if k not in (*PINNED_KERNELS, "TWOTOWER_CPU_KERNELS")}
+    done = subprocess.run([sys.executable, "-c", code], env={**base, **env}, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.split()[-1]
+
+
+@pytest.mark.skipif(not X86_WITH_AVX2, reason="the kernels are pinned on x86 CPUs with AVX2")
+def test_torch_runs_avx2_kernels_once_the_library_is_imported_even_after_torch():
+    """The pin holds where a notebook imported torch first, and numpy's and OpenBLAS's in the processes it
+    starts (numpy's dispatcher reads its variable when numpy is imported); the user's own choice and `native`
+    are kept, and the provenance names the kernels that ran."""
+    ask = "import torch, twotower_lib; from twotower_lib.artifacts import provenance; "
+    assert _kernels(ask + "print(torch.backends.cpu.get_cpu_capability())") == "AVX2"
+    assert _kernels(ask + "print(provenance()['cpu_kernels']['torch'])") == "AVX2"
+    blas = "import twotower_lib, numpy; from twotower_lib.artifacts import cpu_kernels; print(cpu_kernels()['openblas'])"
+    assert _kernels(blas) == "Haswell"
+    assert _kernels("import numpy; from numpy._core._multiarray_umath import __cpu_features__ as f; import twotower_lib; "
+                    "import subprocess, sys; print(subprocess.run([sys.executable, '-c', 'import numpy; "
+                    "from numpy._core._multiarray_umath import __cpu_features__ as f; print(f[\"X86_V4\"])'], "
+                    "capture_output=True, text=True).stdout.strip())") == "False"
+    native = _kernels("import torch; print(torch.backends.cpu.get_cpu_capability())")
+    assert _kernels(ask + "print(torch.backends.cpu.get_cpu_capability())", TWOTOWER_CPU_KERNELS="native") == native
+    assert _kernels(ask + "print(torch.backends.cpu.get_cpu_capability())", ATEN_CPU_CAPABILITY="default") == "DEFAULT"
+
+
+def test_an_unknown_kernel_choice_is_refused_by_name(monkeypatch):
+    from twotower_lib.workers import pin_cpu_kernels
+
+    monkeypatch.setenv("TWOTOWER_CPU_KERNELS", "avx512")
+    with pytest.raises(UserError, match="TWOTOWER_CPU_KERNELS='avx512': use avx2"):
+        pin_cpu_kernels()
+    monkeypatch.setenv("TWOTOWER_CPU_KERNELS", "native")
+    assert pin_cpu_kernels() is False

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import json
 import os
 import platform
@@ -177,9 +178,10 @@ def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str
 def cpu_features() -> dict[str, Any]:
     """The CPU's model name and the vector units its kernels choose by (Linux; empty elsewhere).
 
-    Why recorded: torch picks its matmul kernels by the instruction set, so two machines compute a seed's
-    result with different float rounding, and bf16 (asked for) runs only where the CPU has native bf16 units;
-    the record says which kind of machine made it."""
+    Why recorded: libraries pick their kernels by the instruction set, so two kinds of machine can compute a
+    seed's result with different float rounding (torch's and numpy's kernels are pinned to one set on x86:
+    `workers.pin_cpu_kernels`), and bf16 (asked for) runs only where the CPU has native bf16 units; the
+    record says which kind of machine made it."""
     try:
         text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -191,12 +193,25 @@ def cpu_features() -> dict[str, Any]:
     return {"model": fields.get("model name", "unknown"), "flags": [f for f in wanted if f in flags]}
 
 
+def cpu_kernels() -> dict[str, str]:
+    """The vector kernels this process's libraries run, where loaded: torch's (`AVX2`, `AVX512`, ...) and
+    OpenBLAS's under numpy and scipy (`Haswell`, `SkylakeX`, ...); `workers.pin_cpu_kernels` pins both."""
+    out = {}
+    if (torch := sys.modules.get("torch")) is not None:
+        out["torch"] = torch.backends.cpu.get_cpu_capability()
+    if "numpy" in sys.modules and importlib.util.find_spec("threadpoolctl") is not None:
+        from threadpoolctl import threadpool_info
+
+        out.update({lib["internal_api"]: lib["architecture"] for lib in threadpool_info() if lib.get("architecture")})
+    return out
+
+
 def provenance(**extra: Any) -> dict[str, Any]:
     """What produced an artifact: code version, package versions, interpreter, machine, plus `extra`.
 
     `torch_threads` too: on a CPU, float sums (matmuls) are split differently with another number of
     threads, so a seed fixes a run's weights only together with it; `cpu` says which kind of CPU
-    (`cpu_features`)."""
+    (`cpu_features`) and `cpu_kernels` which of its kernels the libraries ran (`workers.pin_cpu_kernels`)."""
     from datetime import datetime, timezone
 
     torch = sys.modules.get("torch")
@@ -208,6 +223,7 @@ def provenance(**extra: Any) -> dict[str, Any]:
         "cpu": cpu_features(),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         **({"torch_threads": torch.get_num_threads()} if torch is not None else {}),
+        "cpu_kernels": cpu_kernels(),
         **extra,
     }
 

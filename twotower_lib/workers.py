@@ -1,5 +1,6 @@
-"""Running on a CPU: several training runs at once, each on a fixed number of threads, and an
-allocator setting that keeps freed memory for reuse (`keep_freed_memory`).
+"""Running on a CPU: several training runs at once, each on a fixed number of threads, an allocator
+setting that keeps freed memory for reuse (`keep_freed_memory`), and one set of vector kernels on every
+x86 machine (`pin_cpu_kernels`).
 
 Why: the CPU-sized towers are small, so their matrix products do not keep two cores busy, and runs
 side by side on one thread each get through more work than the same runs one after the other on
@@ -16,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import platform
 import sys
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from typing import Any, Callable, Iterator
@@ -69,6 +71,39 @@ def keep_freed_memory() -> bool:
     except (OSError, AttributeError):  # musl and others: no mallopt
         return False
     return all(mallopt(param, value) == 1 for param, value in _KEEP.items())
+
+
+# The variables that cap the kernels at AVX2 (torch's own, oneDNN's, MKL's; OpenBLAS's and numpy's own, under
+# numpy and scipy: the names numpy's dispatcher knows), and the values `pin_cpu_kernels` sets.
+PINNED_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+                  "OPENBLAS_CORETYPE": "Haswell", "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR"}
+
+
+def pin_cpu_kernels() -> bool:
+    """Give torch, numpy and scipy the vector kernels of AVX2 on every x86 CPU, so that a seed gives the same
+    weights and scores on a CPU with AVX-512 as on one with AVX2 alone.
+
+    Why: the libraries pick their vector kernels (torch's softmax, GELU, LayerNorm; OpenBLAS's products under
+    the ICA) by the instruction set, and they round floats differently; a training run's weights then differ
+    in their last bits, and the probe's margins and pair r by a few hundredths, enough for a reader's re-run
+    to miss the published numbers (`benchmarks/compare_published.py` compares a run with them). Pinned, the
+    default profile on an AVX-512 machine gives the published run, made on an AVX2-only one; at the CPU
+    profiles' sizes it costs no measurable time. Set at import: torch reads its variable at its first
+    operation, numpy and OpenBLAS theirs when numpy is imported, so a process that imported numpy before
+    this library keeps numpy's own kernels (its subprocesses, the pipeline's notebooks and workers, inherit
+    the pin). A variable the user set is kept; off with `TWOTOWER_CPU_KERNELS=native`; nothing changes on
+    other CPUs (ARM) or in a GPU's kernels. Every artifact's provenance records the kernels that ran
+    (`artifacts.cpu_kernels`). Returns whether pinned.
+    """
+    choice = os.environ.get("TWOTOWER_CPU_KERNELS", "avx2")
+    if choice not in ("avx2", "native"):
+        raise UserError(f"TWOTOWER_CPU_KERNELS={choice!r}: use avx2 (the default: the same numbers on every x86 "
+                        "CPU) or native (torch's own choice for this CPU)")
+    if choice == "native" or platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    for name, value in PINNED_KERNELS.items():
+        os.environ.setdefault(name, value)
+    return True
 
 
 def worker_count(threads_per_run: int, jobs: int, cpus: int | None = None) -> int:
