@@ -165,7 +165,8 @@ X86_WITH_AVX2 = platform.machine().lower() in ("x86_64", "amd64") and "avx2" in 
 
 def _kernels(code: str, **env: str) -> str:
     """What a fresh interpreter prints after `code`, with `env` on top of this environment (minus the pins)."""
-    base = {k: v for k, v in os.environ.items() if k not in (*PINNED_KERNELS, "TWOTOWER_CPU_KERNELS")}
+    base = {k: v for k, v in os.environ.items()
+            if k not in (*PINNED_KERNELS, "TWOTOWER_CPU_KERNELS", "TORCHINDUCTOR_CACHE_DIR")}
     done = subprocess.run([sys.executable, "-c", code], env={**base, **env}, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -186,6 +187,9 @@ def test_torch_runs_avx2_kernels_once_the_library_is_imported_even_after_torch()
                     "import subprocess, sys; print(subprocess.run([sys.executable, '-c', 'import numpy; "
                     "from numpy._core._multiarray_umath import __cpu_features__ as f; print(f[\"X86_V4\"])'], "
                     "capture_output=True, text=True).stdout.strip())") == "False"
+    cache = "import os, twotower_lib; print(os.environ.get('TORCHINDUCTOR_CACHE_DIR', 'torch-default'))"
+    assert "torchinductor_avx2_" in _kernels(cache)  # compiled kernels cached apart from native ones
+    assert _kernels(cache, TWOTOWER_CPU_KERNELS="native") == "torch-default"
     native = _kernels("import torch; print(torch.backends.cpu.get_cpu_capability())")
     assert _kernels(ask + "print(torch.backends.cpu.get_cpu_capability())", TWOTOWER_CPU_KERNELS="native") == native
     assert _kernels(ask + "print(torch.backends.cpu.get_cpu_capability())", ATEN_CPU_CAPABILITY="default") == "DEFAULT"

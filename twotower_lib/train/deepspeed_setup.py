@@ -167,7 +167,8 @@ def use_bf16_autocast(tcfg: TrainConfig) -> bool:
     seed gives the same run whichever CPU trains it, up to float rounding (bf16 rounding moves the
     weights, and through them the probes; `results/probe/precision.json` measured how far for the
     probe's dtype). On CPUs with AMX tiles bf16 matmuls are several times faster than fp32
-    (`benchmarks/bench_train.py` measures it): ask for bf16 there.
+    (`benchmarks/bench_train.py` measures it): ask for bf16 there, with `TWOTOWER_CPU_KERNELS=native` (the
+    kernels `workers.pin_cpu_kernels` pins by default are AVX2's, which leave the AMX tiles unused).
     """
     if torch.cuda.is_available() or tcfg.precision != "bf16":
         return False
