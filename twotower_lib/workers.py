@@ -19,7 +19,6 @@ import multiprocessing
 import os
 import platform
 import sys
-import tempfile
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from typing import Any, Callable, Iterator
 
@@ -106,18 +105,8 @@ def pin_cpu_kernels() -> bool:
         os.environ.setdefault(name, value)
     # torch.compile's CPU kernels follow the pin, but its on-disk cache does not tell them apart: a kernel cached
     # for AVX-512 and loaded for AVX2 computes garbage (a compiled step's loss is nan), so pinned runs keep their own.
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tempfile.gettempdir(), f"torchinductor_avx2_{_user()}"))
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "torchinductor_avx2"))
     return True
-
-
-def _user() -> str:
-    """The user's name for a cache folder (a container may have none)."""
-    import getpass
-
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "anyone"
 
 
 def worker_count(threads_per_run: int, jobs: int, cpus: int | None = None) -> int:
