@@ -388,8 +388,16 @@ def test_a_finished_run_is_published_and_shown(built_book, tmp_path):
     assert (table["probe"] == CURRENT_PROBE).all() and (publish.overview(published)["probe"] == CURRENT_PROBE).all()
     assert publish.probe_name({}) == "earlier (not the current)"      # published before probes recorded themselves
     assert "### Profile `tiny`" in publish.markdown(published) and len(publish.overview(published)) == 1
+    assert publish.machine(pub["provenance"]) in publish.markdown(published)  # minutes beside the CPU that ran them
     assert publish.load_published(tmp_path / "profiles", exclude="tiny") == {}
     assert "Other profiles, published" in (built_book["html"] / "book" / "scorecard.html").read_text()
+
+
+def test_a_published_record_names_its_cpu():
+    from twotower_lib.book import publish
+
+    assert publish.machine({"cpu": {"model": "AMD EPYC", "flags": ["avx2", "avx512f"]}}) == "AMD EPYC (avx2, avx512f)"
+    assert publish.machine({"created": "2026-11-26"}) == "CPU not recorded"  # records made before `cpu` was kept
 
 
 def test_only_a_complete_up_to_date_run_is_published(tmp_path):

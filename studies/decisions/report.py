@@ -77,6 +77,7 @@ def published_numbers(published: dict) -> dict[str, str]:
     for _, row in publish.overview(published).iterrows():
         pub, k = published[row["profile"]], _key(row["profile"])
         out.update({f"{k}_train_minutes": f"{row['run-minutes of training']:.0f}", f"{k}_runs": str(row["training runs"]),
+                    f"{k}_cpu": row["CPU"],
                     f"{k}_probe": "probe version " + probe_label(pub["probe"]["version"], pub["probe"]["config"].get("precondition"))
                     if "probe" in pub else "an earlier probe"})
     return out

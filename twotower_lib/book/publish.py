@@ -155,10 +155,16 @@ def probe_note(pub: dict[str, Any]) -> str:
             f"held-out loss stopped improving by {c['tol']} nats{cooldown}, BERT probed with {c['bert_events']} events.{flag}")
 
 
+def machine(provenance: dict[str, Any]) -> str:
+    """The CPU a published run was made on, as the record names it: minutes compare only on one kind of machine."""
+    cpu = provenance.get("cpu")
+    return f"{cpu['model']} ({', '.join(cpu['flags'])})" if cpu else "CPU not recorded"
+
+
 def overview(published: dict[str, dict[str, Any]]) -> pd.DataFrame:
     """One row per published profile: when, from which code, how long its sections ran, its verdicts."""
     return pd.DataFrame([{"profile": name, "probe": probe_name(pub), "published": pub["provenance"]["created"][:10],
-                          "code version": str(pub["provenance"]["code_version"])[:12],
+                          "code version": str(pub["provenance"]["code_version"])[:12], "CPU": machine(pub["provenance"]),
                           "minutes (sections, last execution)": round(pub["section_seconds"] / 60, 1),
                           "training runs": len(pub["training"]),
                           "run-minutes of training": round(run_minutes(pub, "training"), 1),
@@ -175,7 +181,7 @@ def markdown(published: dict[str, dict[str, Any]]) -> str:
         prov = pub["provenance"]
         parts.append(f"### Profile `{name}`\n\n"
                      f"Published {prov['created'][:10]} from code version `{str(prov['code_version'])[:12]}` "
-                     f"({prov['platform']}, Python {prov['python']}); the last execution of each of its sections "
+                     f"({machine(prov)}, {prov['platform']}, Python {prov['python']}); the last execution of each of its sections "
                      f"took {pub['section_seconds'] / 60:.0f} min in all (a section that resumed counts only its "
                      f"last part) and its {len(pub['training'])} training runs "
                      f"took {run_minutes(pub, 'training'):.0f} run-minutes"
