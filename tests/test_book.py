@@ -396,7 +396,7 @@ def test_a_finished_run_is_published_and_shown(built_book, tmp_path):
 def test_a_published_record_names_its_cpu():
     from twotower_lib.book import publish
 
-    assert publish.machine({"cpu": {"model": "AMD EPYC", "flags": ["avx2", "avx512f"]}}) == "AMD EPYC (avx2, avx512f)"
+    assert publish.machine({"cpu": {"model": "AMD EPYC", "flags": ["avx2", "avx512f"]}}) == "AMD EPYC with avx2, avx512f"
     assert publish.machine({"created": "2026-11-26"}) == "CPU not recorded"  # records made before `cpu` was kept
 
 

@@ -158,7 +158,7 @@ def probe_note(pub: dict[str, Any]) -> str:
 def machine(provenance: dict[str, Any]) -> str:
     """The CPU a published run was made on, as the record names it: minutes compare only on one kind of machine."""
     cpu = provenance.get("cpu")
-    return f"{cpu['model']} ({', '.join(cpu['flags'])})" if cpu else "CPU not recorded"
+    return f"{cpu['model']} with {', '.join(cpu['flags'])}" if cpu else "CPU not recorded"
 
 
 def overview(published: dict[str, dict[str, Any]]) -> pd.DataFrame:
