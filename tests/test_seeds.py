@@ -110,6 +110,24 @@ def test_a_claims_text_ceiling_is_the_median_over_its_pairs_and_corrects_its_div
     assert front.ceiling_note(seeds.claim_rows(_study()).iloc[0]) == ""     # no reliabilities measured
 
 
+def test_the_frequency_claim_reads_the_ceiling_of_its_runs_ranks():
+    """A run against frequency rank: the rank is counted on the training text (no validation noise), so each run's
+    ceiling is sqrt(rel) of its ranks' reliability and the claim's the median over its case runs, shown in place
+    of a division; a run without a reliability leaves the claim without a ceiling, and the answer's range of
+    ceilings keeps to the pair claims."""
+    from dataclasses import replace
+
+    study = _study()
+    study = replace(study, runs=study.runs.assign(rho_frequency_rank=[-0.1, -0.05, 0.0, 0.02, 0.01, 0.0, -0.01, 0.02]))
+    rel = pd.DataFrame({"text_reliability": [0.9, 0.9, 0.9, 0.9], "text_reliability_spearman": [0.81, 0.64, 0.49, 0.36]},
+                       index=[f"gpt-s{i}" for i in range(1, 5)])
+    row = seeds.claim_rows(replace(study, reliability=rel)).set_index("claim").loc[seeds.FREQUENCY_CLAIM]
+    assert row["unit"] == "runs" and row["text ceiling"] == pytest.approx(np.median([0.9, 0.8, 0.7, 0.6]))
+    assert front.division_cell(row) == "no division; text ceiling 0.75"
+    without = seeds.claim_rows(replace(study, reliability=rel.iloc[:3])).set_index("claim").loc[seeds.FREQUENCY_CLAIM]
+    assert np.isnan(without["text ceiling"]) and front.division_cell(without) == ""
+
+
 def test_sign_flips_say_whether_a_near_tie_or_a_mirrored_division():
     s = _study()
     flips = seed_spread.sign_flips(s.pairs[s.pairs["kind"] == "same"], s.runs[s.runs["kind"] == "case"])

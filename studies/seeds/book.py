@@ -43,7 +43,8 @@ CEILING_NOTE = (
     "reliability on the validation text (of the scores' ranks for a Spearman claim); two runs with identical "
     "preferences would correlate at about this ceiling, so median |r| / ceiling (*corrected*) is the division's "
     f"agreement on an unlimited text. It decides no verdict; below {CEILING_FLOOR} no corrected value is shown "
-    "(noise over noise).")
+    "(noise over noise). A run against frequency rank has the median over its runs of sqrt(rel) of the scores' "
+    "ranks: the rank comes from the training text's counts, which the validation text does not resample.")
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,17 @@ def claim_ceiling(s: SeedStudy, pairs: pd.DataFrame, statistic: str) -> float:
     return float(np.median(ceilings)) if np.isfinite(ceilings).all() else np.nan
 
 
+def frequency_ceiling(s: SeedStudy, runs: pd.Series) -> float:
+    """The validation text's ceiling on the runs' Spearman rho with frequency rank: the median over `runs` of
+    sqrt(rel * 1) (`uncertainty.pair_ceiling`), rel the reliability of a run's ranks; the frequency rank, counted
+    on the training text, has no validation noise. NaN unless every run has one measured."""
+    column = RELIABILITY_OF["rho"]
+    if s.reliability is None or column not in s.reliability or runs.empty:
+        return np.nan
+    ceilings = [pair_ceiling(rel, 1.0) for rel in s.reliability[column].reindex(runs).to_numpy(float)]
+    return float(np.median(ceilings)) if np.isfinite(ceilings).all() else np.nan
+
+
 def claim_rows(s: SeedStudy) -> pd.DataFrame:
     """One row per claim with pairs in the study: paper value, our median and central range over seed
     pairs, the controls' median and high end, and the verdict by `paper.RULE`."""
@@ -147,7 +159,8 @@ def claim_rows(s: SeedStudy) -> pd.DataFrame:
                      "unit": "runs",
                      "pairs": o["n"], "median": o["median"], "low": o["low"], "high": o["high"], "control pairs": n["n"],
                      "controls' median": n["median"], HIGH: n["high"],
-                     "verdict": _frequency_verdict(ours, ctrl)})
+                     "verdict": _frequency_verdict(ours, ctrl),
+                     "text ceiling": frequency_ceiling(s, freq[freq["kind"] == "case"]["run"])})
     return pd.DataFrame(rows)
 
 
@@ -246,7 +259,7 @@ def section_markdown(s: SeedStudy, profile: str) -> str:
     for _, r in t.iterrows():
         value = r["paper"] if isinstance(r["paper"], float) else f"{r['paper'][0]:.2f}–{r['paper'][1]:.2f}"
         division, orientation = front.division_cell(r, profile) or "—", front.orientation_cell(r, profile) or "—"
-        lines.append(f"| {r['claim']} | {value} | {_fmt(r)} | {r[HIGH]:.2f} ({r['control pairs']} pairs) | "
+        lines.append(f"| {r['claim']} | {value} | {_fmt(r)} | {r[HIGH]:.2f} ({r['control pairs']} {r['unit'].replace('seed ', '')}) | "
                      f"**{r['verdict']}** | {division} | {orientation} |")
     return ("\n".join(lines) + "\n\n:::{dropdown} The rules of the division and orientation columns\n"
             + paper.PARTITION_RULE + "\n\n" + paper.ORIENTATION_RULE + "\n\n" + CEILING_NOTE + "\n:::\n")

@@ -90,9 +90,10 @@ def _joined(mine: pd.DataFrame, name, cell) -> str:
 def division_cell(c: pd.Series, profile: str | None = None) -> str:
     """The partition answer of a claim row: verdict, median |r|, its range leaving one run out, the controls'
     threshold, and (where the row has one) the text ceiling and corrected value; with `profile`, the verdict
-    and the median marked as that profile's claim's (`tables.keyed`)."""
+    and the median marked as that profile's claim's (`tables.keyed`). A claim with no division (runs against
+    frequency rank) shows its text ceiling alone."""
     if pd.isna(c.get("partition verdict")):
-        return ""
+        return "" if pd.isna(c.get("text ceiling")) else f"no division; text ceiling {c['text ceiling']:.2f}"
     verdict, median = c["partition verdict"], f"{c['partition median |r|']:.2f}"
     if profile:
         verdict = keyed(f"division verdict@{profile}: {c['claim']}", verdict)
@@ -320,7 +321,7 @@ def answer_sentence(profile_name: str, seeds: Path = SEEDS, results: Path = stud
     across = (f"a division is shared by {', '.join(f'{name(c)} ({m:.2f})' for c, m in zip(shared['claim'], shared['partition median |r|']))}"
               f" and by no other" if len(shared) else "none shares a division")
     ladder = study_parts.load(results)[0].get("LADDER_BRIEF", "The size ladder has no committed report yet.")
-    ceilings = claims.get("text ceiling", pd.Series(dtype=float)).dropna()
+    ceilings = claims[claims["unit"] == "seed pairs"].get("text ceiling", pd.Series(dtype=float)).dropna()
     text = (f" The validation text would let runs with identical preferences correlate at {ceilings.min():.2f} to "
             f"{ceilings.max():.2f} (the claims' text ceilings): an |r| far below that is a difference between the "
             "runs, not noise of the text." if len(ceilings) else "")
