@@ -113,8 +113,7 @@ def test_a_claims_text_ceiling_is_the_median_over_its_pairs_and_corrects_its_div
 def test_the_frequency_claim_reads_the_ceiling_of_its_runs_ranks():
     """A run against frequency rank: the rank is counted on the training text (no validation noise), so each run's
     ceiling is sqrt(rel) of its ranks' reliability and the claim's the median over its case runs, shown in place
-    of a division; a run without a reliability leaves the claim without a ceiling, and the answer's range of
-    ceilings keeps to the pair claims."""
+    of a division; a run without a reliability leaves the claim without a ceiling."""
     from dataclasses import replace
 
     study = _study()
