@@ -6,9 +6,9 @@ r, pair by pair), and the machines and kernels of the processes that published e
     python benchmarks/compare_published.py SCRATCH/cpu.json [--out FILE]
 
 A seed fixes a run on a CPU only with its thread count and its kernels: torch's and numpy's kernels are pinned
-to AVX2 on x86 (`twotower_lib.workers.pin_cpu_kernels`), so a re-run there should differ from the record made
-on an AVX2-only machine by nothing; with `TWOTOWER_CPU_KERNELS=native` on an AVX-512 machine it differs by
-float rounding in training, and this prints how far that moves each number.
+to AVX2 on x86 (`twotower_lib.workers.pin_cpu_kernels`), so a re-run there should differ from the published
+record by nothing, on an AVX2-only machine or one with AVX-512; with `TWOTOWER_CPU_KERNELS=native` on an
+AVX-512 machine it differs by float rounding in training, and this prints how far that moves each number.
 """
 
 from __future__ import annotations

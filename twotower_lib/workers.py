@@ -87,7 +87,7 @@ def pin_cpu_kernels() -> bool:
     the ICA) by the instruction set, and they round floats differently; a training run's weights then differ
     in their last bits, and the probe's margins and pair r by a few hundredths, enough for a reader's re-run
     to miss the published numbers (`benchmarks/compare_published.py` compares a run with them). Pinned, the
-    default profile on an AVX-512 machine gives the published run, made on an AVX2-only one; at the CPU
+    default profile gives the same numbers on an AVX-512 machine as on an AVX2-only one; at the CPU
     profiles' sizes it costs no measurable time. Set at import: torch reads its variable at its first
     operation, numpy and OpenBLAS theirs when numpy is imported, so a process that imported numpy before
     this library keeps numpy's own kernels (its subprocesses, the pipeline's notebooks and workers, inherit

@@ -113,7 +113,12 @@ def claim_ceiling(s: SeedStudy, pairs: pd.DataFrame, statistic: str) -> float:
     if s.reliability is None or column not in s.reliability or pairs.empty:
         return np.nan
     rel = lambda runs: s.reliability[column].reindex(runs).to_numpy(float)
-    ceilings = [pair_ceiling(a, b) for a, b in zip(rel(pairs["a"]), rel(pairs["b"]))]
+    return _median_ceiling(rel(pairs["a"]), rel(pairs["b"]))
+
+
+def _median_ceiling(rel_a: np.ndarray, rel_b: np.ndarray) -> float:
+    """The median of sqrt(rel_a * rel_b) over paired reliabilities; NaN unless every one is measured."""
+    ceilings = [pair_ceiling(a, b) for a, b in zip(rel_a, rel_b)]
     return float(np.median(ceilings)) if np.isfinite(ceilings).all() else np.nan
 
 
@@ -124,8 +129,8 @@ def frequency_ceiling(s: SeedStudy, runs: pd.Series) -> float:
     column = RELIABILITY_OF["rho"]
     if s.reliability is None or column not in s.reliability or runs.empty:
         return np.nan
-    ceilings = [pair_ceiling(rel, 1.0) for rel in s.reliability[column].reindex(runs).to_numpy(float)]
-    return float(np.median(ceilings)) if np.isfinite(ceilings).all() else np.nan
+    rel = s.reliability[column].reindex(runs).to_numpy(float)
+    return _median_ceiling(rel, np.ones_like(rel))
 
 
 def claim_rows(s: SeedStudy) -> pd.DataFrame:
