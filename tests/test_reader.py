@@ -69,6 +69,19 @@ def test_the_front_table_has_one_row_per_item_and_a_caveat_each():
     assert same["orientation (Eq. 3)"].str.contains(r"/\d resolved", regex=True).all()
 
 
+def test_a_verdict_decided_by_several_claims_names_what_decided_it():
+    claims = pd.DataFrame({"claim": ["GPT, two seeds (x)", "ELMo, two seeds (x)"], "verdict": ["partly", "not"],
+                           "above controls": [True, False]})
+    # the item "pairs above their controls" counts families above their controls, not the claims' verdicts
+    assert front._verdict_parts("controls", claims) == " (above their controls: GPT; not: ELMo)"
+    assert front._verdict_parts("controls", claims.assign(**{"above controls": [True, True]})) == ""
+    assert front._verdict_parts("same-config", claims) == " (the weakest: GPT partly, ELMo not)"
+    assert front._verdict_parts("same-config", claims.assign(verdict=["not", "not"])) == ""
+    card = front.published_card("cpu")
+    rows = dict(zip([r["id"] for r in card["rows"]], front.verdict_rows(card)["verdict"]))
+    assert "(the weakest" not in rows["controls"]
+
+
 def _curves(end_r: list[float]) -> pd.DataFrame:
     rows = [{"config": "c", "pair": f"p{i}", "tokens": t, "r": r0 if t == 0 else r, "probe": "7 (whitened)",
              "model_type": "gpt"} for i, r in enumerate(end_r) for t, r0 in ((0, 0.01 * (i + 1)), (1000, None))]

@@ -133,6 +133,20 @@ def seed_claims(profile: str, results: Path = SEEDS) -> pd.DataFrame:
     return pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["item", "claim", "above controls"])
 
 
+def _verdict_parts(item: str, mine: pd.DataFrame) -> str:
+    """What a verdict decided by several claims rests on, where they differ: for *pairs above their controls*
+    (`paper.CONTROLS_RULE`), which families' pairs are above their controls and which are not; for any other
+    item, each claim's verdict (the item takes the weakest, `paper.weakest`)."""
+    name = [c.split(" (")[0].split(",")[0] for c in mine["claim"]]
+    if item == "controls":
+        above = [n for n, a in zip(name, mine["above controls"]) if a]
+        below = [n for n, a in zip(name, mine["above controls"]) if not a]
+        return f" (above their controls: {', '.join(above)}; not: {', '.join(below)})" if above and below else ""
+    if mine["verdict"].nunique() < 2:
+        return ""
+    return " (the weakest: " + ", ".join(f"{n} {v}" for n, v in zip(name, mine["verdict"])) + ")"
+
+
 def verdict_rows(card: dict, key: bool = False) -> pd.DataFrame:
     """One row per paper item: what the paper says, ours (each claim's median over seed pairs where the
     seed study decided it), the spread over seeds (or that it rests on one run), the verdict and a
@@ -145,9 +159,7 @@ def verdict_rows(card: dict, key: bool = False) -> pd.DataFrame:
         mark = verdict_cell(profile, r, MARK[r["verdict"]]) if key else MARK[r["verdict"]]
         if r.get("decided_by") == "seeds" and len(mine):
             cells = _claim_cells(mine, profile)
-            if len(mine) > 1 and mine["verdict"].nunique() > 1:   # an item's verdict is its weakest claim's
-                mark += " (the weakest: " + ", ".join(f"{c['claim'].split(' (')[0].split(',')[0]} {c['verdict']}"
-                                                      for _, c in mine.iterrows()) + ")"
+            mark += _verdict_parts(r["id"], mine)
         else:
             one = r["id"].startswith(("table2", "same-config", "table4", "fig3", "controls"))
             cells = {"ours": mark_outside(_brief(r["ours"], 70)), "spread over seeds": "one pair" if one else "one run",
