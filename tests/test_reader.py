@@ -131,7 +131,9 @@ def test_a_chapter_summary_counts_its_verdicts(tmp_path):
     scorecard.record(ctx, "fig8", "no trend", "reproduced", "")
     scorecard.record(ctx, "table4", "rho 0.1", "not", "")
     text = scorecard.chapter_summary(ctx)
-    assert "checked 2 of the paper's items (1 reproduced, 1 not)" in text and "Fig. 8: reproduced" in text
+    assert "checked 2 of the paper's items (1 reproduced, 1 not)" in text
+    # each item by the name the front table gives it, so that two items of one table read apart
+    assert "Fig. 8: no trend with frequency (reproduced); Table 4: Spearman between types (not)." in text
 
 
 def test_items_of_one_finding_are_counted_once():

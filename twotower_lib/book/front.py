@@ -21,19 +21,11 @@ from twotower_lib.book import study_parts
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.book.paper_tables import mark_outside, number
 from twotower_lib.book.tables import keyed, markdown_table
-from twotower_lib.book.paper_items import CLAIMS, FINDINGS, POINT_LABELS, Claim
+from twotower_lib.book.paper_items import CLAIMS, FINDINGS, POINT_LABELS, SHORT_NAMES, Claim
 from twotower_lib.book.scorecard import decide_over_seeds, verdict_cell
 from twotower_lib.run_names import model_of
 
 # Short names of the scorecard items for the front table (the scorecard page has the long ones).
-SHORT = {"table1": "Table 1: model sizes", "table2.same-config": "Table 2: two seeds of Bert-large agree",
-         "same-config.other": "Two seeds of GPT, ELMo, Bert-base agree (not in the paper)",
-         "table2.base-large": "Table 2: Bert-base vs Bert-large", "table2.cross-type": "Table 2: Bert-large vs ELMo, GPT",
-         "table2.elmo-gpt": "Table 2: ELMo vs GPT", "table2.bert-base-others": "Table 2: Bert-base vs ELMo, GPT",
-         "controls": "Pairs above their controls (not in the paper)", "register": "Same pairs on one corpus source (not in the paper)",
-         "fig3": "Fig. 3: score curves", "fig4": "Fig. 4: POS preference", "fig5": "Fig. 5: sparse ICA vectors",
-         "fig6": "Fig. 6: word groups per word", "fig7": "Fig. 7: example groups", "table3": "Table 3: ICA groups' scores",
-         "fig8": "Fig. 8: no trend with frequency", "table4": "Table 4: Spearman between types"}
 MARK = {"reproduced": "✓ reproduced", "partly": "◐ partly", "not": "✗ not", "not attempted": "— not attempted"}
 PUBLISHED = PROJECT_ROOT / "results" / "profiles"
 SEEDS = PROJECT_ROOT / "results" / "seeds"
@@ -165,7 +157,7 @@ def verdict_rows(card: dict, key: bool = False) -> pd.DataFrame:
             cells = {"ours": mark_outside(_brief(r["ours"], 70)), "spread over seeds": "one pair" if one else "one run",
                      "division (median |r|)": "—", "orientation (Eq. 3)": "—",
                      "caveat": CAVEATS.get(r["id"]) or _brief(r.get("note", ""), 70)}
-        rows.append({"claim": SHORT.get(r["id"], r["item"]), "the paper": _brief(r["paper"], 50), OURS: cells["ours"],
+        rows.append({"claim": SHORT_NAMES.get(r["id"], r["item"]), "the paper": _brief(r["paper"], 50), OURS: cells["ours"],
                      "spread over seeds": cells["spread over seeds"], "verdict": mark,
                      "division (median |r|)": cells["division (median |r|)"],
                      "orientation (Eq. 3)": cells["orientation (Eq. 3)"], "caveat": cells["caveat"]})

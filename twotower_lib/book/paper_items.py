@@ -72,6 +72,15 @@ PAPER_ITEMS: tuple[PaperItem, ...] = (
               f"{_T4['ELMo', 'Bert-large']}; with frequency rank {FREQUENCY_LOW}-{FREQUENCY_HIGH}", "06_frequency"),
 )
 ITEMS_BY_ID = {i.id: i for i in PAPER_ITEMS}
+# each item's name where a line or a table cell names it (the front table, a chapter's summary)
+SHORT_NAMES = {"table1": "Table 1: model sizes", "table2.same-config": "Table 2: two seeds of Bert-large agree",
+               "same-config.other": "Two seeds of GPT, ELMo, Bert-base agree (not in the paper)",
+               "table2.base-large": "Table 2: Bert-base vs Bert-large", "table2.cross-type": "Table 2: Bert-large vs ELMo, GPT",
+               "table2.elmo-gpt": "Table 2: ELMo vs GPT", "table2.bert-base-others": "Table 2: Bert-base vs ELMo, GPT",
+               "controls": "Pairs above their controls (not in the paper)", "register": "Same pairs on one corpus source (not in the paper)",
+               "fig3": "Fig. 3: score curves", "fig4": "Fig. 4: POS preference", "fig5": "Fig. 5: sparse ICA vectors",
+               "fig6": "Fig. 6: word groups per word", "fig7": "Fig. 7: example groups", "table3": "Table 3: ICA groups' scores",
+               "fig8": "Fig. 8: no trend with frequency", "table4": "Table 4: Spearman between types"}
 # Items that test one finding of the paper together (a figure judged with the table it plots, a second statistic
 # of the same comparison): the front page counts each group once, at its weakest verdict, beside the per-item tally.
 FINDINGS: dict[str, tuple[str, ...]] = {

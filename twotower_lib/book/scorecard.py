@@ -20,7 +20,7 @@ from twotower_lib.artifacts import atomic_write_json, read_json
 from twotower_lib.book import paper_tables
 from twotower_lib import paper
 from twotower_lib.paper import VERDICTS, correlation_verdict
-from twotower_lib.book.paper_items import ITEMS_BY_ID, PAPER_ITEMS, POINT_LABELS
+from twotower_lib.book.paper_items import ITEMS_BY_ID, PAPER_ITEMS, POINT_LABELS, SHORT_NAMES
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import model_of
 
@@ -87,7 +87,7 @@ def chapter_summary(ctx) -> str:
         return "This section recorded no paper item."
     counts = pd.Series([r["verdict"] for r in rows]).value_counts()
     tally = ", ".join(f"{n} {v}" for v, n in counts.items())
-    each = "; ".join(f"{r['item'].split(':')[0]}: {r['verdict']}" for r in rows)
+    each = "; ".join(f"{SHORT_NAMES.get(r['id'], r['item'].split(':')[0])} ({r['verdict']})" for r in rows)
     return (f"At profile `{ctx.profile.name}` this chapter checked {len(rows)} of the paper's items ({tally}). "
             f"{each}. The scorecard page holds them beside every other chapter's.")
 
