@@ -308,6 +308,9 @@ def test_single_source_pairs_are_collected_from_a_pipeline_run(built_book, tmp_p
     assert [r["pair"] for r in rows] == ["gpt-s1 vs gpt-s2"]  # the tiny profile's one same-configuration pair
     assert rows[0]["shuffled labels"] is not None and 0 < rows[0]["probe reliability"] <= 1 and rows[0]["probe version"] >= 5
     assert rows[0]["probe precondition"] == "whiten"  # the default since version 7's whitened features
+    assert rows[0]["probe precision"] == "fp32" and rows[0]["probe code"]   # `auto` on a CPU; the code that probed
+    reliability = json.loads((pipe.root / "probing" / "section.json").read_text())["summary"]["reliability"]
+    assert (rows[0]["probe reliability"] is None) == (not {"gpt-s1", "gpt-s2"} <= set(reliability))  # both runs' own
     out = tmp_path / "single.json"
     register.main(["--profile", "tiny", "--run", f"tiny corpus={pipe.root.parent}", "--out", str(out)])
     assert list(single_source.load(out)["corpus"]) == ["tiny corpus"] * len(rows)
@@ -315,6 +318,7 @@ def test_single_source_pairs_are_collected_from_a_pipeline_run(built_book, tmp_p
         register.collect(tmp_path / "nothing", "x")
     committed = single_source.load()  # the committed test: every corpus measured with one probe version
     assert committed["probe version"].nunique() == 1 and committed["probe precondition"].nunique() == 1
+    assert list(committed["probe precision"].unique()) == ["fp32"]   # as every CPU probes today
     assert {"mixed", "books", "wiki"} <= set(committed["corpus"])
 
 
@@ -363,6 +367,11 @@ def test_the_single_source_finding_is_said_from_the_pairs():
                                                                               "probe precondition": "whiten"}))
     older = single_source.sentence(table.assign(**{"probe version": 5, "probe precondition": "none"}))
     assert "Measured with probe version 5 (unwhitened); the current probe is version" in older
+    # corpora probed in different dtypes say so; one dtype says nothing
+    dtype = ["bf16" if c != "mixed" else "fp32" for c in table["corpus"]]
+    assert ("The towers were probed in bf16 (books, wiki) and fp32 (mixed), so the corpora's pairs do not compare "
+            "across those dtypes.") in single_source.sentence(table.assign(**{"probe precision": dtype}))
+    assert "probed in" not in single_source.sentence(table.assign(**{"probe precision": "fp32"}))
 
 
 def test_a_finished_run_is_published_and_shown(built_book, tmp_path):

@@ -3,7 +3,8 @@ corpus alone, beside the same pairs on the mixed corpus. Each corpus is a pipeli
 03_correlations in its own runs directory, e.g.
 
     python -m twotower_lib run 03_correlations --profile cpu -p data.corpus registry:books \\
-        -p train.cases gpt:1,gpt:2 -p analysis.controls permutation --runs-dir DIR
+        -p train.cases gpt:1,gpt:2,bert-large:1,bert-large:2 -p analysis.controls permutation \\
+        -p analysis.reliability_models "" --runs-dir DIR
 
 (hours of CPU per source), so the study `studies.register` collects the pairs once into
 `results/register/single_source.json` (with the probe version, provenance and these commands), and
@@ -31,8 +32,8 @@ RESULT = PROJECT_ROOT / "results" / "register" / "single_source.json"
 COIN_FLIP = 0.01  # Eq. 3's margin (share of the primary's mean p) below which the order is read as a coin flip
 RELIABILITY_GOAL = 0.95  # the probe-seed reliability every trained case should reach (section 02)
 COLUMNS = ["profile", "corpus", "source", "pair", "r", "ci_low", "ci_high", "r mean log p", "shuffled labels", "text ceiling",
-           "probe ceiling", "probe reliability", "order margin", "probe version", "probe precondition", "training tokens",
-           "validation tokens"]
+           "probe ceiling", "probe reliability", "order margin", "probe version", "probe precondition", "probe precision",
+           "probe code", "training tokens", "validation tokens"]
 
 
 def load(path: Path = RESULT) -> pd.DataFrame:
@@ -131,6 +132,11 @@ def sentence(table: pd.DataFrame | None = None) -> str:
     said = "; ".join(older)
     older_note = (f" {said[:1].upper()}{said[1:]}, so these pairs are not yet comparable with the ones measured with it."
                   if older else "")
+    dtypes = sorted(table["probe precision"].dropna().unique()) if "probe precision" in table else []
+    if len(dtypes) > 1:   # one run probed in bf16 and in fp32 gives pairs further apart than their intervals
+        older_note += (" The towers were probed in " + " and ".join(
+            f"{d} ({', '.join(sorted(set(table.loc[table['probe precision'] == d, 'corpus'])))})" for d in dtypes)
+            + ", so the corpora's pairs do not compare across those dtypes.")
     return (f"Trained on one source of the corpus alone (`{profile}` profile, one seed pair per corpus), "
             + "; ".join(parts) + "." + older_note)
 

@@ -4,8 +4,12 @@ through 03_correlations in its own runs directory), into `results/register/singl
 `python -m studies.register book` writes what the book shows of it (`studies.register.report`).
 
     python -m twotower_lib run 03_correlations --profile cpu -p data.corpus registry:books \\
-        -p train.cases gpt:1,gpt:2 -p analysis.controls permutation --runs-dir DIR
+        -p train.cases gpt:1,gpt:2,bert-large:1,bert-large:2 -p analysis.controls permutation \\
+        -p analysis.reliability_models "" --runs-dir DIR
     python -m studies.register --profile cpu --run books=DIR --run wiki=DIR2 --run mixed=DIR3
+
+(`analysis.reliability_models ""`: every run's own probe-seed reliability, which the default profile measures on one
+GPT run only.)
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ def _corpus(parameters: dict) -> str:
 def collect(root: Path, label: str) -> list[dict]:
     """One row per same-configuration pair of the pipeline run in `root` (`<runs dir>/<profile>/`, run
     through 03_correlations): r in both score variants with the interval, the shuffled-label control,
-    both ceilings, the probe's reliability and version, and how much text the corpus gave."""
+    both ceilings, the probe's reliability, version, the dtype its towers ran in and the code that ran it, and
+    how much text the corpus gave."""
     try:
         corr, probing, data = (read_json(root / sub / "section.json") for sub in ("correlations", "probing", "data"))
     except FileNotFoundError as e:
@@ -48,12 +53,16 @@ def collect(root: Path, label: str) -> list[dict]:
                      "r": same["r"], "ci_low": same["ci_low"], "ci_high": same["ci_high"], "r mean log p": logmean["r"],
                      "shuffled labels": shuffled[0] if shuffled else None,
                      "text ceiling": ceiling["score"]["text ceiling"], "probe ceiling": ceiling["score"]["probe ceiling"],
-                     "probe reliability": min(reliability[n]["reliability (log of mean p, Eq. 4)"] for n in (a, b)),
+                     # both runs' own (None where the profile measured it on a sample of runs only)
+                     "probe reliability": min(reliability[n]["reliability (log of mean p, Eq. 4)"] for n in (a, b))
+                     if a in reliability and b in reliability else None,
                      # Eq. 3's margin as a share of the primary's mean p, the smaller of the two runs': near 0 the
                      # order, and so the sign of r, is a coin flip
                      "order margin": min(o["margin"] / max(o["mean_p"]) for o in orders),
                      "probe version": manifest["identity"]["version"],
                      "probe precondition": manifest["identity"]["probe"].get("precondition", "none"),
+                     "probe precision": manifest.get("resolved_precision", {}).get("towers"),
+                     "probe code": manifest.get("provenance", {}).get("code_version"),
                      "training tokens": data["summary"]["train_tokens"], "validation tokens": data["summary"]["valid_tokens"]}))
     return rows
 
