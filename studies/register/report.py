@@ -123,8 +123,10 @@ def sentence(table: pd.DataFrame | None = None) -> str:
                             f"against {e['mixed']:.2f} mixed)")
             verdict = ", ".join(said)
         if unreliable:
+            measured = [c for c, v in e["reliability"].items() if _known(v)]
             verdict += (f", and the probe-seed reliability falls below its {RELIABILITY_GOAL} goal on "
-                        + " and ".join(f"{c} ({v:.2f})" for c, v in unreliable.items()))
+                        + " and ".join(f"{c} ({v:.2f})" for c, v in unreliable.items())
+                        + (f" (measured on {', '.join(measured)} only)" if len(measured) < len(e["reliability"]) else ""))
         parts.append(f"the {MODEL_NAMES.get(model, model)} pair (r: {rs}{mixed}) {verdict}")
     profile = table["profile"].iloc[0]
     older = sorted({m for v, p in zip(table["probe version"], table["probe precondition"]) if (m := measured_with(v, p))}
