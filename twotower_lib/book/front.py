@@ -25,7 +25,6 @@ from twotower_lib.book.paper_items import CLAIMS, FINDINGS, POINT_LABELS, SHORT_
 from twotower_lib.book.scorecard import decide_over_seeds, verdict_cell
 from twotower_lib.run_names import model_of
 
-# Short names of the scorecard items for the front table (the scorecard page has the long ones).
 MARK = {"reproduced": "✓ reproduced", "partly": "◐ partly", "not": "✗ not", "not attempted": "— not attempted"}
 PUBLISHED = PROJECT_ROOT / "results" / "profiles"
 SEEDS = PROJECT_ROOT / "results" / "seeds"
