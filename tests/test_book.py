@@ -369,6 +369,13 @@ def test_the_single_source_finding_is_said_from_the_pairs():
                                                                               "probe precondition": "whiten"}))
     older = single_source.sentence(table.assign(**{"probe version": 5, "probe precondition": "none"}))
     assert "Measured with probe version 5 (unwhitened); the current probe is version" in older
+    # the verdict reads the division: a pair whose towers Eq. 3 names the other way round gets the same verdict
+    bert = table["pair"].str.startswith("bert")
+    mirrored = table.copy()
+    mirrored.loc[bert, ["r", "ci_low", "ci_high"]] = -table.loc[bert, ["r", "ci_high", "ci_low"]].to_numpy()
+    assert single_source.verdict(mirrored)["verdict"] == single_source.verdict(table)["verdict"] == "partly"
+    both = table[table["corpus"] == "books"]   # GPT agrees on books, Bert-large splits them swapped
+    assert single_source.verdict(both)["verdict"] == "reproduced"
     # corpora probed in different dtypes say so; one dtype says nothing
     dtype = ["bf16" if c != "mixed" else "fp32" for c in table["corpus"]]
     assert ("The towers were probed in bf16 (books, wiki) and fp32 (mixed), so the corpora's pairs do not compare "

@@ -123,11 +123,11 @@ def table3_verdict(rho_p: list[tuple[float, float]]) -> str:
     return "partly" if all(r > 0 and p < ALPHA for r, p in rho_p) else "not"
 
 
-def register_verdict(agrees: list[int], agrees_or_swapped: list[int], sources: list[int]) -> str:
-    """The direct register test, per pair of runs: on how many single sources it agrees, agrees or splits the
-    tokens with its towers' roles swapped, and was measured. "reproduced" = every pair agrees on every source;
-    "partly" = some pair agrees or splits them swapped on some source."""
-    return "reproduced" if agrees == sources else "partly" if any(agrees_or_swapped) else "not"
+def register_verdict(split: list[int], sources: list[int]) -> str:
+    """The direct register test, per pair of runs: on how many single sources it splits the tokens as one division
+    (agrees, or agrees with its towers' roles swapped: which tower Eq. 3 calls primary decides nothing), and on how
+    many it was measured. "reproduced" = every pair on every source; "partly" = some pair on some source."""
+    return "reproduced" if split == sources else "partly" if any(split) else "not"
 
 
 # Over seeds: a distribution of pairs, each statistic's median and central range (`analysis.seed_spread`).
