@@ -96,6 +96,7 @@ def test_the_report_answers_partition_and_orientation_per_rung(tmp_path, monkeyp
     runs, pairs = report.run_rows(exports), report.pair_rows(exports)
     assert len(pairs[pairs["kind"] == "same"]) == 12 and set(pairs["kind"]) == {"same", "untrained", "shuffled"}
     summary = report.summary_rows(runs, pairs).set_index("rung")
+    assert list(summary.index) == ["small", "big"]          # by size, as the answer reads, not by the rung's name
     small, big = summary.loc["small"], summary.loc["big"]
     assert small["partition: verdict"] == "holds" and small["partition: median |r|"] > 0.7
     assert small["orientation: verdict"] == "not" and small["orientation: positive pairs"] == pytest.approx(0.5)
@@ -265,9 +266,11 @@ def test_the_brief_gives_each_family_its_rungs_in_size_order():
                          "beyond word frequencies": [True, True, True, False], "cooperative loss": [5, 5, 5, 7],
                          "word frequencies' loss": [6, 6, 6, 6]})
     text = report.brief(rows)
+    # the families in the order of the ladder page's answer and table (`rungs.FAMILIES`), not alphabetical
     assert text.startswith("Along the size ladder") and text.index("bert 1x96x8 (8 passes) 0.30 (holds, 4 seeds)") \
-        < text.index("gpt 1x96 0.20 (holds, 4 seeds), 2x128 0.40 (not attempted, 2 seeds), "
-                     "12x768 no verdict (probe failed, 0 of 4 seeds' probes count; no context learned; another probe).")
+        > text.index("gpt 1x96 0.20 (holds, 4 seeds), 2x128 0.40 (not attempted, 2 seeds), "
+                     "12x768 no verdict (probe failed, 0 of 4 seeds' probes count; no context learned; another probe)")
+    assert list(report.in_reading_order(rows)["rung"]) == ["1x96", "2x128", "12x768", "1x96x8"]
 
 
 def test_the_exports_are_not_ignored_by_git():

@@ -149,7 +149,18 @@ def summary_rows(runs: pd.DataFrame, pairs: pd.DataFrame, unigram: float = np.na
                             "median |r| / ceiling": corrected(part["median |r|"], ceiling)}
                     | {f"partition: {k}": v for k, v in part.items()}
                     | {f"orientation: {k}": v for k, v in orient.items()})
-    return pd.DataFrame(rows)
+    return in_reading_order(pd.DataFrame(rows))
+
+
+def in_reading_order(summary: pd.DataFrame) -> pd.DataFrame:
+    """`summary`'s rows as every view of the ladder reads them: per family (`FAMILIES`' order), by tower size,
+    then by passes over the epoch."""
+    if summary.empty:
+        return summary
+    family = summary["family"].map({f: i for i, f in enumerate(FAMILIES)}).fillna(len(FAMILIES))
+    return (summary.assign(family_order=family)
+            .sort_values(["family_order", "tower parameters", "passes over the epoch"], kind="stable")
+            .drop(columns="family_order").reset_index(drop=True))
 
 
 def chart(summary: pd.DataFrame):
@@ -192,11 +203,12 @@ def _f(x: float, digits: int = 2) -> str:
 
 def answer(summary: pd.DataFrame) -> str:
     """The ladder's answer in a sentence per family, generated from `summary` (its rungs in size order), and one
-    per passes rung (the token axis)."""
+    per family and number of passes (the token axis)."""
     if summary.empty:
         return "No rung of the ladder is finished yet."
     lines = []
-    summary = summary.assign(passes=summary["rung"].map(passes)).sort_values("tower parameters")
+    summary = in_reading_order(summary)
+    summary = summary.assign(passes=summary["rung"].map(passes))
     repeated = summary["passes"] > 1
     for family, rows in summary[~repeated].groupby("family", sort=False):
         lines.append(f"- **{family}** — {'. '.join(_step(r) for _, r in rows.iterrows())}.{_trend(rows)}")
@@ -243,8 +255,7 @@ def brief(summary: pd.DataFrame) -> str:
                 f"({r['partition: verdict']}, {seeds}{other})")
 
     per_family = "; ".join(f"{family} " + ", ".join(rung(r) for _, r in rows.iterrows())
-                           for family, rows in summary.assign(passes=summary["rung"].map(passes))
-                           .sort_values(["tower parameters", "passes"]).groupby("family"))
+                           for family, rows in in_reading_order(summary).groupby("family", sort=False))
     return (f"Along the size ladder (the ladder page; median |r| and the division's verdict per rung of layers x "
             f"width, as far as it has run): {per_family}.")
 
