@@ -172,3 +172,25 @@ def test_bad_preference_inputs_are_refused_by_name(tmp_path):
             frequency_rank(bad)
     with pytest.raises(UserError, match=re.escape(f"no preference artifact at {tmp_path};")):
         load_artifact(tmp_path)
+
+
+def test_the_code_version_reads_dirty_from_code_not_from_results(tmp_path):
+    """A study that rewrites its own files under `results/` ran clean code; an edit anywhere else is '+dirty'."""
+    from twotower_lib.artifacts import git_commit
+
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                       capture_output=True)
+
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "summary.csv").write_text("a\n1\n")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-qm", "start")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+    assert git_commit(tmp_path) == head
+    (tmp_path / "results" / "summary.csv").write_text("a\n2\n")
+    assert git_commit(tmp_path) == head
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert git_commit(tmp_path) == head + "+dirty"

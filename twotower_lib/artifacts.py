@@ -151,14 +151,16 @@ def read_json(path: str | os.PathLike) -> Any:
 
 
 def git_commit(repo_dir: str | os.PathLike | None = None) -> str:
-    """The code version: git commit of the checkout (with '+dirty' if modified), else the package version."""
+    """The code version: git commit of the checkout (with '+dirty' if its code is modified), else the package
+    version. Files under `results/` are what the studies write, not code: a study that rewrites its own results
+    (every report does) leaves the code it ran clean."""
     from twotower_lib import __version__
 
     repo_dir = Path(repo_dir) if repo_dir else Path(__file__).resolve().parent.parent
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo_dir, capture_output=True,
                                 text=True, timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!results"],
                                cwd=repo_dir, capture_output=True, text=True, timeout=10).stdout.strip()
         return commit + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
