@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -18,7 +19,7 @@ from twotower_lib.models import ModelConfig
 from twotower_lib.preference import (TowerSums, check_same_vocabulary, document_stats, frequency_rank,
                                      load_artifact, order_towers, preference_table, save_artifact)
 from twotower_lib.probe.run import ProbeConfig, write_preference
-from twotower_lib.probe.training import score_validation, train_heads
+from twotower_lib.probe.training import score_validation, train_heads, training_features
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -507,9 +508,20 @@ def test_replicate_heads_differ_only_in_seed_and_agree_on_a_planted_preference(t
     model, planted, ordinary = _planted_setup(tiny_data)
     cfg = ProbeConfig(features="raw", train_blocks=200, max_epochs=6, batch_size=512, lr=3e-3, forward_batch=64,
                       precision="fp32", replicate=True)
-    sets, record = train_heads(model, tiny_data, cfg, show=False, head_seed=5)
+    feats = training_features(model, tiny_data, cfg, 5, show=False)   # the planted towers' noise drawn once
+    sets, record = train_heads(model, tiny_data, cfg, show=False, head_seed=5, features=feats)
     assert len(sets) == 2 and record["head_seeds"] == [5, 5 + 7919]
     assert not torch.equal(sets[0][0].dense.weight, sets[1][0].dense.weight)
+    # the replicate trains on its own schedule: the first set is, bit for bit, the probe without it (at a
+    # tolerance where the replicate's gains, were they pooled, would keep the first set training an epoch longer)
+    plateaus = dataclasses.replace(cfg, tol=0.03, max_epochs=12)
+    both, record_both = train_heads(model, tiny_data, plateaus, show=False, head_seed=5, features=feats)
+    [alone], single = train_heads(model, tiny_data, dataclasses.replace(plateaus, replicate=False), show=False,
+                                  head_seed=5, features=feats)
+    for a, b in zip(alone.state_dict().values(), both[0].state_dict().values()):
+        assert torch.equal(a, b)
+    assert single["curve"] == record_both["curve"] and "replicate" not in single
+    assert record_both["replicate"]["epochs"] != record_both["epochs"]     # each set stopped on its own plateau
     (main, rep), _ = score_validation(model, sets, tiny_data, cfg, show=False)
     assert np.array_equal(main.token_ids, rep.token_ids) and not np.array_equal(main.logp, rep.logp)
     out = write_preference(tmp_path / "probe", main, tiny_data, {"tokenizer_sha256": "x", "val_loss": {}}, {},
@@ -520,6 +532,12 @@ def test_replicate_heads_differ_only_in_seed_and_agree_on_a_planted_preference(t
     ids = [t for t in ordinary if a.loc[t, "count"] >= 3]
     r = np.corrcoef(a.loc[ids, "score"], b.loc[ids, "score"])[0, 1]
     assert r > 0.9, r  # the planted division dominates the head-seed noise
+    # a probe with a replicate made when both sets shared one schedule is made again; one without is the same probe
+    from twotower_lib.probe.run import probe_identity
+
+    with_rep, without = probe_identity(cfg, "w", "d"), probe_identity(dataclasses.replace(cfg, replicate=False), "w", "d")
+    assert with_rep["replicate_heads"] == "own schedule" and "replicate_heads" not in without
+    assert set(with_rep) - set(without) == {"replicate_heads"}
     with pytest.raises(UserError, match="second head seed"):
         load_positions(write_preference(tmp_path / "single", main, tiny_data, {"tokenizer_sha256": "x"}, {},
                                         show=False), replicate=True)

@@ -130,11 +130,14 @@ def probe_curves(ctx: SectionContext) -> pd.DataFrame:
         name = case_name(m_, s_)
         m = load_artifact(probing / name).manifest
         k = m["towers"]
-        for point in m["heads"]["curve"]:
-            for split in ("train", "heldout"):
-                for i, loss in enumerate(point[f"{split}_loss"]):
-                    rows.append({"probe": name, "epoch": point["epoch"], "head": f"tower {i % k}" + (" (seed 2)" if i >= k else ""),
-                                 "split": split, "loss": loss})
+        curves = [(m["heads"]["curve"], "")] + ([(m["heads"]["replicate"]["curve"], " (seed 2)")]
+                                                if "replicate" in m["heads"] else [])
+        for curve, seed in curves:          # an older manifest holds both sets in one curve, the second past k
+            for point in curve:
+                for split in ("train", "heldout"):
+                    for i, loss in enumerate(point[f"{split}_loss"]):
+                        rows.append({"probe": name, "epoch": point["epoch"], "split": split, "loss": loss,
+                                     "head": f"tower {i % k}" + (" (seed 2)" if i >= k else seed)})
     return pd.DataFrame(rows)
 
 

@@ -102,9 +102,7 @@ def probe_run(run_dir: str | os.PathLike, cfg: ProbeConfig | None = None, *, sna
     model, mcfg, data, run_config = _load_run(run_dir, snapshot, data_dir)
     out = Path(out) if out else probe_dir(run_dir, snapshot)
     weights = weights_path(run_dir, snapshot)
-    identity = {"version": PROBE_VERSION, "weights_sha256": sha256_file(weights),
-                "data_hash": data.data_hash,
-                "probe": asdict(cfg), **({"refine": refine.identity} if refine is not None else {})}
+    identity = probe_identity(cfg, sha256_file(weights), data.data_hash, refine)
     dtypes = resolved_precision(cfg, next(model.parameters()).device)
     if not force and _up_to_date(out, identity, dtypes):
         if show:
@@ -184,6 +182,19 @@ def _load_run(run_dir: Path, snapshot: str | int | None, data_dir: str | os.Path
     if mcfg.vocab_size != data.vocab_size:
         raise UserError(f"{run_dir} has vocabulary {mcfg.vocab_size} but {data_path} has {data.vocab_size}")
     return model, mcfg, data, run_config
+
+
+# A replicate set trains on its own schedule (`train_heads`), so the first set of a probe is the same with or without
+# it: a probe with a replicate whose identity lacks this trained both sets on one schedule, and is made again.
+REPLICATE_HEADS = "own schedule"
+
+
+def probe_identity(cfg: ProbeConfig, weights_sha256: str, data_hash: str, refine: HeadRefiner | None = None) -> dict:
+    """What makes two probes the same probe: the version, the run's weights, the data, the whole config, the
+    refinement, and for a probe with a replicate set how that set trains."""
+    return {"version": PROBE_VERSION, "weights_sha256": weights_sha256, "data_hash": data_hash, "probe": asdict(cfg),
+            **({"refine": refine.identity} if refine is not None else {}),
+            **({"replicate_heads": REPLICATE_HEADS} if cfg.replicate else {})}
 
 
 def _up_to_date(out: Path, identity: dict, precision: dict[str, str]) -> bool:

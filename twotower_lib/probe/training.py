@@ -195,9 +195,11 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True, head_seed: int
     head recipes on one set of features (`studies/probe/reliability.py`). `refine`: a step that
     takes the trained heads further on the training features before they are scored (`HeadRefiner`).
 
-    The record: `curve` (per epoch: step, rate, mean training loss and held-out loss per head),
-    `epochs`, `stopped` ("converged" or "max_epochs"), the number of training and held-out positions,
-    and `seconds` (the towers' pass over the blocks; the heads' fit).
+    Each head set trains with its own optimiser and schedule, so the first set is the same with or without
+    the replicate. The record: `curve` (per epoch: step, rate, mean training loss and held-out loss per head of
+    the first set), `epochs`, `stopped` ("converged" or "max_epochs"), the same for the replicate set under
+    `replicate`, the number of training and held-out positions, and `seconds` (the towers' pass over the
+    blocks; the heads' fit).
     """
     cfg.validate()
     head_seed = cfg.seed if head_seed is None else head_seed
@@ -216,18 +218,25 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True, head_seed: int
         held_feats = None if held_feats is None else whitening.apply(held_feats)
     heads = heads.to(device)
     dtype, score_dtype = precision.head_dtype(cfg, device), precision.score_dtype(cfg, device)
-    curve, stopped = _fit(heads, feats, labels, held_feats, held_labels, seeds, cfg, k, device, show)
+    # each head set with its own optimiser and schedule: the replicate set's held-out losses never decide when the
+    # first set's rate drops or stops, so a probe's scores are the same with or without its replicate
+    fits = [_fit(heads[s * k:(s + 1) * k], feats, labels, held_feats, held_labels, [seed], cfg, k, device, show)
+            for s, seed in enumerate(seeds)]
+    (curve, stopped), replicate = fits[0], fits[1:]
     seconds = {"features": round(t_features, 2), "fit": round(time.perf_counter() - t0 - t_features, 2)}
     if whitening is not None:
         for i, head in enumerate(heads):
             whitening.fold(head, i % k)
-    record = {"curve": curve, "epochs": len(curve), "stopped": stopped if cfg.schedule == "plateau" else "fixed epochs",
+    fixed = cfg.schedule != "plateau"
+    record = {"curve": curve, "epochs": len(curve), "stopped": "fixed epochs" if fixed else stopped,
               "train_positions": int(len(labels)), "heldout_positions": int(len(held_labels)) if n_held else 0,
               "head_seeds": seeds, "matmul_dtype": str(dtype).removeprefix("torch."),
               "score_dtype": str(score_dtype).removeprefix("torch."), "precondition": cfg.precondition,
               "seconds": seconds,  # the towers' pass over the probe's blocks; whitening and head training
               **({"feature_condition": [round(c, 1) for c in whitening.condition],
                   "constant_directions": whitening.dropped} if whitening is not None else {})}
+    for c, why in replicate:
+        record["replicate"] = {"curve": c, "epochs": len(c), "stopped": "fixed epochs" if fixed else why}
     if refine is not None:
         record["refine"] = refine(heads, cached, k, dtype, show)
         record["refined_heldout_loss"] = ([round(x, 5) for x in _heldout_losses(heads, cached.held, held_labels, k, device, score_dtype)]
