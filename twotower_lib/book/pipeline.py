@@ -69,6 +69,17 @@ class _Hashes:
             atomic_write_json(self.path, self.known)
 
 
+def versions(s: Section) -> dict[str, Any]:
+    """The values of the constants that version what `s`'s library calls compute (`Section.versions`)."""
+    import importlib
+
+    found = {}
+    for name in s.versions:
+        module, attr = name.split(":")
+        found[name] = getattr(importlib.import_module(module), attr)
+    return found
+
+
 @dataclass
 class Pipeline:
     """The sections of one profile: where their sources, outputs and records are."""
@@ -121,6 +132,9 @@ class Pipeline:
             "committed": {c: hashes.files(PROJECT_ROOT / c, exclude=("README.md", *((f"{self.profile.name}.json",)
                                                                                  if Path(c).name == "profiles" else ())))
                           for c in s.committed},
+            # what its library calls compute, where a constant versions it: a runs folder made by older code is
+            # not up to date for this section (the calls then redo only what their own identity says changed)
+            **({"versions": versions(s)} if s.versions else {}),
         }
 
     def why_stale(self, s: Section, hashes: _Hashes) -> str | None:
@@ -141,6 +155,8 @@ class Pipeline:
         if rec.get("upstream") != now["upstream"]:
             changed = [u for u in now["upstream"] if rec.get("upstream", {}).get(u) != now["upstream"][u]]
             return f"the output of {', '.join(changed)} changed"
+        if rec.get("versions") != now.get("versions"):
+            return f"the library's {', '.join(s.versions)} changed"
         if rec.get("committed", {}) != now["committed"]:
             return f"the committed results in {', '.join(now['committed'])} changed"
         if not self.executed(s).exists():

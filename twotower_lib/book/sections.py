@@ -45,6 +45,7 @@ class Section:
     parameters: tuple[str, ...]        # profile keys it reads ("section.field", overridable with -p)
     upstream: tuple[str, ...] = ()     # every section whose output it reads (re-runs when one changes)
     committed: tuple[str, ...] = ()    # committed result folders it reads, relative to the project (re-runs when they change)
+    versions: tuple[str, ...] = ()     # "module:NAME" constants that version what its library calls compute (re-runs when one changes)
 
 
 SECTIONS: tuple[Section, ...] = (
@@ -56,7 +57,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("02_probing", "Probing and preference scores", "probing",
             ("train.cases", *PROBE_KEYS, "analysis.controls", "analysis.control_models", "analysis.top_n",
              "analysis.reliability_models", "analysis.bert_events_comparison"),
-            ("00_data", "01_training"), committed=("results/probe", "results/seeds")),
+            ("00_data", "01_training"), committed=("results/probe", "results/seeds"),
+            versions=("twotower_lib.probe.config:PROBE_VERSION", "twotower_lib.probe.run:REPLICATE_HEADS")),
     Section("03_correlations", "Correlation of preference scores", "correlations",
             ("train.cases", "analysis.top_n", "analysis.bootstrap", "analysis.controls", "analysis.control_models"), ("00_data", "01_training", "02_probing"),
             committed=("results/register", "results/bert-controls", "results/seeds")),
