@@ -58,6 +58,15 @@ part("ERROR_BUDGET")
 part("PROBE_RELIABILITY")
 
 # %% [markdown]
+# A replicate is a second probe only if nothing of the first set's training depends on it. Each head set has
+# its own optimiser and schedule (`probe.training.train_heads`); the same runs probed with both sets on one
+# schedule, and on their own, show what sharing did (`studies/probe/replicate_schedule.py`,
+# `results/probe/replicate_schedule.json`).
+
+# %%
+part("PROBE_REPLICATE_SCHEDULE")
+
+# %% [markdown]
 # ## The coordinates: whitened features
 #
 # Reliability is not optimality: a stalled optimiser is as reproducible as a converged one. Training

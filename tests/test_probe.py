@@ -814,3 +814,46 @@ def test_a_cache_larger_than_the_free_memory_is_refused_before_it_is_filled(tiny
     monkeypatch.setattr(workers, "available_memory", lambda: need)
     assert torch.equal(extract_features(*args, show=False)[0], feats)
     assert real is None or real > 0
+
+
+def test_the_replicate_schedule_study_reads_both_probings_of_each_run(tiny_data, tmp_path):
+    """`studies.probe.replicate_schedule`: per run probed with a replicate in both folders, each probing's
+    reliability and epochs, and how far the first set moved between them; a run without a replicate is left out."""
+    from studies.probe import replicate_schedule
+
+    rng = np.random.default_rng(0)
+    n = 4000
+    ids, docs = rng.integers(0, tiny_data.vocab_size, n), np.zeros(n, dtype=int)
+
+    def sums(p):
+        p = np.clip(p, 1e-4, 1)
+        return TowerSums(ids, docs, p, np.log(p))
+
+    first = rng.uniform(0.05, 0.9, (n, 2))
+    for folder, noise, epochs in (("shared", 0.01, 7), ("own", 0.2, 6)):
+        main = sums(first + (0.0 if folder == "shared" else 0.02) * rng.standard_normal((n, 2)))
+        rep = sums(main.p + noise * rng.standard_normal((n, 2)))
+        heads = {"epochs": epochs, **({"replicate": {"epochs": 5}} if folder == "own" else {})}
+        write_preference(tmp_path / folder / "gpt-s1", main, tiny_data, {"tokenizer_sha256": "x", "val_loss": {},
+                         "heads": heads, "replicate": {}}, {}, show=False, replicate=rep)
+        write_preference(tmp_path / folder / "gpt-s2", main, tiny_data, {"tokenizer_sha256": "x", "val_loss": {},
+                         "heads": {"epochs": 3}}, {}, show=False)
+    [row] = replicate_schedule.compare(tmp_path / "shared", tmp_path / "own", tiny_data, 100)
+    assert row["run"] == "gpt-s1" and (row["epochs shared"], row["epochs own"], row["replicate epochs own"]) == (7, 6, 5)
+    assert row["reliability shared (score)"] > row["reliability own (score)"]
+    assert 0.5 < row["first set, shared vs own (score)"] < 1
+    # the command (the data beside the folders, as in a runs folder) writes what the appendix reads, without the
+    # machine's folders
+    from studies.probe.report import replicate_schedule as finding
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "prepared").symlink_to(tiny_data.path)
+    out = tmp_path / "replicate_schedule.json"
+    assert replicate_schedule.main(["--probes", f"books={tmp_path / 'shared'}:{tmp_path / 'own'}", "--top-n", "100",
+                                    "--out", str(out)]) == 0
+    assert str(tmp_path) not in out.read_text()
+    text = finding(out)
+    assert "of 1 runs (books)" in text and f"median {row['reliability shared (score)']:.3f}" in text
+    with pytest.raises(UserError, match="no run holds a replicate"):
+        (tmp_path / "none").mkdir()
+        replicate_schedule.main(["--probes", f"x={tmp_path / 'shared'}:{tmp_path / 'none'}", "--out", str(out)])

@@ -59,6 +59,47 @@ def reliability_benchmark(path: Path | None = None) -> pd.DataFrame | str:
                          for r in rows]).set_index(["run", "recipe"])
 
 
+OWN_SCHEDULE_SINCE = "2026-11-30T15:16:32+00:00"   # the commit from which each head set trains on its own schedule
+
+
+def shared_schedule_studies(results: Path | None = None) -> list[str]:
+    """The committed probe studies that trained replicate heads before `OWN_SCHEDULE_SINCE` (on the first set's
+    schedule): their probe-seed reliabilities are the shared schedule's."""
+    found = []
+    for path in sorted((results or RESULTS).glob("*.json")):
+        text = path.read_text()
+        if '"replicate": true' in text and read_json(path).get("provenance", {}).get("created", "") < OWN_SCHEDULE_SINCE:
+            found.append(path.name)
+    return found
+
+
+def replicate_schedule(path: Path | None = None) -> str:
+    """The probe-seed reliability with the replicate heads on the first set's schedule and on their own
+    (`studies/probe/replicate_schedule.py`): what sharing did, in a sentence, then per run; or how to produce it."""
+    import pandas as pd
+
+    from studies.register.report import RELIABILITY_GOAL
+
+    path = path or RESULTS / "replicate_schedule.json"
+    if not path.exists():
+        return "<p><em>not measured yet: python -m studies.probe.replicate_schedule --probes LABEL=SHARED:OWN</em></p>"
+    found = read_json(path)
+    rows = pd.DataFrame(found["rows"])
+    shared, own = rows["reliability shared (score)"], rows["reliability own (score)"]
+    moved = rows["first set, shared vs own (score)"]
+    changed = int((rows["epochs shared"] != rows["epochs own"]).sum())
+    older = shared_schedule_studies()
+    text = (f"With the replicate heads on the first set's schedule, the probe-seed reliability (Eq. 4, the {found['top_n']} "
+            f"most frequent tokens) of {len(rows)} runs ({', '.join(dict.fromkeys(rows['corpus']))}) has median "
+            f"{shared.median():.3f} (lowest {shared.min():.3f}); each set on its own schedule, {own.median():.3f} "
+            f"(lowest {own.min():.3f}; the goal is {RELIABILITY_GOAL}). Sharing also moved the first set: its epochs "
+            f"changed in {changed} of {len(rows)} runs, and its scores with and without sharing agree at r "
+            f"{moved.min():.3f} to {moved.max():.3f}. Every probe since trains each set on its own schedule."
+            + (f" Measured with shared schedules: {', '.join(f'`results/probe/{n}`' for n in older)}." if older else ""))
+    table = rows.set_index(["corpus", "run"])
+    return f"<p>{text}</p>" + _html(table)
+
+
 def probe_change(path: Path | None = None, between_runs: bool = False) -> pd.DataFrame | str:
     """A committed comparison of two probings of the same frozen runs (`studies/probe/compare_versions.py`):
     per case, each probing's validation loss per tower head, its probe-seed reliability, and how far
@@ -250,6 +291,7 @@ def book_parts() -> dict[str, str]:
               "runs": "not measured yet: python -m studies.probe.compare_recipes"}
     return {
         "PROBE_RELIABILITY": _html(reliability_benchmark()),
+        "PROBE_REPLICATE_SCHEDULE": replicate_schedule(),
         "PROBE_CHANGE": _html(probe_change()),
         "PROBE_WHITENING": _html(reliability_benchmark(RESULTS / "whitening.json")),
         "PROBE_OPTIMUM_RECIPES": _html(optimum.get("recipes", absent["recipes"])),
