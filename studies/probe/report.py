@@ -92,7 +92,8 @@ def replicate_schedule(path: Path | None = None) -> str:
     text = (f"With the replicate heads on the first set's schedule, the probe-seed reliability (Eq. 4, the {found['top_n']} "
             f"most frequent tokens) of {len(rows)} runs ({', '.join(dict.fromkeys(rows['corpus']))}) has median "
             f"{shared.median():.3f} (lowest {shared.min():.3f}); each set on its own schedule, {own.median():.3f} "
-            f"(lowest {own.min():.3f}; the goal is {RELIABILITY_GOAL}). Sharing also moved the first set: its epochs "
+            f"(lowest {own.min():.3f}; the goal is {RELIABILITY_GOAL}); the two differ in {int((shared != own).sum())} "
+            f"of {len(rows)} runs, by at most {(shared - own).abs().max():.3f}. Sharing also moved the first set: its epochs "
             f"changed in {changed} of {len(rows)} runs, and its scores with and without sharing agree at r "
             f"{moved.min():.3f} to {moved.max():.3f}. Every probe since trains each set on its own schedule."
             + (f" Measured with shared schedules: {', '.join(f'`results/probe/{n}`' for n in older)}." if older else ""))
