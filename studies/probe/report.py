@@ -96,7 +96,7 @@ def replicate_schedule(path: Path | None = None) -> str:
             f"of {len(rows)} runs, by at most {(shared - own).abs().max():.3f}. Sharing also moved the first set: its epochs "
             f"changed in {changed} of {len(rows)} runs, and its scores with and without sharing agree at r "
             f"{moved.min():.3f} to {moved.max():.3f}. Every probe since trains each set on its own schedule."
-            + (f" Measured with shared schedules: {', '.join(f'`results/probe/{n}`' for n in older)}." if older else ""))
+            + (f" Measured with shared schedules: {', '.join(f'<code>results/probe/{n}</code>' for n in older)}." if older else ""))
     table = rows.set_index(["corpus", "run"])
     return f"<p>{text}</p>" + _html(table)
 
