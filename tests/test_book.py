@@ -361,7 +361,9 @@ def test_the_single_source_finding_is_said_from_the_pairs():
     assert "mixed corpus +0.39; text ceilings 0.55–0.69 alone, 0.82 mixed) agrees on books alone" in said
     assert said.endswith("0.18 alone against 0.81 mixed), and the probe-seed reliability falls below its 0.95 goal on wiki (0.89).")
     partial = measured.assign(**{"probe reliability": [0.99, 0.99, None, 0.96, 0.89, None]})
-    assert single_source.sentence(partial).endswith("goal on wiki (0.89) (measured on books, wiki only).")
+    assert single_source.sentence(partial).endswith("goal on wiki (0.89) (measured on books and wiki only).")
+    low = measured.assign(**{"probe reliability": [0.90, 0.89, 0.88, 0.99, 0.99, 0.99]})
+    assert "goal on books (0.90), wiki (0.89) and mixed (0.88); the Bert-large pair" in single_source.sentence(low)
     # pairs measured with another probe than the current one say so
     from twotower_lib.probe.config import PROBE_VERSION
 

@@ -150,6 +150,9 @@ def test_the_answer_sentence_is_generated_from_the_seed_study_and_the_ladder(tmp
     text = front.answer_sentence("cpu", results=tmp_path)
     holds = claims[claims["above controls"].notna() & (claims["partition verdict"] == "holds")]
     assert text.startswith("**In short.**") and all(c.split(",")[0] in text for c in holds["claim"])
+    rest = claims[claims["above controls"].notna() & (claims["partition verdict"] != "holds")]
+    assert all(f"not within {c.split(',')[0]} ({m:.2f}, {v})" in text   # every family is named, held or not
+               for c, m, v in zip(rest["claim"], rest["partition median |r|"], rest["partition verdict"]))
     ceilings = claims.loc[claims["unit"] == "seed pairs", "text ceiling"].dropna()   # how far the text lets runs agree
     assert f"correlate at {ceilings.min():.2f} to {ceilings.max():.2f} (the claims' text ceilings)" in text
     assert text.endswith("The size ladder has no committed report yet.")

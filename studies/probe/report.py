@@ -9,6 +9,7 @@ Nothing here probes; `book.probing` is the section-02 stage that does.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -67,8 +68,8 @@ def shared_schedule_studies(results: Path | None = None) -> list[str]:
     schedule): their probe-seed reliabilities are the shared schedule's."""
     found = []
     for path in sorted((results or RESULTS).glob("*.json")):
-        text = path.read_text()
-        if '"replicate": true' in text and read_json(path).get("provenance", {}).get("created", "") < OWN_SCHEDULE_SINCE:
+        record = read_json(path)
+        if '"replicate": true' in json.dumps(record) and record.get("provenance", {}).get("created", "") < OWN_SCHEDULE_SINCE:
             found.append(path.name)
     return found
 

@@ -74,6 +74,12 @@ def holds_alone(table: pd.DataFrame) -> dict[str, dict]:
     return out
 
 
+def _series(items, word: str = "and") -> str:
+    """`items` as prose: "a", "a and b", "a, b and c"."""
+    items = list(items)
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} {word} {items[-1]}"
+
+
 def _known(x) -> bool:
     return x is not None and x == x  # neither missing nor NaN
 
@@ -106,17 +112,17 @@ def sentence(table: pd.DataFrame | None = None) -> str:
         elif len(e["agrees"]) == len(e["alone"]):
             verdict = "still agrees on every single source: its agreement does not need a mix of registers"
         elif len(neither) == len(e["alone"]):
-            verdict = (f"does not agree on {' or '.join(neither)} alone: at this scale its agreement needs the "
+            verdict = (f"does not agree on {_series(neither, 'or')} alone: at this scale its agreement needs the "
                        "mixed corpus")
         else:
-            said = [f"agrees on {' and '.join(e['agrees'])} alone"] if e["agrees"] else []
+            said = [f"agrees on {_series(e['agrees'])} alone"] if e["agrees"] else []
             if e["swapped"]:
                 swapped = [e["margin"][c] for c in e["swapped"] if e["margin"].get(c) is not None]
                 close = f", by margins of at most {max(swapped):.1%} of the mean probability" if swapped else ""
-                said.append(f"splits the tokens on {' and '.join(e['swapped'])} alone but with the "
+                said.append(f"splits the tokens on {_series(e['swapped'])} alone but with the "
                             f"towers' roles swapped (r < 0: Eq. 3 named the other tower primary in one run{close})")
             if neither:
-                said.append(f"does not agree on {' or '.join(neither)}")
+                said.append(f"does not agree on {_series(neither, 'or')}")
             if not e["agrees"] and e["mixed"] is not None:   # said plainly: what it had mixed, no source keeps
                 strongest = max(abs(r) for r in e["alone"].values())
                 said.append(f"so no single source keeps its mixed-corpus agreement (|r| at most {strongest:.2f} alone "
@@ -125,8 +131,8 @@ def sentence(table: pd.DataFrame | None = None) -> str:
         if unreliable:
             measured = [c for c, v in e["reliability"].items() if _known(v)]
             verdict += (f", and the probe-seed reliability falls below its {RELIABILITY_GOAL} goal on "
-                        + " and ".join(f"{c} ({v:.2f})" for c, v in unreliable.items())
-                        + (f" (measured on {', '.join(measured)} only)" if len(measured) < len(e["reliability"]) else ""))
+                        + _series([f"{c} ({v:.2f})" for c, v in unreliable.items()])
+                        + (f" (measured on {_series(measured)} only)" if len(measured) < len(e["reliability"]) else ""))
         parts.append(f"the {MODEL_NAMES.get(model, model)} pair (r: {rs}{mixed}) {verdict}")
     profile = table["profile"].iloc[0]
     older = sorted({m for v, p in zip(table["probe version"], table["probe precondition"]) if (m := measured_with(v, p))}
@@ -136,8 +142,8 @@ def sentence(table: pd.DataFrame | None = None) -> str:
                   if older else "")
     dtypes = sorted(table["probe precision"].dropna().unique()) if "probe precision" in table else []
     if len(dtypes) > 1:   # one run probed in bf16 and in fp32 gives pairs further apart than their intervals
-        older_note += (" The towers were probed in " + " and ".join(
-            f"{d} ({', '.join(sorted(set(table.loc[table['probe precision'] == d, 'corpus'])))})" for d in dtypes)
+        older_note += (" The towers were probed in " + _series([
+            f"{d} ({', '.join(sorted(set(table.loc[table['probe precision'] == d, 'corpus'])))})" for d in dtypes])
             + ", so the corpora's pairs do not compare across those dtypes.")
     return (f"Trained on one source of the corpus alone (`{profile}` profile, one seed pair per corpus), "
             + "; ".join(parts) + "." + older_note)

@@ -318,6 +318,9 @@ def answer_sentence(profile_name: str, seeds: Path = SEEDS, results: Path = stud
     holds = same[same["partition verdict"] == "holds"]
     within = (", ".join(f"{name(c)} ({m:.2f})" for c, m in zip(holds["claim"], holds["partition median |r|"]))
               or "no family")
+    rest = same[same["partition verdict"] != "holds"]   # said too: a family left out of the list reads as unmeasured
+    within += "".join(f"; not within {name(c)} ({f'{m:.2f}, ' if m == m else ''}{v})" for c, m, v in
+                      zip(rest["claim"], rest["partition median |r|"], rest["partition verdict"]))
     ctrl = same["partition controls |r| threshold"].max()
     orient = "; ".join(f"{name(c)} {v}" for c, v in zip(same["claim"], same["orientation verdict"]))
     shared = cross[cross["partition verdict"] == "holds"]
