@@ -359,7 +359,8 @@ def test_the_single_source_finding_is_said_from_the_pairs():
                                "probe reliability": [0.99, 0.99, 0.99, 0.96, 0.89, 0.99]})
     said = single_source.sentence(measured)
     assert "mixed corpus +0.39; text ceilings 0.55–0.69 alone, 0.82 mixed) agrees on books alone" in said
-    assert said.endswith("0.18 alone against 0.81 mixed), and the probe-seed reliability falls below its 0.95 goal on wiki (0.89).")
+    assert said.endswith("0.18 alone against 0.81 mixed), and the probe-seed reliability falls below its 0.95 goal on wiki "
+                         "(0.89), against 0.99 on the mixed corpus.")
     partial = measured.assign(**{"probe reliability": [0.99, 0.99, None, 0.96, 0.89, None]})
     assert single_source.sentence(partial).endswith("goal on wiki (0.89) (measured on books and wiki only).")
     low = measured.assign(**{"probe reliability": [0.90, 0.89, 0.88, 0.99, 0.99, 0.99]})

@@ -132,6 +132,8 @@ def sentence(table: pd.DataFrame | None = None) -> str:
             measured = [c for c, v in e["reliability"].items() if _known(v)]
             verdict += (f", and the probe-seed reliability falls below its {RELIABILITY_GOAL} goal on "
                         + _series([f"{c} ({v:.2f})" for c, v in unreliable.items()])
+                        + (f", against {mixed_r:.2f} on the mixed corpus"
+                           if "mixed" not in unreliable and _known(mixed_r := e["reliability"].get("mixed")) else "")
                         + (f" (measured on {_series(measured)} only)" if len(measured) < len(e["reliability"]) else ""))
         parts.append(f"the {MODEL_NAMES.get(model, model)} pair (r: {rs}{mixed}) {verdict}")
     profile = table["profile"].iloc[0]
