@@ -144,6 +144,36 @@ def test_the_committed_book_parts_are_what_the_reports_write_now(tmp_path, monke
     assert study_parts.verdict("table4", "cpu") == {**seeds.scorecard_entries(study)["table4"], "profile": "cpu"}
 
 
+def test_a_published_row_a_study_decides_differently_is_stale(tmp_path):
+    """A published profile's scorecard row must say what the study that decides it says now: the README's table
+    and the book's other-profile pages read the published record, the book's own run reads the study."""
+    from twotower_lib.book import study_parts
+
+    source = tmp_path / "study" / "result.json"
+    source.parent.mkdir()
+    source.write_text("{}")
+    entry = {"profile": "cpu", "ours": "one source: partly", "verdict": "partly", "note": ""}
+    seeds = {"seeds": "median 0.15 over 6 seed pairs", "verdict": "partly", "controls": ""}
+    study_parts.write(source.parent, {}, {}, [source], "python -m studies.x book",
+                      verdicts={"register": entry, "table2.same-config@cpu": seeds})
+    (tmp_path / "profiles").mkdir()
+
+    def publish(name, rows):
+        (tmp_path / "profiles" / f"{name}.json").write_text(json.dumps({"scorecard": {"rows": rows}}))
+
+    publish("cpu", [{"id": "register", "ours": "one source: partly", "verdict": "partly"},
+                    {"id": "table2.same-config", "ours": "median 0.15 over 6 seed pairs. This run: r = 0.67",
+                     "verdict": "partly"}, {"id": "fig5", "ours": "81%", "verdict": "reproduced"}])
+    publish("cpu-long", [{"id": "register", "ours": "", "verdict": "not attempted"},    # measured at cpu only
+                         {"id": "table2.same-config", "ours": "r = -0.46", "verdict": "not"}])
+    assert study_parts.stale(tmp_path) == []
+    publish("cpu", [{"id": "register", "ours": "one source, as measured before", "verdict": "partly"},
+                    {"id": "table2.same-config", "ours": "median 0.15 over 6 seed pairs", "verdict": "not"}])
+    behind = study_parts.stale(tmp_path)
+    assert len(behind) == 2 and all(line.startswith(f"{tmp_path.name}/profiles/cpu.json: its ") for line in behind)
+    assert "'register' row is not " in behind[0] and "publish --profile cpu" in behind[0]
+
+
 def test_a_book_part_whose_results_changed_is_stale(tmp_path):
     from twotower_lib.book import study_parts
 
