@@ -545,9 +545,9 @@ def test_a_profiles_own_published_run_is_not_an_input_of_its_sections(toy, tmp_p
     # a run of this profile published in another folder (results/bert-controls/) is shown, so it is an input
     elsewhere = tmp_path / "bert-controls"
     elsewhere.mkdir()
-    sections = (TEST_SECTIONS[0], replace(TEST_SECTIONS[1], committed=(str(elsewhere),)))
+    sections = (TEST_SECTIONS[0], replace(TEST_SECTIONS[1], committed=(str(results), str(elsewhere))))
     assert make().run(log=lambda m: None) == ["01_second"]
-    (elsewhere / "tiny.json").write_text("{}")
+    (elsewhere / "tiny.json").write_text("{}")   # the reason names the folder that changed, not every one read
     assert make().stale() == {"01_second": "the committed results in " + str(elsewhere) + " changed"}
 
 

@@ -158,7 +158,8 @@ class Pipeline:
         if rec.get("versions") != now.get("versions"):
             return f"the library's {', '.join(s.versions)} changed"
         if rec.get("committed", {}) != now["committed"]:
-            return f"the committed results in {', '.join(now['committed'])} changed"
+            changed = [c for c in now["committed"] if rec.get("committed", {}).get(c) != now["committed"][c]]
+            return f"the committed results in {', '.join(changed)} changed"
         if not self.executed(s).exists():
             return "its executed notebook is missing"
         if rec.get("output") != hashes.directory(self.root / s.output):
