@@ -213,7 +213,8 @@ def assemble(pipe: Pipeline, stage: Path) -> list[str]:
     from twotower_lib.book import study_parts
 
     if stale := study_parts.stale():
-        raise UserError("a study's book parts are older than its committed results; rewrite them first: "
+        raise UserError("a study's book parts, or a published scorecard, are older than the committed results they "
+                        "show; rewrite them first: "
                          + "; ".join(stale))
     for name in ("_config.yml", "_toc.yml"):
         _sync((PROJECT_ROOT / name).read_bytes(), stage / name)
