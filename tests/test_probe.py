@@ -505,6 +505,7 @@ def test_joint_layernorm_features_are_the_cooperative_heads_input(tiny_data):
 def test_replicate_heads_differ_only_in_seed_and_agree_on_a_planted_preference(tiny_data, tmp_path):
     from twotower_lib.preference import load_positions, replicate_table
 
+    torch.manual_seed(0)    # the planted towers' noise: this test's numbers, whichever tests ran before it
     model, planted, ordinary = _planted_setup(tiny_data)
     cfg = ProbeConfig(features="raw", train_blocks=200, max_epochs=6, batch_size=512, lr=3e-3, forward_batch=64,
                       precision="fp32", replicate=True)
@@ -514,14 +515,14 @@ def test_replicate_heads_differ_only_in_seed_and_agree_on_a_planted_preference(t
     assert not torch.equal(sets[0][0].dense.weight, sets[1][0].dense.weight)
     # the replicate trains on its own schedule: the first set is, bit for bit, the probe without it (at a
     # tolerance where the replicate's gains, were they pooled, would keep the first set training an epoch longer)
-    plateaus = dataclasses.replace(cfg, tol=0.03, max_epochs=12)
+    plateaus = dataclasses.replace(cfg, tol=0.025, max_epochs=12)
     both, record_both = train_heads(model, tiny_data, plateaus, show=False, head_seed=5, features=feats)
     [alone], single = train_heads(model, tiny_data, dataclasses.replace(plateaus, replicate=False), show=False,
                                   head_seed=5, features=feats)
     for a, b in zip(alone.state_dict().values(), both[0].state_dict().values()):
         assert torch.equal(a, b)
     assert single["curve"] == record_both["curve"] and "replicate" not in single
-    assert record_both["replicate"]["epochs"] != record_both["epochs"]     # each set stopped on its own plateau
+    assert record_both["replicate"]["epochs"] > record_both["epochs"]      # each set stopped on its own plateau
     (main, rep), _ = score_validation(model, sets, tiny_data, cfg, show=False)
     assert np.array_equal(main.token_ids, rep.token_ids) and not np.array_equal(main.logp, rep.logp)
     out = write_preference(tmp_path / "probe", main, tiny_data, {"tokenizer_sha256": "x", "val_loss": {}}, {},

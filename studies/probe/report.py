@@ -68,8 +68,8 @@ def shared_schedule_studies(results: Path | None = None) -> list[str]:
     schedule): their probe-seed reliabilities are the shared schedule's."""
     found = []
     for path in sorted((results or RESULTS).glob("*.json")):
-        record = read_json(path)
-        if '"replicate": true' in json.dumps(record) and record.get("provenance", {}).get("created", "") < OWN_SCHEDULE_SINCE:
+        text = path.read_text()
+        if '"replicate": true' in text and json.loads(text).get("provenance", {}).get("created", "") < OWN_SCHEDULE_SINCE:
             found.append(path.name)
     return found
 

@@ -235,7 +235,8 @@ def train_heads(model, data, cfg: ProbeConfig, show: bool = True, head_seed: int
               "seconds": seconds,  # the towers' pass over the probe's blocks; whitening and head training
               **({"feature_condition": [round(c, 1) for c in whitening.condition],
                   "constant_directions": whitening.dropped} if whitening is not None else {})}
-    for c, why in replicate:
+    if replicate:
+        [(c, why)] = replicate
         record["replicate"] = {"curve": c, "epochs": len(c), "stopped": "fixed epochs" if fixed else why}
     if refine is not None:
         record["refine"] = refine(heads, cached, k, dtype, show)
