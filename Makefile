@@ -23,9 +23,10 @@ test-fast: $(VENV)/.installed
 
 venv: $(VENV)/.installed
 
-# Mutation score of the science core (preference.py, analysis/correlation.py, seed_spread.py, uncertainty.py):
-# every mutant that changes a number, against each module's own tests (benchmarks/mutation.py); not part of CI
-# (about an hour on 2 idle cores). The scores and each survivor go to results/mutation/core.json.
+# Mutation score of the science core (preference.py, analysis/correlation.py, seed_spread.py, uncertainty.py and
+# paper.py's verdict rules): every mutant that changes a number, against each module's own tests
+# (benchmarks/mutation.py); not part of CI (about an hour on 2 idle cores). The scores and each survivor go to
+# results/mutation/core.json; tests/test_mutation.py checks that they are of the current sources.
 mutation: $(VENV)/.installed
 	$(PY) benchmarks/mutation.py --jobs 2 --out results/mutation/core.json
 

@@ -7,14 +7,19 @@ comparison (< and <=, > and >=, == and !=), a numeric constant (n to n + 1), a u
 min and max. The module is rewritten with that one change in a scratch copy of the repository (git's tracked
 files), and its tests run there (`MODULES`: the test files that exercise it, `-m "not slow"`, stopping at the first
 failure). A mutant is *killed* when they fail or run past `TIMEOUT_FACTOR` times their unmutated time, and
-*survives* when they pass. The score is killed / all; every survivor is listed with its line, to be killed by a new
-test or explained as equivalent. `make mutation` runs every module (about an hour on 2 idle cores).
+*survives* when they pass. The score is killed / all; every survivor is listed with its function and the expression
+it changed, to be killed by a new test or explained as equivalent (`EQUIVALENT`, whose reason the record carries).
+`make mutation` runs every module (about an hour on 2 idle cores). `--out` to a file that holds other modules'
+scores keeps them: each module's entry has its own command, provenance and the sha256 of the source it scored, so
+one changed module is scored again alone (`tests/test_mutation.py` fails while a committed score is of an older
+source).
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import os
 import queue
 import shutil
@@ -45,6 +50,22 @@ MODULES = {
 # reading the paper, not by a test); its rules and their named thresholds are
 NOT_MUTATED = {"verdicts": ("TABLE1", "TABLE1_VOCAB", "SAME_CONFIG_R", "TABLE2", "TABLE4", "FREQUENCY_RANGE",
                             "FIG4_TAGS", "FIG4_CLAIM", "FIG5_WITHIN_1", "FIG6", "ICA_DIM", "ICA_WIDTH")}
+# Survivors that change no result a reader sees beyond the noise the code itself reports, keyed by (module,
+# function, the expression around the change as `ast.unparse` writes it, change) -> why
+EQUIVALENT = {
+    ("correlation", "_prepare", "(x - x.mean(-1, keepdims=True)) @ zc", "Sub -> Add"):
+        "the control zc is centred, so the mean's term is mean * sum(zc) = 0 either way; only float rounding differs",
+    ("correlation", "_prepare", "(y - y.mean(-1, keepdims=True)) @ zc", "Sub -> Add"):
+        "the control zc is centred, so the mean's term is mean * sum(zc) = 0 either way; only float rounding differs",
+    ("uncertainty", "_DocSums.scores", "out[s['n'] <= 0]", "LtE -> Lt"):
+        "where a token has no occurrence its sums are 0 too, and log 0 - log 0 (or 0 / 0) is already NaN",
+    ("uncertainty", "scores_from_doc_stats", "(1, len(docs))", "1 -> 2"):
+        "the estimate reads the first of identical rows of weights",
+    ("seed_spread", "margin_and_se", "(1, n.size)", "1 -> 2"):
+        "the estimate reads the first of identical rows of weights",
+    ("preference", "", "ARTIFACT_VERSION = 1", "1 -> 2"):
+        "the artifact format's tag, written and checked by the same constant",
+}
 TIMEOUT_FACTOR = 3.0
 SWAPS = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.Pow: ast.Mult,
          ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,
@@ -58,6 +79,8 @@ class Mutant:
     index: int          # the index-th mutable place of the module, in `ast.walk` order
     line: int
     change: str
+    function: str = ""  # the enclosing function as Class.method ("" at module level)
+    context: str = ""   # the expression around the place changed, as `ast.unparse` writes it
 
 
 def _docstring_nodes(tree: ast.AST) -> set[int]:
@@ -99,16 +122,42 @@ def _places(tree: ast.AST, not_mutated: tuple[str, ...] = ()) -> list[tuple[ast.
     return places
 
 
+def _surroundings(tree: ast.AST) -> tuple[dict[int, ast.AST], dict[int, str]]:
+    """Each node's parent, and the qualified name of the function each node is in (by id)."""
+    parents, functions = {}, {}
+
+    def visit(node: ast.AST, qualname: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+            inner = (f"{qualname}.{child.name}" if qualname else child.name
+                     ) if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else qualname
+            functions[id(child)] = inner
+            visit(child, inner)
+    visit(tree, "")
+    return parents, functions
+
+
 def mutants(name: str) -> list[Mutant]:
     path = ROOT / MODULES[name][0]
+    tree = ast.parse(path.read_text())
+    parents, functions = _surroundings(tree)
     out = []
-    for i, (node, what, new) in enumerate(_places(ast.parse(path.read_text()), NOT_MUTATED.get(name, ()))):
+    for i, (node, what, new) in enumerate(_places(tree, NOT_MUTATED.get(name, ()))):
         old = (type(node.op).__name__ if what == "op"
                else type(node.ops[int(what[3:])]).__name__ if what.startswith("cmp")
                else repr(node.value) if what == "const" else "-x" if what == "neg" else node.id)
         now = new.__name__ if isinstance(new, type) else "x" if what == "neg" else repr(new) if what == "const" else new
-        out.append(Mutant(name, i, node.lineno, f"{old} -> {now}"))
+        out.append(Mutant(name, i, node.lineno, f"{old} -> {now}", functions[id(node)],
+                          ast.unparse(parents[id(node)])))
     return out
+
+
+def why_equivalent(m: Mutant) -> str | None:
+    return EQUIVALENT.get((m.module, m.function, m.context, m.change))
+
+
+def source_sha256(name: str) -> str:
+    return hashlib.sha256((ROOT / MODULES[name][0]).read_bytes()).hexdigest()
 
 
 def mutated_source(m: Mutant) -> str:
@@ -191,8 +240,9 @@ def run_module(name: str, jobs: int, show=print) -> dict:
     killed = len(all_mutants) - len(survivors)
     return {"module": source, "tests": list(tests), "mutants": len(all_mutants), "killed": killed,
             "score": round(killed / len(all_mutants), 4) if all_mutants else None,
-            "baseline_seconds": round(baseline, 1),
-            "survivors": [{"line": m.line, "change": m.change} for m in survivors]}
+            "baseline_seconds": round(baseline, 1), "source_sha256": source_sha256(name),
+            "survivors": [{"line": m.line, "function": m.function, "expression": m.context, "change": m.change,
+                           "equivalent": why_equivalent(m)} for m in survivors]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -204,14 +254,22 @@ def main(argv: list[str] | None = None) -> int:
     names = [n for n in args.modules.split(",") if n]
     if bad := [n for n in names if n not in MODULES]:
         p.error(f"unknown module(s) {bad}; choose from {', '.join(MODULES)}")
+    if args.out:
+        from twotower_lib.artifacts import atomic_write_json, portable_command, provenance, read_json
+
+        kept = read_json(args.out)["modules"] if args.out.exists() else []   # read first: a bad file stops here
     results = [run_module(n, args.jobs, lambda s: print(s, flush=True)) for n in names]
     for r in results:
-        print(f"{r['module']}: {r['killed']} of {r['mutants']} mutants killed ({r['score']:.0%})")
+        unexplained = sum(s["equivalent"] is None for s in r["survivors"])
+        print(f"{r['module']}: {r['killed']} of {r['mutants']} mutants killed ({r['score']:.0%}); "
+              f"{unexplained} survivor(s) not known to be equivalent")
     if args.out:
-        from twotower_lib.artifacts import atomic_write_json, portable_command, provenance
-
         command = portable_command("benchmarks/mutation.py", sys.argv[1:])
-        atomic_write_json(args.out, {"modules": results, "command": command, "provenance": provenance()})
+        ran = {r["module"] for r in results}
+        entries = [m for m in kept if m["module"] not in ran] + [
+            r | {"command": command, "provenance": provenance()} for r in results]
+        order = [source for source, _ in MODULES.values()]
+        atomic_write_json(args.out, {"modules": sorted(entries, key=lambda m: order.index(m["module"]))})
     return 0
 
 
