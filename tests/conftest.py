@@ -12,7 +12,20 @@ import torch  # noqa: E402
 os.environ.setdefault("DS_ACCELERATOR", "cuda" if torch.cuda.is_available() else "cpu")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+import random  # noqa: E402
+
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _global_rngs_from_one_seed():
+    """Every test starts from the same state of the global generators (torch's, numpy's legacy one, `random`),
+    whichever tests ran before it: a test that draws from them without seeding gives the same numbers alone, in a
+    subset or in the whole suite."""
+    random.seed(0)
+    np.random.seed(0)
+    torch.manual_seed(0)
 
 
 @pytest.fixture(scope="session")

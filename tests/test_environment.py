@@ -133,3 +133,17 @@ def test_make_device_carry_builds_what_the_device_calls_carry():
     assert 'carry=["runs/ladder/data", ".whl"]' in calls["gpu_ladder.sh"]
     assert 'carry=[".whl", "runs/throughput/data"]' in calls["gpu_throughput.sh"]
     assert "--data runs/throughput/data" in calls["gpu_throughput.sh"]
+
+
+@pytest.mark.parametrize("case", [1, 2])
+def test_each_test_starts_from_the_same_global_random_state(case):
+    """tests/conftest.py seeds the global generators before every test: what a test draws from them does not depend
+    on what the tests before it drew (the second case runs after the first has drawn from all three)."""
+    import random
+
+    import numpy as np
+    import torch
+
+    drawn = (torch.rand(2).tolist(), np.random.rand(2).tolist(), random.random())
+    assert drawn == (torch.rand(2, generator=torch.Generator().manual_seed(0)).tolist(),
+                     np.random.RandomState(0).rand(2).tolist(), random.Random(0).random())
