@@ -229,7 +229,7 @@ def _trend(rows: pd.DataFrame) -> str:
         return ""
     first, last = rows.iloc[0]["partition: median |r|"], rows.iloc[-1]["partition: median |r|"]
     return (f" From the smallest to the largest rung measured with this probe the median |r| goes {_f(first)} → "
-            f"{_f(last)} (the paper: {SAME_CONFIG_R}).")
+            f"{_f(last)} (the paper's Bert-large pair: {SAME_CONFIG_R}).")
 
 
 NO_RUNG = ("The size ladder (the ladder page) has no rung with four seeds yet, so whether either grows with size "
