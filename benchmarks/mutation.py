@@ -8,7 +8,8 @@ min and max. The module is rewritten with that one change in a scratch copy of t
 files), and its tests run there (`MODULES`: the test files that exercise it, `-m "not slow"`, stopping at the first
 failure). A mutant is *killed* when they fail or run past `TIMEOUT_FACTOR` times their unmutated time, and
 *survives* when they pass. The score is killed / all; every survivor is listed with its function and the expression
-it changed, to be killed by a new test or explained as equivalent (`EQUIVALENT`, whose reason the record carries).
+around the change, to be killed by a new test or explained as equivalent (`EQUIVALENT`, whose reason the record
+carries).
 `make mutation` runs every module (about an hour on 2 idle cores). `--out` to a file that holds other modules'
 scores keeps them: each module's entry has its own command, provenance and the sha256 of the source it scored, so
 one changed module is scored again alone (`tests/test_mutation.py` fails while a committed score is of an older
@@ -257,19 +258,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         from twotower_lib.artifacts import atomic_write_json, portable_command, provenance, read_json
 
-        kept = read_json(args.out)["modules"] if args.out.exists() else []   # read first: a bad file stops here
+        kept = read_json(args.out) if args.out.exists() else {"modules": []}   # read first: a bad file stops here
+        kept = kept.get("modules") if isinstance(kept, dict) else None
+        if not isinstance(kept, list):
+            p.error(f"{args.out} holds no list of module scores ('modules'); give another --out")
+        sources = [source for source, _ in MODULES.values()]
+        kept = [m for m in kept if m.get("module") in sources]   # a module no longer scored is dropped
     results = [run_module(n, args.jobs, lambda s: print(s, flush=True)) for n in names]
     for r in results:
         unexplained = sum(s["equivalent"] is None for s in r["survivors"])
         print(f"{r['module']}: {r['killed']} of {r['mutants']} mutants killed ({r['score']:.0%}); "
               f"{unexplained} survivor(s) not known to be equivalent")
     if args.out:
-        command = portable_command("benchmarks/mutation.py", sys.argv[1:])
+        command = portable_command("benchmarks/mutation.py", sys.argv[1:] if argv is None else argv)
         ran = {r["module"] for r in results}
         entries = [m for m in kept if m["module"] not in ran] + [
             r | {"command": command, "provenance": provenance()} for r in results]
-        order = [source for source, _ in MODULES.values()]
-        atomic_write_json(args.out, {"modules": sorted(entries, key=lambda m: order.index(m["module"]))})
+        atomic_write_json(args.out, {"modules": sorted(entries, key=lambda m: sources.index(m["module"]))})
     return 0
 
 

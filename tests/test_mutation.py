@@ -80,3 +80,28 @@ def test_a_survivor_is_known_by_its_function_and_expression_not_its_line(mutatio
     assert [m.context for m in explained] == ["(x - x.mean(-1, keepdims=True)) @ zc",
                                               "(y - y.mean(-1, keepdims=True)) @ zc"]
     assert len(found) > len(explained)     # the residualisation's outer subtraction and the return's centring
+
+
+def test_out_replaces_the_modules_scored_and_keeps_the_others(mutation, tmp_path, monkeypatch):
+    """`--out` to a file of scores: the modules this run scores are replaced (with their command and provenance),
+    the others kept, a module no longer in `MODULES` dropped; a file that holds no list of scores stops the run
+    before any mutant is made."""
+    import json
+
+    out = tmp_path / "core.json"
+    old = [{"module": mutation.MODULES[n][0], "score": 0.5} for n in ("seed_spread", "verdicts")]
+    out.write_text(json.dumps({"modules": old + [{"module": "twotower_lib/gone.py", "score": 1.0}]}))
+    monkeypatch.setattr(mutation, "run_module", lambda name, jobs, show: {"module": mutation.MODULES[name][0],
+                                                                         "score": 0.99, "killed": 99, "mutants": 100,
+                                                                         "survivors": []})
+    assert mutation.main(["--modules", "verdicts", "--out", str(out)]) == 0
+    entries = {m["module"]: m for m in json.loads(out.read_text())["modules"]}
+    assert sorted(entries) == sorted(mutation.MODULES[n][0] for n in ("seed_spread", "verdicts"))
+    assert entries[mutation.MODULES["seed_spread"][0]] == old[0]
+    scored = entries[mutation.MODULES["verdicts"][0]]
+    assert scored["score"] == 0.99 and "--modules verdicts" in scored["command"] and scored["provenance"]["python"]
+
+    out.write_text(json.dumps([1, 2]))
+    monkeypatch.setattr(mutation, "run_module", lambda *a: pytest.fail("scored before the file was checked"))
+    with pytest.raises(SystemExit):
+        mutation.main(["--modules", "verdicts", "--out", str(out)])
