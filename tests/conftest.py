@@ -18,14 +18,25 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def _global_rngs_from_one_seed():
-    """Every test starts from the same state of the global generators (torch's, numpy's legacy one, `random`),
-    whichever tests ran before it: a test that draws from them without seeding gives the same numbers alone, in a
-    subset or in the whole suite."""
+def _seed_global_rngs() -> None:
     random.seed(0)
     np.random.seed(0)
     torch.manual_seed(0)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Before a test's fixtures are made: a module's fixture that draws from the global generators draws the same
+    numbers whichever of its tests comes first, alone, in a subset or in the whole suite."""
+    _seed_global_rngs()
+
+
+@pytest.fixture(autouse=True)
+def _global_rngs_from_one_seed():
+    """Every test starts from the same state of the global generators (torch's, numpy's legacy one, `random`),
+    whichever tests ran before it and whichever fixtures it made first: a test that draws from them without
+    seeding gives the same numbers alone, in a subset or in the whole suite."""
+    _seed_global_rngs()
 
 
 @pytest.fixture(scope="session")

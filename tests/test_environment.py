@@ -135,15 +135,38 @@ def test_make_device_carry_builds_what_the_device_calls_carry():
     assert "--data runs/throughput/data" in calls["gpu_throughput.sh"]
 
 
-@pytest.mark.parametrize("case", [1, 2])
-def test_each_test_starts_from_the_same_global_random_state(case):
-    """tests/conftest.py seeds the global generators before every test: what a test draws from them does not depend
-    on what the tests before it drew (the second case runs after the first has drawn from all three)."""
+def _draw_from_the_global_generators():
     import random
 
     import numpy as np
     import torch
 
-    drawn = (torch.rand(2).tolist(), np.random.rand(2).tolist(), random.random())
-    assert drawn == (torch.rand(2, generator=torch.Generator().manual_seed(0)).tolist(),
-                     np.random.RandomState(0).rand(2).tolist(), random.Random(0).random())
+    return torch.rand(2).tolist(), np.random.rand(2).tolist(), random.random()
+
+
+def _draw_from_seed_0():
+    import random
+
+    import numpy as np
+    import torch
+
+    return (torch.rand(2, generator=torch.Generator().manual_seed(0)).tolist(),
+            np.random.RandomState(0).rand(2).tolist(), random.Random(0).random())
+
+
+@pytest.fixture(scope="module")
+def drawn_by_a_module_fixture():
+    return _draw_from_the_global_generators()
+
+
+@pytest.mark.parametrize("case", [1, 2])
+def test_each_test_starts_from_the_same_global_random_state(case):
+    """tests/conftest.py seeds the global generators before every test: what a test draws from them does not depend
+    on what the tests before it drew (the second case runs after the first has drawn from all three)."""
+    assert _draw_from_the_global_generators() == _draw_from_seed_0()
+
+
+def test_a_module_fixture_draws_the_same_whichever_test_makes_it(drawn_by_a_module_fixture):
+    """...and before a test's fixtures are made: this module's fixture, made for this test after the cases above
+    drew, draws what it would draw for a test run alone."""
+    assert drawn_by_a_module_fixture == _draw_from_seed_0()

@@ -63,7 +63,8 @@ def test_the_committed_scores_are_of_the_current_science_core(mutation):
     assert len(by_source) == len(entries), "a module is scored in two files"
     assert sorted(by_source) == sorted(source for source, _ in mutation.MODULES.values())
     for name, (source, tests) in mutation.MODULES.items():
-        entry, again = by_source[source], f"python benchmarks/mutation.py --modules {name} --out results/mutation/core.json"
+        entry = by_source[source]
+        again = f"python benchmarks/mutation.py --modules {name} --out results/mutation/core.json"
         assert entry["source_sha256"] == mutation.source_sha256(name), f"{source} changed since it was scored: {again}"
         assert entry["tests"] == list(tests) and entry["killed"] + len(entry["survivors"]) == entry["mutants"]
         assert entry["score"] >= 0.9 and entry["mutants"] == len(mutation.mutants(name)), (source, again)

@@ -29,7 +29,7 @@ def problem():
     scales[-1] = 0.0                                           # a constant direction (LayerNorm leaves one)
     x = (z * scales) @ rot + 2.0
     logits = z[:, :-1] @ torch.randn(V, H - 1, generator=g).T * 0.6 - 1.1 * torch.arange(1, V + 1).float().log()
-    y = torch.distributions.Categorical(logits=logits).sample()
+    y = torch.multinomial(torch.softmax(logits, 1), 1, generator=g)[:, 0]   # from `g`: whichever test comes first
     return E, x.to(torch.bfloat16), y                          # the probe caches features in bf16
 
 
@@ -180,7 +180,7 @@ def test_calibrating_the_biases_restores_them(problem):
         moved.bias += torch.randn(V, generator=torch.Generator().manual_seed(5)) * 0.3
     assert certificate(moved, x, y)["bias_residual_max"] > 0.2
     record = calibrate_biases(moved, x, y, passes=30, tol=1e-4)
-    assert record["largest_gap"][-1] < 1e-4 < record["largest_gap"][0]
+    assert record["passes"] <= 30 and record["largest_gap"][-1] <= 1e-4 < record["largest_gap"][0]   # it converged
     assert certificate(moved, x, y)["bias_residual_max"] < 1e-3
     frequent = torch.bincount(y, minlength=V).argsort(descending=True)[:40]
     assert (logprobs(moved, x)[:, frequent] - logprobs(best, x)[:, frequent]).abs().max() < 0.01
