@@ -53,17 +53,16 @@ NOT_MUTATED = {"verdicts": ("TABLE1", "TABLE1_VOCAB", "SAME_CONFIG_R", "TABLE2",
                             "FIG4_TAGS", "FIG4_CLAIM", "FIG5_WITHIN_1", "FIG6", "ICA_DIM", "ICA_WIDTH")}
 # Survivors that change no result a reader sees beyond the noise the code itself reports, keyed by (module,
 # function, the expression around the change as `ast.unparse` writes it, change) -> why
+_CENTRED_CONTROL = ("the control zc is centred, so the mean's term is mean * sum(zc) = 0 either way; only float "
+                    "rounding differs")
+_FIRST_ROW = "the estimate reads the first of identical rows of weights"
 EQUIVALENT = {
-    ("correlation", "_prepare", "(x - x.mean(-1, keepdims=True)) @ zc", "Sub -> Add"):
-        "the control zc is centred, so the mean's term is mean * sum(zc) = 0 either way; only float rounding differs",
-    ("correlation", "_prepare", "(y - y.mean(-1, keepdims=True)) @ zc", "Sub -> Add"):
-        "the control zc is centred, so the mean's term is mean * sum(zc) = 0 either way; only float rounding differs",
+    **{("correlation", "_prepare", f"({v} - {v}.mean(-1, keepdims=True)) @ zc", "Sub -> Add"): _CENTRED_CONTROL
+       for v in "xy"},
     ("uncertainty", "_DocSums.scores", "out[s['n'] <= 0]", "LtE -> Lt"):
         "where a token has no occurrence its sums are 0 too, and log 0 - log 0 (or 0 / 0) is already NaN",
-    ("uncertainty", "scores_from_doc_stats", "(1, len(docs))", "1 -> 2"):
-        "the estimate reads the first of identical rows of weights",
-    ("seed_spread", "margin_and_se", "(1, n.size)", "1 -> 2"):
-        "the estimate reads the first of identical rows of weights",
+    ("uncertainty", "scores_from_doc_stats", "(1, len(docs))", "1 -> 2"): _FIRST_ROW,
+    ("seed_spread", "margin_and_se", "(1, n.size)", "1 -> 2"): _FIRST_ROW,
     ("preference", "", "ARTIFACT_VERSION = 1", "1 -> 2"):
         "the artifact format's tag, written and checked by the same constant",
 }
