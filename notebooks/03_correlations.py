@@ -76,7 +76,7 @@ study_parts.show("SEEDS_STRIPS_CHART", ctx.profile.name)
 
 # %% [markdown]
 # Each dot is one pair of seeds (top lane) or one control pair (the lanes below); the red line is the
-# paper's value.
+# paper's value (for a family the paper trained once, its Bert-large pair's, which the verdict holds it against).
 #
 # :::{dropdown} Caveats, and the two folded tables below
 # 1. Pairs that share a run are not independent (each seed is in three of a family's six pairs), so

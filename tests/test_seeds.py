@@ -15,6 +15,7 @@ from studies.seeds import book as seeds
 from twotower_lib import paper
 from twotower_lib.analysis import seed_spread
 from twotower_lib.book import front, study_parts
+from twotower_lib.book.paper_items import CLAIMS
 from twotower_lib.book.scorecard import decide_over_seeds
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,6 +85,16 @@ def test_a_claim_is_answered_as_two_questions():
     assert row["partition loo low"] == pytest.approx(0.5) and row["partition shuffled max |r|"] == pytest.approx(0.05)
     assert row["orientation verdict"] == "not" and row["orientation resolved runs"] == 3
     assert row["controls' high"] < 0.05                 # the untrained pairs, not the shuffled labels
+
+
+def test_a_claim_the_paper_does_not_report_says_so_in_its_paper_cell():
+    """A family the paper trained once is held against the paper's Bert-large pair: the section's table says
+    that instead of showing that pair's r as the family's own."""
+    table = seeds.section_markdown(_study(), "cpu")
+    row = next(line for line in table.splitlines() if line.startswith("| GPT, two seeds"))
+    assert row.split(" | ")[1] == f"not reported (held against Bert-large's {paper.SAME_CONFIG_R})"
+    assert not next(c for c in CLAIMS if c.label.startswith("GPT, two seeds")).reported
+    assert CLAIMS[0].reported and CLAIMS[0].label.startswith("Bert-large, two seeds")
 
 
 def test_a_claims_text_ceiling_is_the_median_over_its_pairs_and_corrects_its_division():

@@ -183,6 +183,8 @@ def test_torch_runs_avx2_kernels_once_the_library_is_imported_even_after_torch()
     assert _kernels(ask + "print(provenance()['cpu_kernels']['torch'])") == "AVX2"
     blas = "import twotower_lib, numpy; from twotower_lib.artifacts import cpu_kernels; print(cpu_kernels()['openblas'])"
     assert _kernels(blas) == "Haswell"
+    study = "import studies.seeds.book, scipy.linalg; from twotower_lib.artifacts import cpu_kernels; print(cpu_kernels()['openblas'])"
+    assert _kernels(study) == "Haswell"  # a study's module imports numpy before the library: the package pins first
     assert _kernels("import numpy; from numpy._core._multiarray_umath import __cpu_features__ as f; import twotower_lib; "
                     "import subprocess, sys; print(subprocess.run([sys.executable, '-c', 'import numpy; "
                     "from numpy._core._multiarray_umath import __cpu_features__ as f; print(f[\"X86_V4\"])'], "
@@ -203,3 +205,21 @@ def test_an_unknown_kernel_choice_is_refused_by_name(monkeypatch):
         pin_cpu_kernels()
     monkeypatch.setenv("TWOTOWER_CPU_KERNELS", "native")
     assert pin_cpu_kernels() is False
+
+
+def test_the_provenance_names_each_openblas_copy_where_numpy_and_scipy_run_different_kernels(monkeypatch):
+    """numpy and scipy each load an OpenBLAS; a copy loaded before the pin keeps its own kernels, and the record
+    says so instead of naming whichever copy came last."""
+    import threadpoolctl
+
+    from twotower_lib.artifacts import cpu_kernels
+
+    def libs(*archs):
+        return lambda: [{"internal_api": "openblas", "architecture": a, "filepath": f"/x/{name}.so"}
+                        for name, a in zip(("numpy_openblas", "scipy_openblas"), archs)] + \
+                       [{"internal_api": "openmp", "filepath": "/x/libgomp.so"}]
+
+    monkeypatch.setattr(threadpoolctl, "threadpool_info", libs("Haswell", "Haswell"))
+    assert cpu_kernels()["openblas"] == "Haswell" and "openmp" not in cpu_kernels()
+    monkeypatch.setattr(threadpoolctl, "threadpool_info", libs("SkylakeX", "Haswell"))
+    assert cpu_kernels()["openblas"] == "SkylakeX (numpy_openblas.so), Haswell (scipy_openblas.so)"

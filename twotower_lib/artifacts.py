@@ -197,14 +197,22 @@ def cpu_features() -> dict[str, Any]:
 
 def cpu_kernels() -> dict[str, str]:
     """The vector kernels this process's libraries run, where loaded: torch's (`AVX2`, `AVX512`, ...) and
-    OpenBLAS's under numpy and scipy (`Haswell`, `SkylakeX`, ...); `workers.pin_cpu_kernels` pins both."""
+    OpenBLAS's under numpy and scipy (`Haswell`, `SkylakeX`, ...); `workers.pin_cpu_kernels` pins both. numpy and
+    scipy each load their own OpenBLAS: one name where they agree, each copy by its file where they do not (a
+    copy loaded before the pin keeps its own kernels)."""
     out = {}
     if (torch := sys.modules.get("torch")) is not None:
         out["torch"] = torch.backends.cpu.get_cpu_capability()
     if "numpy" in sys.modules and importlib.util.find_spec("threadpoolctl") is not None:
         from threadpoolctl import threadpool_info
 
-        out.update({lib["internal_api"]: lib["architecture"] for lib in threadpool_info() if lib.get("architecture")})
+        found: dict[str, dict[str, str]] = {}
+        for lib in threadpool_info():
+            if lib.get("architecture"):
+                found.setdefault(lib["internal_api"], {})[Path(lib["filepath"]).name] = lib["architecture"]
+        for api, by_file in found.items():
+            kinds = set(by_file.values())
+            out[api] = kinds.pop() if len(kinds) == 1 else ", ".join(f"{a} ({f})" for f, a in sorted(by_file.items()))
     return out
 
 

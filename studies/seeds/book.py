@@ -261,8 +261,11 @@ def section_markdown(s: SeedStudy, profile: str) -> str:
              f"Median and central range ({low * 100:.0f}th to {high * 100:.0f}th percentile) over seed pairs:", "",
              f"| claim | paper | ours over seed pairs (signed) | controls' {high * 100:.0f}th percentile | verdict | division: median \\|r\\| "
              "(leaving one run out) | orientation |", "|---|---|---|---|---|---|---|"]
+    reported = {c.label: c.reported for c in CLAIMS}
     for _, r in t.iterrows():
         value = r["paper"] if isinstance(r["paper"], float) else f"{r['paper'][0]:.2f}–{r['paper'][1]:.2f}"
+        if not reported.get(r["claim"], True):
+            value = f"not reported (held against Bert-large's {value})"
         division, orientation = front.division_cell(r, profile) or "—", front.orientation_cell(r, profile) or "—"
         lines.append(f"| {r['claim']} | {value} | {_fmt(r)} | {r[HIGH]:.2f} ({r['control pairs']} {r['unit'].replace('seed ', '')}) | "
                      f"**{r['verdict']}** | {division} | {orientation} |")

@@ -104,6 +104,12 @@ class Claim:
     paper: tuple[float, float]               # the paper's value, or the range of its cells (Bert-large's two runs)
     statistic: str = "r"                     # "r" (Pearson, Eq. 4's score) or "rho" (Spearman, Table 4)
 
+    @property
+    def reported(self) -> bool:
+        """Whether the paper reports this correlation; where it does not (a second seed of a family other than
+        Bert-large), `paper` holds its Bert-large pair's r, the value the verdict holds the claim against."""
+        return self.item != "same-config.other"
+
 
 _SAME = (SAME_CONFIG_R, SAME_CONFIG_R)
 
