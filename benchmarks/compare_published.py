@@ -45,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--published", type=Path, default=None, help="default: results/profiles/<its profile>.json")
     p.add_argument("--out", type=Path, default=None, help="write the comparison as JSON, with provenance")
     args = p.parse_args(argv)
+    if not args.rerun.is_file():
+        sys.exit(f"error: {args.rerun} is not a file: pass the record `python -m twotower_lib publish --profile NAME "
+                 "--runs-dir RUNS --results DIR` wrote, DIR/NAME.json")
     rerun = read_json(args.rerun)
     published = read_json(args.published or RESULTS_DIR / f"{rerun['profile']}.json")
     if rerun["profile"] != published["profile"] or len(rerun["scorecard"]["rows"]) != len(published["scorecard"]["rows"]):

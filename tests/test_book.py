@@ -584,6 +584,35 @@ def test_a_committed_command_names_no_folder_of_the_machine():
         "python b.py big=p3200000 cpu=runs/cpu/probing --note a=b"
 
 
+def test_a_rerun_is_compared_with_the_published_record_item_by_item(tmp_path, capsys):
+    """`benchmarks/compare_published.py`: a copy of the published record is the same in every verdict and r; a
+    changed verdict and a moved r are counted and printed; a folder, or a record of another profile, is refused."""
+    import copy
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("compare_published", ROOT / "benchmarks" / "compare_published.py")
+    compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare)
+    published = json.loads((ROOT / "results" / "profiles" / "cpu.json").read_text())
+    same = compare.compare(copy.deepcopy(published), published)
+    assert same["verdicts_same"] == same["items"] == len(published["scorecard"]["rows"])
+    assert same["identical_points"] == len(published["scorecard"]["points"]) and same["largest_change_of_r"] == 0
+    rerun = copy.deepcopy(published)
+    rerun["scorecard"]["rows"][1]["verdict"] = "reproduced" if published["scorecard"]["rows"][1]["verdict"] != "reproduced" else "not"
+    rerun["scorecard"]["points"][0]["ours"] += 0.03
+    moved = compare.compare(rerun, published)
+    assert moved["verdicts_same"] == moved["items"] - 1 and moved["identical_points"] == len(published["scorecard"]["points"]) - 1
+    assert moved["largest_change_of_r"] == pytest.approx(0.03)
+    (tmp_path / "cpu.json").write_text(json.dumps(rerun))
+    assert compare.main([str(tmp_path / "cpu.json"), "--out", str(tmp_path / "out.json")]) == 0
+    assert "DIFFERS" in capsys.readouterr().out and json.loads((tmp_path / "out.json").read_text())["verdicts_same"] == moved["verdicts_same"]
+    with pytest.raises(SystemExit, match="is not a file"):
+        compare.main([str(tmp_path)])
+    (tmp_path / "other.json").write_text(json.dumps({**rerun, "profile": "tiny"}))
+    with pytest.raises(SystemExit, match="do not hold the same scorecard items"):
+        compare.main([str(tmp_path / "other.json"), "--published", str(ROOT / "results" / "profiles" / "cpu.json")])
+
+
 @pytest.mark.slow
 def test_the_probing_stage_floor_adds_up(built_book, tmp_path):
     """`benchmarks/probe_stage_floor.py` on a pipeline's probing folder: every probe with trained heads
