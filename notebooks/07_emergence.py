@@ -54,7 +54,8 @@ part = study_parts.show  # the study's parts: Markdown, reader tables (HTML) and
 # Each configuration trained with four seeds, at the end of its training: the distribution of r
 # over its six seed pairs, the order-free strength |r|, and the same pairs before training (the
 # untrained control), judged by the scorecard's rule against the paper's r at the end of its
-# training.
+# training. Only configurations measured with today's probe are judged (they come first); the others
+# are shown as the earliest probe measured them.
 
 # %% tags=["remove-input"]
 part("EMERGENCE_RESULT")

@@ -201,6 +201,21 @@ def test_margin_relation_correlates_abs_r_with_the_smaller_tower_gap():
     assert rel.loc["bert", "points"] == 3
 
 
+def test_the_result_box_judges_only_todays_probe_and_lists_it_first():
+    """An earlier probe's curve is shown as measured, with no verdict (its heads had not converged); a curve of
+    today's probe is judged by the scorecard's rule and comes first, whatever the order of the curves."""
+    from twotower_lib.probe.config import CURRENT_PROBE
+
+    pairs = ["s1-s2", "s1-s3", "s2-s3"]
+    curves = pd.concat([pd.DataFrame({"config": name, "probe": probe, "pair": pairs * 2, "tokens": [0] * 3 + [1000] * 3,
+                                      "r": [0.01, -0.02, 0.03] + end})
+                        for name, probe, end in (("old", "earliest (mlp heads, 3 fixed epochs)", [0.9, 0.95, 0.92]),
+                                                 ("new", CURRENT_PROBE, [0.9, 0.95, 0.92]))], ignore_index=True)
+    rows = [line for line in ec.result_box(curves).splitlines() if line.startswith("| `")]
+    assert [r.split("`")[1] for r in rows] == ["new", "old"]
+    assert rows[0].endswith("| **reproduced** |") and rows[1].endswith("| not judged: an earlier probe |")
+
+
 def test_size_table_compares_configurations_at_about_the_same_tokens_seen():
     rows = [("deep", "bert", "cpu-deep", 8192, "s1-s2", t, r, rp) for t, r, rp in
             ((0, 0.0, 0.0), (1_048_576, -0.3, 0.3), (2_097_152, 0.4, 0.4), (4_001_792, 0.5, 0.5))]
