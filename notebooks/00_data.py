@@ -39,6 +39,7 @@ data_valid_fraction = None  # None: the profile's share of documents held out
 
 # %% tags=["hide-cell"]
 import pandas as pd
+from IPython.display import Markdown
 
 from twotower_lib.book import charts, render, sections
 from twotower_lib.data import load_prepared, prepare_data
@@ -114,6 +115,13 @@ counts.head(20).set_index(pd.RangeIndex(1, 21, name="rank"))
 # %%
 print(data.tokenizer.decode(data.train[len(data.train) // 2].tolist()))
 
+# %% [markdown]
+# ## Summary
+
+# %% tags=["remove-input"]
+Markdown(sections.corpus_summary(ctx, data))
+
 # %%
 ctx.finish(data_hash=data.data_hash, vocab_size=data.vocab_size, seq_len=data.seq_len,
-           train_tokens=int(m["block_tokens"]["train"]), valid_tokens=int(m["block_tokens"]["valid"]));
+           train_tokens=int(m["block_tokens"]["train"]), valid_tokens=int(m["block_tokens"]["valid"]),
+           unigram_loss=round(data.unigram_loss(), 4));

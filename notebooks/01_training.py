@@ -54,6 +54,7 @@ train_threads_per_run = None    # None: the profile's; CPU threads per run, runs
 
 # %% tags=["hide-cell"]
 import pandas as pd
+from IPython.display import Markdown
 
 from twotower_lib.book import charts, paper_tables, render, scorecard, sections, training
 
@@ -92,6 +93,12 @@ summary
 
 # %%
 charts.training_curves(training.training_log(ctx, list(summary.index)))
+
+# %% [markdown]
+# ## Summary
+
+# %% tags=["remove-input"]
+Markdown(training.training_summary(ctx, summary))
 
 # %%
 scorecard.record_table1(ctx)

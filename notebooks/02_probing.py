@@ -71,6 +71,7 @@ analysis_bert_events_comparison = None  # None: the profile's; probe one BERT ca
 
 # %% tags=["hide-cell"]
 import pandas as pd
+from IPython.display import Markdown
 
 from twotower_lib import run_names
 from twotower_lib.book import charts, probe_outputs, probing, render, sections, study_parts
@@ -166,9 +167,10 @@ charts.probe_curves(probing.probe_curves(ctx))
 # reach the model's own validation loss. The difference is the *probe shortfall*: what the head fails
 # to read (goal: at most 0.05 nats). For two-tower models the same difference (best head minus the
 # cooperative model) also contains what the other tower contributed, so it is shown but is not a
-# shortfall. The last columns give the tower order by both rules — mean probability (Eq. 3) and mean
-# log-probability (the authors' code) — and whether they agree: where they do not, every correlation
-# the run enters changes sign with the rule.
+# shortfall. The last columns give Eq. 3's relative margin (how far apart the towers' mean probabilities
+# are, as a share of the primary's) and whether the two order rules — mean probability (Eq. 3) and mean
+# log-probability (the authors' code) — agree: where they do not, every correlation the run enters
+# changes sign with the rule.
 
 # %%
 quality = probing.probe_quality(ctx)
@@ -241,6 +243,12 @@ frequent = scores[first].table.query("count >= 20")
 pd.concat({"primary tower prefers": frequent.nlargest(10, "score")[["token", "count", "score"]].reset_index(drop=True),
            "secondary tower prefers": frequent.nsmallest(10, "score")[["token", "count", "score"]].reset_index(drop=True)},
           axis=1)
+
+# %% [markdown]
+# ## Summary
+
+# %% tags=["remove-input"]
+Markdown(probing.probing_summary(quality, reliability, sections.load_data(ctx).unigram_loss()))
 
 # %%
 shortfall = quality["shortfall"].dropna()

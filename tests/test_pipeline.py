@@ -968,3 +968,43 @@ def test_jupyterlab_opens_a_section_as_a_notebook_paired_with_its_source():
     assert "binder/jupyterlab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json" in (ROOT / "Makefile").read_text()
     import ipywidgets  # noqa: F401  (progress bars in JupyterLab)
     import jupyterlab  # noqa: F401
+
+
+def test_the_first_three_sections_end_in_summaries_read_from_their_tables(tiny_data, tmp_path):
+    """Section 00 names the corpus, its splits, the share of training tokens the compared top N covers and the
+    loss of word frequencies alone; 01 the cases, tokens and minutes, and why BERT's loss reads low; 02 holds each
+    case's cooperative loss against word frequencies', names a case whose order rules disagree, and reads the
+    instrument against its goals."""
+    import numpy as np
+    import pandas as pd
+
+    from twotower_lib.book import probing
+    from twotower_lib.probe.config import RELIABILITY_GOAL, SHORTFALL_GOAL
+
+    ctx = sections.SectionContext(sections.find_section("00_data"), get_profile("tiny"), tmp_path / "tiny")
+    text = sections.corpus_summary(ctx, tiny_data)
+    counts = np.sort(tiny_data.counts)[::-1]
+    top = ctx.profile.analysis.top_n
+    assert f"{counts[:top].sum() / counts.sum():.0%} of the training tokens" in text
+    assert f"at {tiny_data.unigram_loss():.2f} nats a token" in text and f"(the paper: {paper.TABLE1_VOCAB:,})" in text
+    assert f"{tiny_data.manifest['documents']['valid']:,} validation documents" in text
+
+    summary = pd.DataFrame({"model": ["gpt", "bert-large", "gpt"], "role": ["case", "case", "control (independent pairs)"],
+                            "tokens seen": [500_000, 2_000_000, 500_000], "minutes": [1.2, 3.4, 0.4],
+                            "final val loss": [5.5, 6.0, 5.7]}, index=["gpt-s1", "bert-large-s1", "gpt-k1-s1"])
+    text = training.training_summary(ctx, summary)
+    assert "2 two-tower cases (gpt-s1, bert-large-s1) trained for 500k to 2M tokens each, in 5 run-minutes with 1 " \
+           "single-tower control runs" in text and "from 5.50 to 6.00 nats" in text and "BERT's is measured under" in text
+    assert "BERT's" not in training.training_summary(ctx, summary.drop("bert-large-s1"))
+
+    quality = pd.DataFrame({"role": ["case", "case", "independent (k = 1)"], "cooperative loss": [5.8, 6.9, 6.0],
+                            "relative margin": [0.02, 0.001, np.nan], "order rules agree": [True, False, True],
+                            "stopped": ["converged", "converged", "max_epochs"], "shortfall": [np.nan, np.nan, 0.02]},
+                           index=["gpt-s1", "bert-large-s1", "gpt-k1-s1"])
+    reliability = pd.DataFrame({"reliability (log of mean p, Eq. 4)": [0.97, 0.99]}, index=["gpt-s1", "bert-large-s1"])
+    text = probing.probing_summary(quality, reliability, unigram_loss=6.85)
+    assert "bert-large-s1 learned none (not below them), so its towers have nothing to divide" in text
+    assert "from 0.001 to 0.020 of the primary's mean p" in text and "different primary towers in bert-large-s1" in text
+    assert "2 of 3 probes' heads stopped" in text and f"by 0.020 nats at most (goal: {SHORTFALL_GOAL})" in text
+    assert f"agree at 0.970 at least on the 2 cases probed twice (goal: {RELIABILITY_GOAL})" in text
+    assert "every case learned context" in probing.probing_summary(quality, reliability.iloc[:0], unigram_loss=7.0)

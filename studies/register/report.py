@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from twotower_lib import paper
 from twotower_lib.artifacts import read_json
 from twotower_lib.book.sections import PROJECT_ROOT
-from twotower_lib.probe.config import measured_with
+from twotower_lib.probe.config import RELIABILITY_GOAL, measured_with
 from twotower_lib.run_names import model_of
 
 if TYPE_CHECKING:
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 
 RESULT = PROJECT_ROOT / "results" / "register" / "single_source.json"
 COIN_FLIP = 0.01  # Eq. 3's margin (share of the primary's mean p) below which the order is read as a coin flip
-RELIABILITY_GOAL = 0.95  # the probe-seed reliability every trained case should reach (section 02)
 COLUMNS = ["profile", "corpus", "source", "pair", "r", "ci_low", "ci_high", "r mean log p", "shuffled labels", "text ceiling",
            "probe ceiling", "probe reliability", "order margin", "probe version", "probe precondition", "probe precision",
            "probe code", "training tokens", "validation tokens"]

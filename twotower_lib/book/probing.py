@@ -90,7 +90,9 @@ def probe_quality(ctx: SectionContext) -> pd.DataFrame:
     - *head − cooperative*: the better head's validation loss minus the cooperative model's. For a
       single-tower run (the independent control's k = 1 models) the tower carries everything its
       decoder used, so this gap is the **probe shortfall**: what the head fails to read (goal <= 0.05 nats).
-    - epochs and why head training stopped; the tower order by both rules (mean p, Eq. 3; mean log p).
+    - epochs and why head training stopped; Eq. 3's relative margin (the towers' mean p apart, as a share of the
+      primary's, as section 03 and the seed study read it) and whether the two order rules (mean p, Eq. 3; mean
+      log p) agree.
     """
     import pandas as pd
 
@@ -112,10 +114,42 @@ def probe_quality(ctx: SectionContext) -> pd.DataFrame:
                      "best head loss": min(heads), "head − cooperative": min(heads) - loss["cooperative"],
                      "shortfall": min(heads) - loss["cooperative"] if m["towers"] == 1 else float("nan"),
                      "epochs": m["heads"]["epochs"], "stopped": m["heads"]["stopped"],
-                     "order margin (mean p)": o["margin"] if m["towers"] == 2 else float("nan"),
+                     "relative margin": o["margin"] / max(o["mean_p"]) if m["towers"] == 2 else float("nan"),
                      "order rules agree": o.get("rules_agree", True),
                      "minutes": round(m["seconds"]["total"] / 60, 2)})
     return pd.DataFrame(rows).set_index("probe")
+
+
+def probing_summary(quality: pd.DataFrame, reliability: pd.DataFrame, unigram_loss: float) -> str:
+    """Section 02's closing summary from its tables (`probe_quality`, `probe_reliability`): which cases learned
+    context (a cooperative loss below word frequencies', with [MASK] at every BERT position), how far apart their
+    towers are (Eq. 3's margin) and whether the two order rules agree, whether the heads converged, and the
+    instrument's reliability and shortfall against their goals."""
+    from twotower_lib.probe.config import RELIABILITY_GOAL, SHORTFALL_GOAL
+
+    cases = quality[quality["role"] == "case"]
+    loss = cases["cooperative loss"]
+    flat = list(cases.index[loss >= unigram_loss])
+    text = (f"The cases' cooperative losses run from {loss.min():.2f} to {loss.max():.2f} nats against word frequencies' "
+            f"{unigram_loss:.2f}: " + ("every case learned context beyond them." if not flat else
+                                       f"{', '.join(flat)} learned none (not below them), so {'its' if len(flat) == 1 else 'their'} "
+                                       "towers have nothing to divide."))
+    margin = cases["relative margin"]
+    disagree = list(cases.index[~cases["order rules agree"].astype(bool)])
+    text += (f" Eq. 3's margin between a case's towers runs from {margin.min():.3f} to {margin.max():.3f} of the primary's "
+             "mean p; " + ("both order rules name the same primary tower in every case." if not disagree else
+                           f"the two order rules name different primary towers in {', '.join(disagree)}, so every "
+                           "correlation it enters changes sign with the rule."))
+    converged = int((quality["stopped"] == "converged").sum())
+    text += f" {converged} of {len(quality)} probes' heads stopped on the held-out rule"
+    shortfall = quality["shortfall"].dropna()
+    if len(shortfall):
+        text += (f"; on single-tower runs the heads fall short of the model's own decoder by {shortfall.max():.3f} nats at "
+                 f"most (goal: {SHORTFALL_GOAL})")
+    if len(reliability):
+        text += (f"; two head seeds agree at {reliability.iloc[:, 0].min():.3f} at least on the {len(reliability)} "
+                 f"case{'s' * (len(reliability) != 1)} probed twice (goal: {RELIABILITY_GOAL})")
+    return text + "."
 
 
 def probe_curves(ctx: SectionContext) -> pd.DataFrame:

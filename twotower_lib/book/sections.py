@@ -199,3 +199,23 @@ def load_data(ctx: SectionContext):
     from twotower_lib.data import load_prepared
 
     return load_prepared(ctx.input_dir("00_data") / "prepared")
+
+
+def corpus_summary(ctx: SectionContext, data) -> str:
+    """Section 00's closing summary, every number from the prepared data: the corpus and its splits, the
+    vocabulary beside the paper's, the share of training tokens the compared top-N covers, and the loss word
+    frequencies alone give (`PreparedData.unigram_loss`), which a model must beat to have learned context."""
+    import numpy as np
+
+    from twotower_lib.paper import TABLE1_VOCAB
+
+    m, top_n = data.manifest, ctx.profile.analysis.top_n
+    counts = np.sort(np.asarray(data.counts))[::-1]
+    return (f"At profile `{ctx.profile.name}` the corpus is {', '.join(s['name'] for s in m['sources'])}: "
+            f"{m['documents']['train']:,} training and {m['documents']['valid']:,} validation documents, "
+            f"{m['block_tokens']['train']:,} and {m['block_tokens']['valid']:,} tokens in blocks of {data.seq_len}, over "
+            f"a WordPiece vocabulary of {data.vocab_size:,} (the paper: {TABLE1_VOCAB:,}). The {top_n:,} most frequent "
+            f"tokens, over which the correlations are computed, cover {counts[:top_n].sum() / counts.sum():.0%} of the "
+            f"training tokens. Word frequencies alone predict the validation text at {data.unigram_loss():.2f} nats a "
+            "token: a model has learned context only where its loss is below that (section 02 reads every case "
+            "against it).")

@@ -107,6 +107,27 @@ def train_cases(ctx: SectionContext, data) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("run")
 
 
+def training_summary(ctx: SectionContext, summary: pd.DataFrame) -> str:
+    """Section 01's closing summary from `train_cases`'s table: the cases, their tokens and minutes, and which
+    loss each family's objective reports (BERT's is lowered by its training corruption, so section 02's loss with
+    [MASK] at every scored position is the one held against word frequencies)."""
+    from twotower_lib.book.paper_tables import tokens_label
+
+    cases, controls = summary[summary["role"] == "case"], summary[summary["role"] != "case"]
+    low, high = int(cases["tokens seen"].min()), int(cases["tokens seen"].max())
+    tokens = tokens_label(low) if tokens_label(low) == tokens_label(high) else f"{tokens_label(low)} to {tokens_label(high)}"
+    text = (f"At profile `{ctx.profile.name}`, {len(cases)} two-tower cases ({', '.join(cases.index)}) trained for "
+            f"{tokens} tokens each, in {summary['minutes'].sum():.0f} run-minutes"
+            + (f" with {len(controls)} single-tower control runs" if len(controls) else "")
+            + f". Their last validation losses run from {cases['final val loss'].min():.2f} to "
+            f"{cases['final val loss'].max():.2f} nats, each on its family's own objective.")
+    if cases["model"].str.startswith("bert").any():
+        text += (" BERT's is measured under its training corruption, where one scored position in ten shows its answer, "
+                 "so it reads lower than its loss with [MASK] at every scored position, which section 02 measures and "
+                 "holds against word frequencies alone.")
+    return text
+
+
 def deepspeed_command(num_gpus: int, tcfg, out: Path) -> list[str]:
     """The DeepSpeed-launcher command line that trains (or resumes) `tcfg` into `out`: every setting of `tcfg`
     written as `train` parses it (`config_cli.config_to_argv`), the world size the launcher's GPUs (a folder killed

@@ -21,6 +21,10 @@ FEATURES = ("joint_ln", "raw")
 PRECONDITIONS = ("whiten", "none")
 BERT_EVENTS = ("mask", "corrupt")
 SCHEDULES = ("plateau", "linear")
+# The instrument's goals (section 02): two head sets that differ only in their seed agree at least this well
+# (probe-seed reliability), and a head on a single-tower model reads all but this much of what its decoder used.
+RELIABILITY_GOAL = 0.95
+SHORTFALL_GOAL = 0.05  # nats
 HEAD_LR = {"linear": 3e-3, "tied": 3e-3, "mlp": 1e-3}  # peak rates: the tied heads train ~70k weights, the untied ~2M (V = 8192)
 
 
