@@ -18,7 +18,7 @@
 # WordPiece vocabulary of about 30K tokens (Section 4.1). Neither corpus can be downloaded here,
 # so the CPU profiles use real English text that ships inside packages on the package registries:
 # Project Gutenberg books, Wikipedia lead sections and the Brown corpus, each pinned by
-# its sha256. The `paper` profile reads BookCorpus through Hugging Face `datasets` instead.
+# its sha256. The `paper` profile reads BookCorpus and English Wikipedia through Hugging Face `datasets` instead.
 #
 # This section prepares the corpus of the chosen profile: it cleans the text, cuts it into
 # documents, holds out a share of whole documents for validation, trains the WordPiece

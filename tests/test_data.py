@@ -301,6 +301,27 @@ def test_hf_source_reads_documents_with_an_injected_loader():
     assert reports[0].documents == 2
 
 
+def test_hf_datasets_joined_with_plus_are_read_one_after_the_other(monkeypatch, tmp_path):
+    """The paper profile's corpus: BookCorpus, then English Wikipedia (a dump config), each document named by its
+    dataset; `max_docs` takes the first of the joined stream; a part that is not a dataset is refused by name."""
+    from twotower_lib.book.profiles import PAPER_CORPUS, get_profile
+
+    rows = {("bookcorpus", None): ["a book line", "another"], ("wikimedia/wikipedia", "20231101.en"): ["an article"]}
+    real = sources.hf_documents
+    monkeypatch.setattr(sources, "hf_documents", lambda corpus, max_docs, reports: real(
+        corpus, max_docs, reports, load_dataset=lambda name, config, split, streaming: [{"text": t} for t in rows[name, config]]))
+    assert get_profile("paper").data.corpus == PAPER_CORPUS
+    reports = []
+    docs = list(sources.iter_documents(PAPER_CORPUS, tmp_path, 2000, None, reports))
+    assert [(d.doc_id, d.text) for d in docs] == [("hf/bookcorpus/000000000", "a book line"),
+                                                  ("hf/bookcorpus/000000001", "another"),
+                                                  ("hf/wikimedia/wikipedia/000000000", "an article")]
+    assert [(r.name, r.documents) for r in reports] == [("bookcorpus", 2), ("wikimedia/wikipedia", 1)]
+    assert [d.text for d in sources.iter_documents(PAPER_CORPUS, tmp_path, 2000, 2, [])] == ["a book line", "another"]
+    with pytest.raises(UserError, match="not a dataset: 'wiki'"):
+        sources.iter_documents("hf:bookcorpus+wiki", tmp_path, 2000, None, [])
+
+
 def test_sha256_mismatch_deletes_and_explains(tmp_path):
     f = tmp_path / "pkg.tgz"
     f.write_bytes(b"not the pinned bytes")

@@ -255,6 +255,8 @@ _PAPER_MODELS = _with_released({
 # have no fp16 loss scaling).
 FASTEST_ENGINES = ("gpt=torch-compile", "bert-large=torch-compile", "bert-base=torch-compile-layers",
                    "elmo=torch-compile-layers")
+# The paper's corpus (Section 4.1), streamed from the Hugging Face hub: BookCorpus, then English Wikipedia.
+PAPER_CORPUS = "hf:bookcorpus+hf:wikimedia/wikipedia:20231101.en"
 _FASTEST = dict(model_engine=FASTEST_ENGINES, label_bucket=1024, vocab_multiple=64)
 
 
@@ -313,7 +315,7 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
     # the fastest engine measured for each family (DistributedDataParallel over the launcher's processes); the
     # paper's own fp16 through DeepSpeed's engine (V100s): -p train.precision fp16 -p train.model_engine=
     Profile("paper", "Table 1 sizes, BookCorpus + Wikipedia, DeepSpeed launcher (about a day on 6 V100s per case)",
-            data=DataConfig(corpus="hf:bookcorpus", vocab_size=TABLE1_VOCAB, seq_len=128),
+            data=DataConfig(corpus=PAPER_CORPUS, vocab_size=TABLE1_VOCAB, seq_len=128),
             train=TrainPlan(precision="bf16", micro_batch=128, grad_accum=5, launcher="deepspeed", num_gpus=6,
                             tokens=20_000_000_000, **_FASTEST),
             # four times the gpu profile's positions: the feature cache of Table 1's widest towers stays within

@@ -16,7 +16,7 @@ class DataConfig:
 
     corpus: `registry` (default English mix fetched from the package registries),
       `registry:books,wiki,brown,bible` (choose parts), a path to a directory or `.txt` file,
-      or `hf:NAME[:CONFIG]` (Hugging Face datasets, needs the network).
+      or `hf:NAME[:CONFIG]` (Hugging Face datasets, needs the network; several joined with `+`).
     """
 
     corpus: str = "registry"

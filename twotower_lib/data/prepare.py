@@ -226,7 +226,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     d = DataConfig()
     p.add_argument("--corpus", default=d.corpus,
                    help="registry (default: books+wiki+brown), registry:books,wiki,brown,bible, a directory "
-                        "or .txt file, or hf:NAME[:CONFIG]")
+                        "or .txt file, or hf:NAME[:CONFIG] (several joined with +)")
     p.add_argument("--vocab-size", type=int, default=d.vocab_size, help=f"WordPiece vocabulary size (default {d.vocab_size}; paper 30522)")
     p.add_argument("--seq-len", type=int, default=d.seq_len, help=f"tokens per block (default {d.seq_len})")
     p.add_argument("--seed", type=int, default=d.seed, help="seed of the train/validation split")

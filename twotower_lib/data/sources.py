@@ -293,7 +293,7 @@ HF_TEXT_COLUMNS = {"bookcorpus": "text", "wikipedia": "text", "wikimedia/wikiped
 
 def hf_documents(corpus: str, max_docs: int | None, reports: list[SourceReport],
                  load_dataset: Callable | None = None) -> Iterator[Document]:
-    """Documents from Hugging Face `datasets` (paper scale: BookCorpus + Wikipedia)."""
+    """Documents of one Hugging Face dataset, streamed (`iter_documents` joins several with `+`)."""
     spec = corpus[3:]
     name, _, config = spec.partition(":")
     if not name:
@@ -331,9 +331,18 @@ def hf_documents(corpus: str, max_docs: int | None, reports: list[SourceReport],
 def iter_documents(corpus: str, sources_root: Path, doc_words: int, max_docs: int | None,
                    reports: list[SourceReport]) -> Iterator[Document]:
     """All documents of a corpus spec, in a deterministic order; the first `max_docs` of them if given
-    (of a mixed corpus, the first sources' documents)."""
+    (of a mixed corpus, the first sources' documents). Hugging Face datasets join with `+`, read one after the
+    other: the paper's BookCorpus and English Wikipedia are `hf:bookcorpus+hf:wikimedia/wikipedia:20231101.en`."""
     if corpus.startswith("hf:"):
-        return hf_documents(corpus, max_docs, reports)
+        specs = corpus.split("+")
+        if len(specs) == 1:
+            return hf_documents(corpus, max_docs, reports)
+        bad = [s for s in specs if not s.startswith("hf:") or len(s) == 3]
+        if bad:
+            raise UserError(f"--corpus {corpus}: join Hugging Face datasets as hf:NAME[:CONFIG]+hf:NAME[:CONFIG]; "
+                            f"not a dataset: {', '.join(repr(b) for b in bad)}")
+        docs = itertools.chain.from_iterable(hf_documents(s, None, reports) for s in specs)
+        return docs if max_docs is None else itertools.islice(docs, max_docs)
     if corpus == "registry" or corpus.startswith("registry:"):
         sources_root.mkdir(parents=True, exist_ok=True)
         docs = registry_documents(parse_registry_spec(corpus), sources_root, doc_words, reports)
