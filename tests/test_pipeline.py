@@ -1004,7 +1004,7 @@ def test_the_first_three_sections_end_in_summaries_read_from_their_tables(tiny_d
     reliability = pd.DataFrame({"reliability (log of mean p, Eq. 4)": [0.97, 0.99]}, index=["gpt-s1", "bert-large-s1"])
     text = probing.probing_summary(quality, reliability, unigram_loss=6.85)
     assert "bert-large-s1 learned none (not below them), so its towers have nothing to divide" in text
-    assert "from 0.001 to 0.020 of the primary's mean p" in text and "different primary towers in bert-large-s1" in text
+    assert "from 0.001 to 0.020 of the primary's mean p" in text and "different primary towers in bert-large-s1, so every correlation it enters" in text
     assert "2 of 3 probes' heads stopped" in text and f"by 0.020 nats at most (goal: {SHORTFALL_GOAL})" in text
     assert f"agree at 0.970 at least on the 2 cases probed twice (goal: {RELIABILITY_GOAL})" in text
     assert "every case learned context" in probing.probing_summary(quality, reliability.iloc[:0], unigram_loss=7.0)

@@ -139,7 +139,7 @@ def probing_summary(quality: pd.DataFrame, reliability: pd.DataFrame, unigram_lo
     text += (f" Eq. 3's margin between a case's towers runs from {margin.min():.3f} to {margin.max():.3f} of the primary's "
              "mean p; " + ("both order rules name the same primary tower in every case." if not disagree else
                            f"the two order rules name different primary towers in {', '.join(disagree)}, so every "
-                           "correlation it enters changes sign with the rule."))
+                           f"correlation {'it enters' if len(disagree) == 1 else 'they enter'} changes sign with the rule."))
     converged = int((quality["stopped"] == "converged").sum())
     text += f" {converged} of {len(quality)} probes' heads stopped on the held-out rule"
     shortfall = quality["shortfall"].dropna()
