@@ -33,7 +33,7 @@ data_corpus = None          # None: the profile's corpus (registry, registry:bro
 data_vocab_size = None      # None: the profile's WordPiece vocabulary size
 data_seq_len = None         # None: the profile's block length in tokens
 data_seed = None            # None: the profile's seed of the train/validation split
-data_doc_words = None       # None: the profile's document length when cutting long texts
+data_doc_words = None       # None: the profile's document length (long texts cut, short dataset rows packed)
 data_max_docs = None        # None: the profile's; only the corpus's first this many documents (0: all)
 data_valid_fraction = None  # None: the profile's share of documents held out
 

@@ -296,9 +296,22 @@ def test_hf_source_reads_documents_with_an_injected_loader():
         return [{"text": "first  book\nline"}, {"text": ""}, {"text": "second"}]
 
     reports = []
-    docs = list(sources.hf_documents("hf:bookcorpus", None, reports, load_dataset=fake_load))
+    docs = list(sources.hf_documents("hf:bookcorpus", None, reports, load_dataset=fake_load, doc_words=3))
     assert [d.text for d in docs] == ["first book line", "second"]
     assert reports[0].documents == 2
+    # one sentence a row (BookCorpus on the hub): rows are packed, in order, into documents of about doc_words
+    assert [d.text for d in sources.hf_documents("hf:bookcorpus", None, [], load_dataset=fake_load, doc_words=4)] == \
+        ["first book line\n\nsecond"]
+
+
+def test_packed_texts_make_documents_of_about_doc_words_in_their_order():
+    from twotower_lib.data.clean import pack_texts
+
+    sentences = [f"sentence {i} has five words" for i in range(7)]
+    docs = list(pack_texts(sentences, 10))
+    assert docs == ["\n\n".join(sentences[i:i + 2]) for i in (0, 2, 4)] + [sentences[6]]
+    long = " ".join(["word"] * 25)
+    assert list(pack_texts(["a b", long, "c d"], 10)) == [" ".join(["word"] * n) for n in (10, 10, 5)] + ["a b\n\nc d"]
 
 
 def test_hf_datasets_joined_with_plus_are_read_one_after_the_other(monkeypatch, tmp_path):
@@ -308,16 +321,19 @@ def test_hf_datasets_joined_with_plus_are_read_one_after_the_other(monkeypatch, 
 
     rows = {("bookcorpus", None): ["a book line", "another"], ("wikimedia/wikipedia", "20231101.en"): ["an article"]}
     real = sources.hf_documents
-    monkeypatch.setattr(sources, "hf_documents", lambda corpus, max_docs, reports: real(
-        corpus, max_docs, reports, load_dataset=lambda name, config, split, streaming: [{"text": t} for t in rows[name, config]]))
+    monkeypatch.setattr(sources, "hf_documents", lambda corpus, max_docs, reports, doc_words: real(
+        corpus, max_docs, reports, load_dataset=lambda name, config, split, streaming: [{"text": t} for t in rows[name, config]],
+        doc_words=doc_words))
     assert get_profile("paper").data.corpus == PAPER_CORPUS
     reports = []
-    docs = list(sources.iter_documents(PAPER_CORPUS, tmp_path, 2000, None, reports))
+    docs = list(sources.iter_documents(PAPER_CORPUS, tmp_path, 3, None, reports))
     assert [(d.doc_id, d.text) for d in docs] == [("hf/bookcorpus/000000000", "a book line"),
                                                   ("hf/bookcorpus/000000001", "another"),
                                                   ("hf/wikimedia/wikipedia/000000000", "an article")]
     assert [(r.name, r.documents) for r in reports] == [("bookcorpus", 2), ("wikimedia/wikipedia", 1)]
-    assert [d.text for d in sources.iter_documents(PAPER_CORPUS, tmp_path, 2000, 2, [])] == ["a book line", "another"]
+    assert [d.text for d in sources.iter_documents(PAPER_CORPUS, tmp_path, 3, 2, [])] == ["a book line", "another"]
+    assert [d.text for d in sources.iter_documents(PAPER_CORPUS, tmp_path, 2000, None, [])] == ["a book line\n\nanother",
+                                                                                               "an article"]
     with pytest.raises(UserError, match="not a dataset: 'wiki'"):
         sources.iter_documents("hf:bookcorpus+wiki", tmp_path, 2000, None, [])
 

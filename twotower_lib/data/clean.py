@@ -3,7 +3,8 @@
 Documents are the unit of the train/validation split and of the bootstrap over validation text,
 so long texts (a book, a user's file) are cut at paragraph boundaries into documents of about
 `doc_words` words (a paragraph longer than that at its lines, sentences, then words); each
-Wikipedia lead section is one document.
+Wikipedia lead section is one document; a Hugging Face dataset's short rows are packed into documents of
+about that length (`pack_texts`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from typing import Iterable, Iterator
 
 # A Gutenberg licence/trailer starts at a line like these; everything from there on is dropped.
 _GUTENBERG_END = re.compile(
@@ -102,6 +104,27 @@ def split_into_documents(text: str, doc_words: int) -> list[str]:
         else:
             chunks.append("\n\n".join(current))
     return chunks
+
+
+def pack_texts(texts: Iterable[str], doc_words: int) -> Iterator[str]:
+    """Documents of about `doc_words` words from a stream of texts, in order: texts shorter than that are joined
+    with the ones after them (a dataset of one sentence a row, as BookCorpus is on the Hugging Face hub, would
+    otherwise hold out single sentences of the books it trains on), a longer one is cut as a book is
+    (`split_into_documents`)."""
+    pending: list[str] = []
+    n = 0
+    for text in texts:
+        words = len(text.split())
+        if words >= doc_words:
+            yield from split_into_documents(text, doc_words)
+            continue
+        pending.append(text)
+        n += words
+        if n >= doc_words:
+            yield "\n\n".join(pending)
+            pending, n = [], 0
+    if pending:
+        yield "\n\n".join(pending)
 
 
 def documents_from_text(text: str, source: str, name: str, doc_words: int) -> list[Document]:

@@ -24,7 +24,8 @@ class DataConfig:
     seq_len: int = 128
     seed: int = 0
     valid_fraction: float = 0.1
-    doc_words: int = 2000  # long texts (books, user files) are cut into documents of about this many words
+    doc_words: int = 2000  # documents of about this many words: long texts (books, user files) are cut, a Hugging
+                           # Face dataset's short rows (BookCorpus's sentences) packed in order
     max_docs: int | None = None  # the first this many documents in corpus order (None: all)
 
     def __post_init__(self) -> None:

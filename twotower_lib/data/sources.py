@@ -29,7 +29,8 @@ from typing import Callable, Iterator
 from tqdm import tqdm
 
 from twotower_lib.artifacts import atomic_directory, sha256_file
-from twotower_lib.data.clean import Document, detokenize_brown, documents_from_text, normalize, strip_gutenberg
+from twotower_lib.data.clean import (Document, detokenize_brown, documents_from_text, normalize, pack_texts,
+                                     strip_gutenberg)
 from twotower_lib.errors import UserError
 
 
@@ -292,8 +293,9 @@ HF_TEXT_COLUMNS = {"bookcorpus": "text", "wikipedia": "text", "wikimedia/wikiped
 
 
 def hf_documents(corpus: str, max_docs: int | None, reports: list[SourceReport],
-                 load_dataset: Callable | None = None) -> Iterator[Document]:
-    """Documents of one Hugging Face dataset, streamed (`iter_documents` joins several with `+`)."""
+                 load_dataset: Callable | None = None, doc_words: int = 2000) -> Iterator[Document]:
+    """Documents of one Hugging Face dataset, streamed, its rows packed into documents of about `doc_words` words
+    in their order (`clean.pack_texts`); `iter_documents` joins several datasets with `+`."""
     spec = corpus[3:]
     name, _, config = spec.partition(":")
     if not name:
@@ -318,14 +320,11 @@ def hf_documents(corpus: str, max_docs: int | None, reports: list[SourceReport],
     column = HF_TEXT_COLUMNS.get(name, "text")
     report = SourceReport(name, "hf", {"dataset": name, "config": config or None, "column": column})
     reports.append(report)
-    for i, row in enumerate(tqdm(ds, desc=f"reading {name}", unit="doc", total=max_docs)):
-        if max_docs is not None and i >= max_docs:
-            break
-        text = normalize(row.get(column) or "")
-        if text:
-            report.documents += 1
-            report.words += len(text.split())
-            yield Document(f"hf/{name}/{i:09d}", name, text)
+    rows = (normalize(row.get(column) or "") for row in tqdm(ds, desc=f"reading {name}", unit="row"))
+    for i, text in enumerate(itertools.islice(pack_texts((t for t in rows if t), doc_words), max_docs)):
+        report.documents += 1
+        report.words += len(text.split())
+        yield Document(f"hf/{name}/{i:09d}", name, text)
 
 
 def iter_documents(corpus: str, sources_root: Path, doc_words: int, max_docs: int | None,
@@ -336,12 +335,12 @@ def iter_documents(corpus: str, sources_root: Path, doc_words: int, max_docs: in
     if corpus.startswith("hf:"):
         specs = corpus.split("+")
         if len(specs) == 1:
-            return hf_documents(corpus, max_docs, reports)
+            return hf_documents(corpus, max_docs, reports, doc_words=doc_words)
         bad = [s for s in specs if not s.startswith("hf:") or len(s) == 3]
         if bad:
             raise UserError(f"--corpus {corpus}: join Hugging Face datasets as hf:NAME[:CONFIG]+hf:NAME[:CONFIG]; "
                             f"not a dataset: {', '.join(repr(b) for b in bad)}")
-        docs = itertools.chain.from_iterable(hf_documents(s, None, reports) for s in specs)
+        docs = itertools.chain.from_iterable(hf_documents(s, None, reports, doc_words=doc_words) for s in specs)
         return docs if max_docs is None else itertools.islice(docs, max_docs)
     if corpus == "registry" or corpus.startswith("registry:"):
         sources_root.mkdir(parents=True, exist_ok=True)
