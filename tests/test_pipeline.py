@@ -914,9 +914,10 @@ def test_pos_item_needs_every_claim_in_every_run(tmp_path):
 
     ctx = sections.SectionContext(sections.find_section("04_pos"), get_profile("tiny"), tmp_path / "tiny")
 
-    def summary(failing: dict[str, list[str]], n: int = 10):
+    def summary(failing: dict[str, list[str]], n: int = 10, swapped: dict[str, list[str]] | None = None):
         return pd.DataFrame([{"run": run, "against": against, "upos": tag, "n": n,
                               "holds": tag not in failing.get(run, []) if against == "median" else tag != "VERB",
+                              "holds_swapped": tag in (swapped or {}).get(run, []),
                               "verdict": "x"} for run in ("a", "b") for against in ("median", "zero") for tag in paper.FIG4_CLAIM])
 
     for failing, verdict in (({}, "reproduced"), ({"a": ["VERB", "ADP"]}, "partly"),
@@ -926,6 +927,15 @@ def test_pos_item_needs_every_claim_in_every_run(tmp_path):
         assert got["verdict"] == verdict, failing
     assert "b: 4/7 claims hold" in got["ours"] and "b PROPN" in got["note"] and "the paper used stanza" in got["note"]
     assert "against zero instead: a 6/7, b 6/7" in got["note"]                 # the second threshold, reported
+    assert "with the towers' roles swapped" in got["note"] and "a 0/7, b 0/7" in got["note"]
+    assert "would be" not in got["note"]                                      # no reading of the roles does better
+    # b's claims hold with its towers' roles swapped: the verdict keeps Eq. 3's primary, the note says what the
+    # reading chosen after seeing the claims would give
+    scorecard.record_pos(ctx, summary({"b": ["VERB", "ADP", "PROPN"]}, swapped={"b": ["VERB", "ADP", "PROPN", "ADV", "AUX",
+                                                                                         "NOUN"]}), "spacy")
+    got = json.loads((ctx.out / "scorecard.json").read_text())["fig4"]
+    assert got["verdict"] == "not" and "a 0/7, b 6/7, and each run read whichever way more" in got["note"]
+    assert got["note"].rstrip().split("(a choice made after seeing them) would be ")[1].startswith("partly")
     scorecard.record_pos(ctx, summary({}, n=2), "stanza")  # too few tokens: nothing can be checked
     got = json.loads((ctx.out / "scorecard.json").read_text())["fig4"]
     assert got["verdict"] == "not" and "too few tokens for VERB, ADP" in got["ours"]

@@ -129,6 +129,8 @@ def test_fig4_and_summary_state_the_claim():
     flipped = flipped[flipped["against"] == "zero"].set_index("upos")
     assert not flipped.loc[["VERB", "ADP", "ADV", "AUX", "PROPN"], "holds"].any()
     assert flipped.loc[["NOUN", "ADJ"], "holds"].all()              # symmetric around zero either way
+    # the towers' roles swapped reads the flipped scores as the original (and the original as the flipped)
+    assert flipped["holds_swapped"].equals(zero["holds"]) and zero["holds_swapped"].equals(flipped["holds"])
 
 
 def test_relative_check_removes_a_runs_offset_and_subword_pieces_are_not_words():

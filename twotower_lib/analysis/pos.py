@@ -253,7 +253,9 @@ def pos_summary(fig4: pd.DataFrame, spread: tuple[float, float] = (0.25, 0.75)) 
 
     Columns: run, against, threshold, upos, n, median, mean, share_above, paper ("primary" |
     "secondary" | "spread" | "" for tags the paper does not discuss), holds (bool, or None without a
-    claim), verdict (the statistic, its value and the threshold, in words).
+    claim), holds_swapped (whether it would hold with the towers' roles swapped, every score negated: which tower
+    Eq. 3 calls primary is a label, a coin flip where its margin is within noise), verdict (the statistic, its
+    value and the threshold, in words).
     """
     if fig4.empty:
         raise UserError("pos_summary got no rows; build them with fig4_data")
@@ -266,18 +268,21 @@ def pos_summary(fig4: pd.DataFrame, spread: tuple[float, float] = (0.25, 0.75)) 
                 v = s["score"].to_numpy()
                 med, share = float(np.median(v)), float((v > threshold).mean())
                 claim = FIG4_CLAIM.get(tag, "")
+                swapped = None   # negated scores: the median falls below the negated threshold, the share is that below
                 if claim in ("primary", "secondary"):
                     holds = med > threshold if claim == "primary" else med < threshold
+                    swapped = med < threshold if claim == "primary" else med > threshold
                     verdict = f"median {med:+.3f} {'>' if med > threshold else '<='} {threshold:+.3f}"
                 elif claim == "spread":
                     holds = spread[0] <= share <= spread[1]
+                    swapped = spread[0] <= float((v < threshold).mean()) <= spread[1]
                     verdict = (f"{share:.0%} above {threshold:+.3f} "
                                f"({'within' if holds else 'outside'} {spread[0]:.0%}-{spread[1]:.0%})")
                 else:
                     holds, verdict = None, "no claim in the paper"
                 rows.append({"run": run, "against": against, "threshold": threshold, "upos": tag, "n": len(v),
                              "median": med, "mean": float(v.mean()), "share_above": share, "paper": claim,
-                             "holds": holds, "verdict": verdict})
+                             "holds": holds, "holds_swapped": swapped, "verdict": verdict})
     return pd.DataFrame(rows)
 
 
