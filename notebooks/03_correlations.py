@@ -75,14 +75,17 @@ study_parts.show("SEEDS_SECTION", ctx.profile.name)
 study_parts.show("SEEDS_STRIPS_CHART", ctx.profile.name)
 
 # %% [markdown]
-# Each dot is one pair of seeds (top lane) or one control pair (the lanes below); the red line is the
-# paper's value (for a family the paper trained once, its Bert-large pair's, which the verdict holds it against).
+# Each mark is one pair of seeds (top lane) or one control pair (the lanes below) at its |r|, the statistic
+# the verdict judges: a circle where r is positive, a cross where negative (one run's towers' roles swapped
+# against the other's, as Eq. 3 names them). The red line is the paper's value (for a family the paper trained
+# once, its Bert-large pair's, which the verdict holds it against).
 #
 # :::{dropdown} Caveats, and the two folded tables below
 # 1. Pairs that share a run are not independent (each seed is in three of a family's six pairs), so
 #    the central range describes the seed pairs; it is not a confidence interval.
 # 2. The sign of r rests on Eq. 3's choice of the primary tower; where a run's towers are nearly tied
-#    that choice is a coin flip, so |r| is read beside r (the family table below).
+#    that choice is a coin flip, so the verdict reads |r| and the sign answers the orientation question
+#    alone (the result box's last column; the family table below).
 # 3. The models are far smaller and see far fewer tokens than the paper's (the front page gives both
 #    scales): a division that needs the paper's training may not have formed here.
 #
@@ -133,7 +136,7 @@ HTML(paper_tables.matrix_html(
 # :::{dropdown} The folded tables below: the same pairs seen five ways
 # 1. One pair per row, in both score variants, with the highest control each pair is held against
 #    (its own model's for a same-configuration pair, any model's otherwise) and the scorecard's
-#    verdict on Eq. 4's score. A pair the paper has no row for (a second seed of another model) is
+#    verdict on |r| of Eq. 4's score. A pair the paper has no row for (a second seed of another model) is
 #    judged against the paper's same-configuration r.
 # 2. The same pairs over words only: WordPiece continuation pieces ("##s", "##ed") and tokens of
 #    punctuation alone left out, the `analysis.top_n` most frequent of the rest (no intervals). The
@@ -199,8 +202,8 @@ charts.score_lines(fig3.rename(columns={"run": "case"}).assign(frequency=fig3["t
 #   this one, and the control's r for a same-configuration pair is r(a, q) · r(b, q), what a shared
 #   quality profile alone would give.
 #
-# The trained same-configuration correlation counts as reproduced only where its 95% interval
-# lies above every control's r (the scorecard applies this rule, to Eq. 4's score). A build runs the
+# The trained same-configuration correlation counts as reproduced only where its 95% interval of |r|
+# lies above every control's |r| (the scorecard applies this rule, to Eq. 4's score). A build runs the
 # controls its profile names (`analysis.controls`); the default runs the permutation alone, and its
 # verdicts hold every family's pairs against the seed study's controls (the strip plots above: every
 # family's control pairs, at the same sizes, budgets and probe).

@@ -753,7 +753,7 @@ def test_correlation_items_are_judged_from_measured_pairs(tmp_path):
     all_three = pd.concat([control, pd.DataFrame({"control": ["independent", "permutation"], "r": [0.3, 0.05]})])
     scorecard.record_correlations(ctx, pairs, all_three, [("bert-large-s1", "bert-large-s2")])
     got = json.loads((ctx.out / "scorecard.json").read_text())
-    assert got["controls"]["verdict"] == "reproduced" and "independent r = 0.30" in got["controls"]["ours"]
+    assert got["controls"]["verdict"] == "reproduced" and "independent |r| = 0.30" in got["controls"]["ours"]
     # the highest control decides: an independent-pairs r of 0.65 lies inside the same-config CI [0.6, 0.8]
     scorecard.record_correlations(ctx, pairs, all_three.assign(r=[0.15, 0.65, 0.05]), [("bert-large-s1", "bert-large-s2")])
     got = json.loads((ctx.out / "scorecard.json").read_text())
@@ -763,7 +763,7 @@ def test_correlation_items_are_judged_from_measured_pairs(tmp_path):
     scorecard.record_correlations(ctx, pairs, all_three, [("bert-large-s1", "bert-large-s2")], logmean)
     got = json.loads((ctx.out / "scorecard.json").read_text())
     assert "r = 0.70 [0.60, 0.80] (mean of log p: 0.91)" in got["table2.same-config"]["ours"]
-    assert "verdict judged on Eq. 4's score (log of mean p)" in got["table2.same-config"]["note"]
+    assert "verdict judged on |r| of Eq. 4's score (log of mean p)" in got["table2.same-config"]["note"]
     assert got["table2.same-config"]["verdict"] == "partly"  # 0.91 would be "reproduced": not what is judged
 
 
@@ -784,7 +784,7 @@ def test_each_same_config_pair_is_judged_against_its_own_models_controls(tmp_pat
     scorecard.record_correlations(ctx, pairs, control, same)
     got = json.loads((ctx.out / "scorecard.json").read_text())
     assert got["table2.same-config"]["verdict"] == "not" and "bert-large-s1 vs bert-large-s2" in got["table2.same-config"]["ours"]
-    assert "gpt" not in got["table2.same-config"]["ours"] and "independent r = 0.40" in got["table2.same-config"]["note"]
+    assert "gpt" not in got["table2.same-config"]["ours"] and "independent |r| = 0.40" in got["table2.same-config"]["note"]
     # GPT's pair is judged against GPT's controls only: its CI [0.65, 0.75] lies above them (0.2 at most)
     assert got["same-config.other"]["verdict"] == "partly" and "gpt-s1 vs gpt-s2" in got["same-config.other"]["ours"]
     assert got["controls"]["verdict"] == "partly" and "gpt-s1 vs gpt-s2: r = 0.70, CI [0.65, 0.75], above" in got["controls"]["ours"]
@@ -814,12 +814,16 @@ def test_frequency_items_need_agreement_between_runs(tmp_path):
 
     def t4(run_ci_low):
         return pd.DataFrame({"a": ["x", "x", "y"], "b": ["y", "frequency rank", "frequency rank"], "n_tokens": 50,
-                             "r": [0.6, 0.1, -0.2], "ci_low": [run_ci_low, 0.0, -0.3]})
+                             "r": [0.6, 0.1, -0.2], "ci_low": [run_ci_low, 0.0, -0.3], "ci_high": [0.7, 0.2, -0.1]})
 
     for ci_low, verdict in ((0.5, "reproduced"), (0.25, "partly"), (0.1, "not")):
         scorecard.record_frequency(ctx, t4(ci_low))
         got = json.loads((ctx.out / "scorecard.json").read_text())
         assert got["table4"]["verdict"] == verdict == got["fig8"]["verdict"], ci_low
+        # one run's towers' roles swapped: its pair's rho and interval mirror, the verdict does not move
+        mirrored = t4(ci_low).assign(r=[-0.6, 0.1, -0.2], ci_low=[-0.7, 0.0, -0.3], ci_high=[-ci_low, 0.2, -0.1])
+        scorecard.record_frequency(ctx, mirrored)
+        assert json.loads((ctx.out / "scorecard.json").read_text())["table4"]["verdict"] == verdict
     assert "x: 0.10; y: -0.20" in got["table4"]["ours"]
 
 

@@ -3,6 +3,8 @@ chapters' re-run line, and the emergence chapter's generated result box."""
 
 from __future__ import annotations
 
+import itertools
+
 import json
 
 import numpy as np
@@ -58,15 +60,15 @@ def test_the_rerun_line_names_the_section_and_a_parameter_at_its_value():
 def test_the_front_table_has_one_row_per_item_and_a_caveat_each():
     card = front.published_card("cpu")
     rows = front.verdict_rows(card)
-    assert list(rows.columns) == ["claim", "the paper", front.OURS, "spread over seeds", "verdict", "division (median |r|)",
-                                  "orientation (Eq. 3)", "caveat"]
+    assert list(rows.columns) == ["claim", "the paper", front.OURS, "spread over seeds", "verdict",
+                                  "division (a run left out)", "orientation (Eq. 3), signed r", "caveat"]
     assert len(rows) == len(card["rows"]) and rows["caveat"].str.len().gt(0).all()
     seeded = rows[rows["spread over seeds"].str.contains(r" to .*\(\d+ pairs", regex=True)]
     assert len(seeded) >= 5   # Table 2's cells and Table 4 rest on the seed study
     # every seed-decided correlation answers the partition question; the same-configuration ones orientation too
-    assert seeded["division (median |r|)"].str.contains(r"(holds|unstable|not): \d", regex=True).all()
+    assert seeded["division (a run left out)"].str.contains(r"(holds|unstable|not): \d", regex=True).all()
     same = rows[rows["claim"].str.contains("two seeds")]
-    assert same["orientation (Eq. 3)"].str.contains(r"/\d resolved", regex=True).all()
+    assert same["orientation (Eq. 3), signed r"].str.contains(r"/\d resolved; signed median [+−]\d", regex=True).all()
 
 
 def test_a_verdict_decided_by_several_claims_names_what_decided_it():
@@ -83,7 +85,8 @@ def test_a_verdict_decided_by_several_claims_names_what_decided_it():
 
 
 def _curves(end_r: list[float]) -> pd.DataFrame:
-    rows = [{"config": "c", "pair": f"p{i}", "tokens": t, "r": r0 if t == 0 else r, "probe": "7 (whitened)",
+    pairs = [f"s{a}-s{b}" for a, b in itertools.combinations(range(1, 5), 2)]
+    rows = [{"config": "c", "pair": pairs[i], "tokens": t, "r": r0 if t == 0 else r, "probe": "7 (whitened)",
              "model_type": "gpt"} for i, r in enumerate(end_r) for t, r0 in ((0, 0.01 * (i + 1)), (1000, None))]
     return pd.DataFrame(rows)
 
@@ -92,6 +95,8 @@ def test_the_emergence_result_box_applies_the_rule_to_the_end_of_training():
     box = em.result_box(_curves([0.9, 0.92, 0.95, 0.97]))
     assert "| `c` |" in box and "**reproduced**" in box
     assert "**not**" in em.result_box(_curves([0.01, -0.02, 0.03, 0.0]))
+    # seed 1's towers with their roles swapped (its three pairs negative): the same division, the same verdict
+    assert "**reproduced**" in em.result_box(_curves([-0.9, -0.92, -0.95, 0.97]))
     assert "median r of" in em.summary(_curves([0.9, 0.92, 0.95, 0.97]))
 
 

@@ -29,16 +29,22 @@ def test_summarize_gives_the_median_and_the_central_range():
 
 
 @pytest.mark.parametrize("ours, controls, paper, expected", [
-    ([0.8, 0.9, 0.99, 0.85], [0.0, 0.1, -0.1], 0.94, "reproduced"),     # above the null, the paper inside our range
-    ([0.3, 0.4, 0.35, 0.45], [0.0, 0.1, -0.1], 0.94, "partly"),         # above the null, the paper outside
-    ([-0.4, 0.4, -0.3, 0.3], [0.0, 0.1, -0.1], 0.94, "not"),            # the median is not above the null's high end
-    ([0.3, 0.4, 0.35, 0.45], [0.3, 0.5, 0.6], 0.94, "not"),             # a null as strong as the pairs
-    ([0.5, 0.6], [0.0, 0.1], (0.55, 0.58), "reproduced"),              # a range of cells overlapping ours
-    ([0.9], [0.0], 0.94, "not attempted"),                              # one pair is no distribution
-    ([0.9, 0.8], [], 0.94, "not attempted"),                            # no null
+    ([0.8, 0.9, 0.99], [0.0, 0.1, -0.1], 0.94, "reproduced"),     # above the null, the paper inside our range
+    ([-0.8, -0.9, 0.99], [0.0, 0.1, -0.1], 0.94, "reproduced"),   # the same division, seed 1's towers' roles swapped
+    ([0.3, 0.4, 0.35], [0.0, 0.1, -0.1], 0.94, "partly"),         # above the null, the paper outside
+    ([-0.4, 0.4, -0.3], [0.0, 0.1, -0.1], 0.4, "reproduced"),     # signs that disagree decide nothing
+    ([0.5, 0.5, 0.05], [0.0, 0.1], 0.5, "partly"),                # leaving seed 1 out brings it down to the null
+    ([0.3, 0.4, 0.35], [0.3, 0.5, -0.6], 0.94, "not"),            # a null as strong as the pairs (|r| of both)
+    ([0.5, 0.6, 0.55], [0.0, 0.1], (0.55, 0.58), "reproduced"),   # a range of cells overlapping ours
+    ([0.9], [0.0], 0.94, "not attempted"),                        # one pair: no seed can be left out
+    ([0.9, 0.8, 0.85], [], 0.94, "not attempted"),                # no null
 ])
 def test_the_verdict_rule(ours, controls, paper, expected):
-    assert seed_spread.verdict(ours, controls, paper) == expected
+    seed_a, seed_b = [1, 1, 2][:len(ours)], [2, 3, 3][:len(ours)]
+    assert seed_spread.verdict(seed_a, seed_b, ours, controls, paper) == expected
+    # flip the roles of one seed's towers: every pair it is in changes sign, and the verdict does not change
+    flip = [-v if 1 in (a, b) else v for a, b, v in zip(seed_a, seed_b, ours)]
+    assert seed_spread.verdict(seed_a, seed_b, flip, controls, paper) == expected
 
 
 @pytest.mark.parametrize("above, expected", [
@@ -53,6 +59,8 @@ def test_the_controls_rule_takes_each_family_alone(above, expected):
 def test_above_controls_is_the_verdict_rules_first_test():
     assert seed_spread.above_controls([0.3, 0.4, 0.35], [0.0, 0.1, -0.1]) is True
     assert seed_spread.above_controls([0.3, 0.4, 0.35], [0.3, 0.5, 0.6]) is False
+    assert seed_spread.above_controls([-0.3, -0.4, 0.35], [0.0, 0.1, -0.1]) is True   # |r| against |r|
+    assert seed_spread.above_controls([0.3, 0.4, 0.35], [0.0, 0.1, -0.5]) is False
     assert seed_spread.above_controls([0.9], [0.0]) is None
 
 
@@ -78,9 +86,11 @@ def _study() -> seeds.SeedStudy:
 
 def test_a_claim_is_answered_as_two_questions():
     """s4's towers are mirrored: the signed median is 0, the division (|r|) repeats in every pair, and Eq. 3's
-    orientation does not repeat between resolved runs; s3's margin is within the untrained towers'."""
+    orientation does not repeat between resolved runs; s3's margin is within the untrained towers'. The verdict
+    judges the division: the paper's 0.94 lies above every pair's |r| of 0.5, so "partly"."""
     row = seeds.claim_rows(_study()).set_index("claim").loc["GPT, two seeds (not in the paper)"]
-    assert row["median"] == pytest.approx(0.0) and row["verdict"] == "not"
+    assert row["signed median"] == pytest.approx(0.0) and row["median"] == pytest.approx(0.5)
+    assert row["verdict"] == "partly"
     assert row["partition median |r|"] == pytest.approx(0.5) and row["partition verdict"] == "holds"
     assert row["partition loo low"] == pytest.approx(0.5) and row["partition shuffled max |r|"] == pytest.approx(0.05)
     assert row["orientation verdict"] == "not" and row["orientation resolved runs"] == 3
@@ -172,16 +182,16 @@ def test_the_scorecard_decides_correlations_over_seeds_and_keeps_the_run_as_a_po
              "ours": "gpt-s1 vs gpt-s2: r = 0.50", "verdict": "partly", "note": "controls: ..."},
             {"id": "fig5", "item": "x", "paper": "y", "section": "05_ica", "ours": "80%", "verdict": "reproduced", "note": ""}]
     out = decide_over_seeds(rows, "p", results)
-    assert out[0]["verdict"] == "not"  # median 0.0 over six pairs is not above the untrained pairs' high end
-    assert "median +0.00" not in out[0]["ours"] and "median 0.00" in out[0]["ours"] and "This run: gpt-s1 vs gpt-s2" in out[0]["ours"]
+    assert out[0]["verdict"] == "partly"  # |r| 0.5 in every pair: above the untrained pairs, below the paper's 0.94
+    assert "median |r| 0.50" in out[0]["ours"] and "This run: gpt-s1 vs gpt-s2" in out[0]["ours"]
     assert out[1] == rows[1]
     assert decide_over_seeds(rows, "no-such-profile", results) == rows
     controls = [{"id": "controls", "item": "x", "paper": "y", "section": "03_correlations",
                  "ours": "gpt-s1 vs gpt-s2: r = 0.50 (not run: untrained, independent)", "verdict": "partly", "note": ""}]
     decided = decide_over_seeds(controls, "p", results)[0]
-    # GPT's median pair (0.0) is not above its untrained pairs' 90th percentile: the only family decides 'not'
-    assert decided["verdict"] == "not" and decided["decided_by"] == "seeds"
-    assert "GPT, two seeds: median 0.00, not above its controls' 6 pairs" in decided["ours"]
+    # GPT's median |r| (0.5) is above its untrained pairs' 90th percentile: the only family decides 'reproduced'
+    assert decided["verdict"] == "reproduced" and decided["decided_by"] == "seeds"
+    assert "GPT, two seeds: median |r| 0.50, above its controls' 6 pairs" in decided["ours"]
 
 
 def test_a_profiles_parts_are_shown_at_that_profile_and_elsewhere_say_where_they_were_measured(tmp_path):
@@ -218,10 +228,11 @@ def test_claim_rows_recompute_from_the_table_by_the_rule(tmp_path):
     s = _study()
     t = seeds.claim_rows(s)
     row = t[t["claim"].str.startswith("GPT")].iloc[0]
-    same = s.pairs[s.pairs["kind"] == "same"]["r"]
-    ctrl = s.pairs[s.pairs["kind"] == "shuffled"]["r"]
-    assert row["median"] == pytest.approx(np.median(same)) and row["pairs"] == 6
-    assert row["verdict"] == seed_spread.verdict(same, ctrl, 0.94)
+    same = s.pairs[s.pairs["kind"] == "same"]
+    ctrl = s.pairs[s.pairs["kind"] == "untrained"]["r"]
+    assert row["median"] == pytest.approx(np.median(same["r"].abs())) and row["pairs"] == 6
+    assert row["signed median"] == pytest.approx(np.median(same["r"]))
+    assert row["verdict"] == seed_spread.verdict(same["a"], same["b"], same["r"], ctrl, 0.94)
 
 
 def test_the_readme_blocks_are_up_to_date_with_the_committed_results():

@@ -22,12 +22,23 @@ def test_several_items_take_the_weakest_verdict():
     ((0.21, 0.4), 0.5, 0.2, "reproduced"),      # reaches exactly the paper's r less the tolerance (0.5 - 0.1)
     ((0.21, 0.45), 0.5, 0.2, "reproduced"),
     ((0.21, 0.35), 0.5, 0.2, "partly"),
-    ((-0.2, -0.1), 0.94, -0.3, "not"),          # above a negative control but not above 0
-    ((0.0, 0.5), 0.94, -0.3, "not"),
+    ((-0.95, -0.85), 0.94, 0.2, "reproduced"),  # the same division with the towers' roles swapped: |r| is judged
+    ((-0.7, -0.5), 0.94, 0.2, "partly"),
+    ((-0.2, -0.1), 0.94, -0.3, "not"),          # a control's |r| counts: 0.3 is above |r|'s interval [0.1, 0.2]
+    ((0.35, 0.5), 0.94, -0.3, "partly"),
+    ((-0.1, 0.5), 0.94, 0.05, "not"),           # an interval holding 0 holds |r| = 0
     ((0.5, 0.7), 0.94, None, "not attempted"),
 ])
 def test_one_runs_correlation(ci, paper_r, control, expected):
     assert paper.correlation_verdict(ci, paper_r, control) == expected
+    flipped = paper.correlation_verdict((-ci[1], -ci[0]), paper_r, None if control is None else -control)
+    assert flipped == expected   # no verdict hangs on which tower Eq. 3 calls primary
+
+
+@pytest.mark.parametrize("ci, expected", [((0.2, 0.5), (0.2, 0.5)), ((-0.5, -0.2), (0.2, 0.5)),
+                                          ((-0.3, 0.5), (0.0, 0.5)), ((-0.6, 0.1), (0.0, 0.6)), ((0.0, 0.3), (0.0, 0.3))])
+def test_the_interval_of_abs_r(ci, expected):
+    assert paper.abs_interval(ci) == expected
 
 
 def test_a_check_of_several_parts():
@@ -93,14 +104,17 @@ def test_the_register_test_per_pair_and_source():
 
 
 def test_a_distribution_over_seeds_against_the_papers_value():
-    assert paper.seed_verdict(0.5, 0.4, 0.6, None, 0.5) == "not attempted"
-    assert paper.seed_verdict(0.5, 0.4, 0.6, False, 0.5) == "not"
-    assert paper.seed_verdict(0.5, 0.4, 0.6, True, 0.5) == "reproduced"
-    assert paper.seed_verdict(0.5, 0.4, 0.6, True, 0.7) == "partly"
-    assert paper.seed_verdict(0.5, 0.4, 0.6, True, 0.3) == "partly"
-    assert paper.seed_verdict(0.5, 0.4, 0.6, True, (0.6, 0.8)) == "reproduced"   # a range touching ours
-    assert paper.seed_verdict(0.5, 0.4, 0.6, True, [0.2, 0.4]) == "reproduced"
-    assert paper.seed_verdict(0.5, 0.4, 0.6, True, (0.61, 0.8)) == "partly"
+    assert paper.seed_verdict("not attempted", 0.4, 0.6, 0.5) == "not attempted"
+    assert paper.seed_verdict("not", 0.4, 0.6, 0.5) == "not"
+    assert paper.seed_verdict("holds", 0.4, 0.6, 0.5) == "reproduced"
+    assert paper.seed_verdict("unstable", 0.4, 0.6, 0.5) == "partly"     # a division that a seed left out undoes
+    assert paper.seed_verdict("holds", 0.4, 0.6, 0.7) == "partly"
+    assert paper.seed_verdict("holds", 0.4, 0.6, 0.3) == "partly"
+    assert paper.seed_verdict("holds", 0.4, 0.6, (0.6, 0.8)) == "reproduced"   # a range touching ours
+    assert paper.seed_verdict("holds", 0.4, 0.6, [0.2, 0.4]) == "reproduced"
+    assert paper.seed_verdict("holds", 0.4, 0.6, (0.61, 0.8)) == "partly"
+    with pytest.raises(ValueError, match="division verdict"):
+        paper.seed_verdict("reproduced", 0.4, 0.6, 0.5)
 
 
 def test_every_family_above_its_controls():

@@ -44,6 +44,9 @@ ICA_DIM, ICA_WIDTH = 128, 1024  # the paper kept d = 128 of a 1,024-wide embeddi
 # Every verdict the companion prints comes from one of the functions below, each threshold named. The analyses
 # compute the statistics (`analysis.*`); the scorecard, the studies and the charts hand them here.
 
+# The rules' edition: a published run records it, and one judged by an earlier edition says so where it is shown.
+# 2: a correlation is judged on |r| (no verdict hangs on which tower Eq. 3 calls primary); 1: on the signed r.
+RULES_EDITION = 2
 VERDICTS = ("reproduced", "partly", "not", "not attempted")   # a list of items takes its weakest: the later
 CI_TOLERANCE = 0.1          # one run: "reproduced" when r's 95% interval reaches within this of the paper's r
 WEAK_RHO = 0.3              # Table 4 / Fig. 8: |rho| with frequency rank below this is weak; runs agree above it
@@ -62,15 +65,27 @@ def weakest(verdicts) -> str:
 
 def correlation_verdict(ci: tuple[float, float], paper_r: float, control_max: float | None,
                         tolerance: float = CI_TOLERANCE) -> str:
-    """One run's correlation: it counts only if its 95% CI lies above every control's value (and above 0: the
-    paper's correlations are positive); then "reproduced" if the CI reaches within `tolerance` of the paper's r,
-    else "partly". Without a control there is no verdict."""
-    lo, hi = ci
+    """One run's correlation, judged on |r| as `RULE` judges seed pairs (the sign of r is which tower Eq. 3 calls
+    primary): it counts only if the 95% CI of |r| (`abs_interval`) lies above every control's |r|
+    (`control_max`); then "reproduced" if that CI reaches within `tolerance` of the paper's r, else "partly".
+    Without a control there is no verdict."""
     if control_max is None:
         return "not attempted"
-    if lo <= max(control_max, 0.0):
+    lo, hi = abs_interval(ci)
+    if lo <= abs(control_max):
         return "not"
     return "reproduced" if hi >= paper_r - tolerance else "partly"
+
+
+def abs_interval(ci: tuple[float, float]) -> tuple[float, float]:
+    """The interval of |r| that r's interval `ci` gives: itself where it lies above 0, mirrored where below,
+    from 0 to its farther end where it holds 0."""
+    lo, hi = ci
+    if lo >= 0:
+        return lo, hi
+    if hi <= 0:
+        return -hi, -lo
+    return 0.0, max(-lo, hi)
 
 
 def share_verdict(passed: list[bool], complete: bool = True) -> str:
@@ -79,10 +94,10 @@ def share_verdict(passed: list[bool], complete: bool = True) -> str:
 
 
 def frequency_verdict(strongest_with_frequency: float, weakest_between_runs: float) -> str:
-    """Table 4 and Fig. 8: scores correlate weakly with frequency rank but strongly between runs. Weak frequency
-    correlation alone proves nothing (noise scores have it too): "reproduced" when every |rho| with frequency is
-    below WEAK_RHO and every between-run bound above it; "partly" when the runs at least agree more than any
-    score agrees with frequency."""
+    """Table 4 and Fig. 8: scores correlate weakly with frequency rank but strongly between runs, both read as |rho|
+    (a sign is which tower Eq. 3 calls primary). Weak frequency correlation alone proves nothing (noise scores have
+    it too): "reproduced" when every |rho| with frequency is below WEAK_RHO and every between-run |rho|'s lower
+    bound above it; "partly" when the runs at least agree more than any score agrees with frequency."""
     if strongest_with_frequency < WEAK_RHO and weakest_between_runs > WEAK_RHO:
         return "reproduced"
     return "partly" if weakest_between_runs > strongest_with_frequency else "not"
@@ -139,16 +154,19 @@ PARTITION_VERDICTS = ("holds", "unstable", "not", "not attempted")
 ORIENTATION_VERDICTS = ("holds", "not", "unresolved", "not attempted")
 
 _LOW, _HIGH = (f"{q * 100:.0f}th" for q in CENTRAL)     # "10th", "90th"
-RULE = ("A correlation's verdict compares the distribution of the signed r over seed pairs (the paper's statistic, "
-        "judged as written) with the paper's value and with its controls' pairs (untrained towers and independent "
-        "single-tower pairs, pooled; the shuffled-label permutation null is reported beside them). "
-        f"**not**: the median pair is not above the controls' {_HIGH} percentile. **reproduced**: it is, and the "
-        f"paper's value lies within our central range ({_LOW} to {_HIGH} percentile of the pairs). **partly**: "
-        "above the controls, but the paper's value lies outside that range. "
-        "**not attempted**: fewer than two pairs, or no control pairs.")
+RULE = ("A correlation's verdict judges the division of tokens, not which tower Eq. 3 calls primary: its statistic "
+        "is |r| of each seed pair (|rho| of each run against frequency rank), which no choice of primary tower "
+        "changes; the paper's signed r is shown beside, with Eq. 3's orientation, and decides nothing. The controls "
+        "are the untrained towers' and independent single-tower pairs, pooled (the shuffled-label permutation null "
+        f"is reported beside them). **not**: the median |r| is not above the controls' |r| at their {_HIGH} "
+        "percentile. **reproduced**: it is, with every seed left out too (the division *holds*), and the paper's "
+        f"value lies within our central range of |r| ({_LOW} to {_HIGH} percentile of the pairs). **partly**: "
+        "above the controls, but some seed left out brings the median down to them (the division is *unstable*) "
+        "or the paper's value lies outside that range. **not attempted**: fewer than three seeds (none can be "
+        "left out), or no control pairs.")
 CONTROLS_RULE = ("The item *pairs above their controls* (not in the paper) takes the first test alone, family by "
-                 "family: **reproduced** where every family's median same-configuration pair is above its own "
-                 f"controls' {_HIGH} percentile, **partly** where some family's is, **not** where none is.")
+                 "family: **reproduced** where every family's median same-configuration |r| is above its own "
+                 f"controls' {_HIGH} percentile of |r|, **partly** where some family's is, **not** where none is.")
 PARTITION_RULE = (
     "**Partition** (does the same division of tokens repeat?): the statistic is |r| of each seed pair, which no "
     "choice of primary tower changes. **holds**: the median |r| over seed pairs and every leave-one-seed-out "
@@ -166,16 +184,15 @@ ORIENTATION_RULE = (
     "**not attempted**: fewer than three seeds (as for the partition: one pair's sign is no repetition).")
 
 
-def seed_verdict(median: float, low: float, high: float, above: bool | None,
-                 paper: float | tuple[float, float]) -> str:
-    """`RULE` from the pairs' median and central range (`low`, `high`), whether the median is above the controls
-    (`above`, None where not measured), and the paper's value (or the range of its cells)."""
-    if above is None:
-        return "not attempted"
-    if not above:
-        return "not"
+def seed_verdict(division: str, low: float, high: float, paper: float | tuple[float, float]) -> str:
+    """`RULE` from the division's verdict over seed pairs (`PARTITION_RULE`: holds, unstable, not, not attempted)
+    and the central range of |r| over them (`low`, `high`), against the paper's value (or the range of its cells)."""
+    if division not in PARTITION_VERDICTS:
+        raise ValueError(f"division verdict {division!r} is not one of {PARTITION_VERDICTS}")
+    if division in ("not", "not attempted"):
+        return division
     lo, hi = paper if isinstance(paper, (tuple, list)) else (paper, paper)
-    return "reproduced" if hi >= low and lo <= high else "partly"
+    return "reproduced" if division == "holds" and hi >= low and lo <= high else "partly"
 
 
 def controls_verdict(above: list[bool | None]) -> str:

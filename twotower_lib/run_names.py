@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from twotower_lib.errors import UserError
+
 _SPEC = re.compile(r"^(?P<model>[a-z][a-z0-9-]*):(?P<seed>\d+)$")
 _RUN = re.compile(r"^(?P<model>[a-z][a-z0-9-]*?)(?P<single>-k1)?-s(?P<seed>\d+)$")
 
@@ -51,3 +53,11 @@ def quality_name(model: str) -> str:
 def seed_pair_name(seed_a: int, seed_b: int) -> str:
     """A seed pair of the emergence study, e.g. "s1-s2"."""
     return f"s{seed_a}-s{seed_b}"
+
+
+def seed_pair(name: str) -> tuple[int, int]:
+    """The two seeds of a seed pair's name (`seed_pair_name`'s inverse: "s1-s2" -> (1, 2))."""
+    m = re.fullmatch(r"s(\d+)-s(\d+)", name)
+    if m is None:
+        raise UserError(f"{name!r} is not a seed pair's name such as 's1-s2'")
+    return int(m[1]), int(m[2])

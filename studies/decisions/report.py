@@ -30,23 +30,23 @@ def _n(x: float, digits: int = 2) -> str:
 
 def against_controls(rows: pd.DataFrame) -> str:
     """Which of a profile's same-configuration pairs (`publish.same_config_table` rows) count as above their
-    controls, by the scorecard's rule (their `verdict`: the 95% CI above every control of the pair's own model,
-    and above 0), as one sentence. Why computed: which pairs pass changes when a profile is measured again."""
+    controls, by the scorecard's rule (their `verdict`: the 95% CI of |r| above every control's |r| of the pair's
+    own model), as one sentence. Why computed: which pairs pass changes when a profile is measured again."""
     from twotower_lib.book.paper_tables import MODEL_NAMES
 
     names = rows["pair"].str.split(" vs ").str[0].map(lambda run: MODEL_NAMES.get(model_of(run), run))
     above = rows["verdict"].isin(("reproduced", "partly"))
     if above.all():
-        return (f"Each pair's 95% CI lies above every control of its own model (the highest: "
-                f"{_n(rows['highest control'].max())}) and above 0.")
+        return (f"Each pair's 95% CI of |r| lies above every control's |r| of its own model (the highest: "
+                f"{_n(rows['highest control'].max())}).")
     below = "; ".join(f"{n}: CI [{_n(lo)}, {_n(hi)}], highest control {_n(c)}"
                       for n, lo, hi, c in zip(names[~above], rows["ci_low"][~above], rows["ci_high"][~above],
                                               rows["highest control"][~above]))
     if not above.any():
-        return f"No pair's 95% CI lies above every control of its own model and above 0 ({below})."
-    passed = (f"The {names[above].iloc[0]} pair's 95% CI lies" if above.sum() == 1 else
-              f"The {' and '.join(names[above])} pairs' 95% CIs lie")
-    return (f"{passed} above every control of its own model and above 0; "
+        return f"No pair's 95% CI of |r| lies above every control's |r| of its own model ({below})."
+    passed = (f"The {names[above].iloc[0]} pair's 95% CI of |r| lies" if above.sum() == 1 else
+              f"The {' and '.join(names[above])} pairs' 95% CIs of |r| lie")
+    return (f"{passed} above every control's |r| of its own model; "
             f"not {' or '.join(n + chr(39) + 's' for n in names[~above])} ({below}).")
 
 

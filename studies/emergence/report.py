@@ -21,7 +21,7 @@ from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.book.paper_tables import number, tokens_label
 from twotower_lib.errors import UserError
 from twotower_lib.probe.config import CURRENT_PROBE, probe_label
-from twotower_lib.run_names import seed_pair_name
+from twotower_lib.run_names import seed_pair, seed_pair_name
 
 
 RESULTS_DIR = PROJECT_ROOT / "results" / "emergence"
@@ -278,27 +278,28 @@ def training_speed(results_dir: str | Path = RESULTS_DIR) -> pd.Series:
 
 def result_box(curves: pd.DataFrame, paper: float = SAME_CONFIG_R) -> str:
     """The chapter's result box: per configuration with several seed pairs, the end of training as a
-    distribution over pairs (median and central range, `paper.CENTRAL`), the order-free |r|, the
-    untrained point of the same pairs as the control, and the verdict by the scorecard's rule
-    (`seed_spread.verdict`) against the paper's r at the end of its training. Only today's probe is judged, and
-    its configurations come first: an earlier probe's curves are shown as measured, with no verdict, since their
-    heads had not converged (the chapter's caveat)."""
+    distribution over pairs of the order-free |r| (median and central range, `paper.CENTRAL`), the signed r's
+    median beside (its sign is Eq. 3's orientation), the untrained point of the same pairs as the control, and
+    the verdict by the scorecard's rule (`seed_spread.verdict`, on |r|) against the paper's r at the end of its
+    training. Only today's probe is judged, and its configurations come first: an earlier probe's curves are
+    shown as measured, with no verdict, since their heads had not converged (the chapter's caveat)."""
     from twotower_lib.analysis.seed_spread import summarize, verdict
     from twotower_lib.paper import CENTRAL
 
-    lines = [f"| configuration | probe | tokens | pairs | r: median [{CENTRAL[0]:.0%}–{CENTRAL[1]:.0%}] | median abs r "
-             f"| untrained abs r, highest | the paper | verdict |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"| configuration | probe | tokens | pairs | abs r: median [{CENTRAL[0]:.0%}–{CENTRAL[1]:.0%}] | signed r: "
+             f"median | untrained abs r, highest | the paper | verdict |", "|---|---|---|---|---|---|---|---|---|"]
     for config, g in sorted(_per_config(curves, None), key=lambda c: c[1]["probe"].iloc[0] != CURRENT_PROBE):
         end = g[g["tokens"] == g["tokens"].max()]
         if end["pair"].nunique() < 2:
             continue
         control = g.loc[g["tokens"] == 0, "r"]
-        s = summarize(end["r"])
+        s = summarize(end["r"].abs())
+        seed_a, seed_b = zip(*(seed_pair(p) for p in end["pair"]))
         verdict_text = ("not judged: an earlier probe" if g["probe"].iloc[0] != CURRENT_PROBE
-                        else f"**{verdict(end['r'], control.abs(), paper) if len(control) else 'not attempted'}**")
+                        else f"**{verdict(seed_a, seed_b, end['r'], control, paper) if len(control) else 'not attempted'}**")
         control_text = f"{control.abs().max():.2f}" if len(control) else "—"
         lines.append(f"| `{config}` | {g['probe'].iloc[0]} | {tokens_label(int(end['tokens'].iloc[0]))} | {s['n']} | "
-                     f"{number(s['median'])} [{number(s['low'])}, {number(s['high'])}] | {end['r'].abs().median():.2f} | "
+                     f"{s['median']:.2f} [{s['low']:.2f}, {s['high']:.2f}] | {number(end['r'].median())} | "
                      f"{control_text} | {paper} | {verdict_text} |")
     return "\n".join(lines) + "\n"
 

@@ -27,7 +27,7 @@ from twotower_lib.book.charts import alt
 from twotower_lib.book.paper_items import CLAIMS, Claim
 from twotower_lib.book.paper_tables import number
 from twotower_lib.book.sections import PROJECT_ROOT
-from twotower_lib.book.tables import reader_html
+from twotower_lib.book.tables import markdown_row, reader_html
 from twotower_lib import paper
 from twotower_lib.paper import FREQUENCY_RANGE
 
@@ -134,8 +134,9 @@ def frequency_ceiling(s: SeedStudy, runs: pd.Series) -> float:
 
 
 def claim_rows(s: SeedStudy) -> pd.DataFrame:
-    """One row per claim with pairs in the study: paper value, our median and central range over seed
-    pairs, the controls' median and high end, and the verdict by `paper.RULE`."""
+    """One row per claim with pairs in the study: paper value, our median |r| and its central range over seed
+    pairs (the statistic `paper.RULE` judges), the signed r's beside (the paper's statistic, whose sign is Eq. 3's
+    orientation), the controls' median and high end of |r|, and the verdict by `paper.RULE`."""
     rows = []
     for c in CLAIMS:
         kind = "same" if c.families[0][0] == c.families[0][1] else "cross"
@@ -144,61 +145,65 @@ def claim_rows(s: SeedStudy) -> pd.DataFrame:
         if ours.empty:
             continue
         ctrl = controls_for(s.pairs, c)[c.statistic]
-        o, n = seed_spread.summarize(ours), seed_spread.summarize(ctrl)
-        shuffled = controls_for(s.pairs, c, ("shuffled",))[c.statistic].abs()
         rows.append({"item": c.item, "claim": c.label, "paper": c.paper[0] if c.paper[0] == c.paper[1] else c.paper,
-                     "statistic": "Pearson r" if c.statistic == "r" else "Spearman rho", "unit": "seed pairs",
-                     "pairs": o["n"], "median": o["median"], "low": o["low"], "high": o["high"],
-                     "control pairs": n["n"], "controls' median": n["median"], HIGH: n["high"],
-                     "shuffled max |r|": float(shuffled.max()) if len(shuffled) else np.nan,
-                     "verdict": seed_spread.verdict(ours, ctrl, c.paper),
-                     "above controls": seed_spread.above_controls(ours, ctrl) if kind == "same" else None,
-                     "text ceiling": claim_ceiling(s, pairs, c.statistic)}
+                     "statistic": "Pearson r" if c.statistic == "r" else "Spearman rho", "unit": "seed pairs"}
+                    | _judged(pairs["a"], pairs["b"], ours, ctrl, c.paper)
+                    | {"shuffled max |r|": float(controls_for(s.pairs, c, ("shuffled",))[c.statistic].abs().max())
+                       if len(controls_for(s.pairs, c, ("shuffled",))) else np.nan,
+                       "above controls": seed_spread.above_controls(ours, ctrl) if kind == "same" else None,
+                       "text ceiling": claim_ceiling(s, pairs, c.statistic)}
                     | two_questions(s, c, pairs))
     freq = s.runs[s.runs["family"].isin(FREQUENCY_FAMILIES)] if "rho_frequency_rank" in s.runs else s.runs.iloc[:0]
     if len(freq):
-        ours = freq[freq["kind"] == "case"]["rho_frequency_rank"]
-        ctrl = freq[freq["kind"] == "untrained"]["rho_frequency_rank"]
-        o, n = seed_spread.summarize(ours), seed_spread.summarize(ctrl)
+        cases, untrained = freq[freq["kind"] == "case"], freq[freq["kind"] == "untrained"]
         rows.append({"item": "table4", "claim": FREQUENCY_CLAIM, "paper": FREQUENCY_PAPER, "statistic": "Spearman rho",
-                     "unit": "runs",
-                     "pairs": o["n"], "median": o["median"], "low": o["low"], "high": o["high"], "control pairs": n["n"],
-                     "controls' median": n["median"], HIGH: n["high"],
-                     "verdict": _frequency_verdict(ours, ctrl),
-                     "text ceiling": frequency_ceiling(s, freq[freq["kind"] == "case"]["run"])})
+                     "unit": "runs"}
+                    | _judged(cases["run"], cases["run"], cases["rho_frequency_rank"], untrained["rho_frequency_rank"],
+                              FREQUENCY_PAPER)
+                    | {"text ceiling": frequency_ceiling(s, cases["run"])})
     return pd.DataFrame(rows)
 
 
-# Table 4's last column: each run's scores against frequency rank (one value per run, not per pair).
+def _judged(a: pd.Series, b: pd.Series, ours: pd.Series, ctrl: pd.Series, paper_value) -> dict:
+    """A claim's statistics and verdict by `paper.RULE`: the median and central range of |r| over its pairs (of
+    runs `a`, `b`; a run against frequency rank names itself twice), the signed r's beside, the controls' |r|."""
+    o, signed, n = (seed_spread.summarize(v) for v in (ours.abs(), ours, ctrl.abs()))
+    return {"pairs": o["n"], "median": o["median"], "low": o["low"], "high": o["high"],
+            "signed median": signed["median"], "signed low": signed["low"], "signed high": signed["high"],
+            "control pairs": n["n"], "controls' median": n["median"], HIGH: n["high"],
+            "verdict": seed_spread.verdict(a, b, ours, ctrl, paper_value)}
+
+
+# Table 4's last column: each run's scores against frequency rank (one value per run, not per pair; |rho|, since
+# its sign is which tower Eq. 3 calls primary, against the untrained towers' runs).
 FREQUENCY_FAMILIES = ("elmo", "gpt", "bert-large")
 FREQUENCY_CLAIM = "ELMo, GPT, Bert-large vs frequency rank, Spearman (Table 4)"
 FREQUENCY_PAPER = FREQUENCY_RANGE
 
 
-def _frequency_verdict(ours: pd.Series, untrained: pd.Series) -> str:
-    """The paper's claim is a weak positive rho with frequency rank: `paper.RULE` with the untrained
-    towers' runs as the null, over runs instead of pairs."""
-    return seed_spread.verdict(ours, untrained, FREQUENCY_PAPER)
-
-
 def strip_points(s: SeedStudy) -> pd.DataFrame:
-    """Every pair as one point of a strip plot: claim, group (seed pairs or a control), value, paper."""
+    """Every pair as one point of a strip plot: claim, group (seed pairs or a control), value (|r|, the statistic
+    `paper.RULE` judges), its sign (Eq. 3's orientation), paper."""
     pts = []
     for c in CLAIMS:
         kind = "same" if c.families[0][0] == c.families[0][1] else "cross"
         for _, r in _of(s.pairs, (kind,), c.families).iterrows():
-            pts.append({"claim": c.label, "group": "seed pairs", "value": r[c.statistic], "pair": f"{r['a']} / {r['b']}",
-                        "paper": c.paper[0]})
+            pts.append({"claim": c.label, "group": "seed pairs", "value": abs(r[c.statistic]), "sign": _sign(r[c.statistic]),
+                        "pair": f"{r['a']} / {r['b']}", "paper": c.paper[0]})
         if kind == "same":
             for _, r in controls_for(s.pairs, c).iterrows():
-                pts.append({"claim": c.label, "group": f"control: {r['kind']}", "value": r[c.statistic],
-                            "pair": f"{r['a']} / {r['b']}", "paper": c.paper[0]})
+                pts.append({"claim": c.label, "group": f"control: {r['kind']}", "value": abs(r[c.statistic]),
+                            "sign": _sign(r[c.statistic]), "pair": f"{r['a']} / {r['b']}", "paper": c.paper[0]})
     return pd.DataFrame(pts)
+
+
+def _sign(v: float) -> str:
+    return "negative" if v < 0 else "positive"
 
 
 def _fmt(row) -> str:
     unit = row.get("unit", "seed pairs")
-    return f"median {row['median']:.2f} ({row['low']:.2f} to {row['high']:.2f}) over {row['pairs']} {unit}"
+    return f"median |r| {row['median']:.2f} ({row['low']:.2f} to {row['high']:.2f}) over {row['pairs']} {unit}"
 
 
 def scorecard_entries(s: SeedStudy) -> dict[str, dict]:
@@ -211,7 +216,7 @@ def scorecard_entries(s: SeedStudy) -> dict[str, dict]:
         if decided.empty:  # the study cannot decide this item yet: the build's own verdict stands
             continue
         text = "; ".join(f"{r['claim']}: {_fmt(r)}" for _, r in group.iterrows())
-        note = "; ".join(f"{r['claim']}: the controls' {r['control pairs']} pairs reach {r[HIGH]:.2f} at their "
+        note = "; ".join(f"{r['claim']}: the controls' {r['control pairs']} pairs reach |r| {r[HIGH]:.2f} at their "
                          "90th percentile" for _, r in group.iterrows())
         missing = [c.label for c in CLAIMS if c.item == item and c.label not in set(group["claim"])]
         if missing:
@@ -220,7 +225,7 @@ def scorecard_entries(s: SeedStudy) -> dict[str, dict]:
                      "controls": note}
     same = same_config_rows(rows)
     if len(same):  # the item "pairs above their controls": every family's same-configuration pairs
-        out["controls"] = {"seeds": "; ".join(f"{r['claim'].split(' (')[0]}: median {r['median']:.2f}, "
+        out["controls"] = {"seeds": "; ".join(f"{r['claim'].split(' (')[0]}: median |r| {r['median']:.2f}, "
                                              f"{'above' if r['above controls'] else 'not above'} its controls' "
                                              f"{r['control pairs']} pairs (90th percentile {r[HIGH]:.2f})"
                                              for _, r in same.iterrows()),
@@ -258,17 +263,18 @@ def section_markdown(s: SeedStudy, profile: str) -> str:
     low, high = paper.CENTRAL
     lines = [f"Seed study of profile `{profile}`: {s.study['seeds']} seeds per family "
              f"({', '.join(NAMES.get(f, f) for f in s.study['families'] if f in set(s.pairs['family_a']))} probed so far). "
-             f"Median and central range ({low * 100:.0f}th to {high * 100:.0f}th percentile) over seed pairs:", "",
-             f"| claim | paper | ours over seed pairs (signed) | controls' {high * 100:.0f}th percentile | verdict | division: median \\|r\\| "
-             "(leaving one run out) | orientation |", "|---|---|---|---|---|---|---|"]
+             f"Median and central range ({low * 100:.0f}th to {high * 100:.0f}th percentile) of |r| over seed pairs, "
+             "the statistic the verdict judges (`paper.RULE`); the paper's signed r sits in the orientation column:", "",
+             f"| claim | paper | ours over seed pairs | controls' {high * 100:.0f}th percentile | verdict | division "
+             "(leaving one run out) | orientation (signed median) |", "|---|---|---|---|---|---|---|"]
     reported = {c.label: c.reported for c in CLAIMS}
     for _, r in t.iterrows():
         value = r["paper"] if isinstance(r["paper"], float) else f"{r['paper'][0]:.2f}–{r['paper'][1]:.2f}"
         if not reported.get(r["claim"], True):
             value = f"not reported (held against Bert-large's {value})"
         division, orientation = front.division_cell(r, profile) or "—", front.orientation_cell(r, profile) or "—"
-        lines.append(f"| {r['claim']} | {value} | {_fmt(r)} | {r[HIGH]:.2f} ({r['control pairs']} {r['unit'].replace('seed ', '')}) | "
-                     f"**{r['verdict']}** | {division} | {orientation} |")
+        lines.append(markdown_row([r["claim"], value, _fmt(r), f"{r[HIGH]:.2f} ({r['control pairs']} "
+                                   f"{r['unit'].replace('seed ', '')})", f"**{r['verdict']}**", division, orientation]))
     return ("\n".join(lines) + "\n\n:::{dropdown} The rules of the division and orientation columns\n"
             + paper.PARTITION_RULE + "\n\n" + paper.ORIENTATION_RULE + "\n\n" + CEILING_NOTE + "\n:::\n")
 
@@ -279,30 +285,34 @@ def sign_flip_table(s: SeedStudy) -> pd.DataFrame:
 
 
 def spread_sentence(s: SeedStudy) -> str:
-    """The spread over seeds in one sentence, for the front page: each family's median same-configuration r
-    and central range, and how high the controls' |r| reaches."""
-    t = family_table(s)
-    fams = "; ".join(f"{f} {number(r['median r'])} ({number(r['r low'])} to {number(r['r high'])})"
-                     for f, r in t.iterrows())
+    """The spread over seeds in one sentence, for the front page: each family's median same-configuration |r|
+    and central range (`claim_rows`), and how high the controls' |r| reaches."""
+    same = {c.label for c in CLAIMS if c.families[0][0] == c.families[0][1]}
+    t = claim_rows(s).pipe(lambda t: t[t["claim"].isin(same)])
+    fams = "; ".join(f"{r['claim'].split(',')[0]} {r['median']:.2f} ({r['low']:.2f} to {r['high']:.2f})"
+                     for _, r in t.iterrows())
     null = s.pairs[s.pairs["kind"].isin(NULL_KINDS)]["r"].abs()
     shuffled = s.pairs[s.pairs["kind"] == "shuffled"]["r"].abs()
     low, high = paper.CENTRAL
     return (f"**Spread over seeds.** Two runs of one configuration with different seeds agree, as a median of the "
-            f"signed r over {int(t['pairs'].max())} seed pairs (in parentheses: their {low:.0%}–{high:.0%} percentile "
+            f"|r| over {int(t['pairs'].max())} seed pairs (in parentheses: their {low:.0%}–{high:.0%} percentile "
             f"range): {fams}. The untrained and independent towers' pairs reach |r| of {null.max():.2f} at most, the "
             f"shuffled labels' {shuffled.max():.2f}; the paper's Bert-large pair reads {CLAIMS[0].paper[0]:.2f}.")
 
 
 def strip_chart(points: pd.DataFrame, title: str = "Every seed pair, its controls' pairs, and the paper's value") -> alt.Chart:
-    """Small multiples, one per claim (`strip_points`): each seed pair a dot in the top lane, each control's
-    pairs in a lane of their own, the paper's value a red line."""
+    """Small multiples, one per claim (`strip_points`): each seed pair's |r| a mark in the top lane (a circle where
+    r is positive, a cross where negative: the sign is Eq. 3's orientation), each control's pairs in a lane of
+    their own, the paper's value a red line."""
     order = list(dict.fromkeys(points["claim"]))
-    scale = alt.Scale(domain=[-1, 1])
+    scale = alt.Scale(domain=[0, 1])
     base = alt.Chart(width=300, height=alt.Step(14))
-    dots = base.mark_circle(size=50, opacity=0.8).encode(
-        x=alt.X("value:Q", scale=scale, title="r (Pearson) or rho (Spearman)"),
+    dots = base.mark_point(size=50, opacity=0.8, filled=True).encode(
+        x=alt.X("value:Q", scale=scale, title="|r| (Pearson) or |rho| (Spearman)"),
         y=alt.Y("group:N", title=None, sort=["seed pairs"]), color=alt.Color("group:N", legend=None),
-        tooltip=["claim:N", "group:N", "pair:N", alt.Tooltip("value:Q", format=".2f")])
+        shape=alt.Shape("sign:N", scale=alt.Scale(domain=["positive", "negative"], range=["circle", "cross"]),
+                        title="sign of r"),
+        tooltip=["claim:N", "group:N", "pair:N", "sign:N", alt.Tooltip("value:Q", format=".2f")])
     paper = base.mark_rule(color="#e45756", strokeWidth=2).encode(x=alt.X("paper:Q", scale=scale))
     zero = base.mark_rule(color="#ccc").encode(x=alt.X("zero:Q", scale=scale))
     return alt.layer(zero, dots, paper, data=points.assign(zero=0.0)).facet(
@@ -324,7 +334,7 @@ BUDGET_FILES = ("positions_cases.json", "defined_cases.json")
 def error_budget(s: SeedStudy, profile: str, probe_dir: Path = PROBE) -> pd.DataFrame:
     """One row per source: its size in units of r, how it was measured, and the file it comes from."""
     gpt = s.pairs[(s.pairs["kind"] == "same") & (s.pairs["family_a"] == "gpt")]
-    rows = [("seeds", float(np.std(gpt["r"], ddof=1)), f"SD of r over {len(gpt)} GPT seed pairs",
+    rows = [("seeds", float(np.std(gpt["r"].abs(), ddof=1)), f"SD of |r| over {len(gpt)} GPT seed pairs",
              f"results/seeds/{profile}/pairs.csv")]
     positions = read_json(probe_dir / "positions_cases.json")
     by = {row["probing"]: next(p["r_score"] for p in row["pairs"] if (p["a"], p["b"]) == PAIR)
@@ -346,7 +356,7 @@ def error_budget_markdown(t: pd.DataFrame) -> str:
     """The budget as a table and one generated sentence naming the largest source."""
     top = t.loc[t["size (units of r)"].idxmax()]
     lines = ["| source | size (units of r) | how it is measured | from |", "|---|---|---|---|"]
-    lines += [f"| {r['source']} | {r['size (units of r)']:.2f} | {r['how it is measured']} | `{r['from']}` |"
+    lines += [markdown_row([r["source"], f"{r['size (units of r)']:.2f}", r["how it is measured"], f"`{r['from']}`"])
               for _, r in t.iterrows()]
     share = top["size (units of r)"] / t["size (units of r)"].sum()
     verdict = ("the spread over seeds, not the instrument, limits what one pair can say" if top["source"] == "seeds"

@@ -91,10 +91,10 @@ def test_orientation_verdicts():
 def test_the_rules_at_their_boundaries():
     """Each threshold of the rules, met exactly: which side of it a value falls on is part of the rule."""
     # RULE: the paper's value at either end of our central range is inside it
-    ours, controls = [0.2, 0.4, 0.6], [0.0, 0.1]
+    a, b, ours, controls = [1, 1, 2], [2, 3, 3], [0.2, 0.4, 0.6], [0.0, 0.1]
     low, high = s.summarize(ours)["low"], s.summarize(ours)["high"]
-    assert s.verdict(ours, controls, low) == s.verdict(ours, controls, high) == "reproduced"
-    assert s.verdict(ours, controls, high + 0.01) == "partly"
+    assert s.verdict(a, b, ours, controls, low) == s.verdict(a, b, ours, controls, high) == "reproduced"
+    assert s.verdict(a, b, ours, controls, high + 0.01) == "partly"
     # two pairs and one control pair are enough; a median equal to the controls' 90th percentile is not above it
     assert s.above_controls([0.5, 0.7], [0.1]) is True and s.above_controls([0.5], [0.1]) is None
     assert s.above_controls([0.5, 0.7], []) is None and s.above_controls([0.3, 0.5], [0.4]) is False

@@ -33,17 +33,20 @@ def summarize(values: Sequence[float]) -> dict[str, float]:
             "min": float(v.min()), "max": float(v.max())}
 
 
-def verdict(ours: Sequence[float], controls: Sequence[float], paper: float | tuple[float, float]) -> str:
-    """`paper.RULE` applied to the pair values `ours`, the control pairs `controls` and the paper's value (or
-    the range of its cells, when one verdict covers several of them)."""
-    o = summarize(ours)
-    return seed_verdict(o["median"], o["low"], o["high"], above_controls(ours, controls), paper)
+def verdict(seed_a: Sequence, seed_b: Sequence, ours: Sequence[float], controls: Sequence[float],
+            paper: float | tuple[float, float]) -> str:
+    """`paper.RULE` applied to the pairs of seeds (`seed_a`, `seed_b`) with values `ours` (signed: the rule reads
+    |r|), the control pairs `controls` and the paper's value (or the range of its cells, when one verdict covers
+    several of them). Values of single runs (against frequency rank) pass each run's seed as both."""
+    division = partition(seed_a, seed_b, ours, controls)["verdict"]
+    o = summarize(np.abs(np.asarray(ours, dtype=float)))
+    return seed_verdict(division, o["low"], o["high"], paper)
 
 
 def above_controls(ours: Sequence[float], controls: Sequence[float]) -> bool | None:
-    """`paper.RULE`'s first test: is the median of `ours` above the controls' `CONTROL_QUANTILE` (None where fewer
-    than two pairs or no control pairs were measured)?"""
-    o, c = summarize(ours), summarize(controls)
+    """`paper.RULE`'s first test: is the median |r| of `ours` above the controls' |r| at `CONTROL_QUANTILE` (None
+    where fewer than two pairs or no control pairs were measured)?"""
+    o, c = summarize(np.abs(np.asarray(ours, dtype=float))), summarize(np.abs(np.asarray(controls, dtype=float)))
     return None if o["n"] < 2 or c["n"] < 1 else bool(o["median"] > c["high"])
 
 

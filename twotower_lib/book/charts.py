@@ -64,19 +64,23 @@ def correlation_heatmap(matrix: pd.DataFrame, title: str = "Pair-wise correlatio
 
 def paper_vs_ours(points: pd.DataFrame, title: str = "Every correlation: the paper's against ours") -> alt.Chart:
     """The scorecard at a glance: one dot per correlation the paper reports (x: the paper's value,
-    y: ours, a bar for our 95% interval), the diagonal where the two agree. `points`: columns item,
+    y: ours, signed, a bar for our 95% interval), the diagonal where the two agree and its mirror where they agree
+    with one run's towers' roles swapped (the verdicts read |r|: `paper.RULE`). `points`: columns item,
     pair, paper, ours, ci_low, ci_high (`scorecard.build`'s "points")."""
     df = points.assign(ci_low=points["ci_low"].fillna(points["ours"]), ci_high=points["ci_high"].fillna(points["ours"]))
     scale = alt.Scale(domain=[-1, 1])
     x = alt.X("paper:Q", title="the paper's r (or rho)", scale=scale)
     base = alt.Chart(df, title=title, width=WIDTH, height=WIDTH * 0.8)
-    diagonal = alt.Chart(pd.DataFrame({"paper": [-1.0, 1.0], "ours": [-1.0, 1.0]})).mark_line(
-        color="#999", strokeDash=[4, 4]).encode(x=x, y=alt.Y("ours:Q", scale=scale))
+    diagonal = alt.Chart(pd.DataFrame({"paper": [-1.0, 1.0, -1.0, 1.0], "ours": [-1.0, 1.0, 1.0, -1.0],
+                                       "line": ["agree", "agree", "mirrored", "mirrored"]})).mark_line(
+        color="#999", strokeDash=[4, 4]).encode(x=x, y=alt.Y("ours:Q", scale=scale), detail="line:N",
+                                                opacity=alt.Opacity("line:N", legend=None,
+                                                                    scale=alt.Scale(range=[1.0, 0.4])))
     zero = alt.Chart(pd.DataFrame({"ours": [0.0]})).mark_rule(color="#ccc").encode(y="ours:Q")
     color = alt.Color("item:N", title="paper item", legend=LEGEND_BELOW)
     bars = base.mark_rule(opacity=0.6).encode(x=x, y=alt.Y("ci_low:Q", scale=scale), y2="ci_high:Q", color=color)
     dots = base.mark_point(filled=True, size=70).encode(
-        x=x, y=alt.Y("ours:Q", title="ours (95% interval: validation documents resampled)", scale=scale), color=color,
+        x=x, y=alt.Y("ours:Q", title="ours, signed (95% interval: documents resampled)", scale=scale), color=color,
         tooltip=["item:N", "pair:N", alt.Tooltip("paper:Q", format=".2f"), alt.Tooltip("ours:Q", format=".2f"),
                  alt.Tooltip("ci_low:Q", format=".2f"), alt.Tooltip("ci_high:Q", format=".2f")])
     return alt.layer(zero, diagonal, bars, dots)

@@ -29,7 +29,7 @@ MARK = {"reproduced": "✓ reproduced", "partly": "◐ partly", "not": "✗ not"
 PUBLISHED = PROJECT_ROOT / "results" / "profiles"
 SEEDS = PROJECT_ROOT / "results" / "seeds"
 HIGH = "controls' high"   # claims.csv's column: the controls' 90th percentile
-OURS = "ours (signed median over seed pairs, else this run)"   # which value the front table shows
+OURS = "ours (median |r| over seed pairs, else this run)"   # which value the front table shows
 
 
 def _brief(text: str, limit: int = 90) -> str:
@@ -56,41 +56,46 @@ CAVEATS = {"table1": "the `paper` profile trains Table 1's sizes",
 
 
 def _claim_cells(mine: pd.DataFrame, profile: str | None = None) -> dict[str, str]:
-    """A seed-decided row's cells: "ours" (each claim's signed median), "spread" (its central range and pairs),
-    the two questions a signed r mixes, each with its own statistic (`paper.PARTITION_RULE`,
-    `ORIENTATION_RULE`), and the caveat: the controls' 90th percentile the signed r is judged against."""
+    """A seed-decided row's cells: "ours" (each claim's median |r|, the statistic `paper.RULE` judges), "spread"
+    (its central range and pairs), the two questions a signed r mixes, each with its own statistic
+    (`paper.PARTITION_RULE`, `ORIENTATION_RULE`; the signed median sits with the orientation), and the caveat:
+    the controls' 90th percentile of |r| the median is judged against."""
     many = len(mine) > 1
     name = (lambda c: c["claim"].split(" (")[0] + ": ") if many else (lambda c: "")
-    ours = "; ".join(f"{name(c)}{number(c['median'])}" for _, c in mine.iterrows())
+    ours = "; ".join(f"{name(c)}{median_cell(c, profile)}" for _, c in mine.iterrows())
     counts = mine["pairs"].astype(int).astype(str) + " " + mine["unit"].str.replace("seed ", "", regex=False)
     each = " each" if many and counts.nunique() == 1 else ""
-    spread = "; ".join(f"{name(c)}{number(c['low'])} to {number(c['high'])}" + ("" if each else f" ({n})")
+    spread = "; ".join(f"{name(c)}{c['low']:.2f} to {c['high']:.2f}" + ("" if each else f" ({n})")
                        for (_, c), n in zip(mine.iterrows(), counts)) + (f" ({counts.iloc[0]}{each})" if each else "")
     high = mine[HIGH].max()
-    caveat = "no control measured yet" if pd.isna(high) else f"signed r against controls' 90th pct. {high:.2f}"
+    caveat = "no control measured yet" if pd.isna(high) else f"controls' |r| at 90th pct. {high:.2f}"
     division = lambda c: division_cell(c, profile)
     orientation = lambda c: orientation_cell(c, profile)
-    return {"ours": ours, "spread over seeds": spread, "division (median |r|)": _joined(mine, name, division),
-            "orientation (Eq. 3)": _joined(mine, name, orientation), "caveat": caveat}
+    return {"ours": ours, "spread over seeds": spread, "division (a run left out)": _joined(mine, name, division),
+            "orientation (Eq. 3), signed r": _joined(mine, name, orientation), "caveat": caveat}
 
 
 def _joined(mine: pd.DataFrame, name, cell) -> str:
     return "; ".join(f"{name(c)}{text}" for _, c in mine.iterrows() if (text := cell(c))) or "—"
 
 
+def median_cell(c: pd.Series, profile: str | None = None) -> str:
+    """A claim row's median |r| over seed pairs (with `profile`, marked as that profile's claim's, `tables.keyed`)."""
+    median = f"{c['median']:.2f}"
+    return keyed(f"median abs r@{profile}: {c['claim']}", median) if profile else median
+
+
 def division_cell(c: pd.Series, profile: str | None = None) -> str:
-    """The partition answer of a claim row: verdict, median |r|, its range leaving one run out, the controls'
-    threshold, and (where the row has one) the text ceiling and corrected value; with `profile`, the verdict
-    and the median marked as that profile's claim's (`tables.keyed`). A claim with no division (runs against
-    frequency rank) shows its text ceiling alone."""
+    """The partition answer of a claim row: verdict, the median |r|'s range when one run is left out (the controls'
+    threshold it is held against is the row's caveat), and (where the row has one) the text ceiling and corrected value; with `profile`, the
+    verdict marked as that profile's claim's (`tables.keyed`). A claim with no division (runs against frequency
+    rank) shows its text ceiling alone."""
     if pd.isna(c.get("partition verdict")):
         return "" if pd.isna(c.get("text ceiling")) else f"no division; text ceiling {c['text ceiling']:.2f}"
-    verdict, median = c["partition verdict"], f"{c['partition median |r|']:.2f}"
+    verdict = c["partition verdict"]
     if profile:
         verdict = keyed(f"division verdict@{profile}: {c['claim']}", verdict)
-        median = keyed(f"division median abs r@{profile}: {c['claim']}", median)
-    return (f"{verdict}: {median} ({c['partition loo low']:.2f}–"
-            f"{c['partition loo high']:.2f}) vs {c['partition controls |r| threshold']:.2f}"
+    return (f"{verdict}: {c['partition loo low']:.2f}–{c['partition loo high']:.2f} with a run left out"
             + ceiling_note(c))
 
 
@@ -107,14 +112,18 @@ def ceiling_note(c: pd.Series) -> str:
 
 
 def orientation_cell(c: pd.Series, profile: str | None = None) -> str:
-    """The orientation answer of a same-configuration claim row: verdict and how many runs' margins resolve (with
-    `profile`, the verdict marked as that profile's claim's)."""
-    if pd.isna(c.get("orientation verdict")):
-        return ""
-    verdict = c["orientation verdict"]
-    if profile:
-        verdict = keyed(f"orientation verdict@{profile}: {c['claim']}", verdict)
-    return f"{verdict}: {int(c['orientation resolved runs'])}/{int(c['orientation runs'])} resolved"
+    """The orientation answer of a claim row: for a same-configuration claim, its verdict and how many runs' margins
+    resolve (with `profile`, the verdict marked as that profile's claim's); for any claim of pairs, the signed
+    median r, whose sign is Eq. 3's orientation."""
+    parts = []
+    if not pd.isna(c.get("orientation verdict")):
+        verdict = c["orientation verdict"]
+        if profile:
+            verdict = keyed(f"orientation verdict@{profile}: {c['claim']}", verdict)
+        parts.append(f"{verdict}: {int(c['orientation resolved runs'])}/{int(c['orientation runs'])} resolved")
+    if not pd.isna(c.get("signed median")) and c.get("unit") != "runs":
+        parts.append(f"signed median {number(c['signed median'])}")
+    return "; ".join(parts)
 
 
 def seed_claims(profile: str, results: Path = SEEDS) -> pd.DataFrame:
@@ -139,7 +148,7 @@ def _verdict_parts(item: str, mine: pd.DataFrame) -> str:
 
 
 def verdict_rows(card: dict, key: bool = False) -> pd.DataFrame:
-    """One row per paper item: what the paper says, ours (each claim's median over seed pairs where the
+    """One row per paper item: what the paper says, ours (each claim's median |r| over seed pairs where the
     seed study decided it), the spread over seeds (or that it rests on one run), the verdict and a
     one-line caveat; with `key`, each verdict and division marked with what it is (`tables.keyed`), for the book."""
     claims = seed_claims(card["profile"])
@@ -154,12 +163,12 @@ def verdict_rows(card: dict, key: bool = False) -> pd.DataFrame:
         else:
             one = r["id"].startswith(("table2", "same-config", "table4", "fig3", "controls"))
             cells = {"ours": mark_outside(_brief(r["ours"], 70)), "spread over seeds": "one pair" if one else "one run",
-                     "division (median |r|)": "—", "orientation (Eq. 3)": "—",
+                     "division (a run left out)": "—", "orientation (Eq. 3), signed r": "—",
                      "caveat": CAVEATS.get(r["id"]) or _brief(r.get("note", ""), 70)}
         rows.append({"claim": SHORT_NAMES.get(r["id"], r["item"]), "the paper": _brief(r["paper"], 50), OURS: cells["ours"],
                      "spread over seeds": cells["spread over seeds"], "verdict": mark,
-                     "division (median |r|)": cells["division (median |r|)"],
-                     "orientation (Eq. 3)": cells["orientation (Eq. 3)"], "caveat": cells["caveat"]})
+                     "division (a run left out)": cells["division (a run left out)"],
+                     "orientation (Eq. 3), signed r": cells["orientation (Eq. 3), signed r"], "caveat": cells["caveat"]})
     return pd.DataFrame(rows)
 
 
@@ -208,27 +217,27 @@ def lead_points(card: dict) -> pd.DataFrame:
 
 
 def this_run(card: dict, claim: Claim) -> float | None:
-    """The median of the profile run's own pairs of `claim`'s families (the scorecard's points)."""
+    """The median |r| of the profile run's own pairs of `claim`'s families (the scorecard's points)."""
     label = POINT_LABELS.get(claim.item)
     wanted = {frozenset(f) for f in claim.families}
     values = [p["ours"] for p in card.get("points", []) if p["item"] == label
               and frozenset(model_of(x.strip()) for x in p["pair"].split(" vs ")) in wanted]
-    return float(pd.Series(values).median()) if values else None
+    return float(pd.Series(values).abs().median()) if values else None
 
 
 def lead_chart(card: dict):
-    """The lead figure: per claim, the paper's value (red diamond), the spread over seed pairs (bar:
+    """The lead figure: per claim, the paper's value (red diamond), the spread of |r| over seed pairs (bar:
     central range; dot: median), this run's pair (open circle) and the controls' band (grey, up to
-    their 90th percentile)."""
+    their 90th percentile), all as |r|, the statistic `paper.RULE` judges."""
     import altair as alt
 
     df = lead_points(card)
     y = alt.Y("claim:N", sort=None, title=None, axis=alt.Axis(labelLimit=260))
-    x = alt.Scale(domain=[-1, 1])
+    x = alt.Scale(domain=[0, 1])
     base = alt.Chart(df, width=420, height=alt.Step(26),
                      title="Each correlation the paper reports: the paper's value against ours")
     layers = [alt.Chart(pd.DataFrame({"v": [0.0]})).mark_rule(color="#bbb").encode(
-        x=alt.X("v:Q", scale=x, title="r (Table 2) or rho (Table 4)"))]
+        x=alt.X("v:Q", scale=x, title="|r| (Table 2) or |rho| (Table 4)"))]
     if "controls_high" in df:
         layers.append(base.mark_bar(color="#ddd", height=16).encode(
             x=alt.X("zero:Q", scale=x), x2="controls_high:Q", y=y).transform_calculate(zero="0"))
@@ -245,8 +254,9 @@ def lead_chart(card: dict):
     return alt.layer(*layers)
 
 
-LEAD_KEY = ("Red diamond: the paper's value. Open circle: this build's own pair (the median of its pairs where a "
-            "claim covers several). Blue: the median over seed pairs, with their central range (10th to 90th "
+LEAD_KEY = ("Every value is |r| (|rho| for Table 4), which no choice of primary tower changes; the paper's values are "
+            "positive. Red diamond: the paper's value. Open circle: this build's own pair (the median of its pairs "
+            "where a claim covers several). Blue: the median over seed pairs, with their central range (10th to 90th "
             "percentile). Grey: the control pairs, from 0 to their 90th percentile.")
 
 

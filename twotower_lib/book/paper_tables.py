@@ -75,7 +75,7 @@ def paper_value(a: str, b: str, table: str = "table2") -> float | None:
 def compare(by_variant: Mapping[str, pd.DataFrame], table: str = "table2",
             same_config: list[tuple[str, str]] = (), control: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per pair: the paper's value, ours in every score variant (r, ci_low, ci_high with the
-    variant's column as suffix, e.g. `r_score`), and, where `control` is given, the highest control
+    variant's column as suffix, e.g. `r_score`), and, where `control` is given, the highest control |r|
     the pair is held against (its own model's for a same-configuration pair, any model's otherwise)
     and the scorecard's verdict on the first variant (`paper.correlation_verdict`)."""
     variants = list(by_variant)
@@ -94,7 +94,7 @@ def compare(by_variant: Mapping[str, pd.DataFrame], table: str = "table2",
         if not len(control):
             return None
         rows = control[control["model"] == model_of(a)] if same_pair else control
-        return float(rows["r"].max()) if len(rows) else None
+        return float(rows["r"].abs().max()) if len(rows) else None
 
     first = variants[0]
     out["highest_control"] = [highest(a, s) for a, s in zip(out["a"], out["same_config"])]
@@ -199,7 +199,7 @@ def pairs_html(comparison: pd.DataFrame, variants: Mapping[str, str], table: str
     column -> heading), the highest control and the verdict, where `compare` computed them."""
     heads = ["pair", "paper", *variants.values()]
     extra = [c for c in ("highest_control", "verdict") if c in comparison]
-    heads += [{"highest_control": "highest control", "verdict": "verdict"}[c] for c in extra]
+    heads += [{"highest_control": "highest control |r|", "verdict": "verdict"}[c] for c in extra]
     rows = []
     order = comparison.assign(_paper=comparison["paper"].isna()).sort_values(["_paper", "same_config"],
                                                                               ascending=[True, False], kind="stable")

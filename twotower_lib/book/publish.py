@@ -50,7 +50,8 @@ def collect(pipe: Pipeline) -> dict[str, Any]:
                             "finished": record["provenance"]["created"], "parameters": done.get("parameters", {}),
                             "summary": done.get("summary", {})}
     card = scorecard.build(pipe.root, pipe.sections)
-    return {"format": FORMAT_VERSION, "profile": pipe.profile.name, "settings": pipe.profile.values(),
+    return {"format": FORMAT_VERSION, "rules": paper.RULES_EDITION, "profile": pipe.profile.name,
+            "settings": pipe.profile.values(),
             "probe": {"version": PROBE_VERSION, "config": asdict(pipe.profile.probe_config())},
             "overrides": {k: list(v) if isinstance(v, tuple) else v for k, v in pipe.overrides.items()},
             "section_seconds": round(sum(s["seconds"] for s in sections.values()), 1),
@@ -113,15 +114,15 @@ def load_published(results_dir: Path = RESULTS_DIR, exclude: str | None = None) 
 
 
 def same_config_table(published: dict[str, dict[str, Any]]) -> pd.DataFrame:
-    """Each published profile's same-configuration pairs (section 03): r, its CI and the highest
-    control of the pair's own model, with the verdict rule of the scorecard."""
+    """Each published profile's same-configuration pairs (section 03): r, its CI and the highest control |r|
+    of the pair's own model, with the verdict rule of the scorecard (which reads |r|)."""
     rows = []
     for name, pub in published.items():
         summary = pub["sections"].get("03_correlations", {}).get("summary", {})
         controls = pd.DataFrame(summary.get("controls", []), columns=["control", "r", "model"])
         for pair in summary.get("same_config", []):
             own = controls[controls["model"].isna() | (controls["model"] == model_of(pair["a"]))]
-            top = float(own["r"].max()) if len(own) else None
+            top = float(own["r"].abs().max()) if len(own) else None
             rows.append({"profile": name, "probe": probe_name(pub), "pair": f"{pair['a']} vs {pair['b']}", "r": pair["r"],
                          "ci_low": pair["ci_low"], "ci_high": pair["ci_high"], "highest control": top,
                          "verdict": paper.correlation_verdict((pair["ci_low"], pair["ci_high"]), SAME_CONFIG_R, top)})
@@ -188,8 +189,21 @@ def markdown(published: dict[str, dict[str, Any]]) -> str:
                      + (f", its {len(pub['probes'])} probes {run_minutes(pub, 'probes'):.0f} probe-minutes" if pub.get("probes") else "")
                      + (f", with `-p` {pub['overrides']}" if pub["overrides"] else "")
                      + f". {probe_note(pub)} Regenerate: `python -m twotower_lib run --profile {name}` then "
-                     f"`python -m twotower_lib publish --profile {name}`.\n\n" + scorecard.to_markdown(pub["scorecard"]))
+                     f"`python -m twotower_lib publish --profile {name}`.{earlier_rules(pub)}\n\n"
+                     + scorecard.to_markdown(pub["scorecard"]))
     return "\n".join(parts)
+
+
+def earlier_rules(pub: dict[str, Any]) -> str:
+    """A sentence where a published run was judged by an earlier edition of the rules (`paper.RULES_EDITION`): its
+    scorecard shows the verdicts it recorded then, which today's rules might not give (empty where current)."""
+    edition = pub.get("rules", 1)
+    if edition == paper.RULES_EDITION:
+        return ""
+    return (f" **Judged by the rules' edition {edition}** (today's: {paper.RULES_EDITION}; the changelog says what "
+            "changed): its correlation verdicts judged the signed r, which today's rules read as |r|, so its "
+            "scorecard below is a record, not today's judgement; section 07's table re-judges its same-configuration "
+            "pairs by today's rule. Re-running the profile brings it up to date.")
 
 
 # ---------------------------------------------------------------------- CLI

@@ -105,13 +105,14 @@ def record_table1(ctx) -> None:
 
 
 def _control_values(control: pd.DataFrame, model: str | None = None) -> dict[str, float]:
-    """The highest r of each control (of `model`'s same-configuration pair, or of any model)."""
+    """The highest |r| of each control (of `model`'s same-configuration pair, or of any model): a control's sign,
+    like a pair's, is which tower Eq. 3 calls primary."""
     rows = control if model is None or "model" not in control else control[control["model"] == model]
-    return rows.groupby("control")["r"].max().to_dict() if len(rows) else {}
+    return rows["r"].abs().groupby(rows["control"]).max().to_dict() if len(rows) else {}
 
 
 def _control_note(values: dict[str, float]) -> str:
-    return "no control was run" if not values else "controls: " + ", ".join(f"{k} r = {v:.2f}" for k, v in values.items())
+    return "no control was run" if not values else "controls: " + ", ".join(f"{k} |r| = {v:.2f}" for k, v in values.items())
 
 
 def _record_pairs(ctx, item_id: str, selected: pd.DataFrame, paper_r: float, what: str, control: pd.DataFrame,
@@ -141,25 +142,26 @@ def _record_pairs(ctx, item_id: str, selected: pd.DataFrame, paper_r: float, wha
         note = _control_note(_control_values(control))
     verdict = paper.weakest(verdicts)  # every pair must pass
     record(ctx, item_id, text, verdict, f"top {int(selected['n_tokens'].iloc[0])} tokens, 95% CI resampling "
-           f"validation documents; verdict judged on Eq. 4's score (log of mean p); {note}{what_note}",
+           f"validation documents; verdict judged on |r| of Eq. 4's score (log of mean p): its sign is which tower "
+           f"Eq. 3 calls primary; {note}{what_note}",
            points=paper_tables.points(selected, item_id, fallback=paper.SAME_CONFIG_R if own_controls else None))
     return verdict
 
 
 def _record_controls(ctx, same: pd.DataFrame, control: pd.DataFrame) -> None:
-    """Record whether each same-configuration pair lies above every control of its own model."""
+    """Record whether each same-configuration pair's |r| lies above every control's of its own model."""
     parts, above, complete = [], [], []
     for _, row in same.iterrows():
         values = _control_values(control, model_of(row["a"]))
         missing = [c for c in ("untrained", "independent", "permutation") if c not in values]
-        above.append(bool(values) and row["ci_low"] > max(max(values.values()), 0.0))
+        above.append(bool(values) and paper.abs_interval((row["ci_low"], row["ci_high"]))[0] > max(values.values()))
         complete.append(not missing)
         parts.append(f"{row.a} vs {row.b}: r = {row.r:.2f}, CI [{row.ci_low:.2f}, {row.ci_high:.2f}], "
                      f"{'above' if above[-1] else 'not above'} its {_control_note(values)}"
                      + (f" (not run: {', '.join(missing)})" if missing else "")
                      + f"; permutation p = {row.get('p_value', float('nan')):.3g}")
     record(ctx, "controls", "; ".join(parts), paper.share_verdict(above, all(complete)),
-           "reproduced = every same-configuration pair's CI lies above every control of its own model (untrained, "
+           "reproduced = every same-configuration pair's CI of |r| lies above every control's |r| of its own model (untrained, "
            "independent and permutation run; the quality gap too where the profile runs it); partly = at least one pair's does")
 
 
@@ -231,12 +233,13 @@ def record_frequency(ctx, table4_pairs, frequency: str = "frequency rank") -> No
         return
     names = [b if a == frequency else a for a, b in zip(with_freq["a"], with_freq["b"])]
     strongest = float(with_freq["r"].abs().max())
-    weakest_pair = float(runs["ci_low"].min()) if "ci_low" in runs else float(runs["r"].min())
+    weakest_pair = (min(paper.abs_interval(ci)[0] for ci in zip(runs["ci_low"], runs["ci_high"])) if "ci_low" in runs
+                    else float(runs["r"].abs().min()))
     verdict = paper.frequency_verdict(strongest, weakest_pair)
     text = ("with frequency rank: " + "; ".join(f"{n}: {r:.2f}" for n, r in zip(names, with_freq["r"]))
             + "; between runs: " + "; ".join(f"{r.a} vs {r.b}: {r.r:.2f}" for r in runs.itertuples()))
     note = (f"Spearman rho, top {int(with_freq['n_tokens'].iloc[0])} tokens; strongest |rho| with frequency "
-            f"{strongest:.2f}, weakest between-run CI bound {weakest_pair:.2f}")
+            f"{strongest:.2f}, weakest between-run lower bound of |rho| {weakest_pair:.2f}")
     record(ctx, "table4", text, verdict, note, points=paper_tables.points(table4_pairs, "table4", table="table4"))
     record(ctx, "fig8", f"strongest |rho| of a score vector with frequency rank = {strongest:.2f}", verdict,
            "judged with Table 4: a trendless curve means something only if the runs agree")
