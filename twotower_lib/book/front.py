@@ -87,9 +87,9 @@ def median_cell(c: pd.Series, profile: str | None = None) -> str:
 
 def division_cell(c: pd.Series, profile: str | None = None) -> str:
     """The partition answer of a claim row: verdict, the median |r|'s range when one run is left out (the controls'
-    threshold it is held against is the row's caveat), and (where the row has one) the text ceiling and corrected value; with `profile`, the
-    verdict marked as that profile's claim's (`tables.keyed`). A claim with no division (runs against frequency
-    rank) shows its text ceiling alone."""
+    threshold it is held against is the row's caveat), and (where the row has one) the text ceiling and corrected
+    value; with `profile`, the verdict marked as that profile's claim's (`tables.keyed`). A claim with no division
+    (runs against frequency rank) shows its text ceiling alone."""
     if pd.isna(c.get("partition verdict")):
         return "" if pd.isna(c.get("text ceiling")) else f"no division; text ceiling {c['text ceiling']:.2f}"
     verdict = c["partition verdict"]

@@ -48,6 +48,7 @@ class Section:
     versions: tuple[str, ...] = ()     # "module:NAME" constants that version what its library calls compute (re-runs when one changes)
 
 
+RULES = "twotower_lib.paper:RULES_EDITION"   # the verdict rules' edition: a section that records verdicts re-runs
 SECTIONS: tuple[Section, ...] = (
     Section("00_data", "Data", "data", ("data.corpus", "data.vocab_size", "data.seq_len", "data.seed", "data.doc_words", "data.max_docs", "data.valid_fraction")),
     Section("01_training", "Cooperative training", "training",
@@ -61,12 +62,13 @@ SECTIONS: tuple[Section, ...] = (
             versions=("twotower_lib.probe.config:PROBE_VERSION", "twotower_lib.probe.run:REPLICATE_HEADS")),
     Section("03_correlations", "Correlation of preference scores", "correlations",
             ("train.cases", "analysis.top_n", "analysis.bootstrap", "analysis.controls", "analysis.control_models"), ("00_data", "01_training", "02_probing"),
-            committed=("results/register", "results/bert-controls", "results/seeds")),
+            committed=("results/register", "results/bert-controls", "results/seeds"), versions=(RULES,)),
     Section("04_pos", "Part-of-speech preference", "pos", ("train.cases", "analysis.top_n", "analysis.pos_docs", "analysis.pos_backend"),
-            ("00_data", "02_probing")),
+            ("00_data", "02_probing"), versions=(RULES,)),
     Section("05_ica", "ICA word groups", "ica", ("train.cases", "analysis.ica_reference", "analysis.ica_tokens", "analysis.ica_dim", "analysis.ica_starts", "analysis.top_n"),
-            ("00_data", "01_training", "02_probing")),
-    Section("06_frequency", "Preference and word frequency", "frequency", ("train.cases", "analysis.top_n", "analysis.bootstrap"), ("00_data", "02_probing")),
+            ("00_data", "01_training", "02_probing"), versions=(RULES,)),
+    Section("06_frequency", "Preference and word frequency", "frequency", ("train.cases", "analysis.top_n", "analysis.bootstrap"), ("00_data", "02_probing"),
+            versions=(RULES,)),
     Section("07_emergence", "When the preference emerges", "emergence", (), ("03_correlations",),
             committed=("results/emergence", "results/profiles")),
     Section("08_probe_validation", "Appendix: the probe's validation studies", "probe_validation", (),
