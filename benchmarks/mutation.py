@@ -63,6 +63,10 @@ EQUIVALENT = {
         "where a token has no occurrence its sums are 0 too, and log 0 - log 0 (or 0 / 0) is already NaN",
     ("uncertainty", "scores_from_doc_stats", "(1, len(docs))", "1 -> 2"): _FIRST_ROW,
     ("seed_spread", "margin_and_se", "(1, n.size)", "1 -> 2"): _FIRST_ROW,
+    ("verdicts", "abs_interval", "if lo >= 0:\n    return (lo, hi)", "GtE -> Gt"):
+        "at lo = 0 the last branch gives (0, max(-0, hi)) = (lo, hi): the same interval",
+    ("verdicts", "abs_interval", "if hi <= 0:\n    return (-hi, -lo)", "LtE -> Lt"):
+        "at hi = 0 the last branch gives (0, max(-lo, 0)) = (-hi, -lo): the same interval",
     ("preference", "", "ARTIFACT_VERSION = 1", "1 -> 2"):
         "the artifact format's tag, written and checked by the same constant",
 }

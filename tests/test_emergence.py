@@ -265,7 +265,7 @@ def test_the_decisions_page_says_which_pairs_pass_their_controls_by_the_scorecar
     text = decisions.against_controls(judged(rows))  # Bert-base's CI reaches its control; Bert-large's lies above it and 0
     assert "The GPT and Bert-large pairs' 95% CIs" in text and "not Bert-base's (Bert-base: CI [0.04, 0.50], highest control 0.05)" in text
     assert decisions.against_controls(judged(rows.assign(ci_low=0.07))).startswith("Each pair's 95% CI")
-    rows = rows.assign(ci_low=-0.3, **{"highest control": -0.5})  # above a negative control, but not above 0
+    rows = rows.assign(ci_low=-0.3, **{"highest control": -0.5})  # an interval holding 0 holds |r| = 0: above no control
     assert decisions.against_controls(judged(rows)).startswith("No pair's 95% CI")
 
 

@@ -41,6 +41,19 @@ def test_the_interval_of_abs_r(ci, expected):
     assert paper.abs_interval(ci) == expected
 
 
+def test_the_published_default_is_judged_by_todays_rules():
+    """`publish` records the rules' edition; the default profile's published run must be of today's, and one of an
+    earlier edition (a record without one is of the first) says so where the book shows it."""
+    from twotower_lib.artifacts import read_json
+    from twotower_lib.book import publish
+
+    pub = read_json(publish.RESULTS_DIR / "cpu.json")
+    assert pub.get("rules") == paper.RULES_EDITION, "re-run and re-publish the cpu profile"
+    assert publish.earlier_rules(pub) == ""
+    older = {k: v for k, v in pub.items() if k != "rules"}
+    assert "rules' edition 1" in publish.earlier_rules(older) and f"today's: {paper.RULES_EDITION}" in publish.earlier_rules(older)
+
+
 def test_a_check_of_several_parts():
     assert paper.share_verdict([True, True]) == "reproduced"
     assert paper.share_verdict([True, True], complete=False) == "partly"
