@@ -912,37 +912,48 @@ def test_sample_texts_is_seeded_and_top_tokens_skip_special_ids(tiny_data):
         c for i, c in enumerate(counts) if i not in set(top.tolist()) | set(tiny_data.special_ids.values()))
 
 
-def test_pos_item_needs_every_claim_in_every_run(tmp_path):
+def test_pos_item_is_judged_in_each_runs_better_orientation_against_shuffled_tags(tmp_path):
     import pandas as pd
-
+    from twotower_lib.errors import UserError
 
     ctx = sections.SectionContext(sections.find_section("04_pos"), get_profile("tiny"), tmp_path / "tiny")
 
-    def summary(failing: dict[str, list[str]], n: int = 10, swapped: dict[str, list[str]] | None = None):
+    def summary(failing: dict[str, list[str]], n: int = 10):
         return pd.DataFrame([{"run": run, "against": against, "upos": tag, "n": n,
                               "holds": tag not in failing.get(run, []) if against == "median" else tag != "VERB",
-                              "holds_swapped": tag in (swapped or {}).get(run, []),
                               "verdict": "x"} for run in ("a", "b") for against in ("median", "zero") for tag in paper.FIG4_CLAIM])
+
+    def shuffled(rows: pd.DataFrame, p: float, swapped: dict[str, int] | None = None) -> dict:
+        """`pos.tag_shuffle_test`'s result for `rows` (held as the summary counts it), with `swapped` counts."""
+        rel = rows[(rows["against"] == "median") & (rows["n"] >= paper.FIG4_MIN_TOKENS)]
+        held = rel.groupby("run", sort=False)["holds"].sum().reindex(["a", "b"], fill_value=0).astype(int)
+        other = pd.Series(swapped or {}, dtype=int).reindex(held.index, fill_value=0)
+        runs = pd.DataFrame({"run": held.index, "held": held.to_numpy(), "held_swapped": other.to_numpy(),
+                             "best": [max(h, o) for h, o in zip(held, other)]})
+        return {"runs": runs, "observed": int(runs["best"].sum()), "null_mean": 10.8, "null_high": 12.0, "p": p,
+                "permutations": 1000}
+
+    def judged(failing, p=0.001, swapped=None, n=10, backend="spacy"):
+        rows = summary(failing, n)
+        scorecard.record_pos(ctx, rows, backend, shuffled(rows, p, swapped))
+        return json.loads((ctx.out / "scorecard.json").read_text())["fig4"]
 
     for failing, verdict in (({}, "reproduced"), ({"a": ["VERB", "ADP"]}, "partly"),
                              ({"b": ["VERB", "ADP", "PROPN"]}, "not")):
-        scorecard.record_pos(ctx, summary(failing), "spacy")
-        got = json.loads((ctx.out / "scorecard.json").read_text())["fig4"]
+        got = judged(failing)
         assert got["verdict"] == verdict, failing
     assert "b: 4/7 claims hold" in got["ours"] and "b PROPN" in got["note"] and "the paper used stanza" in got["note"]
-    assert "against zero instead: a 6/7, b 6/7" in got["note"]                 # the second threshold, reported
-    assert "with the towers' roles swapped" in got["note"] and "a 0/7, b 0/7" in got["note"]
-    assert "would be" not in got["note"]                                      # no reading of the roles does better
-    # b's claims hold with its towers' roles swapped: the verdict keeps Eq. 3's primary, the note says what the
-    # reading chosen after seeing the claims would give
-    scorecard.record_pos(ctx, summary({"b": ["VERB", "ADP", "PROPN"]}, swapped={"b": ["VERB", "ADP", "PROPN", "ADV", "AUX",
-                                                                                         "NOUN"]}), "spacy")
-    got = json.loads((ctx.out / "scorecard.json").read_text())["fig4"]
-    assert got["verdict"] == "not" and "a 0/7, b 6/7, and each run read whichever way more" in got["note"]
-    assert got["note"].rstrip().split("(a choice made after seeing them) would be ")[1].startswith("partly")
-    scorecard.record_pos(ctx, summary({}, n=2), "stanza")  # too few tokens: nothing can be checked
-    got = json.loads((ctx.out / "scorecard.json").read_text())["fig4"]
+    assert "against zero instead, with Eq. 3's primary: a 6/7, b 6/7" in got["note"]   # the second threshold, reported
+    assert "better orientation" in got["note"] and "a 7/7, b 4/7, 11 in all" in got["note"] and "p = 0.001" in got["note"]
+    # b's claims hold with its towers' roles swapped: which tower Eq. 3 calls primary decides nothing
+    got = judged({"b": ["VERB", "ADP", "PROPN"]}, swapped={"b": 6})
+    assert got["verdict"] == "partly" and "a 7/7, b 6/7" in got["note"]
+    assert judged({}, p=0.2)["verdict"] == "not"                     # all seven, but no more often than chance
+    got = judged({}, n=2, backend="stanza")                           # too few tokens: nothing can be checked
     assert got["verdict"] == "not" and "too few tokens for VERB, ADP" in got["ours"]
+    rows = summary({})
+    with pytest.raises(UserError, match="tag-shuffle test counted other runs"):
+        scorecard.record_pos(ctx, rows, "spacy", shuffled(summary({"a": ["VERB"]}), 0.001))
 
 
 def test_ica_items_follow_their_rules(tmp_path):

@@ -70,10 +70,12 @@ def test_frequency_weak_with_rank_strong_between_runs(strongest, weakest_pair, e
 
 def test_fig4_counts_the_claims_that_hold_in_every_run():
     n = len(paper.FIG4_CLAIM)
-    assert paper.fig4_verdict([n, n]) == "reproduced"
-    assert paper.fig4_verdict([n, n - 1]) == "partly"
-    assert paper.fig4_verdict([5, 5]) == "partly"                  # at least 5 of the 7 in every run
-    assert paper.fig4_verdict([4, n]) == "not"
+    assert paper.fig4_verdict([n, n], 0.01) == "reproduced"
+    assert paper.fig4_verdict([n, n - 1], 0.01) == "partly"
+    assert paper.fig4_verdict([5, 5], 0.01) == "partly"            # at least 5 of the 7 in every run
+    assert paper.fig4_verdict([4, n], 0.01) == "not"
+    assert paper.fig4_verdict([n, n], paper.ALPHA) == "not"        # counts chance reaches as often decide nothing
+    assert paper.fig4_verdict([n, n], math.nan) == "not"
     assert paper.fig4_checkable(3) and not paper.fig4_checkable(2)   # three scored tokens of a tag are enough
 
 

@@ -45,12 +45,14 @@ ICA_DIM, ICA_WIDTH = 128, 1024  # the paper kept d = 128 of a 1,024-wide embeddi
 # compute the statistics (`analysis.*`); the scorecard, the studies and the charts hand them here.
 
 # The rules' edition: a published run records it, and one judged by an earlier edition says so where it is shown.
-# 2: a correlation is judged on |r| (no verdict hangs on which tower Eq. 3 calls primary); 1: on the signed r.
+# 2: no verdict hangs on which tower Eq. 3 calls primary (a correlation is judged on |r|, Fig. 4 in each run's better
+# orientation against its tags shuffled); 1: the signed r, and Fig. 4 with Eq. 3's primary.
 RULES_EDITION = 2
 VERDICTS = ("reproduced", "partly", "not", "not attempted")   # a list of items takes its weakest: the later
 CI_TOLERANCE = 0.1          # one run: "reproduced" when r's 95% interval reaches within this of the paper's r
 WEAK_RHO = 0.3              # Table 4 / Fig. 8: |rho| with frequency rank below this is weak; runs agree above it
 FIG4_PARTLY = 5             # Fig. 4: of its 7 claims, this many holding in every run is "partly"
+FIG4_PERMUTATIONS = 1000    # Fig. 4's null: each run's tags shuffled among its tokens this many times
 FIG4_MIN_TOKENS = 3         # a claim with fewer scored tokens in a run cannot be checked there (counts as failed)
 FIG5_TOLERANCE = 0.05       # Fig. 5: "reproduced" within this of FIG5_WITHIN_1 ...
 GAUSSIAN_WITHIN_1 = 0.683   # ... "partly" above a Gaussian's share within [-1, 1] (sparser than Gaussian)
@@ -108,12 +110,17 @@ def fig4_checkable(n_tokens: int) -> bool:
     return n_tokens >= FIG4_MIN_TOKENS
 
 
-def fig4_verdict(held: list[int]) -> str:
-    """Fig. 4 from how many of its claims hold in each run: a direction holds half the time by chance, so
-    "reproduced" = all hold in every run, "partly" = at least FIG4_PARTLY in every run."""
-    if all(h == len(FIG4_CLAIM) for h in held):
+def fig4_verdict(best: list[int], p: float) -> str:
+    """Fig. 4 from how many of its claims hold in each run read in its better orientation (which tower Eq. 3 calls
+    primary is a label: a claim's "primary" is either tower) and `p`, that of their sum over runs against the same
+    sum with each run's tags shuffled among its tokens (`analysis.pos.tag_shuffle_test`). A direction holds half the
+    time by chance, and the better of two orientations more often: "not" unless p < ALPHA; then "reproduced" = all
+    hold in every run, "partly" = at least FIG4_PARTLY in every run."""
+    if not p < ALPHA:                                               # NaN too: no test, no verdict above "not"
+        return "not"
+    if all(h == len(FIG4_CLAIM) for h in best):
         return "reproduced"
-    return "partly" if all(h >= FIG4_PARTLY for h in held) else "not"
+    return "partly" if all(h >= FIG4_PARTLY for h in best) else "not"
 
 
 def fig5_verdict(within_1: float) -> str:

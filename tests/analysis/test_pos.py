@@ -10,8 +10,10 @@ from tests.conftest import skip_or_fail_in_ci
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from twotower_lib.analysis.pos import (SUBWORD, UPOS, align, fig4_data, load_tagger, majority_tags, pos_summary,
-                                       tag_counts, vocabulary_pos)
+from twotower_lib import paper
+from twotower_lib.analysis.pos import (SUBWORD, UPOS, align, claim_counts, fig4_data, load_tagger, majority_tags,
+                                       pos_summary, shuffle_markdown, tag_counts, tag_shuffle_test,
+                                       vocabulary_pos)
 from twotower_lib.errors import MissingDependencyError, UserError
 
 SENTENCES = ["The cat quickly ran to London.", "She didn't see the running dogs in Paris.",
@@ -148,6 +150,50 @@ def test_relative_check_removes_a_runs_offset_and_subword_pieces_are_not_words()
         token=["##ing", "run"])
     counts.loc[:, "VERB"] = [5, 5]
     assert majority_tags(counts)["upos"].tolist() == [SUBWORD, "VERB"]
+
+
+def _runs(n_runs: int, per_tag: int = 20, shift: float = 1.0, seed: int = 0) -> pd.DataFrame:
+    """Fig. 4's rows of `n_runs` runs: each paper tag `per_tag` tokens, the primary tower's tags `shift` above the
+    rest, PROPN, DET and PRON as far below, NOUN and ADJ spread around them, and continuation pieces far above."""
+    rng = np.random.default_rng(seed)
+    offset = {"VERB": shift, "ADP": shift, "ADV": shift, "AUX": shift, "PROPN": -shift, "NOUN": 0, "ADJ": 0, "DET": -shift, "PRON": -shift,
+              SUBWORD: 3 * shift}
+    return pd.concat([pd.DataFrame({"run": f"r{i}", "upos": tag, "score": offset[tag] + rng.normal(0, 0.5, per_tag)})
+                      for i in range(n_runs) for tag in offset], ignore_index=True)
+
+
+def test_the_claim_counts_are_pos_summarys():
+    fig4 = pd.concat([_runs(3, shift=0.3, seed=1), fig4_data(pos_and_tables()[1], pos_and_tables()[0]).assign(run="t")])
+    summary = pos_summary(fig4)
+    relative = summary[(summary["against"] == "median") & summary["upos"].isin(list(paper.FIG4_CLAIM))]
+    test = tag_shuffle_test(fig4, permutations=5).get("runs").set_index("run")
+    for run, rows in relative.groupby("run"):
+        assert test.loc[run, "held"] == rows["holds"].astype(bool).sum()
+        assert test.loc[run, "held_swapped"] == rows["holds_swapped"].astype(bool).sum()
+        assert test.loc[run, "best"] == max(test.loc[run, "held"], test.loc[run, "held_swapped"])
+    # a claim with fewer than FIG4_MIN_TOKENS tokens holds in neither orientation
+    few = np.array(["VERB"] * (paper.FIG4_MIN_TOKENS - 1) + ["NOUN"] * 8)
+    assert claim_counts(np.r_[np.full(paper.FIG4_MIN_TOKENS - 1, 5.0), np.linspace(-1, 1, 8)], few, 0.0) == (1, 1)
+
+
+def test_the_tag_shuffle_test_reads_no_label_and_tells_a_division_from_chance():
+    planted = tag_shuffle_test(_runs(4), permutations=200)
+    assert (planted["runs"]["best"] == len(paper.FIG4_CLAIM)).all() and planted["p"] < paper.ALPHA
+    assert planted["null_mean"] < planted["observed"] and planted["permutations"] == 200
+    shown = shuffle_markdown(planted)
+    assert "| r0 | 7/7 | 2/7 | 7/7 |" in shown and f"In all, {planted['observed']} claims" in shown
+    # one run's towers' roles swapped (every score negated): the same counts, the same test
+    fig4 = _runs(4)
+    mirrored = fig4.assign(score=np.where(fig4["run"] == "r1", -fig4["score"], fig4["score"]))
+    swapped = tag_shuffle_test(mirrored, permutations=200)
+    assert swapped["observed"] == planted["observed"] and swapped["p"] == planted["p"]
+    r1 = swapped["runs"].set_index("run").loc["r1"]
+    assert (r1["held"], r1["held_swapped"]) == (2, 7)   # Eq. 3's reading of r1 fails every direction, not the spreads
+    # no division: the tags sit where chance puts them
+    flat = tag_shuffle_test(_runs(4, shift=0.0, seed=3), permutations=200)
+    assert flat["p"] > 0.2 and paper.fig4_verdict(list(flat["runs"]["best"]), flat["p"]) == "not"
+    with pytest.raises(UserError, match="permutation"):
+        tag_shuffle_test(fig4, permutations=0)
 
 
 def test_fig4_rejects_mismatched_vocabulary():

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from twotower_lib.paper import FIG4_CLAIM, FIG4_TAGS
+from twotower_lib.paper import CONTROL_QUANTILE, FIG4_CLAIM, FIG4_MIN_TOKENS, FIG4_PERMUTATIONS, FIG4_TAGS
 from twotower_lib.analysis.correlation import check_tables
 from twotower_lib.errors import MissingDependencyError, UserError
 
@@ -284,6 +284,67 @@ def pos_summary(fig4: pd.DataFrame, spread: tuple[float, float] = (0.25, 0.75)) 
                              "median": med, "mean": float(v.mean()), "share_above": share, "paper": claim,
                              "holds": holds, "holds_swapped": swapped, "verdict": verdict})
     return pd.DataFrame(rows)
+
+
+def claim_counts(scores: np.ndarray, tags: np.ndarray, center: float,
+                 spread: tuple[float, float] = (0.25, 0.75)) -> tuple[int, int]:
+    """How many of Fig. 4's claims hold in one run, from its tokens' `scores` and majority `tags` against the
+    threshold `center` (as `pos_summary` checks them against the run's median): with Eq. 3's primary tower, and with
+    the towers' roles swapped. A claim with fewer than `paper.FIG4_MIN_TOKENS` tokens holds in neither."""
+    held = swapped = 0
+    for tag, claim in FIG4_CLAIM.items():
+        v = scores[tags == tag]
+        if v.size < FIG4_MIN_TOKENS:
+            continue
+        if claim == "spread":
+            held += spread[0] <= float((v > center).mean()) <= spread[1]
+            swapped += spread[0] <= float((v < center).mean()) <= spread[1]
+        else:
+            med = float(np.median(v))
+            held += med > center if claim == "primary" else med < center
+            swapped += med < center if claim == "primary" else med > center
+    return int(held), int(swapped)
+
+
+def tag_shuffle_test(fig4: pd.DataFrame, permutations: int = FIG4_PERMUTATIONS, seed: int = 0,
+                     spread: tuple[float, float] = (0.25, 0.75)) -> dict:
+    """Fig. 4 read without Eq. 3's label, against chance. Each run's claims are counted in its better orientation
+    (`claim_counts`: the more of held and held with the towers' roles swapped), and the sum over runs is held against
+    the same sum with each run's tags shuffled among its word tokens (`SUBWORD` pieces keep theirs), `permutations`
+    times (seeded): a tag's side is a coin flip by chance, and the better of two orientations wins more than half.
+
+    Returns runs (run, held, held_swapped, best), observed (the sum of best), null_mean, null_high (the null's
+    `paper.CONTROL_QUANTILE`), p ((1 + the null sums at or above the observed) / (1 + permutations)), permutations."""
+    if fig4.empty or permutations < 1:
+        raise UserError(f"tag_shuffle_test needs fig4_data's rows and at least one permutation (got {len(fig4)} "
+                        f"rows, {permutations} permutations)")
+    rng = np.random.default_rng(seed)
+    rows, null = [], np.zeros(permutations, dtype=int)
+    for run, of_run in fig4.groupby("run", sort=False):
+        words = of_run[of_run["upos"] != SUBWORD]
+        scores, tags = words["score"].to_numpy(dtype=float), words["upos"].to_numpy()
+        center = float(np.median(scores)) if scores.size else float(np.median(of_run["score"]))
+        held, swapped = claim_counts(scores, tags, center, spread)
+        rows.append({"run": run, "held": held, "held_swapped": swapped, "best": max(held, swapped)})
+        for i in range(permutations):
+            null[i] += max(claim_counts(scores, rng.permutation(tags), center, spread))
+    table = pd.DataFrame(rows)
+    observed = int(table["best"].sum())
+    return {"runs": table, "observed": observed, "null_mean": float(null.mean()),
+            "null_high": float(np.quantile(null, CONTROL_QUANTILE)),
+            "p": float((1 + (null >= observed).sum()) / (1 + permutations)), "permutations": permutations}
+
+
+def shuffle_markdown(test: dict) -> str:
+    """`tag_shuffle_test`'s result as the chapter shows it: per run the claims held with Eq. 3's primary, with the
+    towers' roles swapped and in the better of the two, then their sum against the shuffled tags' in one sentence."""
+    n = len(FIG4_CLAIM)
+    lines = ["| case | with Eq. 3's primary | roles swapped | better of the two |", "|---|---|---|---|"]
+    lines += [f"| {r.run} | {r.held}/{n} | {r.held_swapped}/{n} | {r.best}/{n} |" for r in test["runs"].itertuples()]
+    return ("\n".join(lines) + f"\n\nIn all, {test['observed']} claims hold in the cases' better orientations; with "
+            f"each case's tags shuffled among its tokens, {test['null_mean']:.1f} on average and "
+            f"{test['null_high']:.0f} at the {CONTROL_QUANTILE * 100:.0f}th percentile, so p = {test['p']:.2g} over {test['permutations']} "
+            "shuffles.\n")
 
 
 # The share of a tag's tokens above its run's median score that each claim allows: "primary" (median

@@ -245,21 +245,22 @@ def record_frequency(ctx, table4_pairs, frequency: str = "frequency rank") -> No
            "judged with Table 4: a trendless curve means something only if the runs agree")
 
 
-def record_pos(ctx, summary: pd.DataFrame, backend: str) -> None:
+def record_pos(ctx, summary: pd.DataFrame, backend: str, shuffled: dict) -> None:
     """Record Fig. 4 from 04_pos's summary (`analysis.pos.pos_summary`: run, against, upos, n, holds,
-    verdict), judged against each run's median score (`against == "median"`: where the tags sit
-    relative to each other) by `paper.fig4_verdict`; how many claims hold against zero, and with the towers'
-    roles swapped (Eq. 3's primary tower is a label), goes into the note.
+    verdict) and its tag-shuffle test (`analysis.pos.tag_shuffle_test`), judged by `paper.fig4_verdict`: each run's
+    claims against its median score (where the tags sit relative to each other), read in the run's better
+    orientation, since which tower Eq. 3 calls primary is a label, and their sum against the tags shuffled. How many
+    hold with Eq. 3's primary, and against zero, goes into the note.
     `backend` is the tagger used ("stanza" is the paper's). The paper makes one claim per tag and says it holds
     in every model type; a claim a run scored too few tokens of (`paper.fig4_checkable`) counts as failed there."""
 
-    def held_per_run(rows: pd.DataFrame, column: str = "holds") -> tuple[dict[str, int], list[str]]:
+    def held_per_run(rows: pd.DataFrame) -> tuple[dict[str, int], list[str]]:
         claims = rows[rows["upos"].isin(list(paper.FIG4_CLAIM))].set_index(["run", "upos"])
         held, parts = {}, []
         for run in dict.fromkeys(summary["run"]):
             checkable = [tag for tag in paper.FIG4_CLAIM
                          if (run, tag) in claims.index and paper.fig4_checkable(claims.loc[(run, tag), "n"])]
-            held[run] = sum(bool(claims.loc[(run, tag), column]) for tag in checkable)
+            held[run] = sum(bool(claims.loc[(run, tag), "holds"]) for tag in checkable)
             missing = [tag for tag in paper.FIG4_CLAIM if tag not in checkable]
             parts.append(f"{run}: {held[run]}/{len(paper.FIG4_CLAIM)} claims hold"
                          + (f" (too few tokens for {', '.join(missing)})" if missing else ""))
@@ -268,21 +269,27 @@ def record_pos(ctx, summary: pd.DataFrame, backend: str) -> None:
     relative = summary[summary["against"] == "median"]
     held, parts = held_per_run(relative)
     held_zero, _ = held_per_run(summary[summary["against"] == "zero"])
-    held_swapped, _ = held_per_run(relative, "holds_swapped")
-    verdict = paper.fig4_verdict(list(held.values()))
-    best = paper.fig4_verdict([max(held[run], held_swapped[run]) for run in held])
+    runs = shuffled["runs"].set_index("run")
+    if list(runs.index) != list(held) or (runs["held"] != pd.Series(held)).any():
+        raise UserError(f"Fig. 4's tag-shuffle test counted other runs or claims than its summary ({dict(runs['held'])} "
+                        f"against {held}): build both from the same fig4_data")
+    n = len(paper.FIG4_CLAIM)
+    verdict = paper.fig4_verdict(list(runs["best"]), shuffled["p"])
     claims = relative[relative["upos"].isin(list(paper.FIG4_CLAIM))]
     failed = claims[~claims["holds"].astype(bool)]
-    note = (f"tagged with {backend}" + ("" if backend == "stanza" else " (the paper used stanza)")
-            + "; judged against each run's median s (primary: the tag's median above it, secondary: below it, "
-            "spread: 25-75% of the tag's tokens above it); against zero instead: "
-            + ", ".join(f"{run} {h}/{len(paper.FIG4_CLAIM)}" for run, h in held_zero.items())
-            + "; with the towers' roles swapped (Eq. 3's primary is a label, a coin flip where its margin is within "
-            "noise; the verdict keeps Eq. 3's): " + ", ".join(f"{run} {h}/{len(paper.FIG4_CLAIM)}" for run, h in held_swapped.items())
-            + (f", and each run read whichever way more of its claims hold (a choice made after seeing them) would be "
-               f"{best}" if best != verdict else "")
-            + ("; failing: " + "; ".join(f"{r.run} {r.upos} ({r.verdict})" for r in failed.itertuples()) if len(failed) else ""))
-    record(ctx, "fig4", "; ".join(parts), verdict, note)
+    note = ("judged in each run's better orientation (which tower Eq. 3 calls primary is a label, a coin flip where "
+            "its margin is within noise): " + ", ".join(f"{run} {b}/{n}" for run, b in runs["best"].items())
+            + f", {shuffled['observed']} in all, against {shuffled['null_mean']:.1f} on average "
+            f"({shuffled['null_high']:.0f} at the {paper.CONTROL_QUANTILE * 100:.0f}th percentile) with each run's tags "
+            "shuffled among its tokens, "
+            f"p = {shuffled['p']:.2g} over {shuffled['permutations']} shuffles; "
+            f"tagged with {backend}" + ("" if backend == "stanza" else " (the paper used stanza)")
+            + "; each claim against the run's median s (primary: the tag's median above it, secondary: below it, "
+            "spread: 25-75% of the tag's tokens above it); against zero instead, with Eq. 3's primary: "
+            + ", ".join(f"{run} {h}/{n}" for run, h in held_zero.items())
+            + ("; failing with Eq. 3's primary: " + "; ".join(f"{r.run} {r.upos} ({r.verdict})" for r in failed.itertuples())
+               if len(failed) else ""))
+    record(ctx, "fig4", "; ".join(parts) + " (with Eq. 3's primary)", verdict, note)
 
 
 def record_ica(ctx, fig6_summary: dict, fig5_within_1: float, n_groups: int, table3_runs: pd.DataFrame | None,
