@@ -23,6 +23,9 @@ Resolved ambiguities:
   "Preferred by the primary tower" is the tag's median above the threshold, "by the secondary"
   below it; "NOUN and ADJ spread out" is `spread[0]`-`spread[1]` of the tag's tokens above it
   (default 25%-75%).
+- Which tower is "primary" is Eq. 3's label, a coin flip where the towers' margins are within noise:
+  the verdict counts each run's claims in its better orientation and holds their sum against the
+  same with the tags shuffled (`tag_shuffle_test`).
 """
 
 from __future__ import annotations
