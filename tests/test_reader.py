@@ -97,7 +97,8 @@ def test_the_emergence_result_box_applies_the_rule_to_the_end_of_training():
     assert "**not**" in em.result_box(_curves([0.01, -0.02, 0.03, 0.0]))
     # seed 1's towers with their roles swapped (its three pairs negative): the same division, the same verdict
     assert "**reproduced**" in em.result_box(_curves([-0.9, -0.92, -0.95, 0.97]))
-    assert "median r of" in em.summary(_curves([0.9, 0.92, 0.95, 0.97]))
+    assert "median |r| of 0.94" in em.summary(_curves([0.9, 0.92, 0.95, 0.97]))
+    assert "signed median −0.91" in em.summary(_curves([-0.9, -0.92, -0.95, 0.97]))
 
 
 def test_each_claim_chapter_draws_the_paper_beside_ours():

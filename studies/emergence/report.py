@@ -305,9 +305,9 @@ def result_box(curves: pd.DataFrame, paper: float = SAME_CONFIG_R) -> str:
 
 
 def summary(curves: pd.DataFrame) -> str:
-    """The chapter's closing summary in sentences, every number from the curves: the highest end-of-training
-    median r of a multi-seed configuration measured with the current probe, how widely its pairs spread,
-    and the seeds' share of the answer."""
+    """The chapter's closing summary in sentences, every number from the curves: each multi-seed configuration's
+    end-of-training median |r| measured with the current probe (the statistic its verdict judges), how widely its
+    pairs spread, its signed median beside, and the seeds' share of the answer."""
     from twotower_lib.analysis.seed_spread import summarize
 
     current = curves[~curves["probe"].str.startswith("earliest")]
@@ -316,14 +316,14 @@ def summary(curves: pd.DataFrame) -> str:
         end = g[g["tokens"] == g["tokens"].max()]
         if end["pair"].nunique() >= 2:
             s = summarize(end["r"])
-            rows.append((config, s, end["r"].abs().median(), tokens_label(int(end["tokens"].iloc[0]))))
+            rows.append((config, s, summarize(end["r"].abs()), tokens_label(int(end["tokens"].iloc[0]))))
     if not rows:
         return "No configuration here has several seed pairs, so no curve gives a spread over seeds."
-    parts = [f"`{c}` ends at a median r of {number(s['median'])} over {s['n']} seed pairs after {t} tokens "
-             f"(pairs from {number(s['min'])} to {number(s['max'])}; median |r| {a:.2f})" for c, s, a, t in rows]
+    parts = [f"`{c}` ends at a median |r| of {a['median']:.2f} over {s['n']} seed pairs after {t} tokens "
+             f"(pairs from {a['min']:.2f} to {a['max']:.2f}; signed median {number(s['median'])})" for c, s, a, t in rows]
     text = ("With the current probe, " + "; ".join(parts) + f". The paper's two Bert-large runs agree at "
             f"r = {SAME_CONFIG_R} after a day on six GPUs.")
-    if any(a - abs(s["median"]) > 0.1 for _, s, a, _ in rows):
+    if any(a["median"] - abs(s["median"]) > 0.1 for _, s, a, _ in rows):
         text += (" The runs share a division of the vocabulary more often than its sign: which tower ends up the "
                  "better one differs between seeds, so a single pair's r is one draw from a wide distribution.")
     return text

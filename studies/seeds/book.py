@@ -145,11 +145,11 @@ def claim_rows(s: SeedStudy) -> pd.DataFrame:
         if ours.empty:
             continue
         ctrl = controls_for(s.pairs, c)[c.statistic]
+        shuffled = controls_for(s.pairs, c, ("shuffled",))[c.statistic].abs()
         rows.append({"item": c.item, "claim": c.label, "paper": c.paper[0] if c.paper[0] == c.paper[1] else c.paper,
                      "statistic": "Pearson r" if c.statistic == "r" else "Spearman rho", "unit": "seed pairs"}
                     | _judged(pairs["a"], pairs["b"], ours, ctrl, c.paper)
-                    | {"shuffled max |r|": float(controls_for(s.pairs, c, ("shuffled",))[c.statistic].abs().max())
-                       if len(controls_for(s.pairs, c, ("shuffled",))) else np.nan,
+                    | {"shuffled max |r|": float(shuffled.max()) if len(shuffled) else np.nan,
                        "above controls": seed_spread.above_controls(ours, ctrl) if kind == "same" else None,
                        "text ceiling": claim_ceiling(s, pairs, c.statistic)}
                     | two_questions(s, c, pairs))
@@ -203,7 +203,8 @@ def _sign(v: float) -> str:
 
 def _fmt(row) -> str:
     unit = row.get("unit", "seed pairs")
-    return f"median |r| {row['median']:.2f} ({row['low']:.2f} to {row['high']:.2f}) over {row['pairs']} {unit}"
+    stat = "|rho|" if row.get("statistic") == "Spearman rho" else "|r|"
+    return f"median {stat} {row['median']:.2f} ({row['low']:.2f} to {row['high']:.2f}) over {row['pairs']} {unit}"
 
 
 def scorecard_entries(s: SeedStudy) -> dict[str, dict]:
