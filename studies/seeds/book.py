@@ -25,7 +25,6 @@ from twotower_lib.artifacts import read_json
 from twotower_lib.book import charts, front, study_parts
 from twotower_lib.book.charts import alt
 from twotower_lib.book.paper_items import CLAIMS, Claim
-from twotower_lib.book.paper_tables import number
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.book.tables import markdown_row, reader_html
 from twotower_lib import paper
@@ -323,7 +322,7 @@ def strip_chart(points: pd.DataFrame, title: str = "Every seed pair, its control
 
 # ---------------------------------------------------------------- the probe's error budget
 # How far each source of error moves the default profile's GPT same-configuration pair, in units of r:
-# *seeds* (the SD of r over the seed study's GPT seed pairs), *probe data* (r at the default number of probe
+# *seeds* (the SD of |r| over the seed study's GPT seed pairs), *probe data* (r at the default number of probe
 # training positions against the most measured, `results/probe/positions_cases.json`), *validation text*
 # (half the width of the pair's 95% document-bootstrap interval, same file) and *probe optimiser* (the
 # default heads against the head at its defined optimum, `results/probe/defined_cases.json`).
