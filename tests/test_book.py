@@ -273,7 +273,7 @@ def test_end_to_end_tiny_pipeline_and_strict_book_build(built_book):
         assert measured[item]["ours"] and "not written" not in measured[item]["note"], measured[item]
     # all four controls ran at the tiny profile: four single-tower runs, probed and paired; run 1 also
     # against its own half-way snapshot, and the r a shared quality profile alone would give
-    assert all(f"{c} r = " in measured["controls"]["ours"] for c in ("untrained", "independent", "permutation",
+    assert all(f"{c} |r| = " in measured["controls"]["ours"] for c in ("untrained", "independent", "permutation",
                                                                       "quality gap"))
     quality = json.loads((pipe.root / "correlations" / "section.json").read_text())["summary"]["quality"]
     assert sorted(q["a"] for q in quality) == sorted(case_name(m, s) for m, s in pipe.profile.case_list()) and all(
