@@ -79,7 +79,7 @@ Markdown(charts.PAPER_AND_OURS_KEY + "\n\n" + scorecard.verdicts_box(ctx))
 # the better of the two.
 
 # %% tags=["remove-input"]
-Markdown(pos.shuffle_markdown(shuffled))
+Markdown(analyses.fig4_shuffle_markdown(shuffled))
 
 # %% [markdown]
 # **Caveats.**

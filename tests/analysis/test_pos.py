@@ -11,9 +11,9 @@ from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 from twotower_lib import paper
+from twotower_lib.book.analyses import fig4_shuffle_markdown
 from twotower_lib.analysis.pos import (SUBWORD, UPOS, align, claim_counts, fig4_data, load_tagger, majority_tags,
-                                       pos_summary, shuffle_markdown, tag_counts, tag_shuffle_test,
-                                       vocabulary_pos)
+                                       pos_summary, tag_counts, tag_shuffle_test, vocabulary_pos)
 from twotower_lib.errors import MissingDependencyError, UserError
 
 SENTENCES = ["The cat quickly ran to London.", "She didn't see the running dogs in Paris.",
@@ -180,7 +180,7 @@ def test_the_tag_shuffle_test_reads_no_label_and_tells_a_division_from_chance():
     planted = tag_shuffle_test(_runs(4), permutations=200)
     assert (planted["runs"]["best"] == len(paper.FIG4_CLAIM)).all() and planted["p"] < paper.ALPHA
     assert planted["null_mean"] < planted["observed"] and planted["permutations"] == 200
-    shown = shuffle_markdown(planted)
+    shown = fig4_shuffle_markdown(planted)
     assert "| r0 | 7/7 | 2/7 | 7/7 |" in shown and f"In all, {planted['observed']} claims" in shown
     # one run's towers' roles swapped (every score negated): the same counts, the same test
     fig4 = _runs(4)

@@ -271,22 +271,30 @@ def pos_summary(fig4: pd.DataFrame, spread: tuple[float, float] = (0.25, 0.75)) 
                 v = s["score"].to_numpy()
                 med, share = float(np.median(v)), float((v > threshold).mean())
                 claim = FIG4_CLAIM.get(tag, "")
-                swapped = None   # negated scores: the median falls below the negated threshold, the share is that below
+                holds, swapped = claim_holds(v, threshold, claim, spread) if claim else (None, None)
                 if claim in ("primary", "secondary"):
-                    holds = med > threshold if claim == "primary" else med < threshold
-                    swapped = med < threshold if claim == "primary" else med > threshold
                     verdict = f"median {med:+.3f} {'>' if med > threshold else '<='} {threshold:+.3f}"
                 elif claim == "spread":
-                    holds = spread[0] <= share <= spread[1]
-                    swapped = spread[0] <= float((v < threshold).mean()) <= spread[1]
                     verdict = (f"{share:.0%} above {threshold:+.3f} "
                                f"({'within' if holds else 'outside'} {spread[0]:.0%}-{spread[1]:.0%})")
                 else:
-                    holds, verdict = None, "no claim in the paper"
+                    verdict = "no claim in the paper"
                 rows.append({"run": run, "against": against, "threshold": threshold, "upos": tag, "n": len(v),
                              "median": med, "mean": float(v.mean()), "share_above": share, "paper": claim,
                              "holds": holds, "holds_swapped": swapped, "verdict": verdict})
     return pd.DataFrame(rows)
+
+
+def claim_holds(v: np.ndarray, threshold: float, claim: str,
+                spread: tuple[float, float] = (0.25, 0.75)) -> tuple[bool, bool]:
+    """Whether Fig. 4's `claim` ("primary", "secondary" or "spread") holds for a tag's scores `v` against
+    `threshold`, and whether it holds with the towers' roles swapped (every score negated: the median falls on the
+    other side, the share is that below)."""
+    if claim == "spread":
+        above, below = float((v > threshold).mean()), float((v < threshold).mean())
+        return spread[0] <= above <= spread[1], spread[0] <= below <= spread[1]
+    med = float(np.median(v))
+    return (med > threshold, med < threshold) if claim == "primary" else (med < threshold, med > threshold)
 
 
 def claim_counts(scores: np.ndarray, tags: np.ndarray, center: float,
@@ -297,15 +305,9 @@ def claim_counts(scores: np.ndarray, tags: np.ndarray, center: float,
     held = swapped = 0
     for tag, claim in FIG4_CLAIM.items():
         v = scores[tags == tag]
-        if v.size < FIG4_MIN_TOKENS:
-            continue
-        if claim == "spread":
-            held += spread[0] <= float((v > center).mean()) <= spread[1]
-            swapped += spread[0] <= float((v < center).mean()) <= spread[1]
-        else:
-            med = float(np.median(v))
-            held += med > center if claim == "primary" else med < center
-            swapped += med < center if claim == "primary" else med > center
+        if v.size >= FIG4_MIN_TOKENS:
+            h, w = claim_holds(v, center, claim, spread)
+            held, swapped = held + h, swapped + w
     return int(held), int(swapped)
 
 
@@ -336,18 +338,6 @@ def tag_shuffle_test(fig4: pd.DataFrame, permutations: int = FIG4_PERMUTATIONS, 
     return {"runs": table, "observed": observed, "null_mean": float(null.mean()),
             "null_high": float(np.quantile(null, CONTROL_QUANTILE)),
             "p": float((1 + (null >= observed).sum()) / (1 + permutations)), "permutations": permutations}
-
-
-def shuffle_markdown(test: dict) -> str:
-    """`tag_shuffle_test`'s result as the chapter shows it: per run the claims held with Eq. 3's primary, with the
-    towers' roles swapped and in the better of the two, then their sum against the shuffled tags' in one sentence."""
-    n = len(FIG4_CLAIM)
-    lines = ["| case | with Eq. 3's primary | roles swapped | better of the two |", "|---|---|---|---|"]
-    lines += [f"| {r.run} | {r.held}/{n} | {r.held_swapped}/{n} | {r.best}/{n} |" for r in test["runs"].itertuples()]
-    return ("\n".join(lines) + f"\n\nIn all, {test['observed']} claims hold in the cases' better orientations; with "
-            f"each case's tags shuffled among its tokens, {test['null_mean']:.1f} on average and "
-            f"{test['null_high']:.0f} at the {CONTROL_QUANTILE * 100:.0f}th percentile, so p = {test['p']:.2g} over {test['permutations']} "
-            "shuffles.\n")
 
 
 # The share of a tag's tokens above its run's median score that each claim allows: "primary" (median

@@ -325,3 +325,19 @@ def word_ica(ctx: SectionContext, data):
     token_ids, counts = np.unique(ids, return_counts=True)
     spectrum = pca_spectrum(embedding[token_ids], counts)
     return fitted, token_ids, fitted.transform(embedding[token_ids]), counts, spectrum
+
+
+def fig4_shuffle_markdown(test: dict) -> str:
+    """`pos.tag_shuffle_test`'s result as section 04 shows it: per case the claims held with Eq. 3's primary, with the
+    towers' roles swapped and in the better of the two, then their sum against the shuffled tags' in one sentence."""
+    from twotower_lib.book.tables import markdown_table
+    from twotower_lib.paper import CONTROL_QUANTILE, FIG4_CLAIM
+
+    n = len(FIG4_CLAIM)
+    table = markdown_table(["case", "with Eq. 3's primary", "roles swapped", "better of the two"],
+                           ([r.run, f"{r.held}/{n}", f"{r.held_swapped}/{n}", f"{r.best}/{n}"]
+                            for r in test["runs"].itertuples()))
+    return (table + f"\nIn all, {test['observed']} claims hold in the cases' better orientations; with each case's "
+            f"tags shuffled among its tokens, {test['null_mean']:.1f} on average and {test['null_high']:.0f} at the "
+            f"{CONTROL_QUANTILE * 100:.0f}th percentile, so p = {test['p']:.2g} over {test['permutations']} "
+            "shuffles.\n")
