@@ -216,6 +216,21 @@ def test_the_result_box_judges_only_todays_probe_and_lists_it_first():
     assert rows[0].endswith("| **reproduced** |") and rows[1].endswith("| not judged: an earlier probe |")
 
 
+def test_the_summary_says_seeds_differ_in_sign_only_when_they_do():
+    """The closing summary's sentence about the sign is said when the end-of-training pairs' signs differ, and only
+    then; every number in it is the curves' (median |r|, its range, the signed median)."""
+    from twotower_lib.probe.config import CURRENT_PROBE
+
+    def curves(end):
+        return pd.DataFrame({"config": "c", "probe": CURRENT_PROBE, "pair": ["s1-s2", "s1-s3", "s2-s3"] * 2,
+                             "tokens": [0] * 3 + [1000] * 3, "r": [0.0, 0.0, 0.0] + end})
+
+    mixed, same = ec.summary(curves([0.4, -0.5, 0.6])), ec.summary(curves([0.4, 0.5, 0.6]))
+    assert "median |r| of 0.50 over 3 seed pairs" in mixed and "from 0.40 to 0.60" in mixed
+    assert "differs between seeds" in mixed and "differs between seeds" not in same
+    assert "signed median +0.40" in mixed and "signed median +0.50" in same
+
+
 def test_size_table_compares_configurations_at_about_the_same_tokens_seen():
     rows = [("deep", "bert", "cpu-deep", 8192, "s1-s2", t, r, rp) for t, r, rp in
             ((0, 0.0, 0.0), (1_048_576, -0.3, 0.3), (2_097_152, 0.4, 0.4), (4_001_792, 0.5, 0.5))]

@@ -174,6 +174,10 @@ RULE = ("A correlation's verdict judges the division of tokens, not which tower 
 CONTROLS_RULE = ("The item *pairs above their controls* (not in the paper) takes the first test alone, family by "
                  "family: **reproduced** where every family's median same-configuration |r| is above its own "
                  f"controls' {_HIGH} percentile of |r|, **partly** where some family's is, **not** where none is.")
+ONE_RUN_RULE = ("As over seeds, the verdict reads |r|, whose interval is r's, mirrored where it lies below 0 and from 0 "
+                "where it holds 0: the pattern counts only where that interval lies above every control's |r| of its "
+                "model (a pair of different models: above the highest of any model); **reproduced** further requires "
+                f"the interval to reach within {CI_TOLERANCE:g} of the paper's value.")
 PARTITION_RULE = (
     "**Partition** (does the same division of tokens repeat?): the statistic is |r| of each seed pair, which no "
     "choice of primary tower changes. **holds**: the median |r| over seed pairs and every leave-one-seed-out "

@@ -314,6 +314,14 @@ def scale_sentence(profile_name: str) -> str:
             f"with {p.data.vocab_size:,} word pieces (the paper: {TABLE1_VOCAB:,}, about a day per case on six GPUs).")
 
 
+def _comparison(claim: str, median: float) -> str:
+    """A comparison between configurations as the answer names it, with its table and statistic, since one pair
+    is judged in Table 2 (Pearson) and Table 4 (Spearman): "GPT vs Bert-large (Table 4, Spearman: 0.15)"."""
+    base, _, table = claim.rpartition(" (")
+    pair, _, statistic = base.partition(", ")
+    return f"{pair} ({table.rstrip(')')}{', ' + statistic if statistic else ''}: {median:.2f})"
+
+
 def answer_sentence(profile_name: str, seeds: Path = SEEDS, results: Path = study_parts.RESULTS) -> str:
     """The answer in a few generated sentences: within which families the division of tokens repeats across
     seeds and whether its orientation does (the seed study's claims at `profile_name`), whether any division is
@@ -334,7 +342,7 @@ def answer_sentence(profile_name: str, seeds: Path = SEEDS, results: Path = stud
     ctrl = same["partition controls |r| threshold"].max()
     orient = "; ".join(f"{name(c)} {v}" for c, v in zip(same["claim"], same["orientation verdict"]))
     shared = cross[cross["partition verdict"] == "holds"]
-    across = (f"a division is shared by {', '.join(f'{name(c)} ({m:.2f})' for c, m in zip(shared['claim'], shared['partition median |r|']))}"
+    across = (f"a division is shared by {', '.join(_comparison(c, m) for c, m in zip(shared['claim'], shared['partition median |r|']))}"
               f" and by no other" if len(shared) else "none shares a division")
     ladder = study_parts.load(results)[0].get("LADDER_BRIEF", "The size ladder has no committed report yet.")
     ceilings = claims[claims["unit"] == "seed pairs"].get("text ceiling", pd.Series(dtype=float)).dropna()
