@@ -311,7 +311,8 @@ def test_packed_texts_make_documents_of_about_doc_words_in_their_order():
     docs = list(pack_texts(sentences, 10))
     assert docs == ["\n\n".join(sentences[i:i + 2]) for i in (0, 2, 4)] + [sentences[6]]
     long = " ".join(["word"] * 25)
-    assert list(pack_texts(["a b", long, "c d"], 10)) == [" ".join(["word"] * n) for n in (10, 10, 5)] + ["a b\n\nc d"]
+    words = [" ".join(["word"] * n) for n in (10, 10, 5)]   # the long text cut as a book is, then packed in order
+    assert list(pack_texts(["a b", long, "c d"], 10)) == ["a b\n\n" + words[0], words[1], words[2] + "\n\nc d"]
 
 
 def test_hf_datasets_joined_with_plus_are_read_one_after_the_other(monkeypatch, tmp_path):

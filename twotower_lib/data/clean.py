@@ -85,46 +85,41 @@ def _units(text: str, doc_words: int) -> list[str]:
     return units
 
 
+def _packed(units: Iterable[str], doc_words: int) -> Iterator[list[str]]:
+    """Consecutive units gathered, in order, until they hold at least `doc_words` words; the last group may
+    hold fewer."""
+    current: list[str] = []
+    n = 0
+    for unit in units:
+        current.append(unit)
+        n += len(unit.split())
+        if n >= doc_words:
+            yield current
+            current, n = [], 0
+    if current:
+        yield current
+
+
 def split_into_documents(text: str, doc_words: int) -> list[str]:
     """Cut a text into chunks of about `doc_words` words at paragraph boundaries (over-long
     paragraphs at line, then sentence, then word boundaries: `_units`); paragraphs are normalised."""
-    chunks: list[str] = []
-    current: list[str] = []
-    n = 0
-    for p in _units(text, doc_words):
-        current.append(p)
-        n += len(p.split())
-        if n >= doc_words:
-            chunks.append("\n\n".join(current))
-            current, n = [], 0
-    if current:
-        # A short tail joins the previous chunk rather than becoming a tiny document.
-        if chunks and n < doc_words // 4:
-            chunks[-1] = chunks[-1] + "\n\n" + "\n\n".join(current)
-        else:
-            chunks.append("\n\n".join(current))
-    return chunks
+    chunks = list(_packed(_units(text, doc_words), doc_words))
+    # A short tail joins the previous chunk rather than becoming a tiny document.
+    if len(chunks) > 1 and sum(len(p.split()) for p in chunks[-1]) < doc_words // 4:
+        tail = chunks.pop()
+        chunks[-1] += tail
+    return ["\n\n".join(chunk) for chunk in chunks]
 
 
 def pack_texts(texts: Iterable[str], doc_words: int) -> Iterator[str]:
-    """Documents of about `doc_words` words from a stream of texts, in order: texts shorter than that are joined
-    with the ones after them (a dataset of one sentence a row, as BookCorpus is on the Hugging Face hub, would
-    otherwise hold out single sentences of the books it trains on), a longer one is cut as a book is
+    """Documents of about `doc_words` words from a stream of texts, in their order: texts shorter than that are
+    joined with the ones after them (a dataset of one sentence a row, as BookCorpus is on the Hugging Face hub,
+    would otherwise hold out single sentences of the books it trains on), a longer one is first cut as a book is
     (`split_into_documents`)."""
-    pending: list[str] = []
-    n = 0
-    for text in texts:
-        words = len(text.split())
-        if words >= doc_words:
-            yield from split_into_documents(text, doc_words)
-            continue
-        pending.append(text)
-        n += words
-        if n >= doc_words:
-            yield "\n\n".join(pending)
-            pending, n = [], 0
-    if pending:
-        yield "\n\n".join(pending)
+    units = (piece for text in texts
+             for piece in (split_into_documents(text, doc_words) if len(text.split()) >= doc_words else [text]))
+    for chunk in _packed(units, doc_words):
+        yield "\n\n".join(chunk)
 
 
 def documents_from_text(text: str, source: str, name: str, doc_words: int) -> list[Document]:
