@@ -53,6 +53,7 @@ CI_TOLERANCE = 0.1          # one run: "reproduced" when r's 95% interval reache
 WEAK_RHO = 0.3              # Table 4 / Fig. 8: |rho| with frequency rank below this is weak; runs agree above it
 FIG4_PARTLY = 5             # Fig. 4: of its 7 claims, this many holding in every run is "partly"
 FIG4_PERMUTATIONS = 1000    # Fig. 4's null: each run's tags shuffled among its tokens this many times
+FIG4_FREQUENCY_BINS = 10    # Fig. 4's second null, reported beside: tags shuffled within this many frequency bins
 FIG4_MIN_TOKENS = 3         # a claim with fewer scored tokens in a run cannot be checked there (counts as failed)
 FIG5_TOLERANCE = 0.05       # Fig. 5: "reproduced" within this of FIG5_WITHIN_1 ...
 GAUSSIAN_WITHIN_1 = 0.683   # ... "partly" above a Gaussian's share within [-1, 1] (sparser than Gaussian)

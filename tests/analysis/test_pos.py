@@ -196,6 +196,25 @@ def test_the_tag_shuffle_test_reads_no_label_and_tells_a_division_from_chance():
         tag_shuffle_test(fig4, permutations=0)
 
 
+def test_the_frequency_null_keeps_what_frequency_alone_gives():
+    """The second null shuffles tags only among tokens of about the same frequency: where the scores follow
+    frequency (a division by frequency, tags going with frequency), it matches the observed sum and its p is large
+    while the first null's is small; where frequency is unrelated to the scores, both reject."""
+    fig4 = _runs(3, per_tag=40).assign(token_id=lambda d: d.groupby("run").cumcount())
+    by_score = fig4[fig4["run"] == "r0"].sort_values("score", ascending=False)["token_id"].to_numpy()
+    runs = [fig4[fig4["run"] == "r0"].assign(run=f"r{i}") for i in range(3)]   # one run's scores, three times
+    follows = tag_shuffle_test(pd.concat(runs, ignore_index=True), permutations=200, frequency_order=by_score)
+    assert follows["p"] < paper.ALPHA and follows["frequency_p"] > 0.2 and follows["frequency_bins"] == paper.FIG4_FREQUENCY_BINS
+    assert follows["frequency_null_mean"] > follows["null_mean"]
+    unrelated = np.random.default_rng(0).permutation(by_score)
+    apart = tag_shuffle_test(pd.concat(runs, ignore_index=True), permutations=200, frequency_order=unrelated)
+    assert apart["p"] < paper.ALPHA and apart["frequency_p"] < paper.ALPHA
+    assert "p = " in fig4_shuffle_markdown(apart).split("Shuffled only among tokens of about the same frequency")[1]
+    assert "frequency_p" not in tag_shuffle_test(fig4, permutations=5)   # without an order, the first null alone
+    with pytest.raises(UserError, match="no frequency rank"):
+        tag_shuffle_test(fig4, permutations=5, frequency_order=by_score[:10])
+
+
 def test_fig4_rejects_mismatched_vocabulary():
     pos, tables = pos_and_tables()
     with pytest.raises(UserError, match="disagree on the vocabulary"):

@@ -37,7 +37,8 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from twotower_lib.paper import CONTROL_QUANTILE, FIG4_CLAIM, FIG4_MIN_TOKENS, FIG4_PERMUTATIONS, FIG4_TAGS
+from twotower_lib.paper import (CONTROL_QUANTILE, FIG4_CLAIM, FIG4_FREQUENCY_BINS, FIG4_MIN_TOKENS, FIG4_PERMUTATIONS,
+                                FIG4_TAGS)
 from twotower_lib.analysis.correlation import check_tables
 from twotower_lib.errors import MissingDependencyError, UserError
 
@@ -312,19 +313,26 @@ def claim_counts(scores: np.ndarray, tags: np.ndarray, center: float,
 
 
 def tag_shuffle_test(fig4: pd.DataFrame, permutations: int = FIG4_PERMUTATIONS, seed: int = 0,
-                     spread: tuple[float, float] = (0.25, 0.75)) -> dict:
+                     spread: tuple[float, float] = (0.25, 0.75), frequency_order: np.ndarray | None = None,
+                     bins: int = FIG4_FREQUENCY_BINS) -> dict:
     """Fig. 4 read without Eq. 3's label, against chance. Each run's claims are counted in its better orientation
     (`claim_counts`: the more of held and held with the towers' roles swapped), and the sum over runs is held against
     the same sum with each run's tags shuffled among its word tokens (`SUBWORD` pieces keep theirs), `permutations`
     times (seeded): a tag's side is a coin flip by chance, and the better of two orientations wins more than half.
 
+    With `frequency_order` (token ids, the most frequent in the training text first, as `fig4_data`'s `token_ids`),
+    a second null shuffles the tags only among tokens of about the same frequency (`bins` equal-count bins of rank). It keeps how the tags
+    go with frequency (rare tokens are more often proper nouns), so a division of the vocabulary by frequency alone
+    does not beat it: its p says whether the tags' sides are more than their tokens' frequency gives.
+
     Returns runs (run, held, held_swapped, best), observed (the sum of best), null_mean, null_high (the null's
-    `paper.CONTROL_QUANTILE`), p ((1 + the null sums at or above the observed) / (1 + permutations)), permutations."""
+    `paper.CONTROL_QUANTILE`), p ((1 + the null sums at or above the observed) / (1 + permutations)), permutations;
+    with `frequency_order` also frequency_null_mean, frequency_p and frequency_bins."""
     if fig4.empty or permutations < 1:
         raise UserError(f"tag_shuffle_test needs fig4_data's rows and at least one permutation (got {len(fig4)} "
                         f"rows, {permutations} permutations)")
     rng = np.random.default_rng(seed)
-    rows, null = [], np.zeros(permutations, dtype=int)
+    rows, null, within = [], np.zeros(permutations, dtype=int), np.zeros(permutations, dtype=int)
     for run, of_run in fig4.groupby("run", sort=False):
         words = of_run[of_run["upos"] != SUBWORD]
         scores, tags = words["score"].to_numpy(dtype=float), words["upos"].to_numpy()
@@ -333,11 +341,41 @@ def tag_shuffle_test(fig4: pd.DataFrame, permutations: int = FIG4_PERMUTATIONS, 
         rows.append({"run": run, "held": held, "held_swapped": swapped, "best": max(held, swapped)})
         for i in range(permutations):
             null[i] += max(claim_counts(scores, rng.permutation(tags), center, spread))
+        if frequency_order is not None:
+            groups = _frequency_bins(words["token_id"], frequency_order, bins)
+            for i in range(permutations):
+                within[i] += max(claim_counts(scores, _shuffled_within(tags, groups, rng), center, spread))
     table = pd.DataFrame(rows)
     observed = int(table["best"].sum())
-    return {"runs": table, "observed": observed, "null_mean": float(null.mean()),
-            "null_high": float(np.quantile(null, CONTROL_QUANTILE)),
-            "p": float((1 + (null >= observed).sum()) / (1 + permutations)), "permutations": permutations}
+    p_value = lambda sums: float((1 + (sums >= observed).sum()) / (1 + permutations))
+    out = {"runs": table, "observed": observed, "null_mean": float(null.mean()),
+           "null_high": float(np.quantile(null, CONTROL_QUANTILE)), "p": p_value(null), "permutations": permutations}
+    if frequency_order is not None:
+        out |= {"frequency_null_mean": float(within.mean()), "frequency_p": p_value(within), "frequency_bins": bins}
+    return out
+
+
+def _frequency_bins(token_ids: pd.Series, frequency_order: np.ndarray, bins: int) -> np.ndarray:
+    """Each token's bin of about equal counts by its rank in `frequency_order`; a token without a rank is an error,
+    since it would be shuffled with tokens it does not resemble."""
+    order = np.asarray(frequency_order)
+    rank = pd.Series(np.arange(len(order)), index=order).reindex(token_ids.to_numpy())
+    if rank.isna().any() or bins < 1:
+        raise UserError(f"tag_shuffle_test: {int(rank.isna().sum())} token(s) have no frequency rank and bins must "
+                        f"be >= 1 (got {bins}); rank every token fig4_data kept")
+    by_rank = np.argsort(rank.to_numpy(), kind="stable")
+    groups = np.empty(len(by_rank), dtype=int)
+    groups[by_rank] = np.arange(len(by_rank)) * bins // max(len(by_rank), 1)
+    return groups
+
+
+def _shuffled_within(tags: np.ndarray, groups: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """`tags` permuted among the positions of each group separately."""
+    out = tags.copy()
+    for g in np.unique(groups):
+        at = np.flatnonzero(groups == g)
+        out[at] = tags[rng.permutation(at)]
+    return out
 
 
 # The share of a tag's tokens above its run's median score that each claim allows: "primary" (median

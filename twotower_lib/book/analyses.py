@@ -340,4 +340,8 @@ def fig4_shuffle_markdown(test: dict) -> str:
     return (table + f"\nIn all, {test['observed']} claims hold in the cases' better orientations; with each case's "
             f"tags shuffled among its tokens, {test['null_mean']:.1f} on average and {test['null_high']:.0f} at the "
             f"{CONTROL_QUANTILE * 100:.0f}th percentile, so p = {test['p']:.2g} over {test['permutations']} "
-            "shuffles.\n")
+            "shuffles." + (f" Shuffled only among tokens of about the same frequency ({test['frequency_bins']} bins of "
+                           f"frequency rank), which keeps how tags go with frequency, the sum is "
+                           f"{test['frequency_null_mean']:.1f} on average, p = {test['frequency_p']:.2g}: whether the "
+                           "tags' sides are more than their tokens' frequency gives (reported beside; the verdict "
+                           "reads the first p)." if "frequency_p" in test else "") + "\n")

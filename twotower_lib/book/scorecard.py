@@ -282,7 +282,9 @@ def record_pos(ctx, summary: pd.DataFrame, backend: str, shuffled: dict) -> None
             + f", {shuffled['observed']} in all, against {shuffled['null_mean']:.1f} on average "
             f"({shuffled['null_high']:.0f} at the {paper.CONTROL_QUANTILE * 100:.0f}th percentile) with each run's tags "
             "shuffled among its tokens, "
-            f"p = {shuffled['p']:.2g} over {shuffled['permutations']} shuffles; "
+            f"p = {shuffled['p']:.2g} over {shuffled['permutations']} shuffles"
+            + (f" (shuffled only within {shuffled['frequency_bins']} frequency bins: p = {shuffled['frequency_p']:.2g}, "
+               "reported beside)" if "frequency_p" in shuffled else "") + "; "
             f"tagged with {backend}" + ("" if backend == "stanza" else " (the paper used stanza)")
             + "; each claim against the run's median s (primary: the tag's median above it, secondary: below it, "
             "spread: 25-75% of the tag's tokens above it); against zero instead, with Eq. 3's primary: "
