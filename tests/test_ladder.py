@@ -267,7 +267,7 @@ def test_the_brief_gives_each_family_its_rungs_in_size_order():
                          "word frequencies' loss": [6, 6, 6, 6]})
     text = report.brief(rows)
     # the families in the order of the ladder page's answer and table (`rungs.FAMILIES`), not alphabetical
-    assert text.startswith("Along the size ladder") and text.index("bert 1x96x8 (8 passes) 0.30 (holds, 4 seeds)") \
+    assert text.startswith("**Along the size ladder**") and "\n  - gpt 1x96" in text and text.index("bert 1x96x8 (8 passes) 0.30 (holds, 4 seeds)") \
         > text.index("gpt 1x96 0.20 (holds, 4 seeds), 2x128 0.40 (not attempted, 2 seeds), "
                      "12x768 no verdict (probe failed, 0 of 4 seeds' probes count; no context learned; another probe)")
     assert list(report.in_reading_order(rows)["rung"]) == ["1x96", "2x128", "12x768", "1x96x8"]

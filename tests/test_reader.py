@@ -155,17 +155,17 @@ def test_the_answer_sentence_is_generated_from_the_seed_study_and_the_ladder(tmp
     claims = front.seed_claims("cpu")
     text = front.answer_sentence("cpu", results=tmp_path)
     holds = claims[claims["above controls"].notna() & (claims["partition verdict"] == "holds")]
-    assert text.startswith("**In short.**") and all(c.split(",")[0] in text for c in holds["claim"])
+    assert text.startswith("**In short**, at profile `cpu`:\n\n- **Within a family") and all(c.split(",")[0] in text for c in holds["claim"])
     rest = claims[claims["above controls"].notna() & (claims["partition verdict"] != "holds")]
-    assert all(f"not within {c.split(',')[0]} ({m:.2f}, {v})" in text   # every family is named, held or not
+    assert all(f"not in {c.split(',')[0]} ({m:.2f}, {v})" in text   # every family is named, held or not
                for c, m, v in zip(rest["claim"], rest["partition median |r|"], rest["partition verdict"]))
     cross = claims[claims["above controls"].isna() & (claims["partition verdict"] == "holds")]
     assert all(f"{c.split(' (')[0].split(',')[0]} (Table {c.split('(Table ')[1][0]}" in text for c in cross["claim"])
     assert all(f"{c.split(' (')[0].split(',')[0]} (Table 4, Spearman: " in text for c in cross["claim"] if "Spearman" in c)
     ceilings = claims.loc[claims["unit"] == "seed pairs", "text ceiling"].dropna()   # how far the text lets runs agree
-    assert f"correlate at {ceilings.min():.2f} to {ceilings.max():.2f} (the claims' text ceilings)" in text
-    assert text.endswith("The size ladder has no committed report yet.")
+    assert f"correlate at {ceilings.min():.2f} to {ceilings.max():.2f} on the validation text (the claims' text ceilings)" in text
+    assert text.endswith("\n- The size ladder has no committed report yet.\n")
     (tmp_path / "ladder").mkdir()
     (tmp_path / "ladder" / "book.json").write_text(json.dumps({"parts": {"LADDER_BRIEF": "Along the size ladder: x."}}))
-    assert front.answer_sentence("cpu", results=tmp_path).endswith(" Along the size ladder: x.")
+    assert front.answer_sentence("cpu", results=tmp_path).endswith("\n- Along the size ladder: x.\n")
     assert front.answer_sentence("no-such-profile") == ""

@@ -237,7 +237,7 @@ NO_RUNG = ("The size ladder (the ladder page) has no rung with four seeds yet, s
 
 
 def brief(summary: pd.DataFrame) -> str:
-    """The ladder in one clause per family, for the front page's answer (`LADDER_BRIEF`): per rung in size order,
+    """The ladder in one list item per family, for the front page's answer (`LADDER_BRIEF`): per rung in size order,
     its median |r|, the division's verdict and seeds, where its towers learned no context beyond word frequencies,
     and where it was probed as another measurement."""
     if summary.empty:
@@ -254,10 +254,10 @@ def brief(summary: pd.DataFrame) -> str:
         return (f"{name} {'no verdict' if not np.isfinite(median) else f'{median:.2f}'} "
                 f"({r['partition: verdict']}, {seeds}{other})")
 
-    per_family = "; ".join(f"{family} " + ", ".join(rung(r) for _, r in rows.iterrows())
-                           for family, rows in in_reading_order(summary).groupby("family", sort=False))
-    return (f"Along the size ladder (the ladder page; median |r| and the division's verdict per rung of layers x "
-            f"width, as far as it has run): {per_family}.")
+    per_family = "".join(f"\n  - {family} " + ", ".join(rung(r) for _, r in rows.iterrows())
+                         for family, rows in in_reading_order(summary).groupby("family", sort=False))
+    return (f"**Along the size ladder** (the ladder page; median |r| and the division's verdict per rung of layers x "
+            f"width, as far as it has run):{per_family}")
 
 
 def _step(r: pd.Series) -> str:

@@ -337,7 +337,7 @@ def answer_sentence(profile_name: str, seeds: Path = SEEDS, results: Path = stud
     within = (", ".join(f"{name(c)} ({m:.2f})" for c, m in zip(holds["claim"], holds["partition median |r|"]))
               or "no family")
     rest = same[same["partition verdict"] != "holds"]   # said too: a family left out of the list reads as unmeasured
-    within += "".join(f"; not within {name(c)} ({f'{m:.2f}, ' if m == m else ''}{v})" for c, m, v in
+    within += "".join(f"; not in {name(c)} ({f'{m:.2f}, ' if m == m else ''}{v})" for c, m, v in
                       zip(rest["claim"], rest["partition median |r|"], rest["partition verdict"]))
     ctrl = same["partition controls |r| threshold"].max()
     orient = "; ".join(f"{name(c)} {v}" for c, v in zip(same["claim"], same["orientation verdict"]))
@@ -346,14 +346,16 @@ def answer_sentence(profile_name: str, seeds: Path = SEEDS, results: Path = stud
               f" and by no other" if len(shared) else "none shares a division")
     ladder = study_parts.load(results)[0].get("LADDER_BRIEF", "The size ladder has no committed report yet.")
     ceilings = claims[claims["unit"] == "seed pairs"].get("text ceiling", pd.Series(dtype=float)).dropna()
-    text = (f" The validation text would let runs with identical preferences correlate at {ceilings.min():.2f} to "
-            f"{ceilings.max():.2f} (the claims' text ceilings): an |r| far below that is a difference between the "
-            "runs, not noise of the text." if len(ceilings) else "")
-    return (f"**In short.** At profile `{profile_name}`, the division of tokens between the two towers repeats "
-            f"across seeds (median |r| over seed pairs, above the untrained and independent towers' 90th "
-            f"percentile, at most {ctrl:.2f}, with every seed left out) within {within}; Eq. 3's orientation — which "
-            f"tower takes which role — is another question: {orient}. Of the {len(cross)} comparisons between "
-            f"configurations (Tables 2 and 4), {across}.{text} {ladder}")
+    text = (f"- **What the text allows:** runs with identical preferences would correlate at {ceilings.min():.2f} to "
+            f"{ceilings.max():.2f} on the validation text (the claims' text ceilings): an |r| far below that is a "
+            "difference between the runs, not noise of the text.\n" if len(ceilings) else "")
+    return (f"**In short**, at profile `{profile_name}`:\n\n"
+            f"- **Within a family, across seeds:** the division of tokens between the two towers repeats (median |r| "
+            f"over seed pairs above the untrained and independent towers' 90th percentile, at most {ctrl:.2f}, with "
+            f"every seed left out) in {within}.\n"
+            f"- **Which tower takes which role** (Eq. 3's orientation) is another question: {orient}.\n"
+            f"- **Across families:** of the {len(cross)} comparisons between configurations (Tables 2 and 4), "
+            f"{across}.\n{text}- {ladder}\n")
 
 
 def spread_sentence(profile_name: str) -> str:
