@@ -77,8 +77,12 @@ def test_a_verdict_decided_by_several_claims_names_what_decided_it():
     # the item "pairs above their controls" counts families above their controls, not the claims' verdicts
     assert front._verdict_parts("controls", claims) == " (above their controls: GPT; not: ELMo)"
     assert front._verdict_parts("controls", claims.assign(**{"above controls": [True, True]})) == ""
-    assert front._verdict_parts("same-config", claims) == " (the weakest: GPT partly, ELMo not)"
+    assert front._verdict_parts("same-config", claims) == " (the weakest: GPT partly; ELMo not)"
     assert front._verdict_parts("same-config", claims.assign(verdict=["not", "not"])) == ""
+    table4 = pd.DataFrame({"claim": ["GPT vs Bert-large, Spearman (Table 4)",
+                                     "ELMo, GPT, Bert-large vs frequency rank, Spearman (Table 4)"],
+                           "verdict": ["partly", "not"], "above controls": [None, None]})
+    assert front._verdict_parts("table4", table4) == " (the weakest: GPT vs Bert-large partly; ELMo, GPT, Bert-large vs frequency rank not)"
     card = front.published_card("cpu")
     rows = dict(zip([r["id"] for r in card["rows"]], front.verdict_rows(card)["verdict"]))
     assert "(the weakest" not in rows["controls"]

@@ -133,18 +133,28 @@ def seed_claims(profile: str, results: Path = SEEDS) -> pd.DataFrame:
     return pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["item", "claim", "above controls"])
 
 
+def short_claim(claim: str) -> str:
+    """A seed-study claim as a list names it: without its table and its statistic or unit, "Bert-large, two seeds
+    (Table 2)" as "Bert-large", "ELMo, GPT, Bert-large vs frequency rank, Spearman (Table 4)" as "ELMo, GPT,
+    Bert-large vs frequency rank"."""
+    base = claim.split(" (")[0]
+    for suffix in (", Spearman", ", two seeds"):
+        base = base.removesuffix(suffix)
+    return base
+
+
 def _verdict_parts(item: str, mine: pd.DataFrame) -> str:
     """What a verdict decided by several claims rests on, where they differ: for *pairs above their controls*
     (`paper.CONTROLS_RULE`), which families' pairs are above their controls and which are not; for any other
     item, each claim's verdict (the item takes the weakest, `paper.weakest`)."""
-    name = [c.split(" (")[0].split(",")[0] for c in mine["claim"]]
+    name = [short_claim(c) for c in mine["claim"]]
     if item == "controls":
         above = [n for n, a in zip(name, mine["above controls"]) if a]
         below = [n for n, a in zip(name, mine["above controls"]) if not a]
         return f" (above their controls: {', '.join(above)}; not: {', '.join(below)})" if above and below else ""
     if mine["verdict"].nunique() < 2:
         return ""
-    return " (the weakest: " + ", ".join(f"{n} {v}" for n, v in zip(name, mine["verdict"])) + ")"
+    return " (the weakest: " + "; ".join(f"{n} {v}" for n, v in zip(name, mine["verdict"])) + ")"
 
 
 def verdict_rows(card: dict, key: bool = False) -> pd.DataFrame:
@@ -332,7 +342,7 @@ def answer_sentence(profile_name: str, seeds: Path = SEEDS, results: Path = stud
         return ""
     same = claims[claims["above controls"].notna()]
     cross = claims[claims["above controls"].isna() & claims["partition verdict"].notna()]
-    name = lambda c: c.split(",")[0].split(" (")[0]
+    name = short_claim
     holds = same[same["partition verdict"] == "holds"]
     within = (", ".join(f"{name(c)} ({m:.2f})" for c, m in zip(holds["claim"], holds["partition median |r|"]))
               or "no family")
