@@ -502,7 +502,7 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
         scorecard_rows = browser.evaluate("[...document.querySelectorAll('table tr')].map(tr => tr.innerText)") or []
         browser.drain(1.0)
         # No table is clipped at the window's 1,280 px: a wide one scrolls in its own box (book.READER_CSS).
-        clipped, screens, front_overflow = {}, {}, None
+        clipped, wide_charts, screens, front_overflow = {}, {}, {}, None
         for page in ("book/intro", "book/scorecard", "book/rerun", "book/paper_scale", "notebooks/03_correlations",
                      "notebooks/04_pos", "notebooks/05_ica", "notebooks/06_frequency", "notebooks/07_emergence",
                      "book/ladder"):
@@ -514,6 +514,13 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
             clipped[page] = browser.evaluate(
                 "[...document.querySelectorAll('main table')].filter(t => t.getBoundingClientRect().right > "
                 "document.documentElement.clientWidth + 1).map(t => t.innerText.slice(0, 60))")
+            # every chart drawn inside the article's column: a legend or title past it is cut off
+            browser.poll("(c => c.length === [...c].filter(e => e.dataset.rendered === 'true').length)"
+                         "(document.querySelectorAll('.tt-chart'))", tries=50)
+            wide_charts[page] = browser.evaluate(
+                "[...document.querySelectorAll('.tt-chart svg')].map(s => Math.round(s.getBoundingClientRect().right "
+                "- (s.closest('.bd-article-container') || document.querySelector('main')).getBoundingClientRect()"
+                ".right)).filter(px => px > 1)")
             if page == "book/intro":   # the answer's table is read whole: it spans the page's margin, no scrolling
                 front_overflow = browser.evaluate("(t => t ? t.scrollWidth - t.clientWidth : null)"
                                                   "(document.querySelector('main .full-width table'))")
@@ -526,6 +533,7 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
     assert cell and re.match(r"^-?\d\.\d\d\s", cell[0]), table2_cells
     assert dots >= 1, "the scorecard's picture drew no dot"
     assert not any(clipped.values()), clipped
+    assert not any(wide_charts.values()), f"charts past the article's column (px): {wide_charts}"
     assert front_overflow is not None and front_overflow <= 1, f"front table scrolls {front_overflow} px"
     print("screens of 1280 x 800:", {p: round(v, 1) for p, v in screens.items()})
     # a claim chapter a reader can finish: about six screens, its method and extra tables folded

@@ -192,9 +192,9 @@ def chart(summary: pd.DataFrame):
         base.mark_line(strokeDash=[3, 3], opacity=0.6).encode(x=x, y="control:Q", color=color),
         base.mark_rule(strokeDash=[6, 4], color="black").encode(y=alt.datum(SAME_CONFIG_R)),
     ]
-    return alt.layer(*layers).properties(
-        title="Does the division repeat across seeds, and does it grow with size? (dashed: untrained towers; "
-              "black: the paper's Bert-large pair)")
+    return alt.layer(*layers).properties(   # two title lines: one would run past the page column
+        title=["Does the division repeat across seeds, and does it grow with size?",
+               "(dashed: untrained towers; black: the paper's Bert-large pair)"])
 
 
 def _f(x: float, digits: int = 2) -> str:

@@ -311,7 +311,7 @@ def strip_chart(points: pd.DataFrame, title: str = "Every seed pair, its control
         x=alt.X("value:Q", scale=scale, title="|r| (Pearson) or |rho| (Spearman)"),
         y=alt.Y("group:N", title=None, sort=["seed pairs"]), color=alt.Color("group:N", legend=None),
         shape=alt.Shape("sign:N", scale=alt.Scale(domain=["positive", "negative"], range=["circle", "cross"]),
-                        title="sign of r"),
+                        title="sign of r", legend=alt.Legend(orient="bottom")),
         tooltip=["claim:N", "group:N", "pair:N", "sign:N", alt.Tooltip("value:Q", format=".2f")])
     paper = base.mark_rule(color="#e45756", strokeWidth=2).encode(x=alt.X("paper:Q", scale=scale))
     zero = base.mark_rule(color="#ccc").encode(x=alt.X("zero:Q", scale=scale))

@@ -18,6 +18,7 @@ import pandas as pd
 LEGEND_BELOW = alt.Legend(orient="bottom", columns=4)  # keeps wide charts inside the page column
 TOOLTIP_TOKEN = [alt.Tooltip("token:N", title="token"), alt.Tooltip("frequency:Q", title="frequency", format=",")]
 WIDTH = 520  # with axis labels and the actions menu, fits the content column of sphinx-book-theme
+LEGEND_BELOW_LONG = alt.Legend(orient="bottom", columns=2, labelLimit=WIDTH // 2 - 20)  # labels of a paper item's length
 
 
 def frequency_chart(counts: pd.DataFrame, title: str = "Token frequency by rank") -> alt.Chart:
@@ -77,7 +78,7 @@ def paper_vs_ours(points: pd.DataFrame, title: str = "Every correlation: the pap
                                                 opacity=alt.Opacity("line:N", legend=None,
                                                                     scale=alt.Scale(range=[1.0, 0.4])))
     zero = alt.Chart(pd.DataFrame({"ours": [0.0]})).mark_rule(color="#ccc").encode(y="ours:Q")
-    color = alt.Color("item:N", title="paper item", legend=LEGEND_BELOW)
+    color = alt.Color("item:N", title="paper item", legend=LEGEND_BELOW_LONG)
     bars = base.mark_rule(opacity=0.6).encode(x=x, y=alt.Y("ci_low:Q", scale=scale), y2="ci_high:Q", color=color)
     dots = base.mark_point(filled=True, size=70).encode(
         x=x, y=alt.Y("ours:Q", title="ours, signed (95% interval: documents resampled)", scale=scale), color=color,

@@ -21,6 +21,7 @@ from twotower_lib.book import study_parts
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.book.paper_tables import mark_outside, number
 from twotower_lib.book.tables import keyed, markdown_table
+from twotower_lib.paper import CENTRAL, SAME_CONFIG_R
 from twotower_lib.book.paper_items import CLAIMS, FINDINGS, POINT_LABELS, SHORT_NAMES, Claim
 from twotower_lib.book.scorecard import decide_over_seeds, verdict_cell
 from twotower_lib.run_names import model_of
@@ -264,10 +265,12 @@ def lead_chart(card: dict):
     return alt.layer(*layers)
 
 
+_LOW, _HIGH = (f"{q * 100:.0f}th" for q in CENTRAL)
 LEAD_KEY = ("Every value is |r| (|rho| for Table 4), which no choice of primary tower changes; the paper's values are "
-            "positive. Red diamond: the paper's value. Open circle: this build's own pair (the median of its pairs "
-            "where a claim covers several). Blue: the median over seed pairs, with their central range (10th to 90th "
-            "percentile). Grey: the control pairs, from 0 to their 90th percentile.")
+            "positive. Red diamond: the paper's value (for a pair the paper does not report, its Bert-large pair's, "
+            f"r = {SAME_CONFIG_R}). Open circle: this build's own pair (the median of its pairs where a claim covers "
+            f"several). Blue: the median over seed pairs, with their central range ({_LOW} to {_HIGH} percentile). "
+            f"Grey: the control pairs, from 0 to their {_HIGH} percentile.")
 
 
 def published_card(profile: str = "cpu", results: Path = PUBLISHED) -> dict:
