@@ -265,6 +265,7 @@ def section_markdown(s: SeedStudy, profile: str) -> str:
              f"({', '.join(NAMES.get(f, f) for f in s.study['families'] if f in set(s.pairs['family_a']))} probed so far). "
              f"Median and central range ({low * 100:.0f}th to {high * 100:.0f}th percentile) of |r| over seed pairs, "
              "the statistic the verdict judges (`paper.RULE`); the paper's signed r sits in the orientation column:", "",
+             '<div class="full-width">', "",   # seven columns: read whole across the page's margin, as the front's
              f"| claim | paper | ours over seed pairs | controls' {high * 100:.0f}th percentile | verdict | division "
              "(leaving one run out) | orientation (signed median) |", "|---|---|---|---|---|---|---|"]
     reported = {c.label: c.reported for c in CLAIMS}
@@ -275,7 +276,7 @@ def section_markdown(s: SeedStudy, profile: str) -> str:
         division, orientation = front.division_cell(r, profile) or "—", front.orientation_cell(r, profile) or "—"
         lines.append(markdown_row([r["claim"], value, _fmt(r), f"{r[HIGH]:.2f} ({r['control pairs']} "
                                    f"{r['unit'].replace('seed ', '')})", f"**{r['verdict']}**", division, orientation]))
-    return ("\n".join(lines) + "\n\n:::{dropdown} The rules of the division and orientation columns\n"
+    return ("\n".join(lines) + "\n\n</div>\n\n:::{dropdown} The rules of the division and orientation columns\n"
             + paper.PARTITION_RULE + "\n\n" + paper.ORIENTATION_RULE + "\n\n" + CEILING_NOTE + "\n:::\n")
 
 
