@@ -50,7 +50,7 @@ def test_the_published_default_is_judged_by_todays_rules():
     pub = read_json(publish.RESULTS_DIR / "cpu.json")
     assert pub.get("rules") == paper.RULES_EDITION, "re-run and re-publish the cpu profile"
     fig4 = next(r for r in pub["scorecard"]["rows"] if r["id"] == "fig4")
-    assert f"over {paper.FIG4_PERMUTATIONS} shuffles" in fig4["note"]     # Fig. 4's null as the rules set it
+    assert f"over {paper.FIG4_PERMUTATIONS:,} shuffles" in fig4["note"]     # Fig. 4's null as the rules set it
     assert f"within {paper.FIG4_FREQUENCY_BINS} frequency bins" in fig4["note"]   # and its second null, beside
     assert publish.earlier_rules(pub) == ""
     older = {k: v for k, v in pub.items() if k != "rules"}

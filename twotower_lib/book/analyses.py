@@ -339,7 +339,7 @@ def fig4_shuffle_markdown(test: dict) -> str:
                             for r in test["runs"].itertuples()))
     return (table + f"\nIn all, {test['observed']} claims hold in the cases' better orientations; with each case's "
             f"tags shuffled among its tokens, {test['null_mean']:.1f} on average and {test['null_high']:.0f} at the "
-            f"{CONTROL_QUANTILE * 100:.0f}th percentile, so p = {test['p']:.2g} over {test['permutations']} "
+            f"{CONTROL_QUANTILE * 100:.0f}th percentile, so p = {test['p']:.2g} over {test['permutations']:,} "
             "shuffles." + (f" Shuffled only among tokens of about the same frequency ({test['frequency_bins']} bins of "
                            f"frequency rank), which keeps how tags go with frequency, the sum is "
                            f"{test['frequency_null_mean']:.1f} on average, p = {test['frequency_p']:.2g}: whether the "
