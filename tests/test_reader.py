@@ -69,6 +69,13 @@ def test_the_front_table_has_one_row_per_item_and_a_caveat_each():
     assert seeded["division (a run left out)"].str.contains(r"(holds|unstable|not): \d", regex=True).all()
     same = rows[rows["claim"].str.contains("two seeds")]
     assert same["orientation (Eq. 3), signed r"].str.contains(r"/\d resolved; signed median [+−]\d", regex=True).all()
+    # how many pairs reach the paper's value, beside the range that may hold it on a few pairs
+    assert seeded["spread over seeds"].str.contains(r"(none|\d+) reach(es)? 0\.\d\d", regex=True).sum() >= 5
+    pair = lambda k, low: pd.Series({"unit": "seed pairs", "reach paper": k, "paper_low": low})
+    assert [front._reaching(pair(k, low)) for k, low in ((0, 0.94), (1, 0.94), (2, 0.62))] == \
+        [", none reach 0.94", ", 1 reaches 0.94", ", 2 reach 0.62"]
+    assert front._reaching(pair(np.nan, 0.94)) == ""   # a study made before the count
+    assert front._reaching(pd.Series({"unit": "runs", "reach paper": 3})) == ""
 
 
 def test_a_verdict_decided_by_several_claims_names_what_decided_it():

@@ -286,8 +286,9 @@ def result_box(curves: pd.DataFrame, paper: float = SAME_CONFIG_R) -> str:
     from twotower_lib.analysis.seed_spread import summarize, verdict
     from twotower_lib.paper import CENTRAL
 
-    lines = [f"| configuration | probe | tokens | pairs | abs r: median [{CENTRAL[0]:.0%}–{CENTRAL[1]:.0%}] | signed r: "
-             f"median | untrained abs r, highest | the paper | verdict |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ['<div class="full-width">', "",   # nine columns: read whole across the page's margin
+             f"| configuration | probe | tokens | pairs | \\|r\\|: median [{CENTRAL[0]:.0%}–{CENTRAL[1]:.0%}] | signed r: "
+             f"median | untrained \\|r\\|, highest | the paper | verdict |", "|---|---|---|---|---|---|---|---|---|"]
     for config, g in sorted(_per_config(curves, None), key=lambda c: c[1]["probe"].iloc[0] != CURRENT_PROBE):
         end = g[g["tokens"] == g["tokens"].max()]
         if end["pair"].nunique() < 2:
@@ -301,7 +302,7 @@ def result_box(curves: pd.DataFrame, paper: float = SAME_CONFIG_R) -> str:
         lines.append(f"| `{config}` | {g['probe'].iloc[0]} | {tokens_label(int(end['tokens'].iloc[0]))} | {s['n']} | "
                      f"{s['median']:.2f} [{s['low']:.2f}, {s['high']:.2f}] | {number(end['r'].median())} | "
                      f"{control_text} | {paper} | {verdict_text} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n\n</div>\n"
 
 
 def summary(curves: pd.DataFrame) -> str:

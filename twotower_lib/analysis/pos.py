@@ -321,9 +321,10 @@ def tag_shuffle_test(fig4: pd.DataFrame, permutations: int = FIG4_PERMUTATIONS, 
     times (seeded): a tag's side is a coin flip by chance, and the better of two orientations wins more than half.
 
     With `frequency_order` (token ids, the most frequent in the training text first, as `fig4_data`'s `token_ids`),
-    a second null shuffles the tags only among tokens of about the same frequency (`bins` equal-count bins of rank). It keeps how the tags
-    go with frequency (rare tokens are more often proper nouns), so a division of the vocabulary by frequency alone
-    does not beat it: its p says whether the tags' sides are more than their tokens' frequency gives.
+    a second null shuffles the tags only among tokens of about the same frequency (`bins` equal-count bins of rank).
+    It keeps how the tags go with frequency (rare tokens are more often proper nouns), so a division of the
+    vocabulary by frequency alone does not beat it: its p says whether the tags' sides are more than their tokens'
+    frequency gives.
 
     Returns runs (run, held, held_swapped, best), observed (the sum of best), null_mean, null_high (the null's
     `paper.CONTROL_QUANTILE`), p ((1 + the null sums at or above the observed) / (1 + permutations)), permutations;

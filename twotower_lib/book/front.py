@@ -26,6 +26,8 @@ from twotower_lib.book.paper_items import CLAIMS, FINDINGS, POINT_LABELS, SHORT_
 from twotower_lib.book.scorecard import decide_over_seeds, verdict_cell
 from twotower_lib.run_names import model_of
 
+_LOW, _HIGH = (f"{q * 100:.0f}th" for q in CENTRAL)     # the central range's ends, as the page names them
+
 MARK = {"reproduced": "✓ reproduced", "partly": "◐ partly", "not": "✗ not", "not attempted": "— not attempted"}
 PUBLISHED = PROJECT_ROOT / "results" / "profiles"
 SEEDS = PROJECT_ROOT / "results" / "seeds"
@@ -66,14 +68,24 @@ def _claim_cells(mine: pd.DataFrame, profile: str | None = None) -> dict[str, st
     ours = "; ".join(f"{name(c)}{median_cell(c, profile)}" for _, c in mine.iterrows())
     counts = mine["pairs"].astype(int).astype(str) + " " + mine["unit"].str.replace("seed ", "", regex=False)
     each = " each" if many and counts.nunique() == 1 else ""
-    spread = "; ".join(f"{name(c)}{c['low']:.2f} to {c['high']:.2f}" + ("" if each else f" ({n})")
+    spread = "; ".join(f"{name(c)}{c['low']:.2f} to {c['high']:.2f}{_reaching(c)}" + ("" if each else f" ({n})")
                        for (_, c), n in zip(mine.iterrows(), counts)) + (f" ({counts.iloc[0]}{each})" if each else "")
     high = mine[HIGH].max()
-    caveat = "no control measured yet" if pd.isna(high) else f"controls' |r| at 90th pct. {high:.2f}"
+    caveat = "no control measured yet" if pd.isna(high) else f"controls' |r| at {_HIGH} pct. {high:.2f}"
     division = lambda c: division_cell(c, profile)
     orientation = lambda c: orientation_cell(c, profile)
     return {"ours": ours, "spread over seeds": spread, "division (a run left out)": _joined(mine, name, division),
             "orientation (Eq. 3), signed r": _joined(mine, name, orientation), "caveat": caveat}
+
+
+def _reaching(c: pd.Series) -> str:
+    """How many of a claim's seed pairs reach the paper's value (its lower end, named), said beside the central
+    range: a range that holds the paper's value may rest on a few pairs. Nothing for runs against frequency rank, or
+    a study that predates the count."""
+    if c.get("unit") != "seed pairs" or pd.isna(c.get("reach paper")) or pd.isna(c.get("paper_low")):
+        return ""
+    k = int(c["reach paper"])
+    return f", {'none' if k == 0 else k} {'reaches' if k == 1 else 'reach'} {float(c['paper_low']):.2f}"
 
 
 def _joined(mine: pd.DataFrame, name, cell) -> str:
@@ -265,7 +277,6 @@ def lead_chart(card: dict):
     return alt.layer(*layers)
 
 
-_LOW, _HIGH = (f"{q * 100:.0f}th" for q in CENTRAL)
 LEAD_KEY = ("Every value is |r| (|rho| for Table 4), which no choice of primary tower changes; the paper's values are "
             "positive. Red diamond: the paper's value (for a pair the paper does not report, its Bert-large pair's, "
             f"r = {SAME_CONFIG_R}). Open circle: this build's own pair (the median of its pairs where a claim covers "
@@ -364,7 +375,7 @@ def answer_sentence(profile_name: str, seeds: Path = SEEDS, results: Path = stud
             "difference between the runs, not noise of the text.\n" if len(ceilings) else "")
     return (f"**In short**, at profile `{profile_name}`:\n\n"
             f"- **Within a family, across seeds:** the division of tokens between the two towers repeats (median |r| "
-            f"over seed pairs above the untrained and independent towers' 90th percentile, at most {ctrl:.2f}, with "
+            f"over seed pairs above the untrained and independent towers' {_HIGH} percentile, at most {ctrl:.2f}, with "
             f"every seed left out) in {within}.\n"
             f"- **Which tower takes which role** (Eq. 3's orientation) is another question: {orient}.\n"
             f"- **Across families:** of the {len(cross)} comparisons between configurations (Tables 2 and 4), "
