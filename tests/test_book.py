@@ -286,6 +286,7 @@ def test_end_to_end_tiny_pipeline_and_strict_book_build(built_book):
     assert 'class="math' in (html / "book" / "intro.html").read_text()
     for page in html.rglob("*.html"):                    # the book agrees with itself, page by page
         assert not book_disagreements(page.read_text()), (page, book_disagreements(page.read_text())[:5])
+        assert "|---|" not in page.read_text(), f"{page} shows a Markdown table as text"
     pages = {p.relative_to(html).as_posix(): p.read_text() for p in html.rglob("*.html")}
     assert sum(p.count('class="tt-key"') for p in pages.values()) >= 2 * len(card["rows"])  # front and scorecard
     assert not key_disagreements(pages), key_disagreements(pages)[:5]    # and across pages

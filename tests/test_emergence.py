@@ -214,6 +214,13 @@ def test_the_result_box_judges_only_todays_probe_and_lists_it_first():
     rows = [line for line in ec.result_box(curves).splitlines() if line.startswith("| `")]
     assert [r.split("`")[1] for r in rows] == ["new", "old"]
     assert rows[0].endswith("| **reproduced** |") and rows[1].endswith("| not judged: an earlier probe |")
+    # a Markdown table across the margin, which the chapter renders as Markdown (not as raw HTML showing its pipes)
+    from IPython.display import Markdown
+
+    from twotower_lib.book import study_parts
+
+    assert ec.result_box(curves).startswith('<div class="full-width">\n\n| configuration')
+    assert isinstance(study_parts.show("EMERGENCE_RESULT"), Markdown)
 
 
 def test_the_summary_says_seeds_differ_in_sign_only_when_they_do():

@@ -18,6 +18,7 @@ from twotower_lib import paper
 from twotower_lib.paper import SAME_CONFIG_R
 from twotower_lib.artifacts import read_json
 from twotower_lib.book.sections import PROJECT_ROOT
+from twotower_lib.book.tables import full_width
 from twotower_lib.book.paper_tables import number, tokens_label
 from twotower_lib.errors import UserError
 from twotower_lib.probe.config import CURRENT_PROBE, probe_label
@@ -286,8 +287,7 @@ def result_box(curves: pd.DataFrame, paper: float = SAME_CONFIG_R) -> str:
     from twotower_lib.analysis.seed_spread import summarize, verdict
     from twotower_lib.paper import CENTRAL
 
-    lines = ['<div class="full-width">', "",   # nine columns: read whole across the page's margin
-             f"| configuration | probe | tokens | pairs | \\|r\\|: median [{CENTRAL[0]:.0%}–{CENTRAL[1]:.0%}] | signed r: "
+    lines = [f"| configuration | probe | tokens | pairs | \\|r\\|: median [{CENTRAL[0]:.0%}–{CENTRAL[1]:.0%}] | signed r: "
              f"median | untrained \\|r\\|, highest | the paper | verdict |", "|---|---|---|---|---|---|---|---|---|"]
     for config, g in sorted(_per_config(curves, None), key=lambda c: c[1]["probe"].iloc[0] != CURRENT_PROBE):
         end = g[g["tokens"] == g["tokens"].max()]
@@ -302,7 +302,7 @@ def result_box(curves: pd.DataFrame, paper: float = SAME_CONFIG_R) -> str:
         lines.append(f"| `{config}` | {g['probe'].iloc[0]} | {tokens_label(int(end['tokens'].iloc[0]))} | {s['n']} | "
                      f"{s['median']:.2f} [{s['low']:.2f}, {s['high']:.2f}] | {number(end['r'].median())} | "
                      f"{control_text} | {paper} | {verdict_text} |")
-    return "\n".join(lines) + "\n\n</div>\n"
+    return full_width("\n".join(lines))   # nine columns: read whole across the page's margin
 
 
 def summary(curves: pd.DataFrame) -> str:

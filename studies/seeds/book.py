@@ -26,7 +26,7 @@ from twotower_lib.book import charts, front, study_parts
 from twotower_lib.book.charts import alt
 from twotower_lib.book.paper_items import CLAIMS, Claim
 from twotower_lib.book.sections import PROJECT_ROOT
-from twotower_lib.book.tables import markdown_row, reader_html
+from twotower_lib.book.tables import full_width, markdown_row, reader_html
 from twotower_lib import paper
 from twotower_lib.paper import FREQUENCY_RANGE
 
@@ -273,9 +273,8 @@ def section_markdown(s: SeedStudy, profile: str) -> str:
     lines = [f"Seed study of profile `{profile}`: {s.study['seeds']} seeds per family "
              f"({', '.join(NAMES.get(f, f) for f in s.study['families'] if f in set(s.pairs['family_a']))} probed so far). "
              f"Median and central range ({low * 100:.0f}th to {high * 100:.0f}th percentile) of |r| over seed pairs, "
-             "the statistic the verdict judges (`paper.RULE`); the paper's signed r sits in the orientation column:", "",
-             '<div class="full-width">', "",   # seven columns: read whole across the page's margin, as the front's
-             f"| claim | paper | ours over seed pairs | controls' {high * 100:.0f}th percentile | verdict | division "
+             "the statistic the verdict judges (`paper.RULE`); the paper's signed r sits in the orientation column:", ""]
+    table = [f"| claim | paper | ours over seed pairs | controls' {high * 100:.0f}th percentile | verdict | division "
              "(leaving one run out) | orientation (signed median) |", "|---|---|---|---|---|---|---|"]
     reported = {c.label: c.reported for c in CLAIMS}
     for _, r in t.iterrows():
@@ -283,9 +282,10 @@ def section_markdown(s: SeedStudy, profile: str) -> str:
         if not reported.get(r["claim"], True):
             value = f"not reported (held against Bert-large's {value})"
         division, orientation = front.division_cell(r, profile) or "—", front.orientation_cell(r, profile) or "—"
-        lines.append(markdown_row([r["claim"], value, _fmt(r), f"{r[HIGH]:.2f} ({r['control pairs']} "
+        table.append(markdown_row([r["claim"], value, _fmt(r), f"{r[HIGH]:.2f} ({r['control pairs']} "
                                    f"{r['unit'].replace('seed ', '')})", f"**{r['verdict']}**", division, orientation]))
-    return ("\n".join(lines) + "\n\n</div>\n\n:::{dropdown} The rules of the division and orientation columns\n"
+    return ("\n".join(lines) + "\n" + full_width("\n".join(table))   # seven columns across the margin, as the front's
+            + "\n:::{dropdown} The rules of the division and orientation columns\n"
             + paper.PARTITION_RULE + "\n\n" + paper.ORIENTATION_RULE + "\n\n" + CEILING_NOTE + "\n:::\n")
 
 

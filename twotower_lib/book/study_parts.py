@@ -126,15 +126,18 @@ def part(name: str, profile: str | None = None, results: Path = RESULTS) -> str:
 
 def show(name: str, profile: str | None = None, results: Path = RESULTS):
     """A part as a chapter displays it: a chart (`*_CHART`, Vega-Lite JSON) drawn offline, a reader table
-    (HTML) as HTML, the rest — and the line saying where a part is missing — as Markdown."""
+    (HTML) as HTML, the rest — a Markdown table across the margin (`tables.full_width`) and the line saying where a
+    part is missing among them — as Markdown."""
     from IPython.display import HTML, Markdown
 
     from twotower_lib.book.render import SavedChart
+    from twotower_lib.book.tables import FULL_WIDTH
 
     text = part(name, profile, results)
     if name.endswith("_CHART") and text.lstrip().startswith("{"):
         return SavedChart(text)
-    return HTML(text) if text.lstrip().startswith("<") else Markdown(text)
+    html = text.lstrip().startswith("<") and not text.lstrip().startswith(FULL_WIDTH)
+    return HTML(text) if html else Markdown(text)
 
 
 def verdict(item: str, profile: str | None = None, results: Path = RESULTS) -> dict | None:

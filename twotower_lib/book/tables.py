@@ -55,6 +55,15 @@ def markdown_table(header: Any, rows: Any) -> str:
     return "\n".join([markdown_row(header), "|" + "---|" * len(header), *(markdown_row(r) for r in rows)]) + "\n"
 
 
+FULL_WIDTH = '<div class="full-width">'
+
+
+def full_width(markdown: str) -> str:
+    """A Markdown part (a wide table) set across the page's margin, as the front's table: the theme's full-width
+    block around it, with the blank lines that keep its inside Markdown (`study_parts.show` renders it as such)."""
+    return f"{FULL_WIDTH}\n\n{markdown.rstrip()}\n\n</div>\n"
+
+
 def for_reader(df: pd.DataFrame) -> pd.DataFrame:
     """`df` flattened for reading: named index levels become ordinary columns, multi-level column
     names are joined, and columns with no value at all are dropped."""
