@@ -182,7 +182,7 @@ pd.DataFrame(own.get("same_config", [])).assign(profile=ctx.profile.name)
 
 # %% tags=["hide-cell"]
 published = publish.load_published(exclude=ctx.profile.name)
-publish.overview(published)
+publish.overview_by_profile(published)
 
 # %% tags=["hide-cell"]
 publish.same_config_table(published)

@@ -91,7 +91,7 @@ part("PROBE_WHITENING")
 # `results/probe/optimum/`, each with its command). A recipe `A+refinedN` is `A`'s heads taken on by
 # N full-batch L-BFGS iterations toward the minimum of the mean cross-entropy plus a ridge
 # (`optimum.refine_head`; `@R`: with ridge R): a head defined by an objective rather than by where an
-# optimiser stopped. The first table gives, per recipe, each tower head's held-out loss and its
+# optimiser stopped. The first table gives, per recipe and tower, the head's held-out loss and its
 # *certificate* on its own training positions (`optimum.certificate`): at the optimum of a linear head
 # every token's predicted count equals its observed count, so the relative gaps over tokens seen at
 # least 20 times, and the preconditioned gradient's norm, say how far the head is from it. The second

@@ -410,6 +410,9 @@ def test_a_finished_run_is_published_and_shown(built_book, tmp_path):
     assert (table["probe"] == CURRENT_PROBE).all() and (publish.overview(published)["probe"] == CURRENT_PROBE).all()
     assert publish.probe_name({}) == "earlier (not the current)"      # published before probes recorded themselves
     assert "### Profile `tiny`" in publish.markdown(published) and len(publish.overview(published)) == 1
+    side = publish.overview_by_profile(published)                     # section 07's: a column per profile
+    assert list(side.columns) == ["tiny"] and pub["scorecard"]["counts"]
+    assert all(side.loc[f"claims: {verdict}", "tiny"] == n for verdict, n in pub["scorecard"]["counts"].items())
     assert publish.machine(pub["provenance"]) in publish.markdown(published)  # minutes beside the CPU that ran them
     assert publish.load_published(tmp_path / "profiles", exclude="tiny") == {}
     assert "Other profiles, published" in (built_book["html"] / "book" / "scorecard.html").read_text()
@@ -502,11 +505,12 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
         dots = browser.poll("document.querySelectorAll('.tt-chart[data-rendered=true] svg .mark-symbol path').length") or 0
         scorecard_rows = browser.evaluate("[...document.querySelectorAll('table tr')].map(tr => tr.innerText)") or []
         browser.drain(1.0)
-        # No table is clipped at the window's 1,280 px: a wide one scrolls in its own box (book.READER_CSS).
-        clipped, wide_charts, screens, front_overflow = {}, {}, {}, None
-        for page in ("book/intro", "book/scorecard", "book/rerun", "book/paper_scale", "notebooks/03_correlations",
-                     "notebooks/04_pos", "notebooks/05_ica", "notebooks/06_frequency", "notebooks/07_emergence",
-                     "book/ladder"):
+        # No table is clipped at the window's 1,280 px: a wide one scrolls in its own box (book.READER_CSS). On the
+        # book's own pages none scrolls: a wide one takes the page's margin (tables.full_width), folded parts opened.
+        clipped, scrolling, wide_charts, screens, front_overflow = {}, {}, {}, {}, None
+        for page in ("book/intro", "book/scorecard", "book/rerun", "book/paper_scale", "book/paper_and_code",
+                     "notebooks/03_correlations", "notebooks/04_pos", "notebooks/05_ica", "notebooks/06_frequency",
+                     "notebooks/07_emergence", "book/ladder"):
             browser.call("Page.navigate", {"url": f"http://127.0.0.1:{port}/{page}.html"}, session=True)
             browser.poll("document.readyState", done=lambda v: v == "complete")
             browser.drain(0.5)
@@ -525,6 +529,15 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
             if page == "book/intro":   # the answer's table is read whole: it spans the page's margin, no scrolling
                 front_overflow = browser.evaluate("(t => t ? t.scrollWidth - t.clientWidth : null)"
                                                   "(document.querySelector('main .full-width table'))")
+            if page.startswith("book/"):   # a table wider than the nearest box that clips or scrolls it (itself too)
+                browser.evaluate("document.querySelectorAll('main details').forEach(d => d.open = true)")
+                browser.drain(0.3)
+                scrolling[page] = browser.evaluate("""[...document.querySelectorAll('main table')].filter(t => {
+                    if (t.scrollWidth - t.clientWidth > 1) return true;
+                    let box = t.parentElement;
+                    while (box && getComputedStyle(box).overflowX === 'visible') box = box.parentElement;
+                    return box && t.getBoundingClientRect().right - box.getBoundingClientRect().right > 1;
+                  }).map(t => t.innerText.slice(0, 60))""")
     finally:
         if browser is not None:
             browser.close()
@@ -534,6 +547,7 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
     assert cell and re.match(r"^-?\d\.\d\d\s", cell[0]), table2_cells
     assert dots >= 1, "the scorecard's picture drew no dot"
     assert not any(clipped.values()), clipped
+    assert not any(scrolling.values()), f"tables that scroll sideways: {scrolling}"
     assert not any(wide_charts.values()), f"charts past the article's column (px): {wide_charts}"
     assert front_overflow is not None and front_overflow <= 1, f"front table scrolls {front_overflow} px"
     print("screens of 1280 x 800:", {p: round(v, 1) for p, v in screens.items()})
@@ -719,16 +733,17 @@ def test_the_committed_probe_comparisons_are_shown():
 
 
 def test_the_committed_optimum_measurements_are_shown(tmp_path):
-    """Section 02's tables of `studies/probe/optimum_experiments.py`: one row per experiment and recipe with both
-    towers' held-out loss and certificate, and every two recipes of an experiment compared once."""
+    """Section 02's tables of `studies/probe/optimum_experiments.py`: one row per experiment, recipe and tower with
+    its held-out loss and certificate, and every two recipes of an experiment compared once."""
     from studies.probe import report as probe_studies
 
     found = probe_studies.optimum_benchmark()
     recipes, agreement = found["recipes"], found["agreement"]
     assert {"halves", "calibrated", "lbfgs"} <= set(recipes.index.get_level_values("experiment"))
-    assert {f"count gap median, tower {j}" for j in (0, 1)} | {"run", "training positions"} <= set(recipes.columns)
+    assert {"held-out loss", "count gap median", "run", "training positions"} <= set(recipes.columns)
+    assert (recipes.groupby(level=["experiment", "recipe"]).size() == 2).all()     # both towers of every recipe
     for experiment, rows in recipes.groupby(level="experiment"):
-        n = len(rows)
+        n = rows.index.get_level_values("recipe").nunique()
         pairs = agreement.loc[experiment]
         assert len(pairs) == n * (n - 1) // 2                     # each unordered pair once
         assert {frozenset(p) for p in pairs.index} == {frozenset((a, b)) for a in rows.index.get_level_values(1)

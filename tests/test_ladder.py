@@ -4,6 +4,7 @@ as the small committed file the report reads; and the report's two answers on ex
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict
 
 import numpy as np
@@ -119,6 +120,12 @@ def test_the_report_answers_partition_and_orientation_per_rung(tmp_path, monkeyp
     report.write_report(tmp_path)
     book = json.loads((tmp_path / "book.json").read_text())
     assert book["parts"]["LADDER_CHART"].startswith("{") and "holds" in book["parts"]["LADDER_TABLE"]
+    # every statistic of the summary in one of three tables, each row named by rung and family
+    tables = re.findall(r"<table.*?</table>", book["parts"]["LADDER_TABLE"])
+    heads = [re.findall(r"<th>(.*?)</th>", t) for t in tables]
+    assert len(tables) == 3 and all(h[:2] == ["rung", "family"] and len(h) <= 10 for h in heads)
+    shown = {c for columns in report.LADDER_TABLES.values() for c in columns}
+    assert len(shown) == sum(len(c) for c in report.LADDER_TABLES.values()) and shown <= set(summary.columns)
     assert book["parts"]["LADDER_ANSWER"] == text
     # the big rung probed otherwise (a GPU rung whose probe took bf16): said so, and no trend across the two probes
     monkeypatch.setitem(report.RUNGS, "big", Rung("paper-gpt", "gpt", gpu=True))

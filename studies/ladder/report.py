@@ -322,21 +322,42 @@ def _other_probe(r: pd.Series) -> str:
             "rung runs again")
 
 
-def book_parts(summary: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -> dict[str, str]:
+# The summary's columns as the book shows them: one table per question, each with the rung and family, so that no
+# table is wider than the page (a heading's prefix is the table's own name, dropped from its columns).
+LADDER_TABLES = {
+    "What each rung learned, and whether its probe counts": [
+        "tower parameters", "passes over the epoch", "seeds", "valid probes", "cooperative loss",
+        "word frequencies' loss", "heads' loss", "untrained heads' loss"],
+    "The division of tokens (|r|)": [
+        "partition: median |r|", "text ceiling (median)", "median |r| / ceiling", "partition: loo low",
+        "partition: loo high", "partition: controls |r| threshold", "partition: shuffled max |r|",
+        "partition: verdict"],
+    "Which tower takes which role (Eq. 3's orientation, signed r)": [
+        "median r", "orientation: median margin", "orientation: median margin SE",
+        "orientation: untrained margin threshold", "orientation: resolved runs", "orientation: positive pairs",
+        "orientation: consistent triads", "orientation: verdict"],
+}
+
+
+def ladder_tables(summary: pd.DataFrame) -> str:
+    """Every statistic behind the ladder's answer, as three tables (what each rung learned; the division; the
+    orientation), each row a rung and family."""
     from twotower_lib.book.tables import reader_html
 
-    table = summary[["rung", "family", "tower parameters", "passes over the epoch", "seeds", "valid probes",
-                     "cooperative loss", "word frequencies' loss", "heads' loss",
-                     "untrained heads' loss", "median r", "partition: median |r|", "text ceiling (median)",
-                     "median |r| / ceiling",
-                     "partition: loo low", "partition: loo high", "partition: controls |r| threshold",
-                     "partition: shuffled max |r|", "partition: verdict", "orientation: median margin",
-                     "orientation: median margin SE", "orientation: untrained margin threshold",
-                     "orientation: resolved runs", "orientation: positive pairs", "orientation: consistent triads",
-                     "orientation: verdict"]] if not summary.empty else summary
+    if summary.empty:
+        return reader_html(summary)
+    out = []
+    for title, columns in LADDER_TABLES.items():
+        t = summary[["rung", "family", *columns]]
+        t = t.rename(columns=lambda c: c.split(": ", 1)[1] if c.startswith(("partition: ", "orientation: ")) else c)
+        out.append(f"<p><strong>{title}</strong></p>" + reader_html(t))
+    return "".join(out)
+
+
+def book_parts(summary: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -> dict[str, str]:
     return {"LADDER_ANSWER": answer(summary), "LADDER_BRIEF": brief(summary),
             "LADDER_CHART": chart(summary).to_json() if not summary.empty else "*No rung has two seeds probed yet.*",
-            "LADDER_TABLE": reader_html(table),
+            "LADDER_TABLE": ladder_tables(summary),
             "LADDER_RULES": VALID_PROBE_RULE + "\n\n" + paper.PARTITION_RULE + "\n\n" + paper.ORIENTATION_RULE,
             "LADDER_PROGRESS": progress(runs)}
 

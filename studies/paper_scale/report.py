@@ -14,6 +14,7 @@ from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.probe.config import probe_label
 from twotower_lib.artifacts import read_json
 from twotower_lib.book.paper_tables import interval, number
+from twotower_lib.book.tables import breakable, full_width
 
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "gpu"
 INPUTS = ("bench_gpu.json", "bench_gpu_micro64.json", "paper_cases.json")
@@ -26,7 +27,7 @@ def tests_markdown(results: Path = RESULTS) -> str:
     for log in sorted(results.glob("gpu_tests_run*.log")):
         text = log.read_text()
         outcome = {w: len(re.findall(rf"::\S+ {w}", text)) for w in ("PASSED", "FAILED", "XFAIL")}
-        crash = "yes: " + m.group(1) if (m := re.search(r"::(\S+) Fatal Python error: (?:.*)", text)) else "no"
+        crash = f"yes: {breakable(m.group(1))}" if (m := re.search(r"::(\S+) Fatal Python error: (?:.*)", text)) else "no"
         rows.append(f"| `{log.name}` | {outcome['PASSED']} | {outcome['FAILED']} | {outcome['XFAIL']} | {crash} |")
     if not rows:
         return "*No run of the GPU tests is committed.*\n"
@@ -79,33 +80,38 @@ def bench_files(folders: tuple[Path, ...], kind: str = "rows") -> list[Path]:
 
 def engines_markdown(folders: tuple[Path, ...] = ENGINE_DIRS) -> str:
     """Every row of the engine benches in `folders` (`benchmarks/gpu_throughput.sh`: the paper's 3,840 sequences
-    a step, each engine and its levers), with the goal beside each model's utilisation."""
+    a step, each engine and its levers), the utilisation each model is to reach under them."""
     files = bench_files(folders)
     if not files:
         return "*Not measured: run `benchmarks/gpu_throughput.sh` on a GPU.*\n"
-    head = ("| Model | Engine | Lever | Path | Tokens/s | Model FLOPs utilisation | Goal | Optimizer step | GPU busy | "
-            "Peak memory (GiB) | Paper budget, 1 GPU (h) | File |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+    head = ("| Model | Engine | Lever | Path | Tokens/s | Model FLOPs utilisation | Optimizer step | GPU busy | "
+            "Peak memory (GiB) | Paper budget, 1 GPU (h) | File |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+    names = [f.name for f in files]      # a file by its name, its folder too where two folders hold that name
+    shown = {f: f.name if names.count(f.name) == 1 else f"{f.parent.name}/{f.name}" for f in files}
     rows = []
     for f in files:
         found = read_json(f)
         for r in found["rows"]:
             if "error" in r:
-                rows.append(f"| {r['model']} | {r['engine']} | failed: {r['error']} |" + " |" * 9)
+                rows.append(f"| {r['model']} | {r['engine']} | failed: {breakable(r['error'])} |" + " |" * 8)
                 continue
-            lever = ", ".join(levers(r)) or "—"
+            lever = breakable(", ".join(levers(r))) or "—"
             busy = r.get("profile", {}).get("device_busy")
             share = r.get("optimizer_step_s")           # None through `train`: the log times whole steps
             optimizer = "—" if share is None else f"{100 * share / r['step_s']:.1f}%"
             rows.append(f"| {r['model']} | {r['engine']} | {lever} | {path(r, found)} | {r['tokens_per_s']:,.0f} | "
-                        f"{100 * r['mfu']:.1f}% | {100 * MFU_GOALS[r['model']]:.0f}% | "
-                        f"{optimizer} | "
+                        f"{100 * r['mfu']:.1f}% | {optimizer} | "
                         f"{'—' if busy is None else f'{100 * busy:.0f}%'} | {r['peak_memory_gib']:.1f} | "
-                        f"{r['paper_hours_1gpu']:.0f} | `{f.parent.name}/{f.name}` |")
+                        f"{r['paper_hours_1gpu']:.0f} | {breakable(shown[f])} |")
     first = read_json(files[0])
+    days = sorted({read_json(f)["created"][:10] for f in files})
+    goals = ", ".join(f"{model} {100 * goal:.0f}%" for model, goal in MFU_GOALS.items())
     return (head + "\n".join(rows) + f"\n\n*{first['device']}, driver {first['driver']}, CUDA {first['cuda']}, torch "
             f"{first['packages'].get('torch')}, DeepSpeed {first['packages'].get('deepspeed')}; "
-            f"{first['rows'][0]['sequences_per_step']} sequences a step; dense peak {first['peak_flops'] / 1e12:.0f} "
-            f"TFLOP/s; measured {first['created'][:10]}.*\n")
+            f"{first['rows'][0]['sequences_per_step']:,} sequences a step; dense peak {first['peak_flops'] / 1e12:.0f} "
+            f"TFLOP/s; measured {' to '.join(dict.fromkeys((days[0], days[-1])))}; files in "
+            f"{', '.join(sorted({f'`results/gpu/{f.parent.name}/`' for f in files}))}. The utilisation each model is "
+            f"to reach: {goals}.*\n")
 
 
 DEFAULT_MICRO_BATCH = {"elmo": 128}  # bench_gpu.py's micro-batches (others: 256)
@@ -271,9 +277,10 @@ def write_book(results: Path = RESULTS) -> Path:
               + [f for f in [results.parent / COMPILE_CPU] if f.is_file()]
               + [f for name in ENGINE_FOLDERS for f in sorted((results / name).glob("*.json"))])
     engines = tuple(results / name for name in ENGINE_FOLDERS)
-    parts = {"GPU_TESTS": tests_markdown(results), "GPU_BENCH": bench_markdown(results / "bench_gpu.json",
-                                                                               results / "bench_gpu_micro64.json"),
-             "GPU_ENGINES": engines_markdown(engines),
+    # the two wide tables take the page's margin
+    parts = {"GPU_TESTS": tests_markdown(results),
+             "GPU_BENCH": full_width(bench_markdown(results / "bench_gpu.json", results / "bench_gpu_micro64.json")),
+             "GPU_ENGINES": full_width(engines_markdown(engines)),
              "GPU_ENGINE_LOSSES": engine_losses_markdown(engines),
              "GPU_HOURS": hours_markdown(engines),
              "GPU_TABLE2": table2_markdown(results / "paper_cases.json")}

@@ -227,18 +227,17 @@ def optimum_benchmark(folder: Path | None = None) -> dict[str, pd.DataFrame]:
         for r in found["rows"]:
             row = {"experiment": path.stem, "recipe": r["recipe"], "run": found["run"],
                    "training positions": found.get("train_positions", "the profile's"), "minutes": r["minutes"]}
-            for j, (held, cert) in enumerate(zip(r["heldout_loss"], r["certificate"])):
-                row |= {f"held-out loss, tower {j}": held, f"count gap median, tower {j}": cert["bias_residual_median"],
-                        f"count gap largest, tower {j}": cert["bias_residual_max"],
-                        f"gradient norm, tower {j}": round(cert["grad_norm"], 3)}
-            recipes.append(row)
+            for j, (held, cert) in enumerate(zip(r["heldout_loss"], r["certificate"])):   # a row per tower: ten columns
+                recipes.append(row | {"tower": j, "held-out loss": held, "count gap median": cert["bias_residual_median"],
+                                      "count gap largest": cert["bias_residual_max"],
+                                      "gradient norm": round(cert["grad_norm"], 3)})
             for other, rs in r["agreement"].items():
                 if (path.stem, frozenset((r["recipe"], other))) not in shown:      # each pair once
                     shown.add((path.stem, frozenset((r["recipe"], other))))
                     agreement.append({"experiment": path.stem, "a": r["recipe"], "b": other,
                                       **{f"r ({VARIANTS[c]})": v for c, v in rs.items()}})
     agreement = pd.DataFrame(agreement).set_index(["experiment", "a", "b"])
-    return {"recipes": pd.DataFrame(recipes).set_index(["experiment", "recipe"]), "agreement": agreement,
+    return {"recipes": pd.DataFrame(recipes).set_index(["experiment", "recipe", "tower"]), "agreement": agreement,
             "counterparts": agreement[[_counterparts(a, b) for _, a, b in agreement.index]]}
 
 

@@ -23,7 +23,7 @@ from twotower_lib.book.paper_tables import interval
 from twotower_lib.artifacts import read_json
 from studies.probe.report import DEFAULT_RECIPE, RECIPES
 from twotower_lib.book.sections import PROJECT_ROOT
-from twotower_lib.book.tables import markdown_table
+from twotower_lib.book.tables import full_width, markdown_table
 from twotower_lib.probe.config import measured_with
 from twotower_lib.run_names import model_of
 
@@ -224,7 +224,7 @@ def load_recipes() -> dict | None:
 
 
 def to_markdown(found: dict | None, recipes: dict | None = None) -> str:
-    """The page's table: one row per difference, the measured effect where there is one."""
+    """The page's table: one row per difference, the measured effect where there is one, across the page's margin."""
     measured = effects(found, recipes) if found else {}
     rows = [[d.topic, d.paper, d.released, ", ".join(code_link(path, line, repo) for path, line, repo in d.where),
              d.here, d.option, measured.get(d.effect, "not measured") if d.effect else "not measured"]
@@ -237,7 +237,7 @@ def to_markdown(found: dict | None, recipes: dict | None = None) -> str:
     if older:
         note += (f"\n*{older[:1].upper()}{older[1:]} (section 02). `{found.get('command', 'python -m studies.released')}` "
                  "re-measures it on a pipeline run probed with the current version.*\n")
-    return table + note
+    return full_width(table) + note       # seven columns of prose: across the page's margin
 
 
 def write_book(profile: str = "cpu") -> Path:

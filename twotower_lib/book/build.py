@@ -49,9 +49,11 @@ def _sync(data: bytes, dest: Path) -> None:
 def profiles_markdown() -> str:
     """Every profile: what it is for, then a table of the settings that differ between profiles (one row
     per "section.field", one column per profile), generated from twotower_lib.book.profiles."""
-    def cell(v) -> str:
+    def cell(v) -> str:   # a value as typed after `-p KEY` is code (a long one may break in its cell)
         if isinstance(v, list):
-            return ", ".join(v) or "—"
+            return ", ".join(f"`{x}`" for x in v) or "—"
+        if isinstance(v, str):
+            return f"`{v}`"
         return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else "—" if v is None else str(v)
 
     values = {p.name: p.values() for p in PROFILES.values()}
@@ -230,11 +232,14 @@ def assemble(pipe: Pipeline, stage: Path) -> list[str]:
 
 
 # Nothing a reader sees is clipped at the page's right edge: long code lines wrap, wide tables scroll in
-# their own box with wrapping cells.
+# their own box with wrapping cells, where a name in code may break. A table to be read whole takes the page's
+# margin as the theme's full-width block (`tables.full_width`), which hides the page's contents while in view.
 READER_CSS = """div.highlight pre, div.cell_input pre, div.output pre { white-space: pre-wrap; overflow-wrap: anywhere; }
 .bd-article table { display: block; max-width: 100%; overflow-x: auto; }
 .bd-article table td, .bd-article table th { white-space: normal; }
 .bd-article table { font-size: 0.85em; }
+.bd-article table td code, .bd-article table td code .pre { white-space: normal; overflow-wrap: anywhere; }
+.bd-article .full-width table { font-size: 0.8em; }
 """
 
 

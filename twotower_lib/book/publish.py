@@ -170,7 +170,15 @@ def overview(published: dict[str, dict[str, Any]]) -> pd.DataFrame:
                           "training runs": len(pub["training"]),
                           "run-minutes of training": round(run_minutes(pub, "training"), 1),
                           "probe-minutes": round(run_minutes(pub, "probes"), 1),
-                          **pub["scorecard"]["counts"]} for name, pub in published.items()])
+                          **{f"claims: {verdict}": n for verdict, n in pub["scorecard"]["counts"].items()}}
+                         for name, pub in published.items()])
+
+
+def overview_by_profile(published: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """`overview` turned on its side, as section 07 shows it: a row per quantity and a column per profile, so the
+    table is as wide as there are profiles, not as there are quantities."""
+    found = overview(published)
+    return found.set_index("profile").T.rename_axis("profile").rename_axis(None, axis=1) if len(found) else found
 
 
 def markdown(published: dict[str, dict[str, Any]]) -> str:
