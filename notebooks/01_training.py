@@ -83,7 +83,7 @@ configs[["model_type", "n_layer", "hidden", "intermediate", "n_head", "towers", 
 # %% [markdown]
 # ## Training
 
-# %%
+# %% tags=["full-width"]
 summary = training.train_cases(ctx, data)
 summary
 

@@ -125,7 +125,7 @@ ctx.parameter_table()
 #   validation studies shows why whitened is the default: of the recipes tried it lands nearest the head defined by its
 #   objective, in every family.
 
-# %%
+# %% tags=["full-width"]
 summary = probing.probe_cases(ctx)
 summary
 
@@ -172,7 +172,7 @@ charts.probe_curves(probing.probe_curves(ctx))
 # log-probability (the authors' code) — agree: where they do not, every correlation the run enters
 # changes sign with the rule.
 
-# %%
+# %% tags=["full-width"]
 quality = probing.probe_quality(ctx)
 quality.round(3)
 

@@ -97,7 +97,7 @@ study_parts.show("SEEDS_STRIPS_CHART", ctx.profile.name)
 # are swapped).
 # :::
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell", "full-width"]
 study_parts.show("SEEDS_FAMILY_TABLE", ctx.profile.name)
 
 # %% tags=["hide-cell"]
@@ -158,7 +158,7 @@ pd.concat([analyses.side_by_side(pairs_by, ("a", "b"))[[f"r ({v})" for v in prob
            analyses.side_by_side(words_by, ("a", "b")).rename(columns=lambda c: c.replace("r (", "r, words only ("))],
           axis=1).round(3)
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell", "full-width"]
 # Every number behind the two tables (permutation p-values, bootstrap bias, the number of tokens)
 pd.concat(pairs_by.values(), ignore_index=True).round(4)
 
@@ -215,7 +215,7 @@ charts.score_lines(fig3.rename(columns={"run": "case"}).assign(frequency=fig3["t
 # division of labour.
 # :::
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell", "full-width"]
 analyses.side_by_side(control_by, ("control", "model", "a", "b")).round(3) if len(control) else control
 
 # %% tags=["hide-cell"]
@@ -250,7 +250,7 @@ study_parts.show("BERT_CONTROLS_QUALITY_TABLE")
 #
 # Where r lies far below both ceilings, what separates the two runs is their training.
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell", "full-width"]
 ceiling = pd.concat([analyses.ceilings(ctx, scores, col) for col in probe_outputs.VARIANTS], ignore_index=True)
 ceiling.round(3)
 

@@ -118,7 +118,7 @@ charts.score_distributions(
 # %% tags=["hide-output"]
 pos.claims_table(summary)
 
-# %% tags=["hide-output"]
+# %% tags=["hide-output", "full-width"]
 # Every tag's numbers, the paper's seven and the others
 summary.round(3)
 

@@ -182,7 +182,7 @@ charts.group_histogram(hist)
 # mean preference score of its members in every case and its rank among the groups (1 = most
 # preferred by the primary tower). Groups with fewer than five scored members are left out.
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell", "full-width"]
 t3.round(3)
 
 # %% [markdown]

@@ -96,7 +96,7 @@ charts.score_vs_rank(fig8.rename(columns={"run": "case", "count": "frequency"}))
 HTML(paper_tables.matrix_html(paper_tables.compare({"score": t4}, "table4"), [*tables, paper_tables.FREQUENCY],
                                            table="table4", caption="Table 4, ours [95% CI] and the paper's"))
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell", "full-width"]
 # Every number behind the table (permutation p-values, bootstrap bias, the number of tokens)
 t4.round(4)
 
@@ -119,7 +119,7 @@ grid.round(3)
 # Pearson r of each pair of cases before (`r`) and after (`r_partial`) removing the linear effect
 # of log-frequency from both score vectors, with the 95% bootstrap interval of the partial one.
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell", "full-width"]
 partial_correlations(tables, counts, CorrelationConfig(n=ctx.profile.analysis.top_n, n_boot=ctx.profile.analysis.bootstrap,
                                                        n_permutations=1000, progress=False),
                      doc_stats={k: r.doc_stats for k, r in scores.items()}).round(3)

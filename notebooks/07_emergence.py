@@ -89,7 +89,7 @@ part("EMERGENCE_EARLIER_CHART")
 # %% tags=["hide-cell"]
 part("EMERGENCE_PROBES_TEXT")
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell", "full-width"]
 part("EMERGENCE_STUDY_TABLE")
 
 # %% [markdown]

@@ -78,7 +78,7 @@ part("PROBE_REPLICATE_SCHEDULE")
 # one is not at its optimum; since the likelihood is concave, the lower validation loss marks the head
 # closer to it.
 
-# %%
+# %% tags=["full-width"]
 part("PROBE_CHANGE")
 
 # %%

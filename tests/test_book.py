@@ -82,6 +82,7 @@ def test_every_builder_renders_offline_with_tooltips():
         assert f'import(new URL("vega/{render.BUNDLE_NAME}"' in html and "http" not in html.split("<script")[0]
         assert html.count("</script>") == 1  # the spec cannot close the script early
         assert "tooltip" in json.dumps(spec)
+        assert 'renderer: "svg"' in html                                  # a few marks: SVG
     assert "token" in json.dumps(built[1].to_dict()["encoding"]["tooltip"])
     heatmap = built[9].to_dict()  # one row per word, the values flattened in the browser
     assert heatmap["transform"] == [{"flatten": ["component", "value"]}]
@@ -89,6 +90,22 @@ def test_every_builder_renders_offline_with_tooltips():
                                                                 "value": [-2.7, 0.4]}
     with pytest.raises(ValueError, match="reference case 'c'"):
         charts.score_lines(s, reference="c")
+
+
+def test_a_chart_of_thousands_of_marks_draws_on_a_canvas():
+    """One SVG element a mark kept a chapter's page from answering for a minute: past `render.MAX_SVG_MARKS` marks
+    (a heatmap's counted per flattened cell) a chart draws on a canvas."""
+    words = render.MAX_SVG_MARKS // 8 + 1      # few rows, each holding 16 cells
+    heatmap = charts.component_heatmap(pd.DataFrame({"word_index": np.repeat(np.arange(words), 16), "token": "t",
+                                                     "component": np.tile(np.arange(16), words), "value": 0.5})).to_dict()
+    assert render.marks(heatmap) == words * 16 and render.renderer(heatmap) == "canvas"
+    n = render.MAX_SVG_MARKS
+    scatter = charts.score_vs_rank(pd.DataFrame({"token": [f"t{i}" for i in range(n)], "frequency": range(n, 0, -1),
+                                                 "case": "a", "score": 0.0}))
+    assert render.renderer(scatter.to_dict()) == "svg"                  # at the limit: still SVG
+    more = charts.score_vs_rank(pd.DataFrame({"token": [f"t{i}" for i in range(n + 1)], "frequency": range(n + 1, 0, -1),
+                                              "case": "a", "score": 0.0}))
+    assert 'renderer: "canvas"' in render.mimebundle(more.to_dict())["text/html"]
 
 
 def test_the_vega_bundle_is_local_and_complete(tmp_path):
@@ -487,9 +504,12 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
         shot.write_bytes(base64.b64decode(browser.call("Page.captureScreenshot", {"format": "png"}, session=True)["data"]))
         # The ICA chapter: every chart draws, the heatmap from its per-word arrays (flattened in vega).
         browser.call("Page.navigate", {"url": f"http://127.0.0.1:{port}/notebooks/05_ica.html"}, session=True)
+        # Heatmap cells are counted in vega's scene graph: a large chart draws on a canvas (render.MAX_SVG_MARKS).
         ica = browser.poll("[document.querySelectorAll('.tt-chart').length, "
                            "document.querySelectorAll('.tt-chart[data-rendered=true]').length, "
-                           "document.querySelectorAll('.tt-chart svg .mark-rect path').length]",
+                           "[...document.querySelectorAll('.tt-chart')].map(f => f.vegaView ? (function count(n) { "
+                           "return !n ? 0 : n.marktype === 'rect' ? n.items.length : (n.items || []).reduce("
+                           "(s, c) => s + count(c), 0); })(f.vegaView.scenegraph().root) : 0).reduce((a, b) => a + b, 0)]",
                            done=lambda v: 0 < v[0] == v[1])
         browser.drain(1.0)
         # MathJax, served from the book itself, typesets the introduction's equations.
@@ -505,12 +525,13 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
         dots = browser.poll("document.querySelectorAll('.tt-chart[data-rendered=true] svg .mark-symbol path').length") or 0
         scorecard_rows = browser.evaluate("[...document.querySelectorAll('table tr')].map(tr => tr.innerText)") or []
         browser.drain(1.0)
-        # No table is clipped at the window's 1,280 px: a wide one scrolls in its own box (book.READER_CSS). On the
-        # book's own pages none scrolls: a wide one takes the page's margin (tables.full_width), folded parts opened.
+        # No table is clipped at the window's 1,280 px, and none scrolls in its own box: a wide one takes the page's
+        # margin (tables.full_width on a page, the cell tag full-width in a chapter), folded parts opened.
         clipped, scrolling, wide_charts, screens, front_overflow = {}, {}, {}, {}, None
         for page in ("book/intro", "book/scorecard", "book/rerun", "book/paper_scale", "book/paper_and_code",
-                     "notebooks/03_correlations", "notebooks/04_pos", "notebooks/05_ica", "notebooks/06_frequency",
-                     "notebooks/07_emergence", "book/ladder"):
+                     "notebooks/01_training", "notebooks/02_probing", "notebooks/03_correlations", "notebooks/04_pos",
+                     "notebooks/05_ica", "notebooks/06_frequency", "notebooks/07_emergence",
+                     "notebooks/08_probe_validation", "book/ladder"):
             browser.call("Page.navigate", {"url": f"http://127.0.0.1:{port}/{page}.html"}, session=True)
             browser.poll("document.readyState", done=lambda v: v == "complete")
             browser.drain(0.5)
@@ -523,21 +544,21 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
             browser.poll("(c => c.length === [...c].filter(e => e.dataset.rendered === 'true').length)"
                          "(document.querySelectorAll('.tt-chart'))", tries=50)
             wide_charts[page] = browser.evaluate(
-                "[...document.querySelectorAll('.tt-chart svg')].map(s => Math.round(s.getBoundingClientRect().right "
+                "[...document.querySelectorAll('.tt-chart svg, .tt-chart canvas')].map(s => Math.round(s.getBoundingClientRect().right "
                 "- (s.closest('.bd-article-container') || document.querySelector('main')).getBoundingClientRect()"
                 ".right)).filter(px => px > 1)")
             if page == "book/intro":   # the answer's table is read whole: it spans the page's margin, no scrolling
                 front_overflow = browser.evaluate("(t => t ? t.scrollWidth - t.clientWidth : null)"
                                                   "(document.querySelector('main .full-width table'))")
-            if page.startswith("book/"):   # a table wider than the nearest box that clips or scrolls it (itself too)
-                browser.evaluate("document.querySelectorAll('main details').forEach(d => d.open = true)")
-                browser.drain(0.3)
-                scrolling[page] = browser.evaluate("""[...document.querySelectorAll('main table')].filter(t => {
-                    if (t.scrollWidth - t.clientWidth > 1) return true;
-                    let box = t.parentElement;
-                    while (box && getComputedStyle(box).overflowX === 'visible') box = box.parentElement;
-                    return box && t.getBoundingClientRect().right - box.getBoundingClientRect().right > 1;
-                  }).map(t => t.innerText.slice(0, 60))""")
+            # a table wider than the nearest box that clips or scrolls it (itself too), folded parts opened
+            browser.evaluate("document.querySelectorAll('main details').forEach(d => d.open = true)")
+            browser.drain(0.3)
+            scrolling[page] = browser.evaluate("""[...document.querySelectorAll('main table')].filter(t => {
+                if (t.scrollWidth - t.clientWidth > 1) return true;
+                let box = t.parentElement;
+                while (box && getComputedStyle(box).overflowX === 'visible') box = box.parentElement;
+                return box && t.getBoundingClientRect().right - box.getBoundingClientRect().right > 1;
+              }).map(t => t.innerText.slice(0, 60))""")
     finally:
         if browser is not None:
             browser.close()
@@ -552,7 +573,8 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
     assert front_overflow is not None and front_overflow <= 1, f"front table scrolls {front_overflow} px"
     print("screens of 1280 x 800:", {p: round(v, 1) for p, v in screens.items()})
     # a claim chapter a reader can finish: about six screens, its method and extra tables folded
-    long = {p: round(v, 1) for p, v in screens.items() if p.startswith("notebooks/") and v > CLAIM_CHAPTER_SCREENS}
+    claims = ("notebooks/03", "notebooks/04", "notebooks/05", "notebooks/06", "notebooks/07")
+    long = {p: round(v, 1) for p, v in screens.items() if p.startswith(claims) and v > CLAIM_CHAPTER_SCREENS}
     assert not long, f"claim chapters longer than {CLAIM_CHAPTER_SCREENS} screens of 1,280 x 800: {long}"
     same = [r for r in scorecard_rows if r.startswith("Table 2: Bert-large run 1 vs run 2")]
     assert same and "0.94" in same[0], scorecard_rows[:3]

@@ -30,6 +30,8 @@ def test_a_table_reaches_the_reader_flat_rounded_and_without_empty_columns():
     named = tables.reader_html(pd.DataFrame({"bias_corrected": [0.1], "tower_0/loss": [1.0], "a<b": [2]}))
     assert "<th>bias_<wbr>corrected</th>" in named and "<th>tower_<wbr>0/<wbr>loss</th>" in named   # may break there
     assert "<th>a&lt;b</th>" in named                                  # and is escaped
+    recipe = tables.reader_html(pd.DataFrame({"b": ["adam-whiten+refined15@0.03/logit"]}))
+    assert "<td>adam-whiten+<wbr>refined15@<wbr>0.03/<wbr>logit</td>" in recipe   # a text cell breaks alike
 
 
 def test_a_long_table_shows_its_first_rows_and_says_how_many():

@@ -132,7 +132,7 @@ def training_curves(log: pd.DataFrame, title: str = "Loss during cooperative tra
 def probe_curves(curves: pd.DataFrame, title: str = "Probing heads: loss per epoch") -> alt.Chart:
     """Each probing head's mean training loss (dashed) and held-out loss (solid) per epoch, one panel
     per probe; `curves`: columns probe, epoch, head, split (train | heldout), loss (`probing.probe_curves`)."""
-    return alt.Chart(curves, width=240, height=160).mark_line(point=True).encode(
+    return alt.Chart(curves, width=228, height=160).mark_line(point=True).encode(
         x=alt.X("epoch:Q", title="epoch"),
         y=alt.Y("loss:Q", title="cross-entropy (nats)", scale=alt.Scale(zero=False)),
         color=alt.Color("head:N", legend=LEGEND_BELOW),

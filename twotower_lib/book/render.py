@@ -53,13 +53,31 @@ const fig = document.getElementById("{id}");
 const docs = document.querySelector('script[src*="_static/documentation_options.js"]');
 if (docs) {{
   await import(new URL("vega/{bundle}", docs.src).href);
-  await window.vegaEmbed(fig.querySelector(".tt-live"), {spec},
-                         {{actions: {{export: true, source: false, compiled: false, editor: false}}}});
+  const shown = await window.vegaEmbed(fig.querySelector(".tt-live"), {spec},
+      {{renderer: "{renderer}", actions: {{export: true, source: false, compiled: false, editor: false}}}});
+  fig.vegaView = shown.view;  // the chart's vega View, for the console (and the book's browser test)
   fig.querySelector(".tt-static").style.display = "none";
   fig.dataset.rendered = "true";
 }}
 </script>
 </figure>"""
+
+
+# Above this many marks a chart draws on a canvas, not as SVG: a browser lays out one SVG element a mark, and a
+# chapter's 8,000-point scatter or 16,000-cell heatmap kept its page from answering for tens of seconds.
+MAX_SVG_MARKS = 2_000
+
+
+def marks(spec: dict[str, Any]) -> int:
+    """About how many marks a spec draws: a row of its inline datasets each, a row holding arrays (flattened in
+    the browser, `charts.component_heatmap`) one per element of its longest."""
+    return sum(max((len(v) for v in row.values() if isinstance(v, list)), default=1)
+               for rows in spec.get("datasets", {}).values() for row in rows if isinstance(row, dict))
+
+
+def renderer(spec: dict[str, Any]) -> str:
+    """vega's renderer for a spec: SVG (crisp, one element a mark) up to `MAX_SVG_MARKS` marks, else canvas."""
+    return "svg" if marks(spec) <= MAX_SVG_MARKS else "canvas"
 
 
 def mimebundle(spec: dict[str, Any]) -> dict[str, Any]:
@@ -70,7 +88,8 @@ def mimebundle(spec: dict[str, Any]) -> dict[str, Any]:
     spec_js = json.dumps(spec, separators=(",", ":")).replace("</", "<\\/")  # never close the script early
     return {
         "text/html": _HTML.format(id=f"tt-{uuid.uuid4().hex[:12]}", alt=html.escape(str(title or "chart")),
-                                  png=base64.b64encode(png).decode(), spec=spec_js, bundle=BUNDLE_NAME),
+                                  png=base64.b64encode(png).decode(), spec=spec_js, bundle=BUNDLE_NAME,
+                                  renderer=renderer(spec)),
         "image/png": base64.b64encode(png).decode(),
         "text/plain": f"<chart: {title or 'untitled'}>",
     }

@@ -78,20 +78,22 @@ def for_reader(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def reader_html(df: pd.DataFrame) -> str:
-    """The HTML of `df` as a chapter shows it (`for_reader`, `cell`), at most `MAX_ROWS` rows."""
+    """The HTML of `df` as a chapter shows it (`for_reader`, `cell`; names and text `breakable`), at most
+    `MAX_ROWS` rows."""
     flat = for_reader(df)
     shown = flat.head(MAX_ROWS)
     head = "".join(f"<th>{breakable(c)}</th>" for c in shown.columns)
-    body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>"
+    body = "".join("<tr>" + "".join(f"<td>{breakable(v) if isinstance(v, str) else cell(v)}</td>" for v in row) + "</tr>"
                    for row in shown.itertuples(index=False, name=None))
     note = (f'<p class="table-note">The first {MAX_ROWS} of {len(flat):,} rows.</p>' if len(flat) > MAX_ROWS else "")
     return f'<table class="reader-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}'
 
 
 def breakable(name: str) -> str:
-    """A name (a column's, a file's, a setting's), escaped, that may break after a `_` or `/` (bias_corrected,
-    levers/after.json) as prose breaks at a space: unbroken, the longest name would set its column's width."""
-    return re.sub(r"([_/])", r"\1<wbr>", html.escape(name))
+    """A name (a column's, a file's, a setting's, a recipe's), escaped, that may break after a `_`, `/`, `+` or
+    `@` (bias_corrected, levers/after.json, adam-whiten+refined15@0.03) as prose breaks at a space: unbroken,
+    the longest name would set its column's width."""
+    return re.sub(r"([_/+@])", r"\1<wbr>", html.escape(name))
 
 
 def enable() -> None:
