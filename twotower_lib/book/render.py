@@ -64,7 +64,8 @@ if (docs) {{
 
 
 # Above this many marks a chart draws on a canvas, not as SVG: a browser lays out one SVG element a mark, and a
-# chapter's 8,000-point scatter or 16,000-cell heatmap kept its page from answering for tens of seconds.
+# chapter's scatter of every token or heatmap of every word's components as SVG keeps its page from answering for
+# tens of seconds.
 MAX_SVG_MARKS = 2_000
 
 
