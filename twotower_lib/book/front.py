@@ -297,7 +297,7 @@ def readme_blocks(profile: str = "cpu") -> dict[str, str]:
     """What README.md holds between each pair of markers: the published default profile's verdict table, and
     the GPU-hours of the paper's runs at the measured rates (the paper-scale study's `GPU_HOURS` part)."""
     answer = answer_sentence(profile)
-    blocks = {"VERDICTS": (answer + "\n\n" if answer else "") + verdict_markdown(published_card(profile), key=False),
+    blocks = {"VERDICTS": (answer.rstrip("\n") + "\n\n" if answer else "") + verdict_markdown(published_card(profile), key=False),
               "GPU_HOURS": study_parts.load()[0]["GPU_HOURS"]}
     return {name: f"<!-- {name}:start -->\n{text}<!-- {name}:end -->" for name, text in blocks.items()}
 
