@@ -28,7 +28,7 @@ from tests.browser import Browser, free_port, page_problems, wait_for_port
 from tests.conftest import skip_or_fail_in_ci
 import yaml
 
-from twotower_lib.book import build, charts, pipeline, render
+from twotower_lib.book import build, charts, pipeline, publish, render
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import case_name
 from twotower_lib import paper
@@ -310,6 +310,8 @@ def test_end_to_end_tiny_pipeline_and_strict_book_build(built_book):
     execution = (html / "book" / "execution.html").read_text()   # each chapter's last run, generated at build
     rows = re.findall(r"<tr[^>]*>(.*?)</tr>", execution, re.S)
     assert all(any(s.name in r and "up to date" in r for r in rows) for s in pipe.sections), execution[-3000:]
+    made = publish.training_runs(pipe)         # and what the runs they read took when they were made
+    assert len(made) >= 4 and f"read {len(made)} training runs, which took {publish.run_minutes({'t': made}, 't'):,.1f} run-minutes" in execution
     for claim in ("04_pos", "05_ica", "06_frequency"):   # each claim chapter: its result box is a table, not pipes
         page = (html / "notebooks" / f"{claim}.html").read_text()
         assert re.search(r"<th[^>]*>\s*(<p>)?paper item", page) and "| paper item |" not in page, claim

@@ -90,7 +90,10 @@ def chart_markdown(chart) -> str:
 
 def execution_markdown(pipe: Pipeline) -> str:
     """The execution statistics of the build's run: each chapter's last run, profile, duration, status and code
-    version (`Pipeline.executions`), with the total."""
+    version (`Pipeline.executions`), with the total; then what the training and probing that the chapters read took
+    when it was made (each run's own wall time, as a published run reports it), since a chapter's last execution
+    reads the runs and probes an earlier one made instead of making them again."""
+    from twotower_lib.book.publish import probe_runs, run_minutes, training_runs
     from twotower_lib.book.tables import markdown_table
 
     rows = pipe.executions()
@@ -99,7 +102,12 @@ def execution_markdown(pipe: Pipeline) -> str:
                            ([r["section"], r["profile"], r["last run"].replace("T", " "),
                              "—" if r["seconds"] is None else f"{r['seconds']:,.0f} s", r["status"], r["code version"]]
                             for r in rows))
-    return table + f"\n*{len(rows)} chapters, {total / 60:,.1f} minutes of section time in all.*\n"
+    made = {"training": training_runs(pipe), "probes": probe_runs(pipe)}
+    work = (f" The chapters read {len(made['training'])} training runs, which took "
+            f"{run_minutes(made, 'training'):,.1f} run-minutes when they were made, and {len(made['probes'])} probes, "
+            f"{run_minutes(made, 'probes'):,.1f} probe-minutes (each its own wall time, summed over resumes); a "
+            "chapter's last execution reads them rather than making them again.")
+    return table + f"\n*{len(rows)} chapters, {total / 60:,.1f} minutes of section time in all.*{work}\n"
 
 
 def fill_placeholders(text: str, card: dict, pipe: Pipeline | None = None) -> str:
