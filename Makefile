@@ -14,12 +14,15 @@ reproduce: $(VENV)/.installed
 	$(PY) -m twotower_lib run --profile $(PROFILE)
 	$(PY) -m twotower_lib book --profile $(PROFILE)
 
+# The suite on TEST_WORKERS processes (pytest-xdist): a test file's tests stay on one worker, and the files that
+# read the built tiny book share one (tests/conftest.py), so each module's fixtures and the book are made once.
+TEST_WORKERS ?= 2
 test: $(VENV)/.installed
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # Everything but the slow end-to-end and registry-fetching tests.
 test-fast: $(VENV)/.installed
-	$(PY) -m pytest -m "not slow and not network"
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow and not network"
 
 venv: $(VENV)/.installed
 

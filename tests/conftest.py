@@ -1,4 +1,6 @@
+import importlib.util
 import os
+from pathlib import Path
 
 # No hub is reachable here: fail at once instead of retrying for ~23 s.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -82,6 +84,29 @@ def built_book(tiny_corpus_dir, tmp_path_factory):
     warm = time.time() - t0
     print(f"end to end: cold {cold:.1f} s, warm {warm:.1f} s, book {build.tree_size(html) / 1e6:.1f} MB")
     return {"pipe": pipe, "html": html, "ran": ran, "rerun": rerun, "cold": cold, "warm": warm}
+
+
+# `make test` spreads the suite over workers (pytest-xdist, `--dist loadfile`): a test file's tests run on one worker, so
+# its module fixtures are made once; the files whose tests read `built_book` go to one worker together, so the tiny
+# profile and its book (a minute or more) are built once. (xdist's own `loadgroup` no longer groups on pytest 9.2: it
+# marks a group in the test's id, which pytest 9.2 no longer lets a plugin change.)
+BOOK_FILES = {p.relative_to(Path(__file__).parent.parent).as_posix() for p in Path(__file__).parent.rglob("test_*.py")
+              if "built_book" in p.read_text()}
+
+if importlib.util.find_spec("xdist") is not None:
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_xdist_make_scheduler(config, log):
+        """`--dist loadfile`, with the files that read the built tiny book as one file."""
+        if config.getvalue("dist") != "loadfile":
+            return None
+        from xdist.scheduler import LoadFileScheduling
+
+        class BookFilesTogether(LoadFileScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                path = super()._split_scope(nodeid)
+                return "the files that read built_book" if path in BOOK_FILES else path
+
+        return BookFilesTogether(config, log)
 
 
 def skip_or_fail_in_ci(reason: str) -> None:

@@ -680,7 +680,9 @@ def test_the_probing_stage_floor_adds_up(built_book, tmp_path):
     for r in rows:
         steps = -(-r["positions"] // floor.BATCH) * r["epochs"] * r["heads"]
         assert 0 < r["head_gflop"] <= steps * floor.step_flops(r["H"], r["E"], r["V"]) / 1e9 + 0.001
-        assert 0 <= r["head_seconds"] <= r["seconds"] and 0 < r["head_seconds_at_products"] < r["head_seconds_at_floor"]
+        assert 0 <= r["head_seconds"] <= r["seconds"]
+        # the floor adds one exp per logit to the products; at the tiny shapes both round to the same milliseconds
+        assert 0 < r["head_seconds_at_products"] <= r["head_seconds_at_floor"]
     assert s["stage_minutes_at_floor"] == pytest.approx(s["outside_heads_minutes"] + s["head_minutes_at_floor"], abs=0.02)
     assert s["probe_minutes"] == pytest.approx(sum(r["seconds"] for r in rows) / 60, abs=0.01)
     assert floor.step_flops(128, 256, 8192) == 4 * 1024 * 128 * 8192 + 4 * 8192 * 256 * 128
