@@ -660,6 +660,20 @@ def test_a_rerun_is_compared_with_the_published_record_item_by_item(tmp_path, ca
         compare.main([str(tmp_path / "other.json"), "--published", str(ROOT / "results" / "profiles" / "cpu.json")])
 
 
+def test_the_intel_record_is_what_both_intel_reruns_gave():
+    """What the rerun page says of Intel machines: the committed Intel record (`results/rerun/intel_record.json`, a
+    re-run's `publish` record) holds the r its comparison with the published run read, and the two Intel re-runs,
+    compared with the published run on two machines, read every r alike, bit for bit, and every verdict alike."""
+    rerun = ROOT / "results" / "rerun"
+    record, first, second = (json.loads((rerun / f"{name}.json").read_text())
+                             for name in ("intel_record", "intel_pinned", "intel_second"))
+    assert "Intel" in record["provenance"]["cpu"]["model"] and record["provenance"]["cpu_kernels"]["torch"] == "AVX2"
+    assert [p["ours"] for p in record["scorecard"]["points"]] == [p["rerun"] for p in second["points"]]
+    assert [(p["pair"], p["rerun"]) for p in first["points"]] == [(p["pair"], p["rerun"]) for p in second["points"]]
+    assert [v["rerun"] for v in first["verdicts"]] == [v["rerun"] for v in second["verdicts"]]
+    assert first["identical_points"] == second["identical_points"] < len(second["points"])   # neither is AMD's
+
+
 @pytest.mark.slow
 def test_the_probing_stage_floor_adds_up(built_book, tmp_path):
     """`benchmarks/probe_stage_floor.py` on a pipeline's probing folder: every probe with trained heads
