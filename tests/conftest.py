@@ -1,4 +1,3 @@
-import importlib.util
 import os
 from pathlib import Path
 
@@ -93,20 +92,20 @@ def built_book(tiny_corpus_dir, tmp_path_factory):
 BOOK_FILES = {p.relative_to(Path(__file__).parent.parent).as_posix() for p in Path(__file__).parent.rglob("test_*.py")
               if "built_book" in p.read_text()}
 
-if importlib.util.find_spec("xdist") is not None:
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_xdist_make_scheduler(config, log):
-        """`--dist loadfile`, with the files that read the built tiny book as one file."""
-        if config.getvalue("dist") != "loadfile":
-            return None
-        from xdist.scheduler import LoadFileScheduling
 
-        class BookFilesTogether(LoadFileScheduling):
-            def _split_scope(self, nodeid: str) -> str:
-                path = super()._split_scope(nodeid)
-                return "the files that read built_book" if path in BOOK_FILES else path
+@pytest.hookimpl(tryfirst=True, optionalhook=True)    # optional: xdist's hook, absent without it (or with -p no:xdist)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile`, with the files that read the built tiny book as one file."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
 
-        return BookFilesTogether(config, log)
+    class BookFilesTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return "the files that read built_book" if path in BOOK_FILES else path
+
+    return BookFilesTogether(config, log)
 
 
 def skip_or_fail_in_ci(reason: str) -> None:
