@@ -185,6 +185,7 @@ def test_the_scorecard_decides_correlations_over_seeds_and_keeps_the_run_as_a_po
     assert out[0]["verdict"] == "partly"  # |r| 0.5 in every pair: above the untrained pairs, below the paper's 0.94
     assert "median |r| 0.50" in out[0]["ours"] and "This run: gpt-s1 vs gpt-s2" in out[0]["ours"]
     assert out[1] == rows[1]
+    assert decide_over_seeds(out, "p", results) == out     # a record decided before is decided anew, not twice
     assert decide_over_seeds(rows, "no-such-profile", results) == rows
     controls = [{"id": "controls", "item": "x", "paper": "y", "section": "03_correlations",
                  "ours": "gpt-s1 vs gpt-s2: r = 0.50 (not run: untrained, independent)", "verdict": "partly", "note": ""}]

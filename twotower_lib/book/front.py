@@ -23,7 +23,7 @@ from twotower_lib.book.paper_tables import mark_outside, number
 from twotower_lib.book.tables import keyed, markdown_table
 from twotower_lib.paper import CENTRAL, SAME_CONFIG_R
 from twotower_lib.book.paper_items import CLAIMS, FINDINGS, POINT_LABELS, SHORT_NAMES, Claim
-from twotower_lib.book.scorecard import decide_over_seeds, verdict_cell
+from twotower_lib.book.scorecard import redecided, verdict_cell
 from twotower_lib.run_names import model_of
 
 _LOW, _HIGH = (f"{q * 100:.0f}th" for q in CENTRAL)     # the central range's ends, as the page names them
@@ -229,7 +229,7 @@ def lead_points(card: dict) -> pd.DataFrame:
     claims = seed_claims(card["profile"])
     rows = []
     for c in CLAIMS:
-        row = {"claim": c.label, "paper": c.paper[0], "this run": this_run(card, c)}
+        row = {"claim": c.label, "paper": c.paper[0], "paper high": c.paper[1], "this run": this_run(card, c)}
         got = claims[claims["claim"] == c.label]
         if len(got):
             g = got.iloc[0]
@@ -249,7 +249,7 @@ def this_run(card: dict, claim: Claim) -> float | None:
 
 
 def lead_chart(card: dict):
-    """The lead figure: per claim, the paper's value (red diamond), the spread of |r| over seed pairs (bar:
+    """The lead figure: per claim, the paper's values (red diamonds), the spread of |r| over seed pairs (bar:
     central range; dot: median), this run's pair (open circle) and the controls' band (grey, up to
     their 90th percentile), all as |r|, the statistic `paper.RULE` judges."""
     import altair as alt
@@ -272,13 +272,15 @@ def lead_chart(card: dict):
                                 alt.Tooltip("high:Q", format=".2f"), "pairs:Q"])]
     if "this run" in df:
         layers.append(base.mark_point(size=60, color="#333").encode(x=alt.X("this run:Q", scale=x), y=y))
-    layers.append(base.mark_point(shape="diamond", filled=True, size=90, color="#e45756").encode(
-        x=alt.X("paper:Q", scale=x), y=y, tooltip=["claim", alt.Tooltip("paper:Q", format=".2f")]))
+    layers += [base.mark_point(shape="diamond", filled=True, size=90, color="#e45756").encode(
+        x=alt.X(f"{end}:Q", scale=x), y=y, tooltip=["claim", alt.Tooltip(f"{end}:Q", format=".2f")])
+        for end in ("paper", "paper high")]
     return alt.layer(*layers)
 
 
 LEAD_KEY = ("Every value is |r| (|rho| for Table 4), which no choice of primary tower changes; the paper's values are "
-            "positive. Red diamond: the paper's value (for a pair the paper does not report, its Bert-large pair's, "
+            "positive. Red diamond: the paper's value, two where Table 2 gives one per Bert-large run (for a pair the "
+            "paper does not report, its Bert-large pair's, "
             f"r = {SAME_CONFIG_R}). Open circle: this build's own pair (the median of its pairs where a claim covers "
             f"several). Blue: the median over seed pairs, with their central range ({_LOW} to {_HIGH} percentile). "
             f"Grey: the control pairs, from 0 to their {_HIGH} percentile.")
@@ -287,10 +289,7 @@ LEAD_KEY = ("Every value is |r| (|rho| for Table 4), which no choice of primary 
 def published_card(profile: str = "cpu", results: Path = PUBLISHED) -> dict:
     """A published profile's scorecard (`results/profiles/<profile>.json`, written by `publish`) with the
     seed study's verdicts applied (`scorecard.decide_over_seeds`)."""
-    card = dict(read_json(Path(results) / f"{profile}.json")["scorecard"])
-    card["rows"] = decide_over_seeds(card["rows"], profile)
-    card["counts"] = {v: sum(r["verdict"] == v for r in card["rows"]) for v in MARK}
-    return card
+    return redecided(read_json(Path(results) / f"{profile}.json")["scorecard"])
 
 
 def readme_blocks(profile: str = "cpu") -> dict[str, str]:

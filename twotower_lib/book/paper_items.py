@@ -101,7 +101,7 @@ class Claim:
     item: str                                # the scorecard item it decides
     label: str                               # what a reader sees
     families: tuple[tuple[str, str], ...]    # the family pairs whose seed pairs it pools
-    paper: tuple[float, float]               # the paper's value, or the range of its cells (Bert-large's two runs)
+    paper: tuple[float, float]               # the lowest and highest of the paper's values (Bert-large's two runs)
     statistic: str = "r"                     # "r" (Pearson, Eq. 4's score) or "rho" (Spearman, Table 4)
 
     @property
@@ -115,7 +115,7 @@ _SAME = (SAME_CONFIG_R, SAME_CONFIG_R)
 
 
 def _cells(table: dict, *pairs: tuple[str, str]) -> tuple[float, float]:
-    """The range of the paper's cells of `pairs` in `table`."""
+    """The lowest and highest of the paper's cells of `pairs` in `table` (the rule asks each to be reached)."""
     values = [table[p] for p in pairs]
     return min(values), max(values)
 

@@ -101,7 +101,8 @@ def publish(pipe: Pipeline, results_dir: Path = RESULTS_DIR) -> Path:
 
 
 def load_published(results_dir: Path = RESULTS_DIR, exclude: str | None = None) -> dict[str, dict[str, Any]]:
-    """Every published profile run (profile name -> what `collect` wrote), but `exclude`."""
+    """Every published profile run (profile name -> what `collect` wrote, its verdicts over seeds decided by
+    today's rules: `scorecard.redecided`), but `exclude`."""
     out = {}
     for path in sorted(Path(results_dir).glob("*.json")):
         pub = read_json(path)
@@ -109,7 +110,7 @@ def load_published(results_dir: Path = RESULTS_DIR, exclude: str | None = None) 
             raise UserError(f"{path} has format {pub.get('format')!r}, this version reads {FORMAT_VERSION}; "
                             f"publish it again: python -m twotower_lib publish --profile {path.stem}")
         if pub["profile"] != exclude:
-            out[pub["profile"]] = pub
+            out[pub["profile"]] = {**pub, "scorecard": scorecard.redecided(pub["scorecard"])}
     return out
 
 
@@ -203,10 +204,11 @@ def markdown(published: dict[str, dict[str, Any]]) -> str:
 
 
 def earlier_rules(pub: dict[str, Any]) -> str:
-    """A sentence where a published run was judged by an earlier edition of the rules (`paper.RULES_EDITION`): its
-    scorecard shows the verdicts it recorded then, which today's rules might not give (empty where current)."""
+    """A sentence where a published run recorded its verdicts by rules that have changed since
+    (`paper.RUN_RULES_EDITION`): its scorecard shows the verdicts it recorded then, which today's rules might not
+    give (empty where current: later editions changed only verdicts over seed pairs, decided anew when shown)."""
     edition = pub.get("rules", 1)
-    if edition == paper.RULES_EDITION:
+    if edition >= paper.RUN_RULES_EDITION:
         return ""
     return (f" **Judged by the rules' edition {edition}** (today's: {paper.RULES_EDITION}; the changelog says what "
             "changed): its correlation verdicts judged the signed r, which today's rules read as |r|, so its "

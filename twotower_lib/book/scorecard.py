@@ -357,15 +357,14 @@ def build(root: Path, sections) -> dict[str, Any]:
             else:
                 row["note"] = f"section {section.name} ran but did not measure this item"
         rows.append(row)
-    rows = decide_over_seeds(rows, root.name)
-    counts = {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
-    return {"profile": root.name, "rows": rows, "counts": counts, "points": picture}
+    return redecided({"profile": root.name, "rows": rows, "points": picture})
 
 
 def decide_over_seeds(rows: list[dict], profile: str, results: Path | None = None) -> list[dict]:
     """Where the profile has a committed seed study (`results/seeds/book.json`'s verdicts `<item>@<profile>`),
     the correlation items' verdicts are decided by the distribution over seed pairs
-    (`paper.RULE`); this run's own pair and its note stay beside it as one point of it."""
+    (`paper.RULE`); this run's own pair and its note stay beside it as one point of it. A row decided so before
+    (a published record's) is decided anew from its run's part: what is shown is the committed study's verdict."""
     from twotower_lib.book import study_parts
 
     out = []
@@ -374,10 +373,21 @@ def decide_over_seeds(rows: list[dict], profile: str, results: Path | None = Non
         if e is None:
             out.append(row)
             continue
-        ours = e["seeds"] + (f". This run: {row['ours']}" if row["ours"] else "")
-        out.append({**row, "ours": ours, "verdict": e["verdict"], "decided_by": "seeds",
-                    "note": f"verdict over seed pairs; {e['controls']}" + (f". This run: {row['note']}" if row.get("note") else "")})
+        again = row.get("decided_by") == "seeds"
+        ours, note = ((text.partition(THIS_RUN)[2] if again else text) for text in (row["ours"], row.get("note", "")))
+        out.append({**row, "ours": e["seeds"] + (THIS_RUN + ours if ours else ""), "verdict": e["verdict"],
+                    "decided_by": "seeds", "note": f"verdict over seed pairs; {e['controls']}" + (THIS_RUN + note if note else "")})
     return out
+
+
+THIS_RUN = ". This run: "
+
+
+def redecided(card: dict[str, Any]) -> dict[str, Any]:
+    """A recorded scorecard (a published run's) with its verdicts over seeds decided by today's rules on the
+    committed seed study (`decide_over_seeds`) and its counts made again: one verdict per item on every page."""
+    rows = decide_over_seeds(card["rows"], card["profile"])
+    return {**card, "rows": rows, "counts": {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}}
 
 
 def write(root: Path, sections) -> dict[str, Any]:

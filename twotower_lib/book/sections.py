@@ -48,7 +48,7 @@ class Section:
     versions: tuple[str, ...] = ()     # "module:NAME" constants that version what its library calls compute (re-runs when one changes)
 
 
-RULES = "twotower_lib.paper:RULES_EDITION"   # the verdict rules' edition: a section that records verdicts re-runs
+RULES = "twotower_lib.paper:RUN_RULES_EDITION"   # the rules of one run's verdicts: a section that records verdicts re-runs
 SECTIONS: tuple[Section, ...] = (
     Section("00_data", "Data", "data", ("data.corpus", "data.vocab_size", "data.seq_len", "data.seed", "data.doc_words", "data.max_docs", "data.valid_fraction")),
     Section("01_training", "Cooperative training", "training",

@@ -71,13 +71,16 @@ def stale(results: Path = RESULTS) -> list[str]:
 def published_behind(results: Path = RESULTS) -> list[str]:
     """Each published profile's scorecard row (`results/profiles/`) that a study decides but whose verdict or
     text is no longer the study's: the README and the other profiles' pages would say one thing, the study
-    another."""
+    another. Rows decided over seeds are decided anew wherever a record is shown (`scorecard.decide_over_seeds`),
+    so only the others can fall behind."""
+    from twotower_lib.book.scorecard import decide_over_seeds
+
     decided = {key: (path, v) for path in sorted(results.glob(f"*/{FILE}"))
                for key, v in read_json(path).get("verdicts", {}).items()}
     out = []
     for record in sorted((results / "profiles").glob("*.json")):
         profile = record.stem
-        for row in read_json(record)["scorecard"]["rows"]:
+        for row in decide_over_seeds(read_json(record)["scorecard"]["rows"], profile, results):
             path, v = decided.get(f"{row['id']}@{profile}") or decided.get(row["id"]) or (None, None)
             if v is None or v.get("profile", profile) != profile:
                 continue
