@@ -26,10 +26,10 @@ from twotower_lib.book.scorecard import redecided  # noqa: E402
 
 
 def compare(rerun: dict, published: dict) -> dict:
-    """Verdicts item by item (those over seeds decided by today's rules in both: `scorecard.redecided`), and the
-    plotted correlations' r with their largest change."""
+    """Verdicts item by item (the published record's over seeds decided by today's rules, as the re-run's were:
+    `scorecard.redecided`), and the plotted correlations' r with their largest change."""
     verdicts = [{"item": a["item"], "published": a["verdict"], "rerun": b["verdict"]}
-                for a, b in zip(redecided(published["scorecard"])["rows"], redecided(rerun["scorecard"])["rows"])]
+                for a, b in zip(redecided(published["scorecard"])["rows"], rerun["scorecard"]["rows"])]
     points = [{"item": a["item"], "pair": a["pair"], "published": a["ours"], "rerun": b["ours"],
                "change": b["ours"] - a["ours"]}
               for a, b in zip(published["scorecard"]["points"], rerun["scorecard"]["points"])]

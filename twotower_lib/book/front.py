@@ -288,7 +288,7 @@ LEAD_KEY = ("Every value is |r| (|rho| for Table 4), which no choice of primary 
 
 def published_card(profile: str = "cpu", results: Path = PUBLISHED) -> dict:
     """A published profile's scorecard (`results/profiles/<profile>.json`, written by `publish`) with the
-    seed study's verdicts applied (`scorecard.decide_over_seeds`)."""
+    seed study's verdicts decided by today's rules (`scorecard.redecided`)."""
     return redecided(read_json(Path(results) / f"{profile}.json")["scorecard"])
 
 

@@ -71,21 +71,18 @@ def stale(results: Path = RESULTS) -> list[str]:
 def published_behind(results: Path = RESULTS) -> list[str]:
     """Each published profile's scorecard row (`results/profiles/`) that a study decides but whose verdict or
     text is no longer the study's: the README and the other profiles' pages would say one thing, the study
-    another. Rows decided over seeds are decided anew wherever a record is shown (`scorecard.decide_over_seeds`),
-    so only the others can fall behind."""
-    from twotower_lib.book.scorecard import decide_over_seeds
-
+    another. Rows decided over seeds are decided anew wherever a record is shown (`scorecard.redecided`), so only
+    the others can fall behind."""
     decided = {key: (path, v) for path in sorted(results.glob(f"*/{FILE}"))
                for key, v in read_json(path).get("verdicts", {}).items()}
     out = []
     for record in sorted((results / "profiles").glob("*.json")):
         profile = record.stem
-        for row in decide_over_seeds(read_json(record)["scorecard"]["rows"], profile, results):
+        for row in read_json(record)["scorecard"]["rows"]:
             path, v = decided.get(f"{row['id']}@{profile}") or decided.get(row["id"]) or (None, None)
-            if v is None or v.get("profile", profile) != profile:
+            if v is None or v.get("profile", profile) != profile or "seeds" in v:
                 continue
-            ours = v.get("seeds", v.get("ours", ""))   # a seed study's row goes on with this run's own pair
-            if row["verdict"] != v["verdict"] or not str(row["ours"]).startswith(ours):
+            if row["verdict"] != v["verdict"] or not str(row["ours"]).startswith(v.get("ours", "")):
                 out.append(f"{record.relative_to(results.parent)}: its {row['id']!r} row is not "
                            f"{path.relative_to(results.parent)}'s now: run `python -m twotower_lib run --profile "
                            f"{profile}`, then `python -m twotower_lib publish --profile {profile}`")
