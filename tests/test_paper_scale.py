@@ -176,6 +176,25 @@ def test_a_published_row_a_study_decides_differently_is_stale(tmp_path):
     assert "publish --profile cpu" in behind[0]
 
 
+def test_a_verdict_decided_by_other_rules_is_refused(tmp_path):
+    """A study's verdicts carry the rules' edition that decided them; one decided by another edition is refused
+    with the command that decides it again, not shown as today's judgement."""
+    from twotower_lib import paper
+    from twotower_lib.book import study_parts
+
+    source = tmp_path / "study" / "result.json"
+    source.parent.mkdir()
+    source.write_text("{}")
+    book = study_parts.write(source.parent, {}, {}, [source], "python -m studies.x book",
+                             verdicts={"table2.same-config@cpu": {"seeds": "median 0.15", "verdict": "partly"}})
+    assert study_parts.verdict("table2.same-config", "cpu", tmp_path)["verdict"] == "partly"
+    assert study_parts.verdict("fig5", "cpu", tmp_path) is None
+    book.write_text(json.dumps({**json.loads(book.read_text()), "rules": paper.RULES_EDITION - 1}))
+    with pytest.raises(UserError, match=rf"edition {paper.RULES_EDITION - 1}, today's is {paper.RULES_EDITION}: "
+                                        r"run `python -m studies.x book`"):
+        study_parts.verdict("table2.same-config", "cpu", tmp_path)
+
+
 def test_a_book_part_whose_results_changed_is_stale(tmp_path):
     from twotower_lib.book import study_parts
 

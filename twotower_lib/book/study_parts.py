@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from twotower_lib import paper
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json, sha256_file
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.errors import UserError
@@ -26,7 +27,8 @@ FILE = "book.json"
 def write(folder: Path, parts: dict[str, str], numbers: dict[str, str], inputs: list[Path], command: str,
           verdicts: dict[str, dict] | None = None) -> Path:
     """Write a study's `book.json` into `folder` (its results folder): `parts` by placeholder name, `numbers`
-    by key, `verdicts` by scorecard item (profile, ours, verdict, note), and the sha256 of every input
+    by key, `verdicts` by scorecard item (profile, ours, verdict, note) with the rules' edition that decided
+    them (`paper.RULES_EDITION`), and the sha256 of every input
     (paths relative to the project) it was computed from. An input may be a pattern (`profiles/*.json`):
     its digest covers the names and contents of the files it matches, so a file added there makes the
     parts stale too."""
@@ -36,7 +38,7 @@ def write(folder: Path, parts: dict[str, str], numbers: dict[str, str], inputs: 
         raise UserError(f"the book parts of {folder} are computed from files that do not exist: {missing}")
     path = folder / FILE
     atomic_write_json(path, {"command": command, "parts": parts, "numbers": numbers, "verdicts": verdicts or {},
-                             "inputs": hashes, "provenance": provenance()})
+                             "rules": paper.RULES_EDITION, "inputs": hashes, "provenance": provenance()})
     return path
 
 
@@ -142,10 +144,14 @@ def show(name: str, profile: str | None = None, results: Path = RESULTS):
 
 def verdict(item: str, profile: str | None = None, results: Path = RESULTS) -> dict | None:
     """The scorecard verdict a study decides for `item` (profile, ours, verdict, note) — at `profile`, where
-    the study decides it per profile (`item@profile`) — or None."""
+    the study decides it per profile (`item@profile`) — or None. A verdict decided by another edition of the
+    rules than today's is refused, with the command that decides it again."""
     key = item if profile is None else f"{item}@{profile}"
     for path in sorted(results.glob(f"*/{FILE}")):
-        found = read_json(path).get("verdicts", {})
-        if key in found:
-            return found[key]
+        found = read_json(path)
+        if key in found.get("verdicts", {}):
+            if found.get("rules", 1) != paper.RULES_EDITION:
+                raise UserError(f"{path}'s verdicts were decided by the rules' edition {found.get('rules', 1)}, "
+                                f"today's is {paper.RULES_EDITION}: run `{found.get('command', '?')}`")
+            return found["verdicts"][key]
     return None
