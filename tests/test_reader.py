@@ -80,6 +80,10 @@ def test_the_front_table_has_one_row_per_item_and_a_caveat_each():
     assert [front._reaching(pair(k, low)) for k, low in ((0, 0.94), (1, 0.94), (2, 0.62))] == \
         [", none reach 0.94", ", 1 reaches 0.94", ", 2 reach 0.62"]
     assert front._reaching(pair(np.nan, 0.94)) == ""   # a study made before the count
+    two = lambda k, k_high: pd.Series({"unit": "seed pairs", "reach paper": k, "reach paper high": k_high,
+                                       "paper_low": 0.62, "paper_high": 0.72})   # Table 2's two Bert-large runs
+    assert [front._reaching(two(k, k_high)) for k, k_high in ((2, 1), (1, 0), (0, 0))] == \
+        [", 2 reach 0.62, 1 reaches 0.72", ", 1 reaches 0.62, none reach 0.72", ", none reach 0.62"]
     assert front._reaching(pd.Series({"unit": "runs", "reach paper": 3})) == ""
 
 
@@ -185,3 +189,4 @@ def test_the_answer_sentence_is_generated_from_the_seed_study_and_the_ladder(tmp
     (tmp_path / "ladder" / "book.json").write_text(json.dumps({"parts": {"LADDER_BRIEF": "Along the size ladder: x."}}))
     assert front.answer_sentence("cpu", results=tmp_path).endswith("\n- Along the size ladder: x.\n")
     assert front.answer_sentence("no-such-profile") == ""
+

@@ -237,9 +237,11 @@ def test_claim_rows_recompute_from_the_table_by_the_rule(tmp_path):
     assert row["reach paper"] == (same["r"].abs() >= 0.94).sum()   # the pairs at or above the paper's value
     k = int(row["reach paper"])
     assert seeds._fmt(row).endswith(f"over 6 seed pairs, {k or 'none'} reaching the paper's 0.94")
-    two = row.copy()   # a claim the paper gives two values (run 1, run 2) is reached at the lower
-    two["paper"], two["reach paper"] = (0.72, 0.62), 1
-    assert seeds._fmt(two).endswith(", 1 reaching the paper's 0.62")
+    two = row.copy()   # a claim the paper gives two values (run 1, run 2): how many pairs reach each
+    two["paper"], two["reach paper"], two["reach paper high"] = (0.72, 0.62), 1, 0
+    assert seeds._fmt(two).endswith(", 1 reaching the paper's 0.62, none its 0.72")
+    two["reach paper"] = 0
+    assert seeds._fmt(two).endswith(", none reaching the paper's 0.62")
 
 
 def test_the_readme_blocks_are_up_to_date_with_the_committed_results():

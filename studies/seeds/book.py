@@ -165,19 +165,20 @@ def claim_rows(s: SeedStudy) -> pd.DataFrame:
 
 def _judged(a: pd.Series, b: pd.Series, ours: pd.Series, ctrl: pd.Series, paper_value) -> dict:
     """A claim's statistics and verdict by `paper.RULE`: the median and central range of |r| over its pairs (of
-    runs `a`, `b`; a run against frequency rank names itself twice), how many of them reach the paper's value (its
-    lower end), the signed r's beside, the controls' |r|."""
+    runs `a`, `b`; a run against frequency rank names itself twice), how many of them reach the paper's value (each
+    end where it gives two), the signed r's beside, the controls' |r|."""
     o, signed, n = (seed_spread.summarize(v) for v in (ours.abs(), ours, ctrl.abs()))
     return {"pairs": o["n"], "median": o["median"], "low": o["low"], "high": o["high"],
-            "reach paper": int((ours.abs() >= _lower(paper_value)).sum()),
+            "reach paper": int((ours.abs() >= _ends(paper_value)[0]).sum()),
+            "reach paper high": int((ours.abs() >= _ends(paper_value)[1]).sum()),
             "signed median": signed["median"], "signed low": signed["low"], "signed high": signed["high"],
             "control pairs": n["n"], "controls' median": n["median"], HIGH: n["high"],
             "verdict": seed_spread.verdict(a, b, ours, ctrl, paper_value)}
 
 
-def _lower(paper_value) -> float:
-    """The paper's value a pair must reach: the lower end where the paper gives two (run 1, run 2)."""
-    return min(paper_value) if isinstance(paper_value, tuple) else paper_value
+def _ends(paper_value) -> tuple[float, float]:
+    """The paper's lowest and highest value of a claim (one where it gives one; two for Bert-large's runs)."""
+    return (min(paper_value), max(paper_value)) if isinstance(paper_value, tuple) else (paper_value, paper_value)
 
 
 # Table 4's last column: each run's scores against frequency rank (one value per run, not per pair; |rho|, since
@@ -210,7 +211,9 @@ def _sign(v: float) -> str:
 def _fmt(row) -> str:
     unit = row.get("unit", "seed pairs")
     stat = "|rho|" if row.get("statistic") == "Spearman rho" else "|r|"
-    reach = (f", {row['reach paper'] or 'none'} reaching the paper's {_lower(row['paper']):.2f}"
+    low, high = _ends(row["paper"])
+    reach = (f", {row['reach paper'] or 'none'} reaching the paper's {low:.2f}"
+             + (f", {row['reach paper high'] or 'none'} its {high:.2f}" if high != low and row["reach paper"] else "")
              if unit == "seed pairs" and "reach paper" in row else "")
     return f"median {stat} {row['median']:.2f} ({row['low']:.2f} to {row['high']:.2f}) over {row['pairs']} {unit}{reach}"
 

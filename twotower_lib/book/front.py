@@ -79,13 +79,17 @@ def _claim_cells(mine: pd.DataFrame, profile: str | None = None) -> dict[str, st
 
 
 def _reaching(c: pd.Series) -> str:
-    """How many of a claim's seed pairs reach the paper's value (its lower end, named), said beside the central
-    range: a range that holds the paper's value may rest on a few pairs. Nothing for runs against frequency rank, or
-    a study that predates the count."""
+    """How many of a claim's seed pairs reach the paper's value (each of its two, where it gives two and some pairs
+    reach the lower), said beside the central range: a range that holds the paper's value may rest on a few pairs.
+    Nothing for runs against frequency rank, or a study that predates the count."""
     if c.get("unit") != "seed pairs" or pd.isna(c.get("reach paper")) or pd.isna(c.get("paper_low")):
         return ""
-    k = int(c["reach paper"])
-    return f", {'none' if k == 0 else k} {'reaches' if k == 1 else 'reach'} {float(c['paper_low']):.2f}"
+    ends = [("reach paper", "paper_low")]
+    if c.get("paper_high", c["paper_low"]) != c["paper_low"] and int(c["reach paper"]) > 0:   # none the lower: none
+        ends.append(("reach paper high", "paper_high"))
+    said = (f"{'none' if (k := int(c[n])) == 0 else k} {'reaches' if k == 1 else 'reach'} {float(c[v]):.2f}"
+            for n, v in ends)
+    return ", " + ", ".join(said)
 
 
 def _joined(mine: pd.DataFrame, name, cell) -> str:
