@@ -17,12 +17,13 @@ reproduce: $(VENV)/.installed
 # The suite on TEST_WORKERS processes (pytest-xdist): a test file's tests stay on one worker, and the files that
 # read the built tiny book share one (tests/conftest.py), so each module's fixtures and the book are made once.
 TEST_WORKERS ?= 2
+PYTEST = $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 test: $(VENV)/.installed
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(PYTEST)
 
 # Everything but the slow end-to-end and registry-fetching tests.
 test-fast: $(VENV)/.installed
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow and not network"
+	$(PYTEST) -m "not slow and not network"
 
 venv: $(VENV)/.installed
 
