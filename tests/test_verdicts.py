@@ -41,6 +41,20 @@ def test_the_interval_of_abs_r(ci, expected):
     assert paper.abs_interval(ci) == expected
 
 
+def test_fig5_over_seeds_counts_only_what_training_made_sparser():
+    """Fig. 5 over seeds: every seed's trained share within [-1, 1] must be above its own untrained towers'; then
+    the median is judged as one run's share is."""
+    near, gaussian_plus = paper.FIG5_WITHIN_1, paper.GAUSSIAN_WITHIN_1 + 0.01
+    assert paper.fig5_seed_verdict([near, near + 0.01, near - 0.01], [0.70, 0.70, 0.70]) == "reproduced"
+    assert paper.fig5_seed_verdict([near, near, near], [0.70, 0.70, near]) == "not"        # one seed not above its own
+    assert paper.fig5_seed_verdict([near, near], [near + 0.04, near + 0.05]) == "not"    # untrained sparser: nothing learned
+    assert paper.fig5_seed_verdict([gaussian_plus, gaussian_plus + 0.01], [0.60, 0.60]) == "partly"
+    assert paper.fig5_seed_verdict([0.60, 0.61], [0.50, 0.50]) == "not"                  # below a Gaussian's
+    assert paper.fig5_seed_verdict([0.70, 0.90, 0.80], [0.5, 0.5, 0.5]) == "reproduced"   # the median, 0.80, decides
+    assert paper.fig5_seed_verdict([0.70, 0.72, 0.90], [0.5, 0.5, 0.5]) == "partly"       # median 0.72, not the best seed
+    assert paper.fig5_seed_verdict([], []) == "not" and paper.fig5_seed_verdict([near], []) == "not"
+
+
 def test_the_published_default_is_judged_by_todays_rules():
     """`publish` records the rules' edition; the default profile's published run must record its verdicts by
     today's rules for one run (`paper.RUN_RULES_EDITION`: later editions changed only verdicts over seeds, decided

@@ -81,6 +81,12 @@ def fit_word_ica(embedding: np.ndarray, sample_token_ids: np.ndarray, pca: PCACo
 # ---------------------------------------------------------------------- groups: Figs. 5-7, Table 3
 
 
+def fig5_within_1(components: np.ndarray, token_ids: np.ndarray, tokens: list[str], train_counts: np.ndarray) -> float:
+    """Fig. 5's statistic: the share of its heatmap's values (`fig5_data`: the 500 most frequent words) within
+    [-1, 1] (each component at unit variance; a Gaussian puts `paper.GAUSSIAN_WITHIN_1` there)."""
+    return float(fig5_data(components, token_ids, tokens, train_counts)["value"].abs().le(1).mean())
+
+
 def fig5_data(components: np.ndarray, token_ids: np.ndarray, tokens: list[str], train_counts: np.ndarray,
               top_n: int = 500) -> pd.DataFrame:
     """The heatmap of Fig. 5: the top_n most frequent words x d components, long format.

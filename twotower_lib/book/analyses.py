@@ -301,30 +301,34 @@ def ica_reference(ctx: SectionContext) -> str:
 
 
 def word_ica(ctx: SectionContext, data):
-    """Section 5.3's word vectors and their ICA, from the reference case's trained input embedding.
-
-    A seeded sample of `ica_tokens` token occurrences of the training split (whole blocks, special
-    tokens left out) picks the rows of the embedding, each occurrence one row; whitening PCA to d =
-    `ica_dim` (0: the paper's share of the width, `analysis.ica.paper_dim`) and Amari ICA from
-    `ica_starts` starts follow (`analysis.ica.fit_word_ica`; the converged start of highest likelihood).
-    Returns (fitted WordICA, token ids of the distinct sampled tokens, their components (words, d),
-    their occurrences in the sample, the PCA spectrum of every direction).
-    """
-    import numpy as np
-
-    from twotower_lib.analysis.ica import ICAConfig, PCAConfig, paper_dim, pca_spectrum
-    from twotower_lib.analysis.word_groups import fit_word_ica, sample_occurrences
+    """Section 5.3's word vectors and their ICA, from the reference case's trained input embedding
+    (`embedding_ica`). Returns (fitted WordICA, token ids of the distinct sampled tokens, their components (words,
+    d), their occurrences in the sample, the PCA spectrum of every direction)."""
+    from twotower_lib.analysis.ica import pca_spectrum
     from twotower_lib.models import load_embedding
 
-    reference = ica_reference(ctx)
-    embedding = load_embedding(ctx.input_dir("01_training") / reference)       # (vocab, E), float64
-    ids = sample_occurrences(data.train, ctx.profile.analysis.ica_tokens, data.special_ids.values(), ctx.profile.data.seed)
-    d = ctx.profile.analysis.ica_dim or paper_dim(embedding.shape[1])
-    config = ICAConfig(max_iter=5000, starts=ctx.profile.analysis.ica_starts, seed=ctx.profile.data.seed)
-    fitted = fit_word_ica(embedding, ids, PCAConfig(d=d), config)
+    embedding = load_embedding(ctx.input_dir("01_training") / ica_reference(ctx))       # (vocab, E), float64
+    fitted, token_ids, components, counts = embedding_ica(embedding, data, ctx.profile)
+    return fitted, token_ids, components, counts, pca_spectrum(embedding[token_ids], counts)
+
+
+def embedding_ica(embedding, data, profile):
+    """The ICA of one input embedding as `profile` sets it: a seeded sample of `ica_tokens` token occurrences of
+    the training split (whole blocks, special tokens left out) picks the rows, each occurrence one row; whitening
+    PCA to d = `ica_dim` (0: the paper's share of the width, `analysis.ica.paper_dim`) and Amari ICA from
+    `ica_starts` starts follow (`analysis.word_groups.fit_word_ica`; the converged start of highest likelihood).
+    Returns (fitted WordICA, the distinct sampled token ids, their components (words, d), their occurrences)."""
+    import numpy as np
+
+    from twotower_lib.analysis.ica import ICAConfig, PCAConfig, paper_dim
+    from twotower_lib.analysis.word_groups import fit_word_ica, sample_occurrences
+
+    a = profile.analysis
+    ids = sample_occurrences(data.train, a.ica_tokens, data.special_ids.values(), profile.data.seed)
+    d = a.ica_dim or paper_dim(embedding.shape[1])
+    fitted = fit_word_ica(embedding, ids, PCAConfig(d=d), ICAConfig(max_iter=5000, starts=a.ica_starts, seed=profile.data.seed))
     token_ids, counts = np.unique(ids, return_counts=True)
-    spectrum = pca_spectrum(embedding[token_ids], counts)
-    return fitted, token_ids, fitted.transform(embedding[token_ids]), counts, spectrum
+    return fitted, token_ids, fitted.transform(embedding[token_ids]), counts
 
 
 def fig4_shuffle_markdown(test: dict) -> str:

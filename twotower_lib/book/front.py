@@ -52,7 +52,7 @@ def _brief(text: str, limit: int = 90) -> str:
 CAVEATS = {"table1": "the `paper` profile trains Table 1's sizes",
            "controls": "this build's pairs only: its profile has no seed study",
            "register": "one seed pair per corpus source", "fig3": "judged with Table 2's same-configuration pair",
-           "fig5": "components scaled to unit variance", "fig6": "the share depends on the ICA dimension d",
+           "fig5": "components at unit variance; no untrained control at this profile", "fig6": "the share depends on the ICA dimension d",
            "fig7": "meaning is not judged automatically: read the groups in section 05",
            "table3": "all groups with enough members, not the paper's hand-picked ones",
            "fig8": "judged with Table 4: a flat curve means something only if the runs agree"}
@@ -189,9 +189,10 @@ def verdict_rows(card: dict, key: bool = False) -> pd.DataFrame:
             mark += _verdict_parts(r["id"], mine)
         else:
             one = r["id"].startswith(("table2", "same-config", "table4", "fig3", "controls"))
-            cells = {"ours": mark_outside(_brief(r["ours"], 70)), "spread over seeds": "one pair" if one else "one run",
+            cells = {"ours": mark_outside(_brief(r["ours"], 70)),
+                     "spread over seeds": r.get("spread") or ("one pair" if one else "one run"),
                      "division (a run left out)": "—", "orientation (Eq. 3), signed r": "—",
-                     "caveat": CAVEATS.get(r["id"]) or _brief(r.get("note", ""), 70)}
+                     "caveat": r.get("caveat") or CAVEATS.get(r["id"]) or _brief(r.get("note", ""), 70)}
         rows.append({"claim": SHORT_NAMES.get(r["id"], r["item"]), "the paper": _brief(r["paper"], 50), OURS: cells["ours"],
                      "spread over seeds": cells["spread over seeds"], "verdict": mark,
                      "division (a run left out)": cells["division (a run left out)"],

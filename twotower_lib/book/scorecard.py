@@ -376,7 +376,8 @@ def decide_over_seeds(rows: list[dict], profile: str, results: Path | None = Non
         again = row.get("decided_by") == "seeds"
         ours, note = ((text.partition(THIS_RUN)[2] if again else text) for text in (row["ours"], row.get("note", "")))
         out.append({**row, "ours": e["seeds"] + (THIS_RUN + ours if ours else ""), "verdict": e["verdict"],
-                    "decided_by": "seeds", "note": f"verdict over seed pairs; {e['controls']}" + (THIS_RUN + note if note else "")})
+                    "decided_by": "seeds", **{k: e[k] for k in ("spread", "caveat") if k in e},
+                    "note": f"verdict over {e.get('over', 'seed pairs')}; {e['controls']}" + (THIS_RUN + note if note else "")})
     return out
 
 
