@@ -53,6 +53,9 @@ def test_fig5_over_seeds_counts_only_what_training_made_sparser():
     assert paper.fig5_seed_verdict([0.70, 0.90, 0.80], [0.5, 0.5, 0.5]) == "reproduced"   # the median, 0.80, decides
     assert paper.fig5_seed_verdict([0.70, 0.72, 0.90], [0.5, 0.5, 0.5]) == "partly"       # median 0.72, not the best seed
     assert paper.fig5_seed_verdict([], []) == "not" and paper.fig5_seed_verdict([near], []) == "not"
+    tolerance = paper.FIG5_TOLERANCE                                                        # the rule as the book states it
+    assert f"is {near - tolerance:.0%} to {near + tolerance:.0%} (the paper's {near:.0%})" in paper.FIG5_RULE
+    assert f"above a Gaussian's {paper.GAUSSIAN_WITHIN_1:.0%}" in paper.FIG5_RULE
 
 
 def test_the_published_default_is_judged_by_todays_rules():
