@@ -190,3 +190,13 @@ def test_the_answer_sentence_is_generated_from_the_seed_study_and_the_ladder(tmp
     assert front.answer_sentence("cpu", results=tmp_path).endswith("\n- Along the size ladder: x.\n")
     assert front.answer_sentence("no-such-profile") == ""
 
+
+
+def test_the_front_page_counts_the_papers_own_claims_apart():
+    """Beside the count of every item, the count of the items the paper itself reports (not those named "Not in
+    the paper"), with "reproduced" said even at none."""
+    rows = [{"item": "Table 2: x", "verdict": "partly"}, {"item": "Fig. 5: y", "verdict": "not"},
+            {"item": "Not in the paper: z", "verdict": "reproduced"}, {"item": "Fig. 7: w", "verdict": "not attempted"}]
+    assert front.paper_tally({"rows": rows}) == \
+        "Of the 3 the paper itself reports: **0** reproduced, **1** partly, **1** not, **1** not attempted."
+    assert front.paper_tally({"rows": rows[:1]}) == "Of the 1 the paper itself reports: **0** reproduced, **1** partly."

@@ -205,8 +205,16 @@ def verdict_markdown(card: dict, key: bool = True) -> str:
     t = verdict_rows(card, key)
     n = sum(card["counts"].values())
     counts = ", ".join(f"**{k}** {v}" for v, k in card["counts"].items() if k)
-    head = f"Of the {n} items below, at profile `{card['profile']}`: {counts}. {findings_tally(card)}\n\n"
+    head = f"Of the {n} items below, at profile `{card['profile']}`: {counts}. {paper_tally(card)} {findings_tally(card)}\n\n"
     return head + markdown_table(t.columns, t.itertuples(index=False))
+
+
+def paper_tally(card: dict) -> str:
+    """The counts over the items the paper itself reports (not those named "Not in the paper"), reproduced always
+    said, even at none: what the companion found of the paper's own claims."""
+    own = [r["verdict"] for r in card["rows"] if not r["item"].startswith("Not in the paper")]
+    counts = ", ".join(f"**{sum(v == k for v in own)}** {k}" for k in MARK if k == "reproduced" or k in own)
+    return f"Of the {len(own)} the paper itself reports: {counts}."
 
 
 def findings_tally(card: dict) -> str:
