@@ -149,16 +149,11 @@ pd.DataFrame({"value": {
 # ## Fig. 5: the representation after ICA
 #
 # The 500 most frequent words (columns) on the $d$ components (rows). The paper: sparse, about
-# 80% of the values within $[-1, 1]$ and a few large ones.
+# 80% of the values within $[-1, 1]$ and a few large ones; below it, against the same towers untrained.
 
 # %% tags=["hide-input"]
 print(f"{within_1:.1%} of the values shown are within [-1, 1] (paper: about {paper.FIG5_WITHIN_1:.0%}; a Gaussian: {paper.GAUSSIAN_WITHIN_1:.0%})")
 charts.component_heatmap(fig5, title=f"{reference}: the {fig5['word_index'].nunique()} most frequent words after ICA")
-
-# %% [markdown]
-# A share above a Gaussian's says nothing alone. Section 5.3 stacks one row per token occurrence, so a few
-# frequent tokens weigh on every component, and the same towers untrained, before any step, give sparse
-# components too. The control, over seeds, where it is committed for this profile:
 
 # %% tags=["remove-input"]
 study_parts.show("FIG5_CONTROL", ctx.profile.name)
