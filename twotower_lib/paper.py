@@ -139,9 +139,9 @@ def fig5_verdict(within_1: float) -> str:
     return "partly" if within_1 > GAUSSIAN_WITHIN_1 else "not"
 
 
-FIG5_RULE = ("**Fig. 5 over seeds** (where its control is committed for the profile: `results/fig5_control/`): one "
-             "row per token occurrence weights the rows by frequency, which makes an untrained embedding's components "
-             "sparse too, so the share of values within [-1, 1] counts only where every seed's trained share is above "
+FIG5_RULE = ("**Fig. 5 over seeds** (where its control is committed for the profile: `results/fig5_control/`): with "
+             "one row per token occurrence (the rows weighted by frequency), the same towers untrained give sparse "
+             "components too, so the share of values within [-1, 1] counts only where every seed's trained share is above "
              "its own towers' at 0 tokens (**not** otherwise); then **reproduced** where the median share is "
              f"{FIG5_WITHIN_1 - FIG5_TOLERANCE:.0%} to {FIG5_WITHIN_1 + FIG5_TOLERANCE:.0%} (the paper's "
              f"{FIG5_WITHIN_1:.0%}), **partly** where it is above a Gaussian's {GAUSSIAN_WITHIN_1:.0%}. Without the "
@@ -150,8 +150,8 @@ FIG5_RULE = ("**Fig. 5 over seeds** (where its control is committed for the prof
 
 def fig5_seed_verdict(trained: list[float], untrained: list[float]) -> str:
     """Fig. 5 over seeds, from each seed's share within [-1, 1] of its trained embedding and of the same towers at 0
-    tokens. A share above a Gaussian's proves nothing alone: weighting the rows by frequency (one per occurrence,
-    Section 5.3) makes an untrained embedding's components sparse too. "not" unless every seed's trained share is
+    tokens. A share above a Gaussian's proves nothing alone: with the rows weighted by frequency (one per occurrence,
+    Section 5.3), an untrained embedding's components can be as sparse. "not" unless every seed's trained share is
     above its untrained one; then `fig5_verdict` of their median."""
     if not trained or len(trained) != len(untrained) or not all(t > u for t, u in zip(trained, untrained)):
         return "not"

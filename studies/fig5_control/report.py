@@ -69,8 +69,8 @@ def verdict(table: pd.DataFrame, profile: str) -> dict:
             "spread": f"{t.min():.0%} to {t.max():.0%}, untrained {u.min():.0%} to {u.max():.0%}; trained above "
                       f"untrained in {int((t > u).sum())} of {len(table)} seeds",
             "caveat": "judged against the same towers untrained: frequency-weighted rows are sparse untrained too",
-            "controls": "the control is each seed's towers at 0 tokens, whose components the frequency weighting of "
-                        "Section 5.3's rows makes sparse too"}
+            "controls": "the control is each seed's towers at 0 tokens, their rows weighted by frequency as Section "
+                        "5.3's are"}
 
 
 def sentence(table: pd.DataFrame, profile: str) -> str:
@@ -80,8 +80,8 @@ def sentence(table: pd.DataFrame, profile: str) -> str:
     v = verdict(table, profile)
     return (f"**Against the untrained towers** ({len(table)} seeds of the `{profile}` profile's ICA reference family, "
             f"`results/fig5_control/`): {v['seeds']}; {v['spread']}. A share above a Gaussian's "
-            f"({paper.GAUSSIAN_WITHIN_1:.0%}) is what one row per token occurrence gives any embedding: the frequent "
-            f"tokens dominate every component. Only a trained share above its own untrained one is sparsity that "
+            f"({paper.GAUSSIAN_WITHIN_1:.0%}) says nothing alone: with one row per token occurrence, a few frequent "
+            f"tokens weigh on every component, trained or not. Only a trained share above its own untrained one is sparsity that "
             f"training made, so the verdict over seeds is **{v['verdict']}** (`paper.fig5_seed_verdict`).")
 
 
