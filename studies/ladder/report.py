@@ -25,7 +25,7 @@ from twotower_lib.artifacts import atomic_write_bytes, atomic_write_json, proven
 from twotower_lib import paper
 from twotower_lib.paper import SAME_CONFIG_R
 from twotower_lib.probe.config import settled
-from studies.ladder.rungs import FAMILIES, RUNGS, SEEDS, passes, probe_config, size_rungs
+from studies.ladder.rungs import CORPUS, FAMILIES, RUNGS, SEEDS, corpus_of, passes, probe_config, size_rungs
 
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "ladder"
 EXPORTS = "probes"   # results/ladder/probes/<rung>/: one committed file a probe (not "runs/", which git ignores)
@@ -50,7 +50,8 @@ def run_rows(exports: list[dict]) -> pd.DataFrame:
     rows = []
     for e in exports:
         margin, se = spread.margin_and_se(e["doc_sums"]["n"], e["doc_sums"]["sum_p1"], e["doc_sums"]["sum_p2"])
-        rows.append({"rung": e["rung"], "family": e["family"], "seed": e["seed"], "kind": e["kind"],
+        rows.append({"rung": e["rung"], "family": e["family"], "corpus": e.get("corpus", corpus_of(e["rung"])),
+                     "seed": e["seed"], "kind": e["kind"],
                      "tower_parameters": e["tower_parameters"], "passes": e.get("train", {}).get("passes", 1),
                      "primary_eq3": e["ordering"]["primary_tower"],
                      "margin": margin, "margin_se": se,
@@ -114,9 +115,10 @@ def pair_rows(exports: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def summary_rows(runs: pd.DataFrame, pairs: pd.DataFrame, unigram: float = np.nan) -> pd.DataFrame:
+def summary_rows(runs: pd.DataFrame, pairs: pd.DataFrame, unigram: float | dict[str, float] = np.nan) -> pd.DataFrame:
     """Per rung and family (seeds with a trained and an untrained probe): the partition and orientation answers,
-    and whether the cooperative model learned more than word frequencies (its loss below `unigram`)."""
+    and whether the cooperative model learned more than word frequencies (its loss below `unigram`, or below its
+    corpus's where `unigram` maps each corpus to its loss)."""
     rows = []
     for (rung, family), same in pairs[pairs["kind"] == "same"].groupby(["rung", "family"], sort=False):
         of = (pairs["rung"] == rung) & (pairs["family"] == family)
@@ -124,11 +126,14 @@ def summary_rows(runs: pd.DataFrame, pairs: pd.DataFrame, unigram: float = np.na
         r_of = runs[(runs["rung"] == rung) & (runs["family"] == family)]
         cases, ctrl = r_of[r_of["kind"] == "case"], r_of[r_of["kind"] == "untrained"]
         valid = valid_seeds(r_of)
-        base = {"rung": rung, "family": family, "tower parameters": int(cases["tower_parameters"].iloc[0]),
+        corpus = cases["corpus"].iloc[0] if "corpus" in cases else CORPUS
+        u = unigram.get(corpus, np.nan) if isinstance(unigram, dict) else unigram
+        base = {"rung": rung, "family": family, "corpus": corpus,
+                "tower parameters": int(cases["tower_parameters"].iloc[0]),
                 "passes over the epoch": int(cases["passes"].iloc[0]),
                 "seeds": len(cases), "valid probes": len(valid),
-                "cooperative loss": float(cases["val_loss"].median()), "word frequencies' loss": unigram,
-                "beyond word frequencies": bool(cases["val_loss"].median() < unigram) if np.isfinite(unigram) else None,
+                "cooperative loss": float(cases["val_loss"].median()), "word frequencies' loss": u,
+                "beyond word frequencies": bool(cases["val_loss"].median() < u) if np.isfinite(u) else None,
                 "heads' loss": float(cases["head_loss"].median()),
                 "probed as the ladder probes": bool(r_of["current_probe"].all()),
                 "probe precision": ", ".join(sorted({str(p) for p in r_of["probe_precision"]})),
@@ -153,14 +158,15 @@ def summary_rows(runs: pd.DataFrame, pairs: pd.DataFrame, unigram: float = np.na
 
 
 def in_reading_order(summary: pd.DataFrame) -> pd.DataFrame:
-    """`summary`'s rows as every view of the ladder reads them: per family (`FAMILIES`' order), by tower size,
-    then by passes over the epoch."""
+    """`summary`'s rows as every view of the ladder reads them: per family (`FAMILIES`' order), Brown's rungs
+    before the other sources', by tower size, then by passes over the epoch."""
     if summary.empty:
         return summary
     family = summary["family"].map({f: i for i, f in enumerate(FAMILIES)}).fillna(len(FAMILIES))
-    return (summary.assign(family_order=family)
-            .sort_values(["family_order", "tower parameters", "passes over the epoch"], kind="stable")
-            .drop(columns="family_order").reset_index(drop=True))
+    other = summary["rung"].map(corpus_of) != CORPUS
+    return (summary.assign(family_order=family, other_source=other)
+            .sort_values(["family_order", "other_source", "tower parameters", "passes over the epoch"], kind="stable")
+            .drop(columns=["family_order", "other_source"]).reset_index(drop=True))
 
 
 def chart(summary: pd.DataFrame):
@@ -173,7 +179,7 @@ def chart(summary: pd.DataFrame):
                                  "partition: loo high": "loo_high", "tower parameters": "params",
                                  "partition: controls |r| threshold": "control",
                                  "orientation: positive pairs": "positive"})
-    df = df[df["rung"].map(passes) == 1]                      # the size axis: one pass over the epoch
+    df = df[(df["rung"].map(passes) == 1) & (df["rung"].map(corpus_of) == CORPUS)]   # the size axis: one pass, Brown
     if "probed as the ladder probes" in df:
         df = df[df["probed as the ladder probes"].astype(bool)]
     df = df[["rung", "family", "params", "median_abs_r", "loo_low", "loo_high", "control", "positive"]]
@@ -209,13 +215,31 @@ def answer(summary: pd.DataFrame) -> str:
     lines = []
     summary = in_reading_order(summary)
     summary = summary.assign(passes=summary["rung"].map(passes))
-    repeated = summary["passes"] > 1
-    for family, rows in summary[~repeated].groupby("family", sort=False):
+    repeated, other = summary["passes"] > 1, summary["rung"].map(corpus_of) != CORPUS
+    for family, rows in summary[~repeated & ~other].groupby("family", sort=False):
         lines.append(f"- **{family}** — {'. '.join(_step(r) for _, r in rows.iterrows())}.{_trend(rows)}")
-    for (family, n), rows in summary[repeated].groupby(["family", "passes"], sort=False):
+    for (family, n), rows in summary[repeated & ~other].groupby(["family", "passes"], sort=False):
         lines.append(f"- **{family}, {n:.0f} passes over the epoch** — "
                      f"{'. '.join(_step(r) for _, r in rows.iterrows())}.{_trend(rows)}")
+    for family, rows in summary[other].groupby("family", sort=False):
+        lines.append(f"- **{family}, each source alone** (the direct register test over seeds) — "
+                     + ". ".join(_step(r, _source_name(r["rung"])) for _, r in _with_brown(summary, rows).iterrows())
+                     + ".")
     return "\n".join(lines)
+
+
+def _source_name(rung: str) -> str:
+    """A rung as the register test names it: its corpus source, then its size ("wiki (2x128)")."""
+    return f"{corpus_of(rung)} ({rung.split('-')[0]})"
+
+
+def _with_brown(summary: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """A family's register rungs (`rows`) after the Brown rung they are the same runs of (preset, one pass, CPU),
+    where the ladder has it."""
+    same = {n for n, s in RUNGS.items() for r in rows["rung"] if s.corpus == CORPUS and s.passes == 1
+            and (s.preset, s.gpu) == (RUNGS[r].preset, RUNGS[r].gpu)}
+    brown = summary[summary["rung"].isin(same) & (summary["family"] == rows["family"].iloc[0])]
+    return pd.concat([brown, rows])
 
 
 def _trend(rows: pd.DataFrame) -> str:
@@ -260,15 +284,16 @@ def brief(summary: pd.DataFrame) -> str:
             f"width, as far as it has run):{per_family}")
 
 
-def _step(r: pd.Series) -> str:
-    """One rung's answer for one family."""
+def _step(r: pd.Series, name: str | None = None) -> str:
+    """One rung's answer for one family (the rung called `name`, by default its own)."""
+    name = name or r["rung"]
     if r["partition: verdict"] == PROBE_FAILED:
         return _failed(r)
     if pd.isna(r.get("partition: median |r|")):
-        return f"{r['rung']}: fewer than two seeds probed with their untrained control yet"
+        return f"{name}: fewer than two seeds probed with their untrained control yet"
     loo = (f"leave one seed out {_f(r['partition: loo low'])}–{_f(r['partition: loo high'])}"
            if pd.notna(r["partition: loo low"]) else f"{int(r['seeds'])} seeds: too few to leave one out")
-    return (f"{r['rung']}: median |r| {_f(r['partition: median |r|'])} ({loo}, untrained "
+    return (f"{name}: median |r| {_f(r['partition: median |r|'])} ({loo}, untrained "
             f"{_f(r['partition: controls |r| threshold'])}{_ceiling(r)}), partition {r['partition: verdict']}, "
             f"orientation {r['orientation: verdict']} ({int(r['orientation: resolved runs'])}/"
             f"{int(r['orientation: runs'])} margins resolved)" + _context(r) + _other_probe(r))
@@ -368,9 +393,11 @@ def progress(runs: pd.DataFrame) -> str:
     gpu = ", ".join(f"{rung}: {int(done[rung])} of {SEEDS}" for rung in size_rungs(True) if rung in done)
     token_axis = ", ".join(f"{name} ({r.family}, {r.passes} passes{', GPU' if r.gpu else ''}): "
                            f"{int(done.get(name, 0))} of {SEEDS} runs" for name, r in RUNGS.items() if r.passes > 1)
+    register = ", ".join(f"{name} ({r.family}, {r.corpus} alone): {int(done.get(name, 0))} of {SEEDS} runs"
+                         for name, r in RUNGS.items() if r.corpus != CORPUS)
     return (f"Probed so far, on the CPU: {cells}" + (f"; on a GPU: {gpu}" if gpu else "; the GPU rungs not yet run")
-            + f"; the token axis: {token_axis}. Each size rung's run is one epoch of the Brown corpus, {SEEDS} seeds "
-              f"a family.")
+            + f"; the token axis: {token_axis}; the register axis: {register}. Each size rung's run is one epoch of "
+              f"the Brown corpus, {SEEDS} seeds a family.")
 
 
 def write_report(results: Path) -> Path:
@@ -383,12 +410,14 @@ def write_report(results: Path) -> Path:
     for name, df in (("runs", runs), ("pairs", pairs), ("summary", summary)):
         atomic_write_bytes(results / f"{name}.csv", df.to_csv(index=False, float_format="%.6g").encode())
     first = exports[0]
+    hashes = {c: e["data_hash"] for e in exports for c in [e.get("corpus", corpus_of(e["rung"]))]}
     atomic_write_json(results / "study.json", {
-        "exports": len(exports), "data_hash": first["data_hash"], "probe_config": first["probe_config"],
+        "exports": len(exports), "data_hash": hashes.get(CORPUS, first["data_hash"]),
+        "data_hashes": dict(sorted(hashes.items())), "probe_config": first["probe_config"],
         "top_n": TOP_N, "code_versions": sorted({e["provenance"].get("code_version", "?") for e in exports}),
         "command": "python -m studies.ladder --report-only", "provenance": provenance()})
     inputs = [results / EXPORTS / rung / "*.json" for rung in sorted({e["rung"] for e in exports})]
-    inputs += [results / REFERENCE] if (results / REFERENCE).exists() else []
+    inputs += sorted(results.glob("reference*.json"))
     return study_parts.write(results, book_parts(summary, pairs, runs), {}, inputs,
                              "python -m studies.ladder --report-only")
 
@@ -403,10 +432,16 @@ def report_tables(exports: list[dict], results: Path) -> tuple[pd.DataFrame, pd.
     """The report's runs, pairs and summary from `exports` (the summary against the word-frequency loss recorded
     in `results`)."""
     runs, pairs = run_rows(exports), pair_rows(exports)
-    return runs, pairs, summary_rows(runs, pairs, unigram_loss(results)) if not pairs.empty else pd.DataFrame()
+    losses = {c: unigram_loss(results, c) for c in {CORPUS, *runs.get("corpus", [])}}
+    return runs, pairs, summary_rows(runs, pairs, losses) if not pairs.empty else pd.DataFrame()
 
 
-def unigram_loss(results: Path) -> float:
-    """The corpus's word-frequency loss the runner recorded (`REFERENCE`), or NaN before it has."""
-    path = results / REFERENCE
+def reference_name(corpus: str = CORPUS) -> str:
+    """The file in which the runner records a corpus source's hash and word-frequency loss."""
+    return REFERENCE if corpus == CORPUS else f"reference-{corpus}.json"
+
+
+def unigram_loss(results: Path, corpus: str = CORPUS) -> float:
+    """A corpus source's word-frequency loss the runner recorded (`reference_name`), or NaN before it has."""
+    path = results / reference_name(corpus)
     return float(read_json(path)["unigram_loss"]) if path.exists() else np.nan

@@ -7,16 +7,20 @@ from dataclasses import dataclass, replace
 from twotower_lib.book.profiles import get_profile
 
 
+CORPUS = "brown"                        # the size and passes rungs' corpus
+
+
 @dataclass(frozen=True)
 class Rung:
     """One rung: a preset (models.config), the one family it trains (None: every family), its passes over the
-    epoch, and whether it trains on a GPU (`--gpu`: bf16 through the torch engine)."""
+    epoch, whether it trains on a GPU (`--gpu`: bf16 through the torch engine), and its corpus: one source of the
+    default corpus alone (a registry part, `data.sources`)."""
 
     preset: str
     family: str | None = None
     passes: int = 1
     gpu: bool = False
-
+    corpus: str = CORPUS
 
 FAMILIES = ("gpt", "bert", "elmo")      # the order the work goes in: ELMo's LSTMs cost most a token
 RUNGS = {
@@ -33,20 +37,30 @@ RUNGS = {
     "1x96x8": Rung("cpu-small", "bert", passes=8), "2x128x8": Rung("cpu", "bert", passes=8),
     "4x256x8": Rung("cpu-large", "bert", passes=8),
     "12x384x4": Rung("paper-bert-base", "bert", passes=4, gpu=True),
+    # the register rungs: a size rung's run on another source of the default corpus alone, for a family whose
+    # division repeats on Brown at that size; with Brown's, the direct register test over seeds (does a division
+    # repeat without a mixture of registers to divide?). Named by `--rungs` only.
+    "2x128-books": Rung("cpu", "gpt", corpus="books"), "2x128-wiki": Rung("cpu", "gpt", corpus="wiki"),
 }
 SEEDS = 4                               # seeds a family at each rung: six seed pairs
 
 
 def size_rungs(gpu: bool) -> list[str]:
     """The size axis's rungs on the CPU or on a GPU: what `python -m studies.ladder [--gpu]` runs by default."""
-    return [name for name, r in RUNGS.items() if r.gpu == gpu and r.passes == 1]
+    return [name for name, r in RUNGS.items() if r.gpu == gpu and r.passes == 1 and r.corpus == CORPUS]
 
 
 def size_rung(rung: str) -> str:
     """The size rung whose preset a passes rung trains for longer (a size rung is its own): one preset and one seed
     are one initialisation, so the two rungs' untrained towers are the same towers."""
     r = RUNGS[rung]
-    return next(name for name, s in RUNGS.items() if (s.preset, s.gpu, s.passes) == (r.preset, r.gpu, 1))
+    return next(name for name, s in RUNGS.items()
+                if (s.preset, s.gpu, s.passes, s.corpus) == (r.preset, r.gpu, 1, r.corpus))
+
+
+def corpus_of(rung: str) -> str:
+    """The corpus source of a rung (Brown where the rung is not the ladder's, as in a test's exports)."""
+    return RUNGS[rung].corpus if rung in RUNGS else CORPUS
 
 
 def passes(rung: str) -> int:

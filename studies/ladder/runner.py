@@ -1,7 +1,8 @@
 """Train and probe the size ladder, one run at a time, and export each probe to `results/ladder/probes/`.
 
 `python -m studies.ladder` trains four seeds (`--seeds`) of each tower family (GPT, BERT, ELMo) at
-each rung of `RUNGS` for exactly one epoch of one corpus (the Brown corpus: no text is seen twice),
+each rung of `RUNGS` for exactly one epoch of one corpus (the Brown corpus: no text is seen twice; a register
+rung, another source of the default corpus alone),
 probes each run with the default profile's probe, and probes its towers at 0 tokens (the untrained
 control of that rung). Work goes rung by rung from the smallest, family by family, seed by seed, so
 an interrupted ladder leaves whole rungs behind it. A passes rung (`--rungs 1x96x8`) trains one family
@@ -31,15 +32,17 @@ from twotower_lib.book.profiles import profile_dir
 from twotower_lib.data.config import DataConfig
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import case_name
-from studies.ladder.report import EXPORTS, REFERENCE, RESULTS, TOP_N, is_current, write_report
-from studies.ladder.rungs import FAMILIES, RUNGS, SEEDS, passes, probe_config, size_rung, size_rungs
+from studies.ladder.report import EXPORTS, RESULTS, TOP_N, is_current, reference_name, write_report
+from studies.ladder.rungs import CORPUS, FAMILIES, RUNGS, SEEDS, corpus_of, passes, probe_config, size_rung, size_rungs
 
 KINDS = ("case", "untrained")
-CORPUS = DataConfig(corpus="registry:brown")  # one corpus; its training split is one epoch
 MICRO_BATCH = 32
 EXPORT_TOKENS = 1200                    # scores exported per probe: the most frequent tokens scored in every run
-def data_dir(root: Path) -> Path:
-    return root / "data" / "prepared"
+
+
+def data_dir(root: Path, corpus: str = CORPUS) -> Path:
+    """The prepared data of one corpus source (a registry part; its training split is one epoch)."""
+    return root / "data" / ("prepared" if corpus == CORPUS else f"prepared-{corpus}")
 
 
 def run_dir(root: Path, rung: str, family: str, seed: int) -> Path:
@@ -92,7 +95,7 @@ def export(probe_path: Path, out: Path, rung: str, family: str, seed: int, kind:
     docs = art.doc_stats.groupby("doc_id")[["n", "sum_p1", "sum_p2"]].sum()
     o = art.manifest["ordering"]
     write_export(out, {
-        "rung": rung, "family": family, "seed": seed, "kind": kind, "preset": preset_of(rung),
+        "rung": rung, "family": family, "seed": seed, "kind": kind, "preset": preset_of(rung), "corpus": corpus_of(rung),
         "tower_parameters": tower_parameters(rung, family, data),
         "train": {"tokens": epoch_tokens(data) * passes(rung), "passes": passes(rung), "steps": tcfg.max_steps,
                   "micro_batch": MICRO_BATCH, "snapshot": 0 if kind == "untrained" else "final"},
@@ -181,20 +184,21 @@ def run_one(root: Path, rung: str, family: str, seed: int, results: Path, data, 
 
     outs = {k: export_path(rung, family, seed, k, results) for k in KINDS}
     done = {k: p.exists() and is_current(read_json(p)) for k, p in outs.items()}   # another probe's: made again
-    tcfg = train_config(rung, family, seed, data_dir(root), data)
+    prepared = data_dir(root, corpus_of(rung))
+    tcfg = train_config(rung, family, seed, prepared, data)
     if not done["untrained"]:
         done["untrained"] = copy_untrained(rung, family, seed, results, data, tcfg)
     if all(done.values()):
         return
     run = run_dir(root, rung, family, seed)
     t0 = time.time()
-    train_job(tcfg, str(data_dir(root)), str(run))
+    train_job(tcfg, str(prepared), str(run))
     print(f"ladder: trained {rung} {case_name(family, seed)} in {(time.time() - t0) / 60:.1f} min", flush=True)
     for kind in KINDS:       # the size rung, run beside this one, may have probed the untrained towers meanwhile
         if done[kind] or (kind == "untrained" and copy_untrained(rung, family, seed, results, data, tcfg)):
             continue
         t0 = time.time()
-        probe = probe_run(run, probe_config(rung), snapshot=0 if kind == "untrained" else None, data_dir=data_dir(root),
+        probe = probe_run(run, probe_config(rung), snapshot=0 if kind == "untrained" else None, data_dir=prepared,
                           out=root / rung / "probing" / kind / case_name(family, seed), show=False)
         export(probe, outs[kind], rung, family, seed, kind, data, tcfg)
         if report:
@@ -215,16 +219,10 @@ def run_ladder(seeds: list[int], rungs: list[str], families: list[str], root: Pa
                deadline: float | None = None, report: bool = True) -> None:
     """Every (rung, family, seed) in order, each resumed or skipped where its exports exist; with `deadline` (a
     `time.time()`), no run starts after it (a GPU call returns what finished)."""
-    from twotower_lib.data import load_prepared
-    from twotower_lib.data.prepare import prepare_data
-
-    prepare_data(CORPUS, out=data_dir(root))
-    data = load_prepared(data_dir(root))
-    reference = {"data_hash": data.data_hash, "unigram_loss": data.unigram_loss()}
-    path = results / REFERENCE
-    if not path.exists() or {k: read_json(path).get(k) for k in reference} != reference:   # no rewrite, no churn
-        atomic_write_json(path, reference | {"provenance": provenance()})
+    datasets = {corpus: prepared_corpus(root, results, corpus)
+                for corpus in dict.fromkeys([CORPUS, *map(corpus_of, rungs)])}
     for rung in rungs:
+        data = datasets[corpus_of(rung)]
         for family in rung_families(rung, families):
             for seed in seeds:
                 if deadline is not None and time.time() > deadline:
@@ -234,8 +232,23 @@ def run_ladder(seeds: list[int], rungs: list[str], families: list[str], root: Pa
                 run_one(root, rung, family, seed, results, data, report)
 
 
+def prepared_corpus(root: Path, results: Path, corpus: str):
+    """One corpus source prepared (once) and loaded, its hash and word-frequency loss recorded in the results
+    (`report.reference_name`; rewritten only when they change: no churn)."""
+    from twotower_lib.data import load_prepared
+    from twotower_lib.data.prepare import prepare_data
+
+    prepare_data(DataConfig(corpus=f"registry:{corpus}"), out=data_dir(root, corpus))
+    data = load_prepared(data_dir(root, corpus))
+    reference = {"data_hash": data.data_hash, "unigram_loss": data.unigram_loss()}
+    path = results / reference_name(corpus)
+    if not path.exists() or {k: read_json(path).get(k) for k in reference} != reference:
+        atomic_write_json(path, reference | {"provenance": provenance()})
+    return data
+
+
 def check_data(rung: str, family: str, seed: int, data, results: Path) -> None:
-    """Every export of the ladder comes from one prepared corpus: refuse to mix in another."""
+    """Every export of a rung comes from one prepared corpus: refuse to mix in another."""
     for kind in KINDS:
         p = export_path(rung, family, seed, kind, results)
         if p.exists() and read_json(p)["data_hash"] != data.data_hash:
