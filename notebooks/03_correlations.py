@@ -275,7 +275,9 @@ ceiling.round(3)
 # folded tables: the same-configuration pairs of this profile trained and probed on each source by
 # itself (`-p data.corpus registry:books` and the others), beside the mixed corpus, committed once in
 # `results/register/single_source.json`. One seed pair per corpus, each read against its own ceilings.
-# If the towers split the registers, the pairs would agree less there.
+# If the towers split the registers, the pairs would agree less there. Over seeds, the size ladder's
+# register rungs train one family on each source alone with its untrained controls (the last folded
+# paragraph; the ladder page).
 # :::
 
 # %% tags=["hide-cell"]
@@ -297,6 +299,9 @@ study_parts.show("REGISTER_TABLE")
 
 # %% tags=["hide-cell"]
 study_parts.show("REGISTER")
+
+# %% tags=["hide-cell"]
+study_parts.show("LADDER_REGISTER")
 
 # %% tags=["remove-cell"]
 scorecard.record_correlations(ctx, pairs, control, probe_outputs.same_config_pairs(ctx), pairs_by["score_logmean"])

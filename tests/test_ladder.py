@@ -308,3 +308,92 @@ def test_the_corpus_reference_is_written_once(tiny_data, tmp_path, monkeypatch):
     path.write_text(json.dumps(json.loads(first) | {"unigram_loss": 1.0}))
     runner.run_ladder([], [], [], tmp_path / "runs", results)
     assert json.loads(path.read_text())["unigram_loss"] == json.loads(first)["unigram_loss"]
+
+
+def test_a_register_rung_trains_its_family_on_one_source_and_answers_beside_brown(tiny_data, tmp_path, monkeypatch):
+    """A register rung (the direct register test over seeds) is its size rung's run on another source of the default
+    corpus alone: its own prepared data and word-frequency reference, the same steps per epoch of its text; the
+    report answers it beside Brown's rung of the same preset, off the size axis, its chart and its trend."""
+    books = "2x128-books"
+    assert rungs.corpus_of(books) == "books" and rungs.corpus_of("2x128") == rungs.corpus_of("small") == "brown"
+    assert books not in size_rungs(False) and runner.size_rung(books) == books
+    root = tmp_path / "runs"
+    assert runner.data_dir(root) == root / "data" / "prepared" and runner.data_dir(root, "books") != runner.data_dir(root)
+    one, alone = (runner.train_config(r, "gpt", 1, tmp_path, tiny_data) for r in ("2x128", books))
+    assert (alone.preset, alone.max_steps, alone.micro_batch) == (one.preset, one.max_steps, one.micro_batch)
+    rng = np.random.default_rng(3)
+    shared = rng.standard_normal(200)
+    make = lambda rung, share: [_export(rung, "gpt", seed, kind, (share * shared if kind == "case" else 0)
+                                        + rng.standard_normal(200), 0.05, 40) | {"corpus": rungs.corpus_of(rung)}
+                                for seed in range(1, 5) for kind in ("case", "untrained")]
+    exports = make("1x96", 1.0) + make("2x128", 1.0) + make(books, 1.0) + make("2x128-wiki", 0.0)
+    runs = report.run_rows(exports)
+    summary = report.summary_rows(runs, report.pair_rows(exports), {"brown": 6.0, "books": 4.5})
+    by_rung = summary.set_index("rung")
+    assert by_rung.loc[books, "corpus"] == "books" and np.isnan(by_rung.loc["2x128-wiki", "word frequencies' loss"])
+    assert by_rung.loc["2x128", "beyond word frequencies"] and not by_rung.loc[books, "beyond word frequencies"]
+    assert list(summary["rung"]) == ["1x96", "2x128", books, "2x128-wiki"]   # Brown's rungs first, by size
+    text = report.answer(summary)
+    size_line, register_line = (next(t for t in text.splitlines() if t.startswith(f"- **{k}")) for k in
+                                ("gpt**", "gpt, each source alone"))
+    assert books not in size_line and "median |r| goes" in size_line
+    assert register_line.index("brown (2x128): median |r|") < register_line.index("books (2x128): median |r|") \
+        < register_line.index("wiki (2x128): median |r|") and "→" not in register_line
+    sentence = report.register_sentence(summary)
+    assert "gpt's division repeats across seeds on brown and books alone, not on wiki (not)" in sentence
+    assert report.register_sentence(summary[summary["rung"] != "2x128-wiki"]).count("on every source alone") == 1
+    assert report.register_sentence(summary.iloc[:2]).startswith("*No register rung")
+    chart = json.loads(report.chart(summary).to_json())
+    assert {row["rung"] for rows in chart["datasets"].values() for row in rows} == {"1x96", "2x128"}
+    assert f"{books} (gpt, books alone): 4 of {rungs.SEEDS} runs" in report.progress(runs)
+    brief = report.brief(summary)
+    assert brief.index("gpt 1x96") < brief.index(", 2x128 ") < brief.index("2x128 on books alone") \
+        < brief.index("2x128 on wiki alone")
+
+
+def test_each_corpus_source_is_prepared_and_referenced_on_its_own(tiny_data, tmp_path, monkeypatch):
+    """The runner prepares Brown and every register rung's source into folders of their own and records each
+    source's hash and word-frequency loss in its own reference file, which the report reads back."""
+    import twotower_lib.data as data_mod
+    import twotower_lib.data.prepare as prepare_mod
+
+    prepared = []
+    monkeypatch.setattr(prepare_mod, "prepare_data", lambda cfg, out: prepared.append((cfg.corpus, out)))
+    monkeypatch.setattr(data_mod, "load_prepared", lambda path: tiny_data)
+    results = tmp_path / "results"
+    results.mkdir()
+    runner.run_ladder([], ["2x128-books"], ["gpt"], tmp_path / "runs", results)
+    assert prepared == [("registry:brown", runner.data_dir(tmp_path / "runs")),
+                        ("registry:books", runner.data_dir(tmp_path / "runs", "books"))]
+    assert {p.name for p in results.iterdir()} == {report.REFERENCE, report.reference_name("books")}
+    assert report.unigram_loss(results, "books") == pytest.approx(tiny_data.unigram_loss())
+    assert np.isnan(report.unigram_loss(results, "wiki"))
+
+
+def test_the_register_rungs_decide_their_familys_part_of_the_register_verdict(tmp_path):
+    """Where the ladder's register rungs train a family of the register study's pairs at its preset on every source
+    alone, the seeds decide that family's part of the register verdict (the others keep their seed pair); a source
+    still short of its seeds leaves the verdict to the pairs."""
+    from studies.register import report as register
+    from twotower_lib import paper
+
+    table = register.load()
+    pairs = register.holds_alone(table)
+    summary = pd.DataFrame({"rung": ["2x128", "2x128-books", "2x128-wiki", "2x128"], "family": ["gpt"] * 3 + ["bert"],
+                            "partition: verdict": ["holds", "holds", "not", "holds"]})
+    path = tmp_path / "summary.csv"
+    summary.to_csv(path, index=False)
+    seeds = register.over_seeds("cpu", path)
+    assert seeds["gpt"] == {"brown": "holds", "books": "holds", "wiki": "not"} and "bert-large" not in seeds
+    found = register.verdict_over_seeds(table, path)
+    bert = len(pairs["bert-large"]["agrees"]) + len(pairs["bert-large"]["swapped"])
+    assert found["verdict"] == paper.register_verdict([2, bert], [3, 3])
+    assert "GPT's division repeats across seeds on books and brown alone, not on wiki (not)" in found["seeds"]
+    assert "Bert-large: one seed pair per source" in found["seeds"] and "seeds" in found["over"]
+    summary["partition: verdict"] = "holds"
+    summary.to_csv(path, index=False)
+    assert "GPT's division repeats across seeds on every source alone" in register.verdict_over_seeds(table, path)["seeds"]
+    summary.loc[2, "partition: verdict"] = "not attempted"
+    summary.to_csv(path, index=False)
+    assert register.verdict_over_seeds(table, path) is None
+    assert register.verdict_over_seeds(table, tmp_path / "none.csv") is None

@@ -119,6 +119,7 @@ def test_the_committed_book_parts_are_what_the_reports_write_now(tmp_path, monke
     table = register.load()
     assert parts["REGISTER"] == register.sentence(table) and parts["REGISTER_TABLE"] == register.table_html(table)
     assert study_parts.verdict("register") == register.verdict(table)
+    assert study_parts.verdict("register", "cpu") == register.verdict_over_seeds(table)   # the ladder's seeds decide
     from studies.emergence import report as emergence
 
     from studies.decisions import report as decisions

@@ -228,6 +228,43 @@ def answer(summary: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def register_verdicts(summary: pd.DataFrame) -> dict[tuple[str, str], dict[str, str]]:
+    """The register test over seeds: per (family, preset) of a register rung, the division's verdict on each source
+    alone (Brown's from its size rung of the same preset), {(family, preset): {source: verdict}}."""
+    other = summary[summary["rung"].map(corpus_of) != CORPUS] if not summary.empty else summary
+    return {(family, RUNGS[rows["rung"].iloc[0]].preset):
+            dict(zip(both["rung"].map(corpus_of), both["partition: verdict"]))
+            for family, rows in other.groupby("family", sort=False) for both in [_with_brown(summary, rows)]}
+
+
+def where_it_holds(verdicts: dict[str, str]) -> str:
+    """On which sources alone a division holds, from its verdict per source: "on every source alone", or "on books
+    and brown alone, not on wiki (not)"."""
+    holds = [c for c, v in verdicts.items() if v == "holds"]
+    rest = [f"{c} ({v})" for c, v in verdicts.items() if v != "holds"]
+    return ("on every source alone" if not rest else
+            f"on {' and '.join(holds) if holds else 'no source'} alone, not on {', '.join(rest)}")
+
+
+def register_sentence(summary: pd.DataFrame) -> str:
+    """The direct register test over seeds in a sentence (`LADDER_REGISTER`, shown in section 03 beside the one-pair
+    register test): per family with register rungs, on which sources alone its division of tokens repeats (the
+    partition verdict), Brown's size rung of the same preset first."""
+    other = summary[summary["rung"].map(corpus_of) != CORPUS] if not summary.empty else summary
+    if other.empty:
+        return "*No register rung of the size ladder has run yet.*"
+    said = []
+    for family, rows in other.groupby("family", sort=False):
+        rows = _with_brown(summary, rows)
+        where = where_it_holds(dict(zip(rows["rung"].map(corpus_of), rows["partition: verdict"])))
+        each = "; ".join(f"{corpus_of(r['rung'])} {_f(r.get('partition: median |r|', np.nan))} against "
+                         f"{_f(r.get('partition: controls |r| threshold', np.nan))}" for _, r in rows.iterrows())
+        said.append(f"{family}'s division repeats across seeds {where} (median |r| over seed pairs against the untrained "
+                    f"towers' threshold: {each}; {rows['rung'].iloc[-1].split('-')[0]}, one epoch of each source, "
+                    f"{SEEDS} seeds a source)")
+    return ("**Over seeds** (the size ladder's register rungs, the ladder page): " + "; ".join(said) + ".")
+
+
 def _source_name(rung: str) -> str:
     """A rung as the register test names it: its corpus source, then its size ("wiki (2x128)")."""
     return f"{corpus_of(rung)} ({rung.split('-')[0]})"
@@ -261,7 +298,8 @@ NO_RUNG = ("The size ladder (the ladder page) has no rung with four seeds yet, s
 
 
 def brief(summary: pd.DataFrame) -> str:
-    """The ladder in one list item per family, for the front page's answer (`LADDER_BRIEF`): per rung in size order,
+    """The ladder in one list item per family, for the front page's answer (`LADDER_BRIEF`): per rung in size order
+    (Brown's, then the register rungs', named by their source),
     its median |r|, the division's verdict and seeds, where its towers learned no context beyond word frequencies,
     and where it was probed as another measurement."""
     if summary.empty:
@@ -269,6 +307,8 @@ def brief(summary: pd.DataFrame) -> str:
 
     def rung(r: pd.Series) -> str:
         name = f"{r['rung']} ({passes(r['rung'])} passes)" if passes(r["rung"]) > 1 else r["rung"]
+        if corpus_of(r["rung"]) != CORPUS:
+            name = f"{r['rung'].split('-')[0]} on {corpus_of(r['rung'])} alone"
         median = r.get("partition: median |r|", np.nan)
         other = "" if r.get("probed as the ladder probes", True) else "; another probe"
         if _no_context(r):
@@ -382,7 +422,7 @@ def ladder_tables(summary: pd.DataFrame) -> str:
 def book_parts(summary: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -> dict[str, str]:
     return {"LADDER_ANSWER": answer(summary), "LADDER_BRIEF": brief(summary),
             "LADDER_CHART": chart(summary).to_json() if not summary.empty else "*No rung has two seeds probed yet.*",
-            "LADDER_TABLE": ladder_tables(summary),
+            "LADDER_TABLE": ladder_tables(summary), "LADDER_REGISTER": register_sentence(summary),
             "LADDER_RULES": VALID_PROBE_RULE + "\n\n" + paper.PARTITION_RULE + "\n\n" + paper.ORIENTATION_RULE,
             "LADDER_PROGRESS": progress(runs)}
 

@@ -202,17 +202,25 @@ def run_one(root: Path, rung: str, family: str, seed: int, results: Path, data, 
                           out=root / rung / "probing" / kind / case_name(family, seed), show=False)
         export(probe, outs[kind], rung, family, seed, kind, data, tcfg)
         if report:
-            write_report(results)      # the committed report, book parts and README never lag the exports
-        if report and results == RESULTS:
-            from twotower_lib.book import front
-            from twotower_lib.book.sections import PROJECT_ROOT
-
-            front.update_readme(PROJECT_ROOT / "README.md")
+            write_all(results)         # the committed report, book parts and README never lag the exports
         print(f"ladder: probed {rung} {case_name(family, seed)} ({kind}) in {(time.time() - t0) / 60:.1f} min",
               flush=True)
     if RUNGS[rung].gpu:     # a Table 1-size run's snapshots fill several GB; the device's disk holds 64 GB
         shutil.rmtree(run)
         shutil.rmtree(root / rung / "probing", ignore_errors=True)
+
+
+def write_all(results: Path) -> None:
+    """The ladder's report and, where it is the committed one, what reads it: the register study's verdict over
+    seeds (`studies.register.report.write_book`) and the README's blocks."""
+    write_report(results)
+    if results == RESULTS:
+        from studies.register.report import write_book
+        from twotower_lib.book import front
+        from twotower_lib.book.sections import PROJECT_ROOT
+
+        write_book()
+        front.update_readme(PROJECT_ROOT / "README.md")
 
 
 def run_ladder(seeds: list[int], rungs: list[str], families: list[str], root: Path, results: Path,
@@ -306,7 +314,7 @@ def cli(argv: list[str] | None = None) -> int:
             run_ladder(args.seeds, rungs, families, profile_dir("ladder"), Path(args.results), deadline,
                        report=not args.gpu)
         if not args.gpu:              # the GPU machine has no charting library: the report is written where its
-            write_report(Path(args.results))  # exports are copied to (`--report-only`)
+            write_all(Path(args.results))     # exports are copied to (`--report-only`)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -12,6 +12,10 @@ corpus alone, beside the same pairs on the mixed corpus. Each corpus is a pipeli
 scorecard's verdict — into `results/register/book.json`, which the book reads.
 
     python -m studies.register book
+
+Where the size ladder's register rungs (`studies.ladder`) train a pair's family at its preset on every source
+alone, over seeds, the seeds decide that family's part of the verdict (the partition rule), as they do every
+correlation the seed study measures: `verdict_over_seeds`, which every page showing the row applies.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 RESULT = PROJECT_ROOT / "results" / "register" / "single_source.json"
+LADDER_SUMMARY = PROJECT_ROOT / "results" / "ladder" / "summary.csv"   # the ladder's register rungs (`studies.ladder`)
 COIN_FLIP = 0.01  # Eq. 3's margin (share of the primary's mean p) below which the order is read as a coin flip
 COLUMNS = ["profile", "corpus", "source", "pair", "r", "ci_low", "ci_high", "r mean log p", "shuffled labels", "text ceiling",
            "probe ceiling", "probe reliability", "order margin", "probe version", "probe precondition", "probe precision",
@@ -166,6 +171,64 @@ def verdict(table: pd.DataFrame) -> dict[str, str] | None:
                     "some source; not = none; one seed pair per corpus; `results/register/single_source.json`"}
 
 
+def over_seeds(profile: str, path: Path = LADDER_SUMMARY) -> dict[str, dict[str, str]]:
+    """Per model of `profile` whose family and preset the size ladder's register rungs train, the division's
+    verdict over seeds on each source alone (`studies.ladder.report.register_verdicts`), where every source has one
+    (a source short of its seeds leaves the model to its seed pair)."""
+    import pandas as pd
+
+    from studies.ladder.report import register_verdicts
+    from twotower_lib.book.profiles import get_profile
+
+    if not path.exists():
+        return {}
+    found = register_verdicts(pd.read_csv(path))
+    out = {}
+    for model, choice in get_profile(profile).models.items():
+        verdicts = found.get((choice.model_type, choice.preset), {})
+        if verdicts and all(v in ("holds", "unstable", "not") for v in verdicts.values()):
+            out[model] = verdicts
+    return out
+
+
+def verdict_over_seeds(table: pd.DataFrame, path: Path = LADDER_SUMMARY) -> dict[str, str] | None:
+    """The register verdict with the seeds deciding where the ladder has them (`over_seeds`: a model's division
+    holds on a source alone, or not), each other model's seed pair where it does not; None where the ladder decides
+    no model of the table's pairs on all of their sources. Given as a verdict over seeds
+    (`scorecard.decide_over_seeds`), it is the row every page shows, a published record's too."""
+    if table.empty:
+        return None
+    profile = str(table["profile"].iloc[0])
+    seeds, found = over_seeds(profile, path), holds_alone(table)
+    decided = {m: seeds[m] for m, e in found.items() if m in seeds and set(e["alone"]) <= set(seeds[m])}
+    if not decided:
+        return None
+    from studies.ladder.report import where_it_holds
+    from studies.ladder.rungs import SEEDS
+    from twotower_lib.book.paper_tables import MODEL_NAMES
+
+    split = [sum(decided[m][c] == "holds" for c in e["alone"]) if m in decided else len(e["agrees"]) + len(e["swapped"])
+             for m, e in found.items()]
+    names = {m: MODEL_NAMES.get(m, m) for m in found}
+
+    pairs = [names[m] for m in found if m not in decided]
+    where = {m: where_it_holds({c: decided[m][c] for c in found[m]["alone"]}) for m in decided}
+    text = ("; ".join(f"{names[m]}'s division repeats across seeds {where[m]} (the size ladder's register rungs: its "
+                      f"preset, one epoch of each source, {SEEDS} seeds a source, against its untrained towers)"
+                      for m in decided)
+            + (f"; {_series(pairs)}: one seed pair per source (section 03)" if pairs else ""))
+    return {"seeds": text, "verdict": paper.register_verdict(split, [len(e["alone"]) for e in found.values()]),
+            "over": "seeds on each source alone" + (f" ({_series([names[m] for m in decided])}; "
+                                                     f"{_series(pairs)}: one seed pair)" if pairs else ""),
+            "controls": "reproduced = every family splits the tokens on every single source; partly = some family "
+                        "on some source; not = none (`paper.register_verdict`; over seeds, the division holds: "
+                        "`paper.PARTITION_RULE`)",
+            "spread": ", ".join(f"{names[m]}: {SEEDS} seeds a source" for m in decided)
+                      + "".join(f", {n}: one pair" for n in pairs),
+            "caveat": "over seeds: the ladder's one-epoch runs, not this profile's" + (
+                f"; {_series(pairs)}: one seed pair per source" if pairs else "")}
+
+
 def table_html(table: pd.DataFrame) -> str:
     """The committed pairs as section 03 shows them: corpus, pair, r with its interval, the controls and ceilings."""
     if table.empty:
@@ -183,7 +246,8 @@ def write_book(path: Path = RESULT) -> Path:
     from twotower_lib.book import study_parts
 
     table = load(path)
-    found = verdict(table)
+    found, seeds = verdict(table), verdict_over_seeds(table)
+    verdicts = ({"register": found} if found else {}) | ({f"register@{found['profile']}": seeds} if seeds else {})
+    inputs = ([path] if path.is_file() else []) + ([LADDER_SUMMARY] if LADDER_SUMMARY.is_file() else [])
     return study_parts.write(path.parent, {"REGISTER": sentence(table), "REGISTER_TABLE": table_html(table)}, {},
-                             [path] if path.is_file() else [], "python -m studies.register book",
-                             verdicts={"register": found} if found else {})
+                             inputs, "python -m studies.register book", verdicts=verdicts)
