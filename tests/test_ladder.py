@@ -340,7 +340,7 @@ def test_a_register_rung_trains_its_family_on_one_source_and_answers_beside_brow
     assert register_line.index("brown (2x128): median |r|") < register_line.index("books (2x128): median |r|") \
         < register_line.index("wiki (2x128): median |r|") and "→" not in register_line
     sentence = report.register_sentence(summary)
-    assert "gpt's division repeats across seeds on brown and books alone, not on wiki (not)" in sentence
+    assert "gpt's division repeats across seeds on brown and books alone, not on wiki" in sentence
     assert report.register_sentence(summary[summary["rung"] != "2x128-wiki"]).count("on every source alone") == 1
     assert report.register_sentence(summary.iloc[:2]).startswith("*No register rung")
     chart = json.loads(report.chart(summary).to_json())
@@ -388,11 +388,24 @@ def test_the_register_rungs_decide_their_familys_part_of_the_register_verdict(tm
     found = register.verdict_over_seeds(table, path)
     bert = len(pairs["bert-large"]["agrees"]) + len(pairs["bert-large"]["swapped"])
     assert found["verdict"] == paper.register_verdict([2, bert], [3, 3])
-    assert "GPT's division repeats across seeds on books and brown alone, not on wiki (not)" in found["seeds"]
-    assert "Bert-large: one seed pair per source" in found["seeds"] and "seeds" in found["over"]
+    assert "GPT's division repeats across seeds on books and brown alone, not on wiki (the size ladder's" in found["seeds"]
+    assert "Bert-large's one seed pair splits the tokens on " in found["seeds"] and "seeds" in found["over"]
+    assert not found["this_run"]          # the row's own text is the one-pair study's, not a run's: replaced
+    from twotower_lib.book import study_parts
+    from twotower_lib.book.scorecard import decide_over_seeds
+
+    study_parts.write(tmp_path / "register", {}, {}, [], "test", verdicts={"register@cpu": found})
+    row = {"id": "register", "ours": register.sentence(table), "verdict": "partly", "note": "one seed pair per corpus"}
+    decided = decide_over_seeds([row], "cpu", tmp_path)[0]
+    assert (decided["ours"], decided["verdict"], decided["caveat"]) == (found["seeds"], found["verdict"], found["caveat"])
+    assert decided["note"].startswith("verdict over seeds on each source alone") and "This run" not in decided["note"]
+    assert decide_over_seeds([decided], "cpu", tmp_path)[0] == decided      # decided anew, not twice
     summary["partition: verdict"] = "holds"
     summary.to_csv(path, index=False)
     assert "GPT's division repeats across seeds on every source alone" in register.verdict_over_seeds(table, path)["seeds"]
+    summary.loc[1, "partition: verdict"] = "unstable"
+    summary.to_csv(path, index=False)
+    assert "on wiki and brown alone, not on books (unstable)" in register.verdict_over_seeds(table, path)["seeds"]
     summary.loc[2, "partition: verdict"] = "not attempted"
     summary.to_csv(path, index=False)
     assert register.verdict_over_seeds(table, path) is None

@@ -239,9 +239,9 @@ def register_verdicts(summary: pd.DataFrame) -> dict[tuple[str, str], dict[str, 
 
 def where_it_holds(verdicts: dict[str, str]) -> str:
     """On which sources alone a division holds, from its verdict per source: "on every source alone", or "on books
-    and brown alone, not on wiki (not)"."""
+    and brown alone, not on wiki" (a verdict other than "not" said: "not on wiki (unstable)")."""
     holds = [c for c, v in verdicts.items() if v == "holds"]
-    rest = [f"{c} ({v})" for c, v in verdicts.items() if v != "holds"]
+    rest = [c if v == "not" else f"{c} ({v})" for c, v in verdicts.items() if v != "holds"]
     return ("on every source alone" if not rest else
             f"on {' and '.join(holds) if holds else 'no source'} alone, not on {', '.join(rest)}")
 

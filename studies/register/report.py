@@ -213,10 +213,12 @@ def verdict_over_seeds(table: pd.DataFrame, path: Path = LADDER_SUMMARY) -> dict
 
     pairs = [names[m] for m in found if m not in decided]
     where = {m: where_it_holds({c: decided[m][c] for c in found[m]["alone"]}) for m in decided}
-    text = ("; ".join(f"{names[m]}'s division repeats across seeds {where[m]} (the size ladder's register rungs: its "
-                      f"preset, one epoch of each source, {SEEDS} seeds a source, against its untrained towers)"
-                      for m in decided)
-            + (f"; {_series(pairs)}: one seed pair per source (section 03)" if pairs else ""))
+    where |= {m: where_it_holds({c: "holds" if c in e["agrees"] + e["swapped"] else "not"
+                                 for c in e["alone"]}) for m, e in found.items() if m not in decided}
+    text = "; ".join(f"{names[m]}'s division repeats across seeds {where[m]} (the size ladder's register rungs: its "
+                     f"preset, one epoch of each source, {SEEDS} seeds a source, against its untrained towers)"
+                     if m in decided else f"{names[m]}'s one seed pair splits the tokens {where[m]} (section 03)"
+                     for m in found)
     return {"seeds": text, "verdict": paper.register_verdict(split, [len(e["alone"]) for e in found.values()]),
             "over": "seeds on each source alone" + (f" ({_series([names[m] for m in decided])}; "
                                                      f"{_series(pairs)}: one seed pair)" if pairs else ""),
@@ -226,7 +228,7 @@ def verdict_over_seeds(table: pd.DataFrame, path: Path = LADDER_SUMMARY) -> dict
             "spread": ", ".join(f"{names[m]}: {SEEDS} seeds a source" for m in decided)
                       + "".join(f", {n}: one pair" for n in pairs),
             "caveat": "over seeds: the ladder's one-epoch runs, not this profile's" + (
-                f"; {_series(pairs)}: one seed pair per source" if pairs else "")}
+                f"; {_series(pairs)}: one seed pair per source" if pairs else ""), "this_run": False}
 
 
 def table_html(table: pd.DataFrame) -> str:

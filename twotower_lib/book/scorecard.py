@@ -363,7 +363,8 @@ def build(root: Path, sections) -> dict[str, Any]:
 def decide_over_seeds(rows: list[dict], profile: str, results: Path | None = None) -> list[dict]:
     """Where the profile has a committed seed study (`results/seeds/book.json`'s verdicts `<item>@<profile>`),
     the correlation items' verdicts are decided by the distribution over seed pairs
-    (`paper.RULE`); this run's own pair and its note stay beside it as one point of it. A row decided so before
+    (`paper.RULE`); this run's own pair and its note stay beside it as one point of it (unless the entry says its
+    text replaces the row's: `this_run` false, as where the row's own is a committed study's). A row decided so before
     (a published record's) is decided anew from its run's part: what is shown is the committed study's verdict."""
     from twotower_lib.book import study_parts
 
@@ -375,6 +376,8 @@ def decide_over_seeds(rows: list[dict], profile: str, results: Path | None = Non
             continue
         again = row.get("decided_by") == "seeds"
         ours, note = ((text.partition(THIS_RUN)[2] if again else text) for text in (row["ours"], row.get("note", "")))
+        if not e.get("this_run", True):     # the row's own text is a committed study's, not this run's: replaced
+            ours = note = ""
         out.append({**row, "ours": e["seeds"] + (THIS_RUN + ours if ours else ""), "verdict": e["verdict"],
                     "decided_by": "seeds", **{k: e[k] for k in ("spread", "caveat") if k in e},
                     "note": f"verdict over {e.get('over', 'seed pairs')}; {e['controls']}" + (THIS_RUN + note if note else "")})
