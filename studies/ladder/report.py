@@ -259,9 +259,11 @@ def register_sentence(summary: pd.DataFrame) -> str:
         where = where_it_holds(dict(zip(rows["rung"].map(corpus_of), rows["partition: verdict"])))
         each = "; ".join(f"{corpus_of(r['rung'])} {_f(r.get('partition: median |r|', np.nan))} against "
                          f"{_f(r.get('partition: controls |r| threshold', np.nan))}" for _, r in rows.iterrows())
+        missing = [RUNGS[n].corpus for n, r in RUNGS.items() if r.corpus != CORPUS and r.family == family
+                   and n not in set(rows["rung"])]
         said.append(f"{family}'s division repeats across seeds {where} (median |r| over seed pairs against the untrained "
                     f"towers' threshold: {each}; {rows['rung'].iloc[-1].split('-')[0]}, one epoch of each source, "
-                    f"{SEEDS} seeds a source)")
+                    f"{SEEDS} seeds a source)" + (f"; not yet measured on {', '.join(missing)}" if missing else ""))
     return ("**Over seeds** (the size ladder's register rungs, the ladder page): " + "; ".join(said) + ".")
 
 
