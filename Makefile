@@ -89,7 +89,7 @@ device-carry: $(VENV)/.installed
 	$(PY) -m pip wheel $(PIP_QUIET) --no-deps --wheel-dir .whl $$(echo "$$pins" | grep '^deepspeed==')
 	$(PY) -m twotower_lib data prepare --corpus registry:brown --out runs/ladder/data/prepared
 	$(PY) -m twotower_lib data prepare --corpus registry:brown --vocab-size 30522 --out runs/throughput/data
-	du -sh .whl runs/ladder/data runs/throughput/data
+	du -sh .whl runs/ladder/data/prepared runs/throughput/data
 
 clean-venv:
 	rm -rf $(VENV)

@@ -6,16 +6,17 @@
 # probed as the control. No run starts after the deadline.
 #
 # The device reaches no package registry: prepare the ladder's data here first and carry it with the wheels
-# (`make device-carry` builds both on a fresh machine: runs/ladder/data/prepared, 14 MB, and .whl/, 18 MB),
+# (`make device-carry` builds both on a fresh machine: runs/ladder/data/prepared, 14 MB, and .whl/, 18 MB; not
+# the register rungs' sources beside it, which the GPU rungs do not read),
 # then one call of the device tool:
-#     run(command="BUDGET=6m bash benchmarks/gpu_ladder.sh", carry=["runs/ladder/data", ".whl"], timeout_s=560)
+#     run(command="BUDGET=6m bash benchmarks/gpu_ladder.sh", carry=["runs/ladder/data/prepared", ".whl"], timeout_s=560)
 # RUNGS names the rungs, one process each; RUNG:SEEDS shares a rung's seeds among processes. The next call: every GPU
 # rung again in fp32 (the 28 Nov probes took bf16 under "auto": the BERT rungs' failed, GPT's is another measurement),
 # with BERT's token axis at Bert-base's size (four passes over the epoch; one epoch taught it nothing beyond word
 # frequencies; its untrained towers are 12x384's, whose exports it copies once they exist), most important first;
 # what the deadline leaves undone, the next call resumes:
 #     run(command="RUNGS='12x384 12x384x4:1,2 12x384x4:3,4 24x512 12x768' BUDGET=6m bash benchmarks/gpu_ladder.sh",
-#         carry=["runs/ladder/data", ".whl"], timeout_s=560)
+#         carry=["runs/ladder/data/prepared", ".whl"], timeout_s=560)
 # The device returns files at most two folders deep: the exports come back as $OUT/ladder_probes.tar (rewritten
 # every 15 s, so a call stopped at its limit keeps what finished). Unpack it into results/ladder/ (it holds
 # probes/<rung>/...), save the call's output as results/ladder/gpu-<date>.log, then

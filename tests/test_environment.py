@@ -125,12 +125,12 @@ def test_make_device_carry_builds_what_the_device_calls_carry():
     assert {"deepspeed", "transformers"} <= set(named)
     assert all(name.lower().replace("_", "-") in lock for name in named)
     assert "--python-version 3.12" in text and "--only-binary=:all:" in text
-    assert runner.CORPUS == DataConfig(corpus="registry:brown")
+    assert DataConfig(corpus=f"registry:{runner.CORPUS}") == DataConfig(corpus="registry:brown")   # the size rungs
     ladder = str(runner.data_dir(Path("runs/ladder")))
     assert f"data prepare --corpus registry:brown --out {ladder}\n" in text
     assert "data prepare --corpus registry:brown --vocab-size 30522 --out runs/throughput/data" in text
     calls = {name: (ROOT / "benchmarks" / name).read_text() for name in ("gpu_ladder.sh", "gpu_throughput.sh")}
-    assert 'carry=["runs/ladder/data", ".whl"]' in calls["gpu_ladder.sh"]
+    assert 'carry=["runs/ladder/data/prepared", ".whl"]' in calls["gpu_ladder.sh"]
     assert 'carry=[".whl", "runs/throughput/data"]' in calls["gpu_throughput.sh"]
     assert "--data runs/throughput/data" in calls["gpu_throughput.sh"]
 
