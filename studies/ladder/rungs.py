@@ -22,6 +22,7 @@ class Rung:
     gpu: bool = False
     corpus: str = CORPUS
 
+
 FAMILIES = ("gpt", "bert", "elmo")      # the order the work goes in: ELMo's LSTMs cost most a token
 RUNGS = {
     # the CPU size rungs (layers x tower width): every family at each, one pass over the epoch
