@@ -8,6 +8,7 @@ from twotower_lib.book.profiles import get_profile
 
 
 CORPUS = "brown"                        # the size and passes rungs' corpus
+MIXED = "mixed"                         # the default corpus, every source together (`data.sources`' `registry`)
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,9 @@ RUNGS = {
     # division repeats on Brown at that size; with Brown's, the direct register test over seeds (does a division
     # repeat without a mixture of registers to divide?). Named by `--rungs` only.
     "2x128-books": Rung("cpu", "gpt", corpus="books"), "2x128-wiki": Rung("cpu", "gpt", corpus="wiki"),
+    # BERT at this size repeats its division on the default profile's mixed corpus and not on Brown, even over eight
+    # passes: its run on the mixed corpus with the ladder's recipe (one epoch) says whether the text or the recipe does
+    "2x128-mixed": Rung("cpu", "bert", corpus=MIXED),
 }
 SEEDS = 4                               # seeds a family at each rung: six seed pairs
 

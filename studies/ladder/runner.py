@@ -33,7 +33,7 @@ from twotower_lib.data.config import DataConfig
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import case_name
 from studies.ladder.report import EXPORTS, RESULTS, TOP_N, is_current, reference_name, write_report
-from studies.ladder.rungs import CORPUS, FAMILIES, RUNGS, SEEDS, corpus_of, passes, probe_config, size_rung, size_rungs
+from studies.ladder.rungs import CORPUS, FAMILIES, MIXED, RUNGS, SEEDS, corpus_of, passes, probe_config, size_rung, size_rungs
 
 KINDS = ("case", "untrained")
 MICRO_BATCH = 32
@@ -246,7 +246,7 @@ def prepared_corpus(root: Path, results: Path, corpus: str):
     from twotower_lib.data import load_prepared
     from twotower_lib.data.prepare import prepare_data
 
-    prepare_data(DataConfig(corpus=f"registry:{corpus}"), out=data_dir(root, corpus))
+    prepare_data(DataConfig(corpus="registry" if corpus == MIXED else f"registry:{corpus}"), out=data_dir(root, corpus))
     data = load_prepared(data_dir(root, corpus))
     reference = {"data_hash": data.data_hash, "unigram_loss": data.unigram_loss()}
     path = results / reference_name(corpus)
