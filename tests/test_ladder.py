@@ -335,7 +335,7 @@ def test_a_register_rung_trains_its_family_on_one_source_and_answers_beside_brow
     assert list(summary["rung"]) == ["1x96", "2x128", books, "2x128-wiki"]   # Brown's rungs first, by size
     text = report.answer(summary)
     size_line, register_line = (next(t for t in text.splitlines() if t.startswith(f"- **{k}")) for k in
-                                ("gpt**", "gpt, each source alone"))
+                                ("gpt**", "gpt, by corpus"))
     assert books not in size_line and "median |r| goes" in size_line
     assert register_line.index("brown (2x128): median |r|") < register_line.index("books (2x128): median |r|") \
         < register_line.index("wiki (2x128): median |r|") and "→" not in register_line
@@ -349,6 +349,12 @@ def test_a_register_rung_trains_its_family_on_one_source_and_answers_beside_brow
         f"{report._f(by_rung.loc[books, 'partition: controls |r| threshold'])}; 2x128, one epoch of each source, "
         f"{rungs.SEEDS} seeds a source); not yet measured on wiki.")
     assert report.register_sentence(summary.iloc[:2]).startswith("*No register rung")
+    bert = make("2x128", 0.0) + make("2x128-mixed", 1.0)       # BERT: no division on Brown, one on the mixed corpus
+    bert = [e | {"family": "bert"} for e in bert]
+    both = report.summary_rows(report.run_rows(exports + bert), report.pair_rows(exports + bert))
+    assert "bert's division repeats across seeds on no source alone, not on brown; with the same recipe on the mixed " \
+           "corpus (every source together) it repeats (median |r|" in report.register_sentence(both)
+    assert "the mixed corpus (2x128): median |r|" in report.answer(both) and "2x128 on the mixed corpus " in report.brief(both)
     chart = json.loads(report.chart(summary).to_json())
     assert {row["rung"] for rows in chart["datasets"].values() for row in rows} == {"1x96", "2x128"}
     assert f"{books} (gpt, books alone): 4 of {rungs.SEEDS} runs" in report.progress(runs)

@@ -25,7 +25,7 @@ from twotower_lib.artifacts import atomic_write_bytes, atomic_write_json, proven
 from twotower_lib import paper
 from twotower_lib.paper import SAME_CONFIG_R
 from twotower_lib.probe.config import settled
-from studies.ladder.rungs import CORPUS, FAMILIES, RUNGS, SEEDS, corpus_of, passes, probe_config, size_rungs
+from studies.ladder.rungs import CORPUS, FAMILIES, MIXED, RUNGS, SEEDS, corpus_of, passes, probe_config, size_rungs
 
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "ladder"
 EXPORTS = "probes"   # results/ladder/probes/<rung>/: one committed file a probe (not "runs/", which git ignores)
@@ -222,7 +222,7 @@ def answer(summary: pd.DataFrame) -> str:
         lines.append(f"- **{family}, {n:.0f} passes over the epoch** — "
                      f"{'. '.join(_step(r) for _, r in rows.iterrows())}.{_trend(rows)}")
     for family, rows in summary[other].groupby("family", sort=False):
-        lines.append(f"- **{family}, each source alone** (the direct register test over seeds) — "
+        lines.append(f"- **{family}, by corpus** (the direct register test over seeds) — "
                      + ". ".join(_step(r, _source_name(r["rung"])) for _, r in _with_brown(summary, rows).iterrows())
                      + ".")
     return "\n".join(lines)
@@ -256,20 +256,29 @@ def register_sentence(summary: pd.DataFrame) -> str:
     said = []
     for family, rows in other.groupby("family", sort=False):
         rows = _with_brown(summary, rows)
-        where = where_it_holds(dict(zip(rows["rung"].map(corpus_of), rows["partition: verdict"])))
-        each = "; ".join(f"{corpus_of(r['rung'])} {_f(r.get('partition: median |r|', np.nan))} against "
+        verdicts = dict(zip(rows["rung"].map(corpus_of), rows["partition: verdict"]))
+        mixed = verdicts.pop(MIXED, None)
+        on_mixed = ("" if mixed is None else "; with the same recipe on the mixed corpus (every source together) it "
+                    + ("repeats" if mixed == "holds" else "does not repeat" if mixed == "not" else f"is {mixed}"))
+        each = "; ".join(f"{source_label(corpus_of(r['rung']))} {_f(r.get('partition: median |r|', np.nan))} against "
                          f"{_f(r.get('partition: controls |r| threshold', np.nan))}" for _, r in rows.iterrows())
         missing = [RUNGS[n].corpus for n, r in RUNGS.items() if r.corpus != CORPUS and r.family == family
                    and n not in set(rows["rung"])]
-        said.append(f"{family}'s division repeats across seeds {where} (median |r| over seed pairs against the untrained "
+        said.append(f"{family}'s division repeats across seeds {where_it_holds(verdicts)}{on_mixed} (median |r| over "
+                    f"seed pairs against the untrained "
                     f"towers' threshold: {each}; {rows['rung'].iloc[-1].split('-')[0]}, one epoch of each source, "
                     f"{SEEDS} seeds a source)" + (f"; not yet measured on {', '.join(missing)}" if missing else ""))
     return ("**Over seeds** (the size ladder's register rungs, the ladder page): " + "; ".join(said) + ".")
 
 
+def source_label(corpus: str) -> str:
+    """A rung's corpus as the text names it: a source ("wiki"), or "the mixed corpus"."""
+    return "the mixed corpus" if corpus == MIXED else corpus
+
+
 def _source_name(rung: str) -> str:
     """A rung as the register test names it: its corpus source, then its size ("wiki (2x128)")."""
-    return f"{corpus_of(rung)} ({rung.split('-')[0]})"
+    return f"{source_label(corpus_of(rung))} ({rung.split('-')[0]})"
 
 
 def _with_brown(summary: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
@@ -310,7 +319,8 @@ def brief(summary: pd.DataFrame) -> str:
     def rung(r: pd.Series) -> str:
         name = f"{r['rung']} ({passes(r['rung'])} passes)" if passes(r["rung"]) > 1 else r["rung"]
         if corpus_of(r["rung"]) != CORPUS:
-            name = f"{r['rung'].split('-')[0]} on {corpus_of(r['rung'])} alone"
+            corpus = corpus_of(r["rung"])
+            name = f"{r['rung'].split('-')[0]} on {source_label(corpus)}{'' if corpus == MIXED else ' alone'}"
         median = r.get("partition: median |r|", np.nan)
         other = "" if r.get("probed as the ladder probes", True) else "; another probe"
         if _no_context(r):
@@ -435,7 +445,8 @@ def progress(runs: pd.DataFrame) -> str:
     gpu = ", ".join(f"{rung}: {int(done[rung])} of {SEEDS}" for rung in size_rungs(True) if rung in done)
     token_axis = ", ".join(f"{name} ({r.family}, {r.passes} passes{', GPU' if r.gpu else ''}): "
                            f"{int(done.get(name, 0))} of {SEEDS} runs" for name, r in RUNGS.items() if r.passes > 1)
-    register = ", ".join(f"{name} ({r.family}, {r.corpus} alone): {int(done.get(name, 0))} of {SEEDS} runs"
+    register = ", ".join(f"{name} ({r.family}, {source_label(r.corpus)}{'' if r.corpus == MIXED else ' alone'}): "
+                         f"{int(done.get(name, 0))} of {SEEDS} runs"
                          for name, r in RUNGS.items() if r.corpus != CORPUS)
     return (f"Probed so far, on the CPU: {cells}" + (f"; on a GPU: {gpu}" if gpu else "; the GPU rungs not yet run")
             + f"; the token axis: {token_axis}; the register axis: {register}. Each size rung's run is one epoch of "
