@@ -337,8 +337,8 @@ def test_a_register_rung_trains_its_family_on_one_source_and_answers_beside_brow
     size_line, register_line = (next(t for t in text.splitlines() if t.startswith(f"- **{k}")) for k in
                                 ("gpt**", "gpt, by corpus"))
     assert books not in size_line and "median |r| goes" in size_line
-    assert register_line.index("brown (2x128): median |r|") < register_line.index("books (2x128): median |r|") \
-        < register_line.index("wiki (2x128): median |r|") and "→" not in register_line
+    assert register_line.index("Brown (2x128): median |r|") < register_line.index("Books (2x128): median |r|") \
+        < register_line.index("Wiki (2x128): median |r|") and "→" not in register_line
     sentence = report.register_sentence(summary)
     assert "gpt's division repeats across seeds on brown and books alone, not on wiki" in sentence
     assert report.register_sentence(summary[summary["rung"] != "2x128-wiki"]).endswith(
@@ -354,7 +354,7 @@ def test_a_register_rung_trains_its_family_on_one_source_and_answers_beside_brow
     both = report.summary_rows(report.run_rows(exports + bert), report.pair_rows(exports + bert))
     assert "bert's division repeats across seeds on no source alone, not on brown; with the same recipe on the mixed " \
            "corpus (every source together) it repeats (median |r|" in report.register_sentence(both)
-    assert "the mixed corpus (2x128): median |r|" in report.answer(both) and "2x128 on the mixed corpus " in report.brief(both)
+    assert "The mixed corpus (2x128): median |r|" in report.answer(both) and "2x128 on the mixed corpus " in report.brief(both)
     chart = json.loads(report.chart(summary).to_json())
     assert {row["rung"] for rows in chart["datasets"].values() for row in rows} == {"1x96", "2x128"}
     assert f"{books} (gpt, books alone): 4 of {rungs.SEEDS} runs" in report.progress(runs)

@@ -277,8 +277,9 @@ def source_label(corpus: str) -> str:
 
 
 def _source_name(rung: str) -> str:
-    """A rung as the register test names it: its corpus source, then its size ("wiki (2x128)")."""
-    return f"{source_label(corpus_of(rung))} ({rung.split('-')[0]})"
+    """A rung as the register test's sentences begin with it: its corpus source, then its size ("Wiki (2x128)")."""
+    label = source_label(corpus_of(rung))
+    return f"{label[:1].upper()}{label[1:]} ({rung.split('-')[0]})"
 
 
 def _with_brown(summary: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
