@@ -221,20 +221,25 @@ def answer(summary: pd.DataFrame) -> str:
     for (family, n), rows in summary[repeated & ~other].groupby(["family", "passes"], sort=False):
         lines.append(f"- **{family}, {n:.0f} passes over the epoch** — "
                      f"{'. '.join(_step(r) for _, r in rows.iterrows())}.{_trend(rows)}")
-    for family, rows in summary[other].groupby("family", sort=False):
+    for family, rows in _by_corpus(summary):
         lines.append(f"- **{family}, by corpus** (the direct register test over seeds) — "
-                     + ". ".join(_step(r, _source_name(r["rung"])) for _, r in _with_brown(summary, rows).iterrows())
-                     + ".")
+                     + ". ".join(_step(r, _source_name(r["rung"])) for _, r in rows.iterrows()) + ".")
     return "\n".join(lines)
+
+
+def _by_corpus(summary: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """Per family with register rungs, those rungs' rows after the Brown rung they are the same runs of."""
+    if summary.empty:
+        return []
+    other = summary[summary["rung"].map(corpus_of) != CORPUS]
+    return [(family, _with_brown(summary, rows)) for family, rows in other.groupby("family", sort=False)]
 
 
 def register_verdicts(summary: pd.DataFrame) -> dict[tuple[str, str], dict[str, str]]:
     """The register test over seeds: per (family, preset) of a register rung, the division's verdict on each source
     alone (Brown's from its size rung of the same preset), {(family, preset): {source: verdict}}."""
-    other = summary[summary["rung"].map(corpus_of) != CORPUS] if not summary.empty else summary
-    return {(family, RUNGS[rows["rung"].iloc[0]].preset):
-            dict(zip(both["rung"].map(corpus_of), both["partition: verdict"]))
-            for family, rows in other.groupby("family", sort=False) for both in [_with_brown(summary, rows)]}
+    return {(family, RUNGS[rows["rung"].iloc[-1]].preset): dict(zip(rows["rung"].map(corpus_of), rows["partition: verdict"]))
+            for family, rows in _by_corpus(summary)}
 
 
 def where_it_holds(verdicts: dict[str, str]) -> str:
@@ -250,12 +255,8 @@ def register_sentence(summary: pd.DataFrame) -> str:
     """The direct register test over seeds in a sentence (`LADDER_REGISTER`, shown in section 03 beside the one-pair
     register test): per family with register rungs, on which sources alone its division of tokens repeats (the
     partition verdict), Brown's size rung of the same preset first."""
-    other = summary[summary["rung"].map(corpus_of) != CORPUS] if not summary.empty else summary
-    if other.empty:
-        return "*No register rung of the size ladder has run yet.*"
     said = []
-    for family, rows in other.groupby("family", sort=False):
-        rows = _with_brown(summary, rows)
+    for family, rows in _by_corpus(summary):
         verdicts = dict(zip(rows["rung"].map(corpus_of), rows["partition: verdict"]))
         mixed = verdicts.pop(MIXED, None)
         on_mixed = ("" if mixed is None else "; with the same recipe on the mixed corpus (every source together) it "
@@ -268,6 +269,8 @@ def register_sentence(summary: pd.DataFrame) -> str:
                     f"seed pairs against the untrained "
                     f"towers' threshold: {each}; {rows['rung'].iloc[-1].split('-')[0]}, one epoch of each source, "
                     f"{SEEDS} seeds a source)" + (f"; not yet measured on {', '.join(missing)}" if missing else ""))
+    if not said:
+        return "*No register rung of the size ladder has run yet.*"
     return ("**Over seeds** (the size ladder's register rungs, the ladder page): " + "; ".join(said) + ".")
 
 
