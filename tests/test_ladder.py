@@ -349,12 +349,17 @@ def test_a_register_rung_trains_its_family_on_one_source_and_answers_beside_brow
         f"{report._f(by_rung.loc[books, 'partition: controls |r| threshold'])}; 2x128, one epoch of each source, "
         f"{rungs.SEEDS} seeds a source); not yet measured on wiki.")
     assert report.register_sentence(summary.iloc[:2]).startswith("*No register rung")
-    bert = make("2x128", 0.0) + make("2x128-mixed", 1.0)       # BERT: no division on Brown, one on the mixed corpus
-    bert = [e | {"family": "bert"} for e in bert]
+    bert = make("2x128", 0.0) + make("2x128-mixed", 1.0) + make("2x128x3-thinned", 1.0)  # BERT: a division on the
+    bert = [e | {"family": "bert"} for e in bert]                           # mixed corpus, thinned or not
     both = report.summary_rows(report.run_rows(exports + bert), report.pair_rows(exports + bert))
     assert "bert's division repeats across seeds on no source alone, not on brown; with the same recipe on the mixed " \
-           "corpus (every source together) it repeats (median |r|" in report.register_sentence(both)
+           "corpus (every source together) it repeats; on the mixed corpus thinned to Brown's number of training " \
+           "tokens and trained 3 passes (about as many steps) it repeats (median |r|" in report.register_sentence(both)
+    assert "; 2x128, one epoch of each source" in report.register_sentence(both)
     assert "The mixed corpus (2x128): median |r|" in report.answer(both) and "2x128 on the mixed corpus " in report.brief(both)
+    assert "The thinned mixed corpus (2x128x3): median |r|" in report.answer(both)
+    assert "2x128x3 on the thinned mixed corpus (3 passes) " in report.brief(both)
+    assert report.register_verdicts(both)[("bert", "cpu")] == {"brown": "not"}    # sources alone, not the mixtures
     chart = json.loads(report.chart(summary).to_json())
     assert {row["rung"] for rows in chart["datasets"].values() for row in rows} == {"1x96", "2x128"}
     assert f"{books} (gpt, books alone): 4 of {rungs.SEEDS} runs" in report.progress(runs)
@@ -380,6 +385,33 @@ def test_each_corpus_source_is_prepared_and_referenced_on_its_own(tiny_data, tmp
     assert {p.name for p in results.iterdir()} == {report.REFERENCE, report.reference_name("books")}
     assert report.unigram_loss(results, "books") == pytest.approx(tiny_data.unigram_loss())
     assert np.isnan(report.unigram_loss(results, "wiki"))
+
+
+def test_the_thinned_corpus_keeps_the_mixture_and_its_validation_text_at_browns_size(tiny_data, tmp_path):
+    """`runner.thin` keeps Brown's number of the mixture's training blocks, evenly spread over its stream (so every
+    source keeps its share), each block whole, with the mixture's tokenizer, validation text and documents and the
+    kept blocks' own counts; it is written once, and refuses a "Brown" no smaller than the mixture."""
+    from types import SimpleNamespace
+
+    from twotower_lib.data import load_prepared
+
+    n = len(tiny_data.train)
+    brown = SimpleNamespace(train=np.zeros((n // 3, tiny_data.seq_len)), data_hash="brown")
+    out = tmp_path / "thinned"
+    runner.thin(tiny_data, out, brown)
+    thinned = load_prepared(out)
+    assert len(thinned.train) == n // 3 and thinned.data_hash not in (tiny_data.data_hash, "brown")
+    rows = [next(i for i in range(n) if np.array_equal(tiny_data.train[i], row)) for row in thinned.train]
+    assert rows == sorted(rows) and max(np.diff([-1, *rows, n])) <= -(-n // (n // 3))   # no gap over n / kept
+    assert np.array_equal(thinned.train_doc_ids, tiny_data.train_doc_ids[rows])
+    assert np.array_equal(thinned.valid, tiny_data.valid) and thinned.tokens == tiny_data.tokens
+    assert np.array_equal(thinned.counts, np.bincount(np.asarray(thinned.train).ravel(), minlength=len(tiny_data.counts)))
+    assert thinned.manifest["thinned"]["from"] == tiny_data.data_hash
+    written = (out / "manifest.json").stat().st_mtime_ns
+    runner.thin(tiny_data, out, brown)
+    assert (out / "manifest.json").stat().st_mtime_ns == written
+    with pytest.raises(runner.UserError, match="not larger"):
+        runner.thin(tiny_data, tmp_path / "other", SimpleNamespace(train=tiny_data.train, data_hash="brown"))
 
 
 def test_the_register_rungs_decide_their_familys_part_of_the_register_verdict(tmp_path):

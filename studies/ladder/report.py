@@ -25,7 +25,8 @@ from twotower_lib.artifacts import atomic_write_bytes, atomic_write_json, proven
 from twotower_lib import paper
 from twotower_lib.paper import SAME_CONFIG_R
 from twotower_lib.probe.config import settled
-from studies.ladder.rungs import CORPUS, FAMILIES, MIXED, RUNGS, SEEDS, corpus_of, passes, probe_config, size_rungs
+from studies.ladder.rungs import (CORPUS, FAMILIES, MIXED, RUNGS, SEEDS, THINNED, corpus_of, is_source, passes,
+                                  probe_config, size_rungs)
 
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "ladder"
 EXPORTS = "probes"   # results/ladder/probes/<rung>/: one committed file a probe (not "runs/", which git ignores)
@@ -238,7 +239,8 @@ def _by_corpus(summary: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 def register_verdicts(summary: pd.DataFrame) -> dict[tuple[str, str], dict[str, str]]:
     """The register test over seeds: per (family, preset) of a register rung, the division's verdict on each source
     alone (Brown's from its size rung of the same preset), {(family, preset): {source: verdict}}."""
-    return {(family, RUNGS[rows["rung"].iloc[-1]].preset): dict(zip(rows["rung"].map(corpus_of), rows["partition: verdict"]))
+    return {(family, RUNGS[rows["rung"].iloc[-1]].preset):
+            {c: v for c, v in zip(rows["rung"].map(corpus_of), rows["partition: verdict"]) if is_source(c)}
             for family, rows in _by_corpus(summary)}
 
 
@@ -258,25 +260,38 @@ def register_sentence(summary: pd.DataFrame) -> str:
     said = []
     for family, rows in _by_corpus(summary):
         verdicts = dict(zip(rows["rung"].map(corpus_of), rows["partition: verdict"]))
-        mixed = verdicts.pop(MIXED, None)
+        mixed, thinned = verdicts.pop(MIXED, None), verdicts.pop(THINNED, None)
         on_mixed = ("" if mixed is None else "; with the same recipe on the mixed corpus (every source together) it "
-                    + ("repeats" if mixed == "holds" else "does not repeat" if mixed == "not" else f"is {mixed}"))
+                    + _repeats(mixed))
+        on_mixed += ("" if thinned is None else f"; on the mixed corpus thinned to Brown's number of training tokens "
+                     f"and trained {passes(_rung_of(rows, THINNED))} passes (about as many steps) it {_repeats(thinned)}")
         each = "; ".join(f"{source_label(corpus_of(r['rung']))} {_f(r.get('partition: median |r|', np.nan))} against "
                          f"{_f(r.get('partition: controls |r| threshold', np.nan))}" for _, r in rows.iterrows())
-        missing = [RUNGS[n].corpus for n, r in RUNGS.items() if r.corpus != CORPUS and r.family == family
+        missing = [source_label(RUNGS[n].corpus) for n, r in RUNGS.items() if r.corpus != CORPUS and r.family == family
                    and n not in set(rows["rung"])]
         said.append(f"{family}'s division repeats across seeds {where_it_holds(verdicts)}{on_mixed} (median |r| over "
                     f"seed pairs against the untrained "
-                    f"towers' threshold: {each}; {rows['rung'].iloc[-1].split('-')[0]}, one epoch of each source, "
+                    f"towers' threshold: {each}; {rows['rung'].iloc[0].split('-')[0]}, one epoch of each source, "
                     f"{SEEDS} seeds a source)" + (f"; not yet measured on {', '.join(missing)}" if missing else ""))
     if not said:
         return "*No register rung of the size ladder has run yet.*"
     return ("**Over seeds** (the size ladder's register rungs, the ladder page): " + "; ".join(said) + ".")
 
 
-def source_label(corpus: str) -> str:
-    """A rung's corpus as the text names it: a source ("wiki"), or "the mixed corpus"."""
-    return "the mixed corpus" if corpus == MIXED else corpus
+def _repeats(verdict: str) -> str:
+    return "repeats" if verdict == "holds" else "does not repeat" if verdict == "not" else f"is {verdict}"
+
+
+def _rung_of(rows: pd.DataFrame, corpus: str) -> str:
+    return next(r for r in rows["rung"] if corpus_of(r) == corpus)
+
+
+def source_label(corpus: str, alone: bool = False) -> str:
+    """A rung's corpus as the text names it: a source ("wiki"; with `alone`, "wiki alone"), "the mixed corpus" or
+    "the thinned mixed corpus"."""
+    if not is_source(corpus):
+        return {MIXED: "the mixed corpus", THINNED: "the thinned mixed corpus"}[corpus]
+    return f"{corpus} alone" if alone else corpus
 
 
 def _source_name(rung: str) -> str:
@@ -321,10 +336,9 @@ def brief(summary: pd.DataFrame) -> str:
         return NO_RUNG
 
     def rung(r: pd.Series) -> str:
-        name = f"{r['rung']} ({passes(r['rung'])} passes)" if passes(r["rung"]) > 1 else r["rung"]
-        if corpus_of(r["rung"]) != CORPUS:
-            corpus = corpus_of(r["rung"])
-            name = f"{r['rung'].split('-')[0]} on {source_label(corpus)}{'' if corpus == MIXED else ' alone'}"
+        name = r["rung"] if corpus_of(r["rung"]) == CORPUS else \
+            f"{r['rung'].split('-')[0]} on {source_label(corpus_of(r['rung']), alone=True)}"
+        name += f" ({passes(r['rung'])} passes)" if passes(r["rung"]) > 1 else ""
         median = r.get("partition: median |r|", np.nan)
         other = "" if r.get("probed as the ladder probes", True) else "; another probe"
         if _no_context(r):
@@ -449,7 +463,7 @@ def progress(runs: pd.DataFrame) -> str:
     gpu = ", ".join(f"{rung}: {int(done[rung])} of {SEEDS}" for rung in size_rungs(True) if rung in done)
     token_axis = ", ".join(f"{name} ({r.family}, {r.passes} passes{', GPU' if r.gpu else ''}): "
                            f"{int(done.get(name, 0))} of {SEEDS} runs" for name, r in RUNGS.items() if r.passes > 1)
-    register = ", ".join(f"{name} ({r.family}, {source_label(r.corpus)}{'' if r.corpus == MIXED else ' alone'}): "
+    register = ", ".join(f"{name} ({r.family}, {source_label(r.corpus, alone=True)}): "
                          f"{int(done.get(name, 0))} of {SEEDS} runs"
                          for name, r in RUNGS.items() if r.corpus != CORPUS)
     return (f"Probed so far, on the CPU: {cells}" + (f"; on a GPU: {gpu}" if gpu else "; the GPU rungs not yet run")

@@ -9,6 +9,7 @@ from twotower_lib.book.profiles import get_profile
 
 CORPUS = "brown"                        # the size and passes rungs' corpus
 MIXED = "mixed"                         # the default corpus, every source together (`data.sources`' `registry`)
+THINNED = "mixed-thinned"               # the mixed corpus's training split thinned to Brown's size (`runner.thin`)
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,10 @@ RUNGS = {
     # BERT at this size repeats its division on the default profile's mixed corpus and not on Brown, even over eight
     # passes: its run on the mixed corpus with the ladder's recipe (one epoch) says whether the text or the recipe does
     "2x128-mixed": Rung("cpu", "bert", corpus=MIXED),
+    # the mixed corpus holds three times Brown's distinct text as well as a mixture of registers: the same mixture
+    # thinned to Brown's number of training blocks (every source kept in proportion; the same tokenizer and
+    # validation text as `2x128-mixed`), trained three passes (about `2x128-mixed`'s steps), tells the two apart
+    "2x128x3-thinned": Rung("cpu", "bert", passes=3, corpus=THINNED),
 }
 SEEDS = 4                               # seeds a family at each rung: six seed pairs
 
@@ -56,11 +61,17 @@ def size_rungs(gpu: bool) -> list[str]:
 
 
 def size_rung(rung: str) -> str:
-    """The size rung whose preset a passes rung trains for longer (a size rung is its own): one preset and one seed
-    are one initialisation, so the two rungs' untrained towers are the same towers."""
+    """The size rung whose preset a passes rung trains for longer (a size rung is its own, as is a passes rung on a
+    corpus no size rung reads): one preset and one seed are one initialisation, so the two rungs' untrained towers
+    are the same towers."""
     r = RUNGS[rung]
-    return next(name for name, s in RUNGS.items()
-                if (s.preset, s.gpu, s.passes, s.corpus) == (r.preset, r.gpu, 1, r.corpus))
+    return next((name for name, s in RUNGS.items()
+                 if (s.preset, s.gpu, s.passes, s.corpus) == (r.preset, r.gpu, 1, r.corpus)), rung)
+
+
+def is_source(corpus: str) -> bool:
+    """Whether a corpus is one source of the default corpus alone (Brown, books, wiki), not a mixture of them."""
+    return corpus not in (MIXED, THINNED)
 
 
 def corpus_of(rung: str) -> str:

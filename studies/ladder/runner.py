@@ -33,7 +33,7 @@ from twotower_lib.data.config import DataConfig
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import case_name
 from studies.ladder.report import EXPORTS, RESULTS, TOP_N, is_current, reference_name, write_report
-from studies.ladder.rungs import CORPUS, FAMILIES, MIXED, RUNGS, SEEDS, corpus_of, passes, probe_config, size_rung, size_rungs
+from studies.ladder.rungs import CORPUS, FAMILIES, MIXED, RUNGS, SEEDS, THINNED, corpus_of, passes, probe_config, size_rung, size_rungs
 
 KINDS = ("case", "untrained")
 MICRO_BATCH = 32
@@ -246,13 +246,57 @@ def prepared_corpus(root: Path, results: Path, corpus: str):
     from twotower_lib.data import load_prepared
     from twotower_lib.data.prepare import prepare_data
 
-    prepare_data(DataConfig(corpus="registry" if corpus == MIXED else f"registry:{corpus}"), out=data_dir(root, corpus))
+    if corpus == THINNED:
+        thin(prepared_corpus(root, results, MIXED), data_dir(root, THINNED), prepared_corpus(root, results, CORPUS))
+    else:
+        prepare_data(DataConfig(corpus="registry" if corpus == MIXED else f"registry:{corpus}"),
+                     out=data_dir(root, corpus))
     data = load_prepared(data_dir(root, corpus))
     reference = {"data_hash": data.data_hash, "unigram_loss": data.unigram_loss()}
     path = results / reference_name(corpus)
     if not path.exists() or {k: read_json(path).get(k) for k in reference} != reference:
         atomic_write_json(path, reference | {"provenance": provenance()})
     return data
+
+
+def thin(mixed, out: Path, brown) -> None:
+    """The mixed corpus's prepared data with its training split thinned to Brown's number of training blocks: block
+    i kept where floor((i + 1) f) > floor(i f), f = Brown's blocks / the mixture's, so every source keeps its share
+    of the tokens and each kept block is a whole training sequence. The tokenizer, the validation split and the
+    documents are the mixture's; the token counts are the kept blocks'. Written once (atomically); its manifest
+    names its source and the rule (`thinned`)."""
+    import numpy as np
+
+    from twotower_lib.artifacts import atomic_directory, manifest_has, sha256_file, sha256_json
+    from twotower_lib.data.blocks import MANIFEST
+
+    m = mixed.manifest
+    n, target = len(mixed.train), len(brown.train)
+    done = read_json(out / MANIFEST).get("thinned", {}) if (out / MANIFEST).exists() else {}
+    if (done.get("from"), done.get("blocks")) == (mixed.data_hash, target):
+        return
+    if target >= n:
+        raise UserError(f"cannot thin the mixed corpus ({n} training blocks) to Brown's {target}: it is not larger")
+    i = np.arange(n)
+    keep = np.floor((i + 1) * target / n) > np.floor(i * target / n)
+    with atomic_directory(out, manifest_has("thinned"), "thinned prepared data") as tmp:
+        for name in ("tokenizer", "valid_ids.npy", "valid_docs.npy", "documents.jsonl.gz"):
+            src = mixed.path / name
+            (shutil.copytree if src.is_dir() else shutil.copyfile)(src, tmp / name)
+        train = np.ascontiguousarray(mixed.train[keep])
+        np.save(tmp / "train_ids.npy", train, allow_pickle=False)
+        np.save(tmp / "train_docs.npy", np.ascontiguousarray(mixed.train_doc_ids[keep]), allow_pickle=False)
+        np.save(tmp / "counts.npy", np.bincount(train.ravel(), minlength=len(mixed.counts)).astype(np.int64),
+                allow_pickle=False)
+        files = {p.relative_to(tmp).as_posix(): sha256_file(p) for p in sorted(tmp.rglob("*"))
+                 if p.is_file() and not p.name.startswith(".")}
+        thinned = {"from": mixed.data_hash, "blocks": int(keep.sum()), "of": n, "to_match": brown.data_hash,
+                   "rule": "block i kept where floor((i + 1) * blocks / of) > floor(i * blocks / of)"}
+        atomic_write_json(tmp / MANIFEST, m | {
+            "blocks": m["blocks"] | {"train": int(keep.sum())},
+            "block_tokens": m["block_tokens"] | {"train": int(keep.sum()) * mixed.seq_len},
+            "files": files, "thinned": thinned, "provenance": provenance(),
+            "content_hash": sha256_json({"config": m["config"], "files": files, "thinned": thinned})})
 
 
 def check_data(rung: str, family: str, seed: int, data, results: Path) -> None:
