@@ -387,6 +387,18 @@ def test_each_corpus_source_is_prepared_and_referenced_on_its_own(tiny_data, tmp
     assert np.isnan(report.unigram_loss(results, "wiki"))
 
 
+def test_a_rung_added_to_the_ladder_changes_no_other_rungs_pairs():
+    """The shuffled-label null is seeded per pair: the report's rows for one rung are the same whether or not another
+    rung (sorting before it) has been measured."""
+    rng = np.random.default_rng(5)
+    make = lambda rung: [_export(rung, "bert", seed, kind, rng.standard_normal(200), 0.05, 40)
+                         for seed in range(1, 4) for kind in ("case", "untrained")]
+    late, early = make("4x256"), make("2x128")
+    alone, both = report.pair_rows(late), report.pair_rows(early + late)
+    pd.testing.assert_frame_equal(alone, both[both["rung"] == "4x256"].reset_index(drop=True))
+    assert (alone["kind"] == "shuffled").sum() == 3
+
+
 def test_the_thinned_corpus_keeps_the_mixture_and_its_validation_text_at_browns_size(tiny_data, tmp_path):
     """`runner.thin` keeps Brown's number of the mixture's training blocks, evenly spread over its stream (so every
     source keeps its share), each block whole, with the mixture's tokenizer, validation text and documents and the

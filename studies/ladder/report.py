@@ -12,6 +12,7 @@ of `twotower_lib.analysis.seed_spread`), `study.json` (what the exports were mad
 from __future__ import annotations
 
 import itertools
+import zlib
 from dataclasses import asdict
 from pathlib import Path
 
@@ -95,7 +96,9 @@ def text_ceiling(a: dict, b: dict) -> float:
 
 
 def pair_rows(exports: list[dict]) -> pd.DataFrame:
-    rng = np.random.default_rng(SHUFFLE_SEED)
+    """Every pair of seeds of a (rung, family, kind): its r, and for trained runs the r with one run's token labels
+    shuffled (the null beside the partition). Each pair's shuffle is seeded by the pair itself, so a rung added to
+    the ladder changes no other rung's null."""
     groups: dict[tuple, list[dict]] = {}
     for e in exports:
         groups.setdefault((e["rung"], e["family"], e["kind"]), []).append(e)
@@ -110,7 +113,8 @@ def pair_rows(exports: list[dict]) -> pd.DataFrame:
             rows.append(base | {"kind": "same" if kind == "case" else kind, "r": correlate(x["score"], y["score"]),
                                 "r_logmean": correlate(x["score_logmean"], y["score_logmean"])})
             if kind == "case":
-                perm = rng.permutation(len(ia))
+                pair = zlib.crc32(f"{rung}/{family}/{a['seed']}/{b['seed']}".encode())
+                perm = np.random.default_rng([SHUFFLE_SEED, pair]).permutation(len(ia))
                 rows.append(base | {"kind": "shuffled", "r": correlate(x["score"], y["score"][perm]),
                                     "r_logmean": correlate(x["score_logmean"], y["score_logmean"][perm])})
     return pd.DataFrame(rows)
