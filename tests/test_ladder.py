@@ -349,15 +349,17 @@ def test_a_register_rung_trains_its_family_on_one_source_and_answers_beside_brow
         f"{report._f(by_rung.loc[books, 'partition: controls |r| threshold'])}; 2x128, one epoch of each source, "
         f"{rungs.SEEDS} seeds a source); not yet measured on wiki.")
     assert report.register_sentence(summary.iloc[:2]).startswith("*No register rung")
-    bert = make("2x128", 0.0) + make("2x128-mixed", 1.0) + make("2x128x3-thinned", 1.0)  # BERT: a division on the
+    bert = make("2x128", 0.0) + make("2x128-mixed", 1.0) + make("2x128x3-thinned", 1.0) + make("2x128x8", 0.0)  # BERT: a division on the
     bert = [e | {"family": "bert"} for e in bert]                           # mixed corpus, thinned or not
     both = report.summary_rows(report.run_rows(exports + bert), report.pair_rows(exports + bert))
     assert "bert's division repeats across seeds on no source alone, not on brown; with the same recipe on the mixed " \
            "corpus (every source together) it repeats; on the mixed corpus thinned to Brown's number of training " \
-           "tokens and trained 3 passes (about as many steps) it repeats (median |r|" in report.register_sentence(both)
+           "tokens and trained 3 passes (about as many steps) it repeats (2x128x8, 8 passes of Brown: not, " \
+           in report.register_sentence(both)
     assert "; 2x128, one epoch of each source" in report.register_sentence(both)
     assert "The mixed corpus (2x128): median |r|" in report.answer(both) and "2x128 on the mixed corpus " in report.brief(both)
     assert "The thinned mixed corpus (2x128x3): median |r|" in report.answer(both)
+    assert "2x128x3-thinned" not in report.progress(report.run_rows(exports + bert)).split("the register axis")[0]
     assert "2x128x3 on the thinned mixed corpus (3 passes) " in report.brief(both)
     assert report.register_verdicts(both)[("bert", "cpu")] == {"brown": "not"}    # sources alone, not the mixtures
     chart = json.loads(report.chart(summary).to_json())

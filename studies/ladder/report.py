@@ -267,8 +267,7 @@ def register_sentence(summary: pd.DataFrame) -> str:
         mixed, thinned = verdicts.pop(MIXED, None), verdicts.pop(THINNED, None)
         on_mixed = ("" if mixed is None else "; with the same recipe on the mixed corpus (every source together) it "
                     + _repeats(mixed))
-        on_mixed += ("" if thinned is None else f"; on the mixed corpus thinned to Brown's number of training tokens "
-                     f"and trained {passes(_rung_of(rows, THINNED))} passes (about as many steps) it {_repeats(thinned)}")
+        on_mixed += "" if thinned is None else _on_thinned(summary, _rung_of(rows, THINNED), thinned)
         each = "; ".join(f"{source_label(corpus_of(r['rung']))} {_f(r.get('partition: median |r|', np.nan))} against "
                          f"{_f(r.get('partition: controls |r| threshold', np.nan))}" for _, r in rows.iterrows())
         missing = [source_label(RUNGS[n].corpus) for n, r in RUNGS.items() if r.corpus != CORPUS and r.family == family
@@ -283,7 +282,22 @@ def register_sentence(summary: pd.DataFrame) -> str:
 
 
 def _repeats(verdict: str) -> str:
-    return "repeats" if verdict == "holds" else "does not repeat" if verdict == "not" else f"is {verdict}"
+    return {"holds": "repeats", "not": "does not repeat",
+            "unstable": "repeats, but not with every seed (leaving one seed out takes the median below the "
+                        "untrained towers' threshold)"}.get(verdict, f"has no verdict ({verdict})")
+
+
+def _on_thinned(summary: pd.DataFrame, rung: str, verdict: str) -> str:
+    """The thinned mixture's clause of the register sentence, beside Brown's passes rungs of its preset and family
+    (Brown's amount of distinct text too, seen as many times or more)."""
+    brown = summary[(summary["rung"].map(corpus_of) == CORPUS) & (summary["rung"].map(passes) > 1)
+                    & (summary["family"] == RUNGS[rung].family)
+                    & (summary["rung"].map(lambda n: RUNGS[n].preset if n in RUNGS else None) == RUNGS[rung].preset)]
+    said = "; ".join(f"{r['rung']}, {passes(r['rung'])} passes of Brown: {r['partition: verdict']}, "
+                     f"{_f(r.get('partition: median |r|', np.nan))} against "
+                     f"{_f(r.get('partition: controls |r| threshold', np.nan))}" for _, r in brown.iterrows())
+    return (f"; on the mixed corpus thinned to Brown's number of training tokens and trained {passes(rung)} passes "
+            f"(about as many steps) it {_repeats(verdict)}" + (f" ({said})" if said else ""))
 
 
 def _rung_of(rows: pd.DataFrame, corpus: str) -> str:
@@ -466,7 +480,8 @@ def progress(runs: pd.DataFrame) -> str:
     cells = ", ".join(f"{rung}: {int(done.get(rung, 0))} of {SEEDS * len(FAMILIES)} runs" for rung in size_rungs(False))
     gpu = ", ".join(f"{rung}: {int(done[rung])} of {SEEDS}" for rung in size_rungs(True) if rung in done)
     token_axis = ", ".join(f"{name} ({r.family}, {r.passes} passes{', GPU' if r.gpu else ''}): "
-                           f"{int(done.get(name, 0))} of {SEEDS} runs" for name, r in RUNGS.items() if r.passes > 1)
+                           f"{int(done.get(name, 0))} of {SEEDS} runs" for name, r in RUNGS.items()
+                           if r.passes > 1 and r.corpus == CORPUS)
     register = ", ".join(f"{name} ({r.family}, {source_label(r.corpus, alone=True)}): "
                          f"{int(done.get(name, 0))} of {SEEDS} runs"
                          for name, r in RUNGS.items() if r.corpus != CORPUS)
