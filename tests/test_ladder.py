@@ -354,8 +354,10 @@ def test_a_register_rung_trains_its_family_on_one_source_and_answers_beside_brow
     both = report.summary_rows(report.run_rows(exports + bert), report.pair_rows(exports + bert))
     assert "bert's division repeats across seeds on no source alone, not on brown; with the same recipe on the mixed " \
            "corpus (every source together) it repeats; on the mixed corpus thinned to Brown's number of training " \
-           "tokens and trained 3 passes (about as many steps) it repeats (2x128x8, 8 passes of Brown: not, " \
-           in report.register_sentence(both)
+           "tokens and trained 3 passes (about as many steps) it repeats, where 8 passes of Brown's own text give a " \
+           "division that does not repeat (median |r|" in report.register_sentence(both)
+    assert re.search(r"the thinned mixed corpus [0-9.]+ against [0-9.]+; brown x8 [0-9.]+ against [0-9.]+; 2x128, one",
+                     report.register_sentence(both))
     assert "; 2x128, one epoch of each source" in report.register_sentence(both)
     assert "The mixed corpus (2x128): median |r|" in report.answer(both) and "2x128 on the mixed corpus " in report.brief(both)
     assert "The thinned mixed corpus (2x128x3): median |r|" in report.answer(both)

@@ -267,9 +267,15 @@ def register_sentence(summary: pd.DataFrame) -> str:
         mixed, thinned = verdicts.pop(MIXED, None), verdicts.pop(THINNED, None)
         on_mixed = ("" if mixed is None else "; with the same recipe on the mixed corpus (every source together) it "
                     + _repeats(mixed))
-        on_mixed += "" if thinned is None else _on_thinned(summary, _rung_of(rows, THINNED), thinned)
-        each = "; ".join(f"{source_label(corpus_of(r['rung']))} {_f(r.get('partition: median |r|', np.nan))} against "
-                         f"{_f(r.get('partition: controls |r| threshold', np.nan))}" for _, r in rows.iterrows())
+        brown_passes = _brown_passes(summary, _rung_of(rows, THINNED)) if thinned else rows.iloc[:0]
+        if thinned:
+            on_mixed += (f"; on the mixed corpus thinned to Brown's number of training tokens and trained "
+                         f"{passes(_rung_of(rows, THINNED))} passes (about as many steps) it {_repeats(thinned)}"
+                         + "".join(f", where {passes(r['rung'])} passes of Brown's own text give a division that "
+                                   f"{_repeats(r['partition: verdict'])}" for _, r in brown_passes.iterrows()))
+        each = "; ".join(f"{_number_label(r['rung'])} {_f(r.get('partition: median |r|', np.nan))} against "
+                         f"{_f(r.get('partition: controls |r| threshold', np.nan))}"
+                         for _, r in pd.concat([rows, brown_passes]).iterrows())
         missing = [source_label(RUNGS[n].corpus) for n, r in RUNGS.items() if r.corpus != CORPUS and r.family == family
                    and n not in set(rows["rung"])]
         said.append(f"{family}'s division repeats across seeds {where_it_holds(verdicts)}{on_mixed} (median |r| over "
@@ -287,17 +293,18 @@ def _repeats(verdict: str) -> str:
                         "untrained towers' threshold)"}.get(verdict, f"has no verdict ({verdict})")
 
 
-def _on_thinned(summary: pd.DataFrame, rung: str, verdict: str) -> str:
-    """The thinned mixture's clause of the register sentence, beside Brown's passes rungs of its preset and family
-    (Brown's amount of distinct text too, seen as many times or more)."""
-    brown = summary[(summary["rung"].map(corpus_of) == CORPUS) & (summary["rung"].map(passes) > 1)
-                    & (summary["family"] == RUNGS[rung].family)
-                    & (summary["rung"].map(lambda n: RUNGS[n].preset if n in RUNGS else None) == RUNGS[rung].preset)]
-    said = "; ".join(f"{r['rung']}, {passes(r['rung'])} passes of Brown: {r['partition: verdict']}, "
-                     f"{_f(r.get('partition: median |r|', np.nan))} against "
-                     f"{_f(r.get('partition: controls |r| threshold', np.nan))}" for _, r in brown.iterrows())
-    return (f"; on the mixed corpus thinned to Brown's number of training tokens and trained {passes(rung)} passes "
-            f"(about as many steps) it {_repeats(verdict)}" + (f" ({said})" if said else ""))
+def _brown_passes(summary: pd.DataFrame, rung: str) -> pd.DataFrame:
+    """Brown's passes rungs of `rung`'s family and preset: Brown's amount of distinct text, as the thinned mixture
+    has, seen as many times or more."""
+    return summary[(summary["rung"].map(corpus_of) == CORPUS) & (summary["rung"].map(passes) > 1)
+                   & (summary["family"] == RUNGS[rung].family)
+                   & (summary["rung"].map(lambda n: RUNGS[n].preset if n in RUNGS else None) == RUNGS[rung].preset)]
+
+
+def _number_label(rung: str) -> str:
+    """A rung in the register sentence's list of numbers: its source, or Brown over its passes ("brown x8")."""
+    return source_label(corpus_of(rung)) + (f" x{passes(rung)}" if corpus_of(rung) == CORPUS and passes(rung) > 1
+                                            else "")
 
 
 def _rung_of(rows: pd.DataFrame, corpus: str) -> str:
