@@ -51,6 +51,9 @@ RUNGS = {
     # thinned to Brown's number of training blocks (every source kept in proportion; the same tokenizer and
     # validation text as `2x128-mixed`), trained three passes (about `2x128-mixed`'s steps), tells the two apart
     "2x128x3-thinned": Rung("cpu", "bert", passes=3, corpus=THINNED),
+    # BERT on one source alone, as GPT's register rungs, for the thinned mixture's passes (at this size BERT learns no
+    # context in one epoch of a source): does its division need the mixture, or does one source's text give it?
+    "2x128x3-books": Rung("cpu", "bert", passes=3, corpus="books"),
 }
 SEEDS = 4                               # seeds a family at each rung: six seed pairs
 
