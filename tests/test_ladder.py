@@ -349,14 +349,17 @@ def test_a_register_rung_trains_its_family_on_one_source_and_answers_beside_brow
         f"{report._f(by_rung.loc[books, 'partition: controls |r| threshold'])}; 2x128, one epoch of each source, "
         f"{rungs.SEEDS} seeds a source); not yet measured on wiki.")
     assert report.register_sentence(summary.iloc[:2]).startswith("*No register rung")
-    bert = make("2x128", 0.0) + make("2x128-mixed", 1.0) + make("2x128x3-thinned", 1.0) + make("2x128x8", 0.0)  # BERT: a division on the
+    bert = make("2x128", 0.0) + make("2x128-mixed", 1.0) + make("2x128x3-thinned", 1.0) + make("2x128x8", 0.0) \
+        + make("2x128x3-books", 1.0)                                        # BERT: a division on the
     bert = [e | {"family": "bert"} for e in bert]                           # mixed corpus, thinned or not
     both = report.summary_rows(report.run_rows(exports + bert), report.pair_rows(exports + bert))
     assert "bert's division repeats across seeds on no source alone, not on brown; with the same recipe on the mixed " \
-           "corpus (every source together) it repeats; on the mixed corpus thinned to Brown's number of training " \
+           "corpus (every source together) it repeats; over 3 passes of books alone it repeats; on the mixed corpus " \
+           "thinned to Brown's number of training " \
            "tokens and trained 3 passes (about as many steps) it repeats, where 8 passes of Brown's own text give a " \
            "division that does not repeat (median |r|" in report.register_sentence(both)
-    assert re.search(r"the thinned mixed corpus [0-9.]+ against [0-9.]+; brown x8 [0-9.]+ against [0-9.]+; 2x128, one",
+    assert re.search(r"; books x3 [0-9.]+ against [0-9.]+; the thinned mixed corpus [0-9.]+ against [0-9.]+; "
+                     r"brown x8 [0-9.]+ against [0-9.]+; 2x128, one",
                      report.register_sentence(both))
     assert "; 2x128, one epoch of each source" in report.register_sentence(both)
     assert "The mixed corpus (2x128): median |r|" in report.answer(both) and "2x128 on the mixed corpus " in report.brief(both)

@@ -242,9 +242,10 @@ def _by_corpus(summary: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 def register_verdicts(summary: pd.DataFrame) -> dict[tuple[str, str], dict[str, str]]:
     """The register test over seeds: per (family, preset) of a register rung, the division's verdict on each source
-    alone (Brown's from its size rung of the same preset), {(family, preset): {source: verdict}}."""
+    alone over one epoch (Brown's from its size rung of the same preset), {(family, preset): {source: verdict}}."""
     return {(family, RUNGS[rows["rung"].iloc[-1]].preset):
-            {c: v for c, v in zip(rows["rung"].map(corpus_of), rows["partition: verdict"]) if is_source(c)}
+            {corpus_of(r): v for r, v in zip(rows["rung"], rows["partition: verdict"])
+             if is_source(corpus_of(r)) and passes(r) == 1}
             for family, rows in _by_corpus(summary)}
 
 
@@ -259,29 +260,34 @@ def where_it_holds(verdicts: dict[str, str]) -> str:
 
 def register_sentence(summary: pd.DataFrame) -> str:
     """The direct register test over seeds in a sentence (`LADDER_REGISTER`, shown in section 03 beside the one-pair
-    register test): per family with register rungs, on which sources alone its division of tokens repeats (the
-    partition verdict), Brown's size rung of the same preset first."""
+    register test): per family with register rungs, on which sources alone its division of tokens repeats over one
+    epoch (the partition verdict), Brown's size rung of the same preset first; then the mixed corpus, the sources over
+    several passes and the thinned mixture beside Brown's passes rungs, each in a clause of its own."""
     said = []
     for family, rows in _by_corpus(summary):
-        verdicts = dict(zip(rows["rung"].map(corpus_of), rows["partition: verdict"]))
-        mixed, thinned = verdicts.pop(MIXED, None), verdicts.pop(THINNED, None)
-        on_mixed = ("" if mixed is None else "; with the same recipe on the mixed corpus (every source together) it "
-                    + _repeats(mixed))
-        brown_passes = _brown_passes(summary, _rung_of(rows, THINNED)) if thinned else rows.iloc[:0]
-        if thinned:
-            on_mixed += (f"; on the mixed corpus thinned to Brown's number of training tokens and trained "
-                         f"{passes(_rung_of(rows, THINNED))} passes (about as many steps) it {_repeats(thinned)}"
-                         + "".join(f", where {passes(r['rung'])} passes of Brown's own text give a division that "
-                                   f"{_repeats(r['partition: verdict'])}" for _, r in brown_passes.iterrows()))
+        verdict = dict(zip(rows["rung"], rows["partition: verdict"]))
+        once = {corpus_of(r): v for r, v in verdict.items() if is_source(corpus_of(r)) and passes(r) == 1}
+        clauses = [f"with the same recipe on the mixed corpus (every source together) it {_repeats(v)}"
+                   for r, v in verdict.items() if corpus_of(r) == MIXED]
+        clauses += [f"over {passes(r)} passes of {corpus_of(r)} alone it {_repeats(v)}"
+                    for r, v in verdict.items() if is_source(corpus_of(r)) and passes(r) > 1]
+        thinned = [r for r in verdict if corpus_of(r) == THINNED]
+        brown_passes = _brown_passes(summary, thinned[0]) if thinned else rows.iloc[:0]
+        clauses += [f"on the mixed corpus thinned to Brown's number of training tokens and trained {passes(r)} passes "
+                    f"(about as many steps) it {_repeats(verdict[r])}"
+                    + "".join(f", where {passes(b['rung'])} passes of Brown's own text give a division that "
+                              f"{_repeats(b['partition: verdict'])}" for _, b in brown_passes.iterrows())
+                    for r in thinned]
         each = "; ".join(f"{_number_label(r['rung'])} {_f(r.get('partition: median |r|', np.nan))} against "
                          f"{_f(r.get('partition: controls |r| threshold', np.nan))}"
                          for _, r in pd.concat([rows, brown_passes]).iterrows())
-        missing = [source_label(RUNGS[n].corpus) for n, r in RUNGS.items() if r.corpus != CORPUS and r.family == family
-                   and n not in set(rows["rung"])]
-        said.append(f"{family}'s division repeats across seeds {where_it_holds(verdicts)}{on_mixed} (median |r| over "
-                    f"seed pairs against the untrained "
-                    f"towers' threshold: {each}; {rows['rung'].iloc[0].split('-')[0]}, one epoch of each source, "
-                    f"{SEEDS} seeds a source)" + (f"; not yet measured on {', '.join(missing)}" if missing else ""))
+        missing = [_number_label(n) for n, r in RUNGS.items() if r.corpus != CORPUS and r.family == family
+                   and n not in verdict]
+        said.append(f"{family}'s division repeats across seeds {where_it_holds(once)}"
+                    + "".join(f"; {c}" for c in clauses)
+                    + f" (median |r| over seed pairs against the untrained towers' threshold: {each}; "
+                      f"{rows['rung'].iloc[0].split('-')[0]}, one epoch of each source, {SEEDS} seeds a source)"
+                    + (f"; not yet measured on {', '.join(missing)}" if missing else ""))
     if not said:
         return "*No register rung of the size ladder has run yet.*"
     return ("**Over seeds** (the size ladder's register rungs, the ladder page): " + "; ".join(said) + ".")
@@ -302,13 +308,10 @@ def _brown_passes(summary: pd.DataFrame, rung: str) -> pd.DataFrame:
 
 
 def _number_label(rung: str) -> str:
-    """A rung in the register sentence's list of numbers: its source, or Brown over its passes ("brown x8")."""
-    return source_label(corpus_of(rung)) + (f" x{passes(rung)}" if corpus_of(rung) == CORPUS and passes(rung) > 1
+    """A rung in the register sentence's list of numbers: its corpus, a source with its passes where it has several
+    ("brown x8")."""
+    return source_label(corpus_of(rung)) + (f" x{passes(rung)}" if is_source(corpus_of(rung)) and passes(rung) > 1
                                             else "")
-
-
-def _rung_of(rows: pd.DataFrame, corpus: str) -> str:
-    return next(r for r in rows["rung"] if corpus_of(r) == corpus)
 
 
 def source_label(corpus: str, alone: bool = False) -> str:
