@@ -349,9 +349,10 @@ def test_a_register_rung_trains_its_family_on_one_source_and_answers_beside_brow
         f"{report._f(by_rung.loc[books, 'partition: controls |r| threshold'])}; 2x128, one epoch of each source, "
         f"{rungs.SEEDS} seeds a source); not yet measured on wiki.")
     assert report.register_sentence(summary.iloc[:2]).startswith("*No register rung")
+    # BERT: no division on Brown, once or over eight passes; one on the mixed corpus, thinned or not, and on the books
     bert = make("2x128", 0.0) + make("2x128-mixed", 1.0) + make("2x128x3-thinned", 1.0) + make("2x128x8", 0.0) \
-        + make("2x128x3-books", 1.0)                                        # BERT: a division on the
-    bert = [e | {"family": "bert"} for e in bert]                           # mixed corpus, thinned or not
+        + make("2x128x3-books", 1.0)
+    bert = [e | {"family": "bert"} for e in bert]
     both = report.summary_rows(report.run_rows(exports + bert), report.pair_rows(exports + bert))
     assert "bert's division repeats across seeds on no source alone, not on brown; with the same recipe on the mixed " \
            "corpus (every source together) it repeats; over 3 passes of books alone it repeats; on the mixed corpus " \

@@ -47,7 +47,7 @@ RUNGS = {
     # BERT at this size repeats its division on the default profile's mixed corpus and not on Brown, even over eight
     # passes: its run on the mixed corpus with the ladder's recipe (one epoch) says whether the text or the recipe does
     "2x128-mixed": Rung("cpu", "bert", corpus=MIXED),
-    # the mixed corpus holds three times Brown's distinct text as well as a mixture of registers: the same mixture
+    # the mixed corpus holds several times Brown's distinct text as well as a mixture of registers: the same mixture
     # thinned to Brown's number of training blocks (every source kept in proportion; the same tokenizer and
     # validation text as `2x128-mixed`), trained three passes (about `2x128-mixed`'s steps), tells the two apart
     "2x128x3-thinned": Rung("cpu", "bert", passes=3, corpus=THINNED),
