@@ -39,6 +39,8 @@ RUNGS = {
     # of it. Named by `--rungs` only.
     "1x96x8": Rung("cpu-small", "bert", passes=8), "2x128x8": Rung("cpu", "bert", passes=8),
     "4x256x8": Rung("cpu-large", "bert", passes=8),
+    # three passes: the register rungs' BERT recipe below, on Brown, so that every corpus of that row runs as many steps
+    "2x128x3": Rung("cpu", "bert", passes=3),
     "12x384x4": Rung("paper-bert-base", "bert", passes=4, gpu=True),
     # the register rungs: a size rung's run on another source of the default corpus alone, for a family whose
     # division repeats on Brown at that size; with Brown's, the direct register test over seeds (does a division
@@ -54,6 +56,7 @@ RUNGS = {
     # BERT on one source alone, as GPT's register rungs, for the thinned mixture's passes (at this size BERT learns no
     # context in one epoch of a source): does its division need the mixture, or does one source's text give it?
     "2x128x3-books": Rung("cpu", "bert", passes=3, corpus="books"),
+    "2x128x3-wiki": Rung("cpu", "bert", passes=3, corpus="wiki"),
 }
 SEEDS = 4                               # seeds a family at each rung: six seed pairs
 
