@@ -349,19 +349,24 @@ def test_a_register_rung_trains_its_family_on_one_source_and_answers_beside_brow
         f"{report._f(by_rung.loc[books, 'partition: controls |r| threshold'])}; 2x128, one epoch of each source, "
         f"{rungs.SEEDS} seeds a source); not yet measured on wiki.")
     assert report.register_sentence(summary.iloc[:2]).startswith("*No register rung")
-    # BERT: no division on Brown, once or over eight passes; one on the mixed corpus, thinned or not, and on the books
+    # BERT: no division on Brown, once or over three or eight passes, nor on Wikipedia over three; one on the mixed
+    # corpus, thinned or not, and on the books
     bert = make("2x128", 0.0) + make("2x128-mixed", 1.0) + make("2x128x3-thinned", 1.0) + make("2x128x8", 0.0) \
-        + make("2x128x3-books", 1.0)
+        + make("2x128x3-books", 1.0) + make("2x128x3-wiki", 0.0) + make("2x128x3", 0.0)
     bert = [e | {"family": "bert"} for e in bert]
     both = report.summary_rows(report.run_rows(exports + bert), report.pair_rows(exports + bert))
     assert "bert's division repeats across seeds on no source alone, not on brown; with the same recipe on the mixed " \
-           "corpus (every source together) it repeats; over 3 passes of books alone it repeats; on the mixed corpus " \
-           "thinned to Brown's number of training " \
-           "tokens and trained 3 passes (about as many steps) it repeats, where 8 passes of Brown's own text give a " \
-           "division that does not repeat (median |r|" in report.register_sentence(both)
-    assert re.search(r"; books x3 [0-9.]+ against [0-9.]+; the thinned mixed corpus [0-9.]+ against [0-9.]+; "
-                     r"brown x8 [0-9.]+ against [0-9.]+; 2x128, one",
+           "corpus (every source together) it repeats; over 3 passes of each source alone it repeats on books alone, " \
+           "not on brown, wiki; over 8 passes of brown alone it does not repeat; on the mixed corpus thinned to " \
+           "Brown's number of training tokens and trained 3 passes (about as many steps) it repeats (median |r|" \
+           in report.register_sentence(both)
+    assert re.search(r": brown [0-9.]+ against [0-9.]+; the mixed corpus [0-9.]+ against [0-9.]+; brown x3 [0-9.]+ "
+                     r"against [0-9.]+; books x3 [0-9.]+ against [0-9.]+; wiki x3 [0-9.]+ against [0-9.]+; brown x8 "
+                     r"[0-9.]+ against [0-9.]+; the thinned mixed corpus [0-9.]+ against [0-9.]+; 2x128, one",
                      report.register_sentence(both))
+    without = both[~both["rung"].isin(["2x128x3", "2x128x3-wiki"])]   # one source over three passes: named alone
+    assert "; over 3 passes of books alone it repeats; over 8 passes" in report.register_sentence(without)
+    assert report.register_sentence(without).endswith("; not yet measured on wiki x3.")
     assert "; 2x128, one epoch of each source" in report.register_sentence(both)
     assert "The mixed corpus (2x128): median |r|" in report.answer(both) and "2x128 on the mixed corpus " in report.brief(both)
     assert "The thinned mixed corpus (2x128x3): median |r|" in report.answer(both)

@@ -261,26 +261,28 @@ def where_it_holds(verdicts: dict[str, str]) -> str:
 def register_sentence(summary: pd.DataFrame) -> str:
     """The direct register test over seeds in a sentence (`LADDER_REGISTER`, shown in section 03 beside the one-pair
     register test): per family with register rungs, on which sources alone its division of tokens repeats over one
-    epoch (the partition verdict), Brown's size rung of the same preset first; then the mixed corpus, the sources over
-    several passes and the thinned mixture beside Brown's passes rungs, each in a clause of its own."""
+    epoch (the partition verdict), Brown's size rung of the same preset first; then the mixed corpus, each number of
+    passes over the sources alone (Brown's passes rungs among them) and the thinned mixture, each in a clause of its
+    own."""
     said = []
     for family, rows in _by_corpus(summary):
+        brown_passes = _brown_passes(summary, family, RUNGS[rows["rung"].iloc[-1]].preset)
         verdict = dict(zip(rows["rung"], rows["partition: verdict"]))
         once = {corpus_of(r): v for r, v in verdict.items() if is_source(corpus_of(r)) and passes(r) == 1}
         clauses = [f"with the same recipe on the mixed corpus (every source together) it {_repeats(v)}"
                    for r, v in verdict.items() if corpus_of(r) == MIXED]
-        clauses += [f"over {passes(r)} passes of {corpus_of(r)} alone it {_repeats(v)}"
-                    for r, v in verdict.items() if is_source(corpus_of(r)) and passes(r) > 1]
-        thinned = [r for r in verdict if corpus_of(r) == THINNED]
-        brown_passes = _brown_passes(summary, thinned[0]) if thinned else rows.iloc[:0]
+        by_passes: dict[int, dict[str, str]] = {}
+        for r, v in list(zip(brown_passes["rung"], brown_passes["partition: verdict"])) + list(verdict.items()):
+            if is_source(corpus_of(r)) and passes(r) > 1:
+                by_passes.setdefault(passes(r), {})[corpus_of(r)] = v
+        clauses += [f"over {n} passes of {next(iter(v))} alone it {_repeats(next(iter(v.values())))}" if len(v) == 1
+                    else f"over {n} passes of each source alone it repeats {where_it_holds(v)}"
+                    for n, v in sorted(by_passes.items())]
         clauses += [f"on the mixed corpus thinned to Brown's number of training tokens and trained {passes(r)} passes "
-                    f"(about as many steps) it {_repeats(verdict[r])}"
-                    + "".join(f", where {passes(b['rung'])} passes of Brown's own text give a division that "
-                              f"{_repeats(b['partition: verdict'])}" for _, b in brown_passes.iterrows())
-                    for r in thinned]
+                    f"(about as many steps) it {_repeats(v)}" for r, v in verdict.items() if corpus_of(r) == THINNED]
         each = "; ".join(f"{_number_label(r['rung'])} {_f(r.get('partition: median |r|', np.nan))} against "
                          f"{_f(r.get('partition: controls |r| threshold', np.nan))}"
-                         for _, r in pd.concat([rows, brown_passes]).iterrows())
+                         for _, r in _in_clause_order(pd.concat([rows, brown_passes])).iterrows())
         missing = [_number_label(n) for n, r in RUNGS.items() if r.corpus != CORPUS and r.family == family
                    and n not in verdict]
         said.append(f"{family}'s division repeats across seeds {where_it_holds(once)}"
@@ -299,12 +301,23 @@ def _repeats(verdict: str) -> str:
                         "untrained towers' threshold)"}.get(verdict, f"has no verdict ({verdict})")
 
 
-def _brown_passes(summary: pd.DataFrame, rung: str) -> pd.DataFrame:
-    """Brown's passes rungs of `rung`'s family and preset: Brown's amount of distinct text, as the thinned mixture
-    has, seen as many times or more."""
-    return summary[(summary["rung"].map(corpus_of) == CORPUS) & (summary["rung"].map(passes) > 1)
-                   & (summary["family"] == RUNGS[rung].family)
-                   & (summary["rung"].map(lambda n: RUNGS[n].preset if n in RUNGS else None) == RUNGS[rung].preset)]
+def _in_clause_order(rows: pd.DataFrame) -> pd.DataFrame:
+    """Register rows in the order the register sentence's clauses name them: the sources over one epoch, the mixed
+    corpus, the sources over each number of passes (Brown first), the thinned mixture."""
+    def key(rung: str) -> tuple:
+        corpus, n = corpus_of(rung), passes(rung)
+        group = 1 if corpus == MIXED else 3 if corpus == THINNED else 0 if n == 1 else 2
+        return group, n, corpus != CORPUS
+    return rows.iloc[sorted(range(len(rows)), key=lambda i: key(rows["rung"].iloc[i]))]
+
+
+def _brown_passes(summary: pd.DataFrame, family: str, preset: str) -> pd.DataFrame:
+    """Brown's passes rungs of a family at a preset, fewest passes first: the register rungs' passes over Brown, and
+    Brown's amount of distinct text, as the thinned mixture has."""
+    rows = summary[(summary["rung"].map(corpus_of) == CORPUS) & (summary["rung"].map(passes) > 1)
+                   & (summary["family"] == family)
+                   & (summary["rung"].map(lambda n: RUNGS[n].preset if n in RUNGS else None) == preset)]
+    return rows.iloc[np.argsort(rows["rung"].map(passes).to_numpy(), kind="stable")]
 
 
 def _number_label(rung: str) -> str:
