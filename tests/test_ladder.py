@@ -346,7 +346,8 @@ def test_a_register_rung_trains_its_family_on_one_source_and_answers_beside_brow
         f"{report._f(by_rung.loc['2x128', 'partition: median |r|'])} against "
         f"{report._f(by_rung.loc['2x128', 'partition: controls |r| threshold'])}; books "
         f"{report._f(by_rung.loc[books, 'partition: median |r|'])} against "
-        f"{report._f(by_rung.loc[books, 'partition: controls |r| threshold'])}; 2x128, one epoch of each source, "
+        f"{report._f(by_rung.loc[books, 'partition: controls |r| threshold'])}; 2x128, one epoch of a source unless xN "
+        f"names its passes, "
         f"{rungs.SEEDS} seeds a source); not yet measured on wiki.")
     assert report.register_sentence(summary.iloc[:2]).startswith("*No register rung")
     # BERT: no division on Brown, once or over three or eight passes, nor on Wikipedia over three; one on the mixed
@@ -362,12 +363,12 @@ def test_a_register_rung_trains_its_family_on_one_source_and_answers_beside_brow
            in report.register_sentence(both)
     assert re.search(r": brown [0-9.]+ against [0-9.]+; the mixed corpus [0-9.]+ against [0-9.]+; brown x3 [0-9.]+ "
                      r"against [0-9.]+; books x3 [0-9.]+ against [0-9.]+; wiki x3 [0-9.]+ against [0-9.]+; brown x8 "
-                     r"[0-9.]+ against [0-9.]+; the thinned mixed corpus [0-9.]+ against [0-9.]+; 2x128, one",
+                     r"[0-9.]+ against [0-9.]+; the thinned mixed corpus [0-9.]+ against [0-9.]+; 2x128, one epoch of a "
+                     r"source unless xN names its passes, 4 seeds a source\)",
                      report.register_sentence(both))
     without = both[~both["rung"].isin(["2x128x3", "2x128x3-wiki"])]   # one source over three passes: named alone
     assert "; over 3 passes of books alone it repeats; over 8 passes" in report.register_sentence(without)
     assert report.register_sentence(without).endswith("; not yet measured on wiki x3.")
-    assert "; 2x128, one epoch of each source" in report.register_sentence(both)
     assert "The mixed corpus (2x128): median |r|" in report.answer(both) and "2x128 on the mixed corpus " in report.brief(both)
     assert "The thinned mixed corpus (2x128x3): median |r|" in report.answer(both)
     assert "2x128x3-thinned" not in report.progress(report.run_rows(exports + bert)).split("the register axis")[0]

@@ -288,7 +288,7 @@ def register_sentence(summary: pd.DataFrame) -> str:
         said.append(f"{family}'s division repeats across seeds {where_it_holds(once)}"
                     + "".join(f"; {c}" for c in clauses)
                     + f" (median |r| over seed pairs against the untrained towers' threshold: {each}; "
-                      f"{rows['rung'].iloc[0].split('-')[0]}, one epoch of each source, {SEEDS} seeds a source)"
+                      f"{rows['rung'].iloc[0].split('-')[0]}, one epoch of a source unless xN names its passes, {SEEDS} seeds a source)"
                     + (f"; not yet measured on {', '.join(missing)}" if missing else ""))
     if not said:
         return "*No register rung of the size ladder has run yet.*"
