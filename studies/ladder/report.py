@@ -233,7 +233,7 @@ def answer(summary: pd.DataFrame) -> str:
 
 
 def _by_corpus(summary: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """Per family with register rungs, those rungs' rows after the Brown rung they are the same runs of."""
+    """Per family with register rungs, those rungs' rows after the Brown rungs they are the same runs of."""
     if summary.empty:
         return []
     other = summary[summary["rung"].map(corpus_of) != CORPUS]
@@ -282,7 +282,8 @@ def register_sentence(summary: pd.DataFrame) -> str:
                     f"(about as many steps) it {_repeats(v)}" for r, v in verdict.items() if corpus_of(r) == THINNED]
         each = "; ".join(f"{_number_label(r['rung'])} {_f(r.get('partition: median |r|', np.nan))} against "
                          f"{_f(r.get('partition: controls |r| threshold', np.nan))}"
-                         for _, r in _in_clause_order(pd.concat([rows, brown_passes])).iterrows())
+                         for _, r in _in_clause_order(pd.concat([rows, brown_passes]).drop_duplicates("rung"))
+                         .iterrows())
         missing = [_number_label(n) for n, r in RUNGS.items() if r.corpus != CORPUS and r.family == family
                    and n not in verdict]
         said.append(f"{family}'s division repeats across seeds {where_it_holds(once)}"
@@ -342,10 +343,10 @@ def _source_name(rung: str) -> str:
 
 
 def _with_brown(summary: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
-    """A family's register rungs (`rows`) after the Brown rung they are the same runs of (preset, one pass, CPU),
-    where the ladder has it."""
-    same = {n for n, s in RUNGS.items() for r in rows["rung"] if s.corpus == CORPUS and s.passes == 1
-            and (s.preset, s.gpu) == (RUNGS[r].preset, RUNGS[r].gpu)}
+    """A family's register rungs (`rows`) after the Brown rungs they are the same runs of (preset, passes, CPU),
+    where the ladder has them: Brown's one epoch beside the mixed corpus's, its three passes beside the sources'."""
+    same = {n for n, s in RUNGS.items() for r in rows["rung"] if s.corpus == CORPUS
+            and (s.preset, s.gpu, s.passes) in {(RUNGS[r].preset, RUNGS[r].gpu, p) for p in (1, RUNGS[r].passes)}}
     brown = summary[summary["rung"].isin(same) & (summary["family"] == rows["family"].iloc[0])]
     return pd.concat([brown, rows])
 
