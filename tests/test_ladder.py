@@ -341,14 +341,14 @@ def test_a_register_rung_trains_its_family_on_one_source_and_answers_beside_brow
         < register_line.index("Wiki (2x128): median |r|") and "→" not in register_line
     sentence = report.register_sentence(summary)
     assert "gpt's division repeats across seeds on brown and books alone, not on wiki" in sentence
+    said = lambda name, rung: (f"{name} {report._f(by_rung.loc[rung, 'partition: median |r|'])} against "
+                               f"{report._f(by_rung.loc[rung, 'partition: controls |r| threshold'])}, ceiling "
+                               f"{report._f(by_rung.loc[rung, 'text ceiling (median)'])}")
     assert report.register_sentence(summary[summary["rung"] != "2x128-wiki"]).endswith(
-        "on every source alone (median |r| over seed pairs against the untrained towers' threshold: brown "
-        f"{report._f(by_rung.loc['2x128', 'partition: median |r|'])} against "
-        f"{report._f(by_rung.loc['2x128', 'partition: controls |r| threshold'])}; books "
-        f"{report._f(by_rung.loc[books, 'partition: median |r|'])} against "
-        f"{report._f(by_rung.loc[books, 'partition: controls |r| threshold'])}; 2x128, one epoch of a source unless xN "
-        f"names its passes, "
-        f"{rungs.SEEDS} seeds a source); not yet measured on wiki.")
+        "on every source alone (median |r| over seed pairs against the untrained towers' threshold, with the text "
+        f"ceiling, the |r| of runs with identical scores on the validation text: {said('brown', '2x128')}; "
+        f"{said('books', books)}; 2x128, one epoch of a source unless xN names its passes, {rungs.SEEDS} seeds a "
+        "source); not yet measured on wiki.")
     assert report.register_sentence(summary.iloc[:2]).startswith("*No register rung")
     # BERT: no division on Brown, once or over three or eight passes, nor on Wikipedia over three; one on the mixed
     # corpus, thinned or not, and on the books
@@ -361,10 +361,10 @@ def test_a_register_rung_trains_its_family_on_one_source_and_answers_beside_brow
            "not on brown, wiki; over 8 passes of brown alone it does not repeat; on the mixed corpus thinned to " \
            "Brown's number of training tokens and trained 3 passes (about as many steps) it repeats (median |r|" \
            in report.register_sentence(both)
-    assert re.search(r": brown [0-9.]+ against [0-9.]+; the mixed corpus [0-9.]+ against [0-9.]+; brown x3 [0-9.]+ "
-                     r"against [0-9.]+; books x3 [0-9.]+ against [0-9.]+; wiki x3 [0-9.]+ against [0-9.]+; brown x8 "
-                     r"[0-9.]+ against [0-9.]+; the thinned mixed corpus [0-9.]+ against [0-9.]+; 2x128, one epoch of a "
-                     r"source unless xN names its passes, 4 seeds a source\)",
+    number = r" [0-9.]+ against [0-9.]+, ceiling [0-9.—]+; "
+    assert re.search(f": brown{number}the mixed corpus{number}brown x3{number}books x3{number}wiki x3{number}brown x8"
+                     f"{number}the thinned mixed corpus{number}" r"2x128, one epoch of a source unless xN names its "
+                     r"passes, 4 seeds a source\)",
                      report.register_sentence(both))
     without = both[~both["rung"].isin(["2x128x3", "2x128x3-wiki"])]   # one source over three passes: named alone
     assert "; over 3 passes of books alone it repeats; over 8 passes" in report.register_sentence(without)

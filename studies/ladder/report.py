@@ -281,15 +281,18 @@ def register_sentence(summary: pd.DataFrame) -> str:
         clauses += [f"on the mixed corpus thinned to Brown's number of training tokens and trained {passes(r)} passes "
                     f"(about as many steps) it {_repeats(v)}" for r, v in verdict.items() if corpus_of(r) == THINNED]
         each = "; ".join(f"{_number_label(r['rung'])} {_f(r.get('partition: median |r|', np.nan))} against "
-                         f"{_f(r.get('partition: controls |r| threshold', np.nan))}"
+                         f"{_f(r.get('partition: controls |r| threshold', np.nan))}, ceiling "
+                         f"{_f(r.get('text ceiling (median)', np.nan))}"
                          for _, r in _in_clause_order(pd.concat([rows, brown_passes]).drop_duplicates("rung"))
                          .iterrows())
         missing = [_number_label(n) for n, r in RUNGS.items() if r.corpus != CORPUS and r.family == family
                    and n not in verdict]
         said.append(f"{family}'s division repeats across seeds {where_it_holds(once)}"
                     + "".join(f"; {c}" for c in clauses)
-                    + f" (median |r| over seed pairs against the untrained towers' threshold: {each}; "
-                      f"{rows['rung'].iloc[0].split('-')[0]}, one epoch of a source unless xN names its passes, {SEEDS} seeds a source)"
+                    + f" (median |r| over seed pairs against the untrained towers' threshold, with the text ceiling, "
+                      f"the |r| of runs with identical scores on the validation text: {each}; "
+                      f"{rows['rung'].iloc[0].split('-')[0]}, one epoch of a source unless xN names its passes, "
+                      f"{SEEDS} seeds a source)"
                     + (f"; not yet measured on {', '.join(missing)}" if missing else ""))
     if not said:
         return "*No register rung of the size ladder has run yet.*"
