@@ -359,7 +359,8 @@ def test_a_register_rung_trains_its_family_on_one_source_and_answers_beside_brow
     assert "bert's division repeats across seeds on no source alone, not on brown; with the same recipe on the mixed " \
            "corpus (every source together) it repeats; over 3 passes of each source alone it repeats on books alone, " \
            "not on brown, wiki; over 8 passes of brown alone it does not repeat; on the mixed corpus thinned to " \
-           "Brown's number of training tokens and trained 3 passes (about as many steps) it repeats (median |r|" \
+           "Brown's number of training tokens and trained 3 passes (as many steps as 3 passes of Brown) it repeats " \
+           "(median |r|" \
            in report.register_sentence(both)
     number = r" [0-9.]+ against [0-9.]+, ceiling [0-9.—]+; "
     assert re.search(f": brown{number}the mixed corpus{number}brown x3{number}books x3{number}wiki x3{number}brown x8"

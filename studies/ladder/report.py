@@ -279,7 +279,8 @@ def register_sentence(summary: pd.DataFrame) -> str:
                     else f"over {n} passes of each source alone it repeats {where_it_holds(v)}"
                     for n, v in sorted(by_passes.items())]
         clauses += [f"on the mixed corpus thinned to Brown's number of training tokens and trained {passes(r)} passes "
-                    f"(about as many steps) it {_repeats(v)}" for r, v in verdict.items() if corpus_of(r) == THINNED]
+                    f"(as many steps as {passes(r)} passes of Brown) it {_repeats(v)}"
+                    for r, v in verdict.items() if corpus_of(r) == THINNED]
         each = "; ".join(f"{_number_label(r['rung'])} {_f(r.get('partition: median |r|', np.nan))} against "
                          f"{_f(r.get('partition: controls |r| threshold', np.nan))}, ceiling "
                          f"{_f(r.get('text ceiling (median)', np.nan))}"
@@ -316,8 +317,8 @@ def _in_clause_order(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _brown_passes(summary: pd.DataFrame, family: str, preset: str) -> pd.DataFrame:
-    """Brown's passes rungs of a family at a preset, fewest passes first: the register rungs' passes over Brown, and
-    Brown's amount of distinct text, as the thinned mixture has."""
+    """Brown's passes rungs of a family at a preset, fewest passes first: the sources-alone clauses read them beside
+    the other sources' passes rungs."""
     rows = summary[(summary["rung"].map(corpus_of) == CORPUS) & (summary["rung"].map(passes) > 1)
                    & (summary["family"] == family)
                    & (summary["rung"].map(lambda n: RUNGS[n].preset if n in RUNGS else None) == preset)]
