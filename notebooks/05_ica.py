@@ -156,7 +156,7 @@ print(f"{within_1:.1%} of the values shown are within [-1, 1] (paper: about {pap
 charts.component_heatmap(fig5, title=f"{reference}: the {fig5['word_index'].nunique()} most frequent words after ICA")
 
 # %% tags=["remove-input"]
-study_parts.show("FIG5_CONTROL", ctx.profile.name)
+study_parts.show("WORD_GROUPS_FIG5", ctx.profile.name)
 
 # %% [markdown]
 # ## Fig. 6: how many groups a word belongs to
@@ -178,6 +178,9 @@ pd.DataFrame({**{name: [f"{g['share_one']:.0%}", f"{g['share_none']:.0%}", f"{g[
 # %% tags=["hide-input"]
 charts.group_histogram(hist)
 
+# %% tags=["remove-input"]
+study_parts.show("WORD_GROUPS_FIG6", ctx.profile.name)
+
 # %% [markdown]
 # ## Table 3: mean preference score of each group
 #
@@ -190,10 +193,15 @@ t3.round(3)
 
 # %% [markdown]
 # Do the groups rank alike in every case? Spearman correlation of the groups' mean scores
-# (the paper's three columns rank its 22 groups closely alike).
+# (the paper's three columns rank its 22 groups closely alike). A case whose primary tower is the
+# other one negates its means, so the scorecard reads |rho|; below, the same agreement between seeds
+# of one family against the same towers untrained.
 
 # %% tags=["hide-cell"]
 table3_agreement(t3, runs).round(3) if len(runs) > 1 else "one case only: nothing to compare"
+
+# %% tags=["remove-input"]
+study_parts.show("WORD_GROUPS_TABLE3", ctx.profile.name)
 
 # %% [markdown]
 # ## Fig. 7: example groups

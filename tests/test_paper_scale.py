@@ -144,11 +144,13 @@ def test_the_committed_book_parts_are_what_the_reports_write_now(tmp_path, monke
     study = seeds.load("cpu")
     assert {k: v for k, v in parts.items() if k.startswith("SEEDS_") and k.endswith("@cpu")} == seeds.book_parts(study, "cpu")
     assert study_parts.verdict("table4", "cpu") == {**seeds.scorecard_entries(study)["table4"], "profile": "cpu"}
-    from studies.fig5_control import report as fig5
+    from studies.word_groups import report as word_groups
 
-    shares = fig5.load()
-    assert parts["FIG5_CONTROL@cpu"] == fig5.sentence(shares, "cpu")
-    assert study_parts.verdict("fig5", "cpu") == fig5.verdict(shares, "cpu")
+    found = word_groups.load()
+    assert {k: v for k, v in parts.items() if k.startswith("WORD_GROUPS_")} == {
+        f"WORD_GROUPS_{k}@cpu": v for k, v in word_groups.sentences(found, "cpu").items()}
+    for item, entry in word_groups.verdicts(found).items():
+        assert study_parts.verdict(item, "cpu") == {"profile": "cpu", **entry}
 
 
 def test_a_published_row_a_study_decides_differently_is_stale(tmp_path):

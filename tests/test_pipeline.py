@@ -972,6 +972,8 @@ def test_ica_items_follow_their_rules(tmp_path):
     scorecard.record_ica(ctx, paper_like, 0.81, 17, agree, converged=True)
     assert {k: got()[k]["verdict"] for k in ("fig5", "fig6", "fig7", "table3")} == {
         "fig5": "reproduced", "fig6": "reproduced", "fig7": "not attempted", "table3": "reproduced"}
+    scorecard.record_ica(ctx, paper_like, 0.81, 17, agree.assign(y=-agree.y), converged=True)   # y's other tower primary
+    assert got()["table3"]["verdict"] == "reproduced" and "2 of 3 pairs negative" in got()["table3"]["note"]
     noisy = agree.assign(y=np.random.default_rng(0).permutation(means))
     scorecard.record_ica(ctx, {**paper_like, "share_none": 0.6, "mean_groups": 0.5}, 0.70, 17, noisy, converged=False)
     assert got()["fig5"]["verdict"] == "partly" and got()["fig6"]["verdict"] == "partly"

@@ -129,9 +129,42 @@ def test_fig6_counts_its_three_numbers_near_the_papers(monkeypatch):
 @pytest.mark.parametrize("rho_p, expected", [
     ([(0.8, 0.01)], "reproduced"), ([(0.75, 0.01), (0.9, 0.001)], "reproduced"), ([(0.74, 0.01)], "partly"),
     ([(0.5, 0.01)], "partly"), ([(0.5, 0.05)], "not"), ([(0.8, 0.05)], "not"), ([(0.0, 0.01)], "not"),
-    ([(0.8, 0.01), (-0.1, 0.01)], "not")])
+    ([(0.8, 0.01), (-0.1, 0.2)], "not"), ([(0.8, 0.01), (-0.1, 0.01)], "partly"), ([(-0.8, 0.01)], "reproduced"),
+    ([(-0.8, 0.01), (0.9, 0.001)], "reproduced")])
 def test_table3_ranks_agree_between_runs(rho_p, expected):
+    """Table 3 reads |rho|: a run whose primary tower is the other one negates its group means, and its verdict
+    must not change with that label."""
     assert paper.table3_verdict(rho_p) == expected
+    assert paper.table3_verdict([(-r, p) for r, p in rho_p]) == expected
+
+
+def test_fig6_over_seeds_counts_a_number_only_where_training_moved_every_seed_toward_the_paper(monkeypatch):
+    paper_, near = dict(paper.FIG6), {k: v + 0.01 for k, v in paper.FIG6.items()}
+    far = {"share_one": 0.0, "share_none": 1.0, "mean_groups": 0.0}
+    assert paper.fig6_seed_verdict([near, paper_, near], [far, far, far]) == "reproduced"
+    untrained_near = {**far, "share_one": paper.FIG6["share_one"]}                           # one seed's untrained nearer
+    assert paper.fig6_seed_verdict([near, paper_, near], [far, far, untrained_near]) == "partly"
+    assert paper.fig6_seed_verdict([near, near], [paper_, paper_]) == "not"                # untrained nearer: none counts
+    assert paper.fig6_seed_verdict([far, far, near], [far, far, far]) == "not"             # the median decides, not the best
+    assert paper.fig6_seed_verdict([], []) == "not" and paper.fig6_seed_verdict([near], []) == "not"
+    assert paper.fig6_seed_verdict([near, near], [near, near]) == "not"                 # as near untrained: not training's
+    one_off = {**near, "mean_groups": paper.FIG6["mean_groups"] + 2 * paper.FIG6_MEAN_TOLERANCE}
+    assert paper.fig6_seed_verdict([one_off, one_off], [far, far]) == "partly"
+    assert f"within {paper.FIG6_SHARE_TOLERANCE:.0%} ({paper.FIG6_MEAN_TOLERANCE:g} groups)" in paper.FIG6_RULE
+    monkeypatch.setattr(paper, "FIG6", {"share_one": 0.5, "share_none": 0.25, "mean_groups": 1.5})
+    monkeypatch.setattr(paper, "FIG6_SHARE_TOLERANCE", 0.25)
+    monkeypatch.setattr(paper, "FIG6_MEAN_TOLERANCE", 0.5)
+    edge = {"share_one": 0.25, "share_none": 0.5, "mean_groups": 1.0}
+    assert paper.fig6_seed_verdict([edge, edge], [far, far]) == "reproduced"            # the median at each tolerance
+
+
+def test_table3_over_seeds_is_capped_by_whether_its_ranks_repeat_between_seeds():
+    assert [paper.table3_seed_cap(d) for d in ("holds", "unstable", "not")] == ["reproduced", "partly", "not"]
+    assert paper.weakest(["reproduced", paper.table3_seed_cap("unstable")]) == "partly"
+    assert paper.weakest(["not", paper.table3_seed_cap("holds")]) == "not"        # a cap never raises a verdict
+    with pytest.raises(ValueError, match="not attempted"):
+        paper.table3_seed_cap("not attempted")
+    assert f"reaches {paper.TABLE3_RHO:g} at p < {paper.ALPHA:g}" in paper.TABLE3_RULE
 
 
 def test_the_register_test_per_pair_and_source():

@@ -210,10 +210,12 @@ def earlier_rules(pub: dict[str, Any]) -> str:
     edition = pub.get("rules", 1)
     if edition >= paper.RUN_RULES_EDITION:
         return ""
+    signed = "its correlation verdicts and Table 3" if edition < 2 else "its Table 3 verdict"
     return (f" **Judged by the rules' edition {edition}** (today's: {paper.RULES_EDITION}; the changelog says what "
-            "changed): its correlation verdicts judged the signed r, which today's rules read as |r|, so its "
-            "scorecard below is a record, not today's judgement; section 07's table re-judges its same-configuration "
-            "pairs by today's rule. Re-running the profile brings it up to date.")
+            f"changed): {signed} judged the signed r or rho, which today's rules read as |r|, so its scorecard below "
+            "is a record, not today's judgement"
+            + ("; section 07's table re-judges its same-configuration pairs by today's rule" if edition < 2 else "")
+            + ". Re-running the profile brings it up to date.")
 
 
 # ---------------------------------------------------------------------- CLI

@@ -331,8 +331,10 @@ def record_ica(ctx, fig6_summary: dict, fig5_within_1: float, n_groups: int, tab
     verdict = paper.table3_verdict([(r, p) for *_, r, p in pairs])
     record(ctx, "table3", f"{len(table3_runs)} groups; Spearman rho of group means: "
            + "; ".join(f"{a} vs {b}: {r:.2f} (p = {p:.2g})" for a, b, r, p in pairs), verdict,
-           "all groups with enough scored members, not a hand-picked 22 (groups overlap, so p is optimistic); "
-           "the syntactic-vs-semantic trend is not judged automatically")
+           f"read as |rho| ({sum(r < 0 for *_, r, _ in pairs)} of {len(pairs)} pairs negative: a run's group means "
+           "change sign with which tower Eq. 3 calls primary); all groups with enough scored members, not a "
+           "hand-picked 22 (groups overlap, so p is optimistic); the syntactic-vs-semantic trend is not judged "
+           "automatically")
 
 
 # ---------------------------------------------------------------------- building
@@ -364,8 +366,10 @@ def decide_over_seeds(rows: list[dict], profile: str, results: Path | None = Non
     """Where the profile has a committed seed study (`results/seeds/book.json`'s verdicts `<item>@<profile>`),
     the correlation items' verdicts are decided by the distribution over seed pairs
     (`paper.RULE`); this run's own pair and its note stay beside it as one point of it (unless the entry says its
-    text replaces the row's: `this_run` false, as where the row's own is a committed study's). A row decided so before
-    (a published record's) is decided anew from its run's part: what is shown is the committed study's verdict."""
+    text replaces the row's: `this_run` false, as where the row's own is a committed study's). An entry that `caps`
+    (Table 3's) bounds the run's own verdict instead of replacing it (`paper.weakest`; the run's is kept as
+    `run_verdict`). A row decided so before (a published record's) is decided anew from its run's part: what is
+    shown is the committed study's verdict."""
     from twotower_lib.book import study_parts
 
     out = []
@@ -378,8 +382,11 @@ def decide_over_seeds(rows: list[dict], profile: str, results: Path | None = Non
         ours, note = ((text.partition(THIS_RUN)[2] if again else text) for text in (row["ours"], row.get("note", "")))
         if not e.get("this_run", True):     # the row's own text is a committed study's, not this run's: replaced
             ours = note = ""
-        out.append({**row, "ours": e["seeds"] + (THIS_RUN + ours if ours else ""), "verdict": e["verdict"],
-                    "decided_by": "seeds", **{k: e[k] for k in ("spread", "caveat") if k in e},
+        run_verdict = row.get("run_verdict", row["verdict"])
+        verdict = paper.weakest([run_verdict, e["verdict"]]) if e.get("caps") else e["verdict"]
+        out.append({**row, "ours": e["seeds"] + (THIS_RUN + ours if ours else ""), "verdict": verdict,
+                    "decided_by": "seeds", **({"run_verdict": run_verdict} if e.get("caps") else {}),
+                    **{k: e[k] for k in ("spread", "caveat") if k in e},
                     "note": f"verdict over {e.get('over', 'seed pairs')}; {e['controls']}" + (THIS_RUN + note if note else "")})
     return out
 

@@ -67,7 +67,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("04_pos", "Part-of-speech preference", "pos", ("train.cases", "analysis.top_n", "analysis.pos_docs", "analysis.pos_backend"),
             ("00_data", "02_probing"), versions=(RULES,)),
     Section("05_ica", "ICA word groups", "ica", ("train.cases", "analysis.ica_reference", "analysis.ica_tokens", "analysis.ica_dim", "analysis.ica_starts", "analysis.top_n"),
-            ("00_data", "01_training", "02_probing"), committed=("results/fig5_control",), versions=(RULES,)),
+            ("00_data", "01_training", "02_probing"), committed=("results/word_groups",), versions=(RULES,)),
     Section("06_frequency", "Preference and word frequency", "frequency", ("train.cases", "analysis.top_n", "analysis.bootstrap"), ("00_data", "02_probing"),
             versions=(RULES,)),
     Section("07_emergence", "When the preference emerges", "emergence", (), ("03_correlations",),

@@ -1,0 +1,5 @@
+import sys
+
+from studies.word_groups.report import main
+
+sys.exit(main())

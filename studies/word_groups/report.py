@@ -1,0 +1,209 @@
+"""Section 5.3's word groups against the same towers untrained, over the seeds of the profile's ICA reference family:
+Fig. 5's share of the ICA components' values within [-1, 1], Fig. 6's groups per word, and Table 3's agreement of
+the groups' mean preference scores between seeds.
+
+Section 5.3 stacks one row per token occurrence, so the rows are weighted by frequency: a few frequent tokens
+dominate every component, and an untrained embedding's components come out sparse too. Each seed is measured trained
+and at 0 tokens (each run's first snapshot), with the section's own ICA settings. Table 3 over seeds asks whether the
+groups' ranks repeat between seeds of one family more than between the same towers untrained, each probed as the
+trained ones are: where they do not, agreement across families cannot be training's. The seed study trains and probes
+the seeds (`studies.seeds`, its untrained control); this study reads them:
+
+    python -m studies.seeds --profile cpu --families bert-large --controls untrained --results DIR
+    python -m studies.word_groups --profile cpu --runs runs    # results/word_groups/seeds.json, then the book's parts
+    python -m studies.word_groups book                         # the book's parts alone, from the committed file
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from statistics import median
+
+import pandas as pd
+
+from twotower_lib import paper
+from twotower_lib.artifacts import atomic_write_json, provenance, read_json
+from twotower_lib.book.sections import PROJECT_ROOT
+from twotower_lib.errors import UserError
+
+RESULT = PROJECT_ROOT / "results" / "word_groups" / "seeds.json"
+COMMAND = "python -m studies.word_groups --profile {profile} --runs {runs}"
+FIG6_KEYS = ("share_one", "share_none", "mean_groups")
+
+
+def measure(root: Path, profile, seeds: int) -> dict:
+    """Figs. 5 and 6 for each seed of `profile`'s ICA reference family in the seed study's layout under `root`
+    (`<runs dir>/<profile>/`), trained and untrained; Table 3 over seeds where every seed has both probes."""
+    import numpy as np
+
+    from studies.seeds.runner import Layout
+    from twotower_lib.analysis.word_groups import fig5_within_1, fig6_data, group_members
+    from twotower_lib.book.analyses import embedding_ica, top_token_ids
+    from twotower_lib.data import load_prepared
+    from twotower_lib.models import load_embedding
+    from twotower_lib.run_names import case_name
+
+    family = profile.analysis.ica_reference.split(":")[0]
+    layout = Layout(profile, root)
+    runs = [layout.run_dir(family, s) for s in range(1, seeds + 1)]
+    missing = [str(r) for r in runs if not (r / "config.json").is_file()]
+    if missing:
+        raise UserError(f"no {family} run at {', '.join(missing)}; train and probe its seeds first:  python -m "
+                        f"studies.seeds --profile {root.name} --families {family} --seeds {seeds} --controls untrained")
+    data = load_prepared(layout.data)
+    top = top_token_ids(data, profile.analysis.top_n)
+    rows, members = [], None
+    for seed, run in enumerate(runs, 1):
+        row = {"run": run.name, "seed": seed}
+        for name, snapshot in (("trained", None), ("untrained", 0)):
+            fitted, token_ids, components, _ = embedding_ica(load_embedding(run, snapshot), data, profile)
+            row[f"fig5 {name}"] = fig5_within_1(components, token_ids, data.tokens, data.counts)
+            summary = fig6_data(components[np.isin(token_ids, top)])[1]
+            row[f"fig6 {name}"] = {k: summary[k] for k in (*FIG6_KEYS, "n_words")}
+            row[f"{name} converged"] = bool(fitted.ica.converged)
+            if members is None:                      # the groups: the reference seed's trained ones, as section 05's
+                members = group_members(components, token_ids, data.tokens, data.counts)
+        rows.append(row)
+        print(f"{run.name}: Fig. 5 trained {row['fig5 trained']:.3f}, untrained {row['fig5 untrained']:.3f}", flush=True)
+    probes = {(kind, s): layout.probe_dir(kind, case_name(family, s)) for kind in ("cases", "untrained")
+              for s in range(1, seeds + 1)}
+    absent = [str(p) for p in probes.values() if not (p / "manifest.json").is_file()]
+    if absent:
+        print(f"Table 3 over seeds not measured: no probe at {', '.join(absent)}", flush=True)
+        return {"family": family, "rows": rows, "table3": None}
+    from twotower_lib.preference import load_artifact
+
+    tables = {kind: {s: load_artifact(probes[kind, s]).table for s in range(1, seeds + 1)} for kind in ("cases", "untrained")}
+    return {"family": family, "rows": rows, "table3": table3_over_seeds(members, tables["cases"], tables["untrained"])}
+
+
+def table3_over_seeds(members: pd.DataFrame, trained: dict[int, pd.DataFrame], untrained: dict[int, pd.DataFrame]) -> dict:
+    """Table 3's agreement between seeds of one family: the groups' mean scores (`word_groups.table3`, one group
+    set for every run, trained and untrained) and Spearman rho for every pair of seeds, trained and untrained; the
+    trained pairs' |rho| judged against the untrained pairs' as a division is (`seed_spread.partition`)."""
+    from scipy.stats import spearmanr
+
+    from twotower_lib.analysis import seed_spread
+    from twotower_lib.analysis.word_groups import table3
+
+    columns = {**{f"trained s{s}": t for s, t in trained.items()}, **{f"untrained s{s}": t for s, t in untrained.items()}}
+    means = table3(members, columns)
+    pairs = []
+    for kind, by_seed in (("trained", trained), ("untrained", untrained)):
+        seeds = sorted(by_seed)
+        for i, a in enumerate(seeds):
+            for b in seeds[i + 1:]:
+                rho, p = spearmanr(means[f"{kind} s{a}"], means[f"{kind} s{b}"])
+                pairs.append({"kind": kind, "a": a, "b": b, "rho": float(rho), "p": float(p)})
+    t = [p for p in pairs if p["kind"] == "trained"]
+    division = seed_spread.partition([p["a"] for p in t], [p["b"] for p in t], [p["rho"] for p in t],
+                                     [p["rho"] for p in pairs if p["kind"] == "untrained"])
+    return {"groups": len(means), "pairs": pairs, "division": division}
+
+
+def load(path: Path = RESULT) -> dict:
+    """The committed measurements (empty rows where none were collected)."""
+    return read_json(path) if path.is_file() else {"rows": [], "table3": None}
+
+
+def _fig5(found: dict) -> tuple[list[float], list[float]]:
+    return [r["fig5 trained"] for r in found["rows"]], [r["fig5 untrained"] for r in found["rows"]]
+
+
+def _fig6_text(summaries: list[dict]) -> str:
+    m = {k: median(s[k] for s in summaries) for k in FIG6_KEYS}
+    return f"{m['share_one']:.0%} in one group, {m['share_none']:.0%} in none, {m['mean_groups']:.2f} groups per word"
+
+
+def verdicts(found: dict) -> dict[str, dict]:
+    """The scorecard's Figs. 5 and 6 verdicts over seeds (`paper.fig5_seed_verdict`, `paper.fig6_seed_verdict`) and
+    Table 3's cap (`paper.table3_seed_cap`, where it was measured), in the form the scorecard reads."""
+    rows, n = found["rows"], len(found["rows"])
+    if not n:
+        return {}
+    control = "the control is each seed's towers at 0 tokens"
+    t, u = _fig5(found)
+    out = {"fig5": {"verdict": paper.fig5_seed_verdict(t, u), "over": "seeds",
+                    "seeds": f"{median(t):.0%} within [-1, 1], untrained {median(u):.0%} (medians of {n} seeds)",
+                    "spread": f"{min(t):.0%} to {max(t):.0%}, untrained {min(u):.0%} to {max(u):.0%}; trained above "
+                              f"untrained in {sum(a > b for a, b in zip(t, u))} of {n} seeds",
+                    "caveat": "judged against the same towers untrained: frequency-weighted rows are sparse untrained too",
+                    "controls": f"{control}, their rows weighted by frequency as Section 5.3's are"}}
+    ft, fu = [r["fig6 trained"] for r in rows], [r["fig6 untrained"] for r in rows]
+    nearer = {k: sum(abs(a[k] - paper.FIG6[k]) < abs(b[k] - paper.FIG6[k]) for a, b in zip(ft, fu)) for k in FIG6_KEYS}
+    out["fig6"] = {"verdict": paper.fig6_seed_verdict(ft, fu), "over": "seeds",
+                   "seeds": f"{_fig6_text(ft)}; untrained {_fig6_text(fu)} (medians of {n} seeds)",
+                   "spread": "trained nearer the paper's than untrained in " + ", ".join(
+                       f"{nearer[k]} of {n} seeds ({label})" for k, label in
+                       zip(FIG6_KEYS, ("one group", "none", "groups per word"))),
+                   "controls": f"{control}, over the same {ft[0]['n_words']} most frequent words"}
+    t3 = found.get("table3")
+    if t3 and t3["division"]["verdict"] in paper.TABLE3_CAP:
+        d = t3["division"]
+        out["table3"] = {"verdict": paper.table3_seed_cap(d["verdict"]), "caps": True, "over": "seed pairs",
+                         "seeds": f"between {n} seeds of {found['family']}, median |rho| {d['median |r|']:.2f} over "
+                                  f"{d['pairs']} pairs (leave one seed out {d['loo low']:.2f} to {d['loo high']:.2f}) "
+                                  f"against its untrained towers' {d['controls |r| threshold']:.2f}: {d['verdict']}, "
+                                  f"which allows at most {paper.table3_seed_cap(d['verdict'])}",
+                         "controls": f"{control}, probed as the trained ones, over the same {t3['groups']} groups"}
+    return out
+
+
+def sentences(found: dict, profile: str) -> dict[str, str]:
+    """What section 05 says of each control, every number from the committed file."""
+    where = f"{len(found['rows'])} seeds of the `{profile}` profile's ICA reference family, `results/word_groups/`"
+    if not found["rows"]:
+        missing = "*Not committed yet (`python -m studies.word_groups`).*"
+        return {"FIG5": missing, "FIG6": missing, "TABLE3": missing}
+    v = verdicts(found)
+    out = {"FIG5": f"**Against the untrained towers** ({where}): {v['fig5']['seeds']}; {v['fig5']['spread']}. A share "
+                   f"above a Gaussian's ({paper.GAUSSIAN_WITHIN_1:.0%}) says nothing alone: with one row per token "
+                   "occurrence, a few frequent tokens weigh on every component, trained or not. Only a trained share "
+                   "above its own untrained one is sparsity that training made, so the verdict over seeds is "
+                   f"**{v['fig5']['verdict']}** (`paper.fig5_seed_verdict`).",
+           "FIG6": f"**Against the untrained towers** ({where}): {v['fig6']['seeds']}; the paper's "
+                   f"{paper.FIG6['share_one']:.0%}, {paper.FIG6['share_none']:.0%} and {paper.FIG6['mean_groups']:.2f}. "
+                   f"{v['fig6']['spread'][0].upper()}{v['fig6']['spread'][1:]}, so the verdict over seeds is "
+                   f"**{v['fig6']['verdict']}** (`paper.fig6_seed_verdict`)."}
+    if "table3" in v:
+        out["TABLE3"] = (f"**Between seeds, against the untrained towers** ({where}): the groups' mean scores agree "
+                         f"{v['table3']['seeds']}. Ranks that do not repeat between seeds of one family beyond what "
+                         "untrained towers give cannot agree across families by training (`paper.table3_seed_cap`).")
+    else:
+        out["TABLE3"] = "*Table 3 over seeds is not measured at this profile: its seeds' probes are not committed.*"
+    return out
+
+
+def write_book(path: Path = RESULT) -> Path:
+    """Section 05's sentences and the scorecard's verdicts over seeds at the study's profile into
+    `results/word_groups/book.json`."""
+    from twotower_lib.book import study_parts
+
+    found = load(path)
+    profile = found.get("profile", "cpu")
+    return study_parts.write(path.parent, {f"WORD_GROUPS_{k}@{profile}": v for k, v in sentences(found, profile).items()},
+                             {}, [path] if path.is_file() else [], "python -m studies.word_groups book",
+                             verdicts={f"{k}@{profile}": {"profile": profile, **e} for k, e in verdicts(found).items()})
+
+
+def main(argv: list[str] | None = None) -> int:
+    if (sys.argv[1:] if argv is None else list(argv))[:1] == ["book"]:
+        print(f"book parts -> {write_book()}")
+        return 0
+    from twotower_lib.book.profiles import get_profile
+
+    ap = argparse.ArgumentParser(description="Figs. 5 and 6 and Table 3 against the untrained towers, over seeds")
+    ap.add_argument("--profile", default="cpu")
+    ap.add_argument("--runs", type=Path, required=True, help="the runs directory the seed study trained and probed in")
+    ap.add_argument("--seeds", type=int, default=4, help="seeds of the ICA reference family")
+    ap.add_argument("--out", type=Path, default=RESULT)
+    args = ap.parse_args(argv)
+    found = measure(args.runs.expanduser() / args.profile, get_profile(args.profile), args.seeds)
+    atomic_write_json(args.out, {"profile": args.profile, **found, "provenance": provenance(),
+                                 "command": COMMAND.format(profile=args.profile, runs=args.runs)})
+    print(f"wrote {args.out}: {len(found['rows'])} seeds")
+    if args.out == RESULT:
+        print(f"book parts -> {write_book()}")
+    return 0
