@@ -77,8 +77,8 @@ def test_table3_caps_the_run_verdict_and_is_decided_anew_not_twice(tmp_path):
         {"run": f"bert-large-s{s}", "seed": s, "fig5 trained": 0.8, "fig5 untrained": 0.84,
          "fig6 trained": {"share_one": 0.2, "share_none": 0.7, "mean_groups": 0.3, "n_words": 100},
          "fig6 untrained": {"share_one": 0.1, "share_none": 0.9, "mean_groups": 0.1, "n_words": 100}} for s in (1, 2, 3)],
-        "table3": {"groups": 9, "pairs": [], "division": {"verdict": "unstable", "median |r|": 0.4, "pairs": 3,
-                                                          "loo low": 0.1, "loo high": 0.5, "controls |r| threshold": 0.3}}}
+        "table3": {"groups": 9, "pairs": [], "triads": 1.0, "division": {"verdict": "unstable", "median |r|": 0.4, "pairs": 3,
+                                                          "loo low": 0.1, "loo high": 0.5, "controls |r| threshold": 0.3, "controls": 3, "min |r|": 0.1, "max |r|": 0.6, "controls max |r|": 0.35}}}
     path = tmp_path / "word_groups" / "seeds.json"
     path.parent.mkdir()
     path.write_text(json.dumps(found))

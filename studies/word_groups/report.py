@@ -98,9 +98,9 @@ def table3_over_seeds(members: pd.DataFrame, trained: dict[int, pd.DataFrame], u
                 rho, p = spearmanr(means[f"{kind} s{a}"], means[f"{kind} s{b}"])
                 pairs.append({"kind": kind, "a": a, "b": b, "rho": float(rho), "p": float(p)})
     t = [p for p in pairs if p["kind"] == "trained"]
-    division = seed_spread.partition([p["a"] for p in t], [p["b"] for p in t], [p["rho"] for p in t],
-                                     [p["rho"] for p in pairs if p["kind"] == "untrained"])
-    return {"groups": len(means), "pairs": pairs, "division": division}
+    a, b, rho = ([p[k] for p in t] for k in ("a", "b", "rho"))
+    division = seed_spread.partition(a, b, rho, [p["rho"] for p in pairs if p["kind"] == "untrained"])
+    return {"groups": len(means), "pairs": pairs, "division": division, "triads": seed_spread.triad_share(a, b, rho)}
 
 
 def load(path: Path = RESULT) -> dict:
@@ -135,9 +135,9 @@ def verdicts(found: dict) -> dict[str, dict]:
     nearer = {k: sum(abs(a[k] - paper.FIG6[k]) < abs(b[k] - paper.FIG6[k]) for a, b in zip(ft, fu)) for k in FIG6_KEYS}
     out["fig6"] = {"verdict": paper.fig6_seed_verdict(ft, fu), "over": "seeds",
                    "seeds": f"{_fig6_text(ft)}; untrained {_fig6_text(fu)} (medians of {n} seeds)",
-                   "spread": "trained nearer the paper's than untrained in " + ", ".join(
-                       f"{nearer[k]} of {n} seeds ({label})" for k, label in
-                       zip(FIG6_KEYS, ("one group", "none", "groups per word"))),
+                   "spread": f"trained nearer the paper's than untrained in {nearer['share_one']}, "
+                             f"{nearer['share_none']} and {nearer['mean_groups']} of {n} seeds (one group, none, "
+                             "groups per word)",
                    "controls": f"{control}, over the same {ft[0]['n_words']} most frequent words"}
     t3 = found.get("table3")
     if t3 and t3["division"]["verdict"] in paper.TABLE3_CAP:
@@ -147,6 +147,11 @@ def verdicts(found: dict) -> dict[str, dict]:
                                   f"{d['pairs']} pairs (leave one seed out {d['loo low']:.2f} to {d['loo high']:.2f}) "
                                   f"against its untrained towers' {d['controls |r| threshold']:.2f}: {d['verdict']}, "
                                   f"which allows at most {paper.table3_seed_cap(d['verdict'])}",
+                         "spread": f"seed pairs' |rho| {d['min |r|']:.2f} to {d['max |r|']:.2f}, untrained up to "
+                                   f"{d['controls max |r|']:.2f}; the signs of {t3['triads']:.0%} of seed triads are "
+                                   "those a choice of primary tower per seed gives",
+                         "caveat": f"{d['controls']} untrained pairs set the threshold, and the groups overlap: the "
+                                   "pairs' rho are associations, not independent tests",
                          "controls": f"{control}, probed as the trained ones, over the same {t3['groups']} groups"}
     return out
 
@@ -169,8 +174,9 @@ def sentences(found: dict, profile: str) -> dict[str, str]:
                    f"**{v['fig6']['verdict']}** (`paper.fig6_seed_verdict`)."}
     if "table3" in v:
         out["TABLE3"] = (f"**Between seeds, against the untrained towers** ({where}): the groups' mean scores agree "
-                         f"{v['table3']['seeds']}. Ranks that do not repeat between seeds of one family beyond what "
-                         "untrained towers give cannot agree across families by training (`paper.table3_seed_cap`).")
+                         f"{v['table3']['seeds']}; {v['table3']['spread']}. Ranks that do not repeat between seeds of "
+                         "one family beyond what untrained towers give cannot agree across families by training "
+                         f"(`paper.table3_seed_cap`). {v['table3']['caveat'][0].upper()}{v['table3']['caveat'][1:]}.")
     else:
         out["TABLE3"] = "*Table 3 over seeds is not measured at this profile: its seeds' probes are not committed.*"
     return out
