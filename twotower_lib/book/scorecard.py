@@ -382,12 +382,13 @@ def decide_over_seeds(rows: list[dict], profile: str, results: Path | None = Non
         ours, note = ((text.partition(THIS_RUN)[2] if again else text) for text in (row["ours"], row.get("note", "")))
         if not e.get("this_run", True):     # the row's own text is a committed study's, not this run's: replaced
             ours = note = ""
-        run_verdict = row.get("run_verdict", row["verdict"])
+        run_verdict, over = row.get("run_verdict", row["verdict"]), e.get("over", "seed pairs")
         verdict = paper.weakest([run_verdict, e["verdict"]]) if e.get("caps") else e["verdict"]
+        head = f"this run's verdict, at most what its {over} allow" if e.get("caps") else f"verdict over {over}"
         out.append({**row, "ours": e["seeds"] + (THIS_RUN + ours if ours else ""), "verdict": verdict,
                     "decided_by": "seeds", **({"run_verdict": run_verdict} if e.get("caps") else {}),
                     **{k: e[k] for k in ("spread", "caveat") if k in e},
-                    "note": f"verdict over {e.get('over', 'seed pairs')}; {e['controls']}" + (THIS_RUN + note if note else "")})
+                    "note": f"{head}; {e['controls']}" + (THIS_RUN + note if note else "")})
     return out
 
 
