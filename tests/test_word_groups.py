@@ -92,6 +92,8 @@ def test_table3_caps_the_run_verdict_and_is_decided_anew_not_twice(tmp_path):
     assert decide_over_seeds([{**row, "verdict": "not"}], "p", tmp_path)[0]["verdict"] == "not"   # a cap never raises
     assert "median |rho| 0.40 over 3 pairs" in decided["ours"] and decided["ours"].endswith("This run: 18 groups")
     assert decided["note"].startswith("this run's verdict, at most what its seed pairs allow; the control is")
+    found["table3"]["primary_eq3"] = [1, 1, 0]
+    assert "Eq. 3 calls tower 1 primary in 2 of 3 seeds" in report.verdicts(found)["table3"]["spread"]
 
 
 def test_a_runs_folder_without_the_reference_family_is_refused_with_the_command(tmp_path):

@@ -75,8 +75,11 @@ def measure(root: Path, profile, seeds: int) -> dict:
         return {"family": family, "rows": rows, "table3": None}
     from twotower_lib.preference import load_artifact
 
-    tables = {kind: {s: load_artifact(probes[kind, s]).table for s in range(1, seeds + 1)} for kind in ("cases", "untrained")}
-    return {"family": family, "rows": rows, "table3": table3_over_seeds(members, tables["cases"], tables["untrained"])}
+    arts = {key: load_artifact(path) for key, path in probes.items()}
+    tables = {kind: {s: arts[kind, s].table for s in range(1, seeds + 1)} for kind in ("cases", "untrained")}
+    primary = [arts["cases", s].manifest["ordering"]["primary_tower"] for s in range(1, seeds + 1)]
+    return {"family": family, "rows": rows,
+            "table3": {**table3_over_seeds(members, tables["cases"], tables["untrained"]), "primary_eq3": primary}}
 
 
 def table3_over_seeds(members: pd.DataFrame, trained: dict[int, pd.DataFrame], untrained: dict[int, pd.DataFrame]) -> dict:
@@ -149,11 +152,22 @@ def verdicts(found: dict) -> dict[str, dict]:
                                   f"which allows at most {paper.table3_seed_cap(d['verdict'])}",
                          "spread": f"seed pairs' |rho| {d['min |r|']:.2f} to {d['max |r|']:.2f}, untrained up to "
                                    f"{d['controls max |r|']:.2f}; the signs of {t3['triads']:.0%} of seed triads are "
-                                   "those a choice of primary tower per seed gives",
+                                   "those a choice of primary tower per seed gives" + _same_primary(t3),
                          "caveat": f"{d['controls']} untrained pairs set the threshold, and the groups overlap: the "
                                    "pairs' rho are associations, not independent tests",
                          "controls": f"{control}, probed as the trained ones, over the same {t3['groups']} groups"}
     return out
+
+
+def _same_primary(t3: dict) -> str:
+    """Which tower Eq. 3 calls primary in the trained seeds, where the file records it."""
+    primary = t3.get("primary_eq3")
+    if not primary:
+        return ""
+    top = max(set(primary), key=primary.count)
+    return (f", while Eq. 3 calls tower {top} primary in {primary.count(top)} of {len(primary)} seeds: a seed whose "
+            "means come out negated under the same label is read as differing in which tower plays which role, not in "
+            "how the groups rank")
 
 
 def sentences(found: dict, profile: str) -> dict[str, str]:
