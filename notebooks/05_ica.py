@@ -78,8 +78,8 @@ scorecard.record_ica(ctx, groups_per_word, within_1, int(members["component"].nu
 # %% [markdown]
 # ## The result
 #
-# The paper's three shares of Fig. 5 and Fig. 6 against ours, counted over the most frequent words
-# and over every distinct token of the sample (the paper does not say which words it counted).
+# The paper's shares of Figs. 5 and 6 against ours, over the most frequent words and over every
+# sampled token (the paper does not say which words it counted).
 
 # %%
 charts.paper_and_ours(word_groups.paper_points({name: g for name, (_, g) in fig6.items()}, within_1),
@@ -148,8 +148,8 @@ pd.DataFrame({"value": {
 # %% [markdown]
 # ## Fig. 5: the representation after ICA
 #
-# The 500 most frequent words (columns) on the $d$ components (rows). The paper: sparse, about
-# 80% of the values within $[-1, 1]$ and a few large ones; below it, against the same towers untrained.
+# The 500 most frequent words (columns) on the $d$ components (rows); the paper: sparse, about 80%
+# of the values within $[-1, 1]$. Below, against the same towers untrained.
 
 # %% tags=["hide-input"]
 print(f"{within_1:.1%} of the values shown are within [-1, 1] (paper: about {paper.FIG5_WITHIN_1:.0%}; a Gaussian: {paper.GAUSSIAN_WITHIN_1:.0%})")
@@ -161,11 +161,9 @@ study_parts.show("WORD_GROUPS_FIG5", ctx.profile.name)
 # %% [markdown]
 # ## Fig. 6: how many groups a word belongs to
 #
-# The paper does not say which words it counted. The components were fitted with frequency
-# weights, so a rare token is an outlier on many of them; counted over every distinct token of
-# the sample, rare tokens dominate. So the shares are computed both ways: over the `analysis.top_n` most
-# frequent words (what the scorecard judges) and over every distinct token of the sample (the
-# result's chart above gives both; the folded table gives them beside the paper's).
+# The paper does not say which words it counted. Rare tokens are outliers on many of the
+# frequency-weighted components, so the shares are computed both ways: over the `analysis.top_n` most
+# frequent words (what the scorecard judges) and over every distinct token of the sample.
 
 # %% tags=["hide-cell"]
 hist = pd.concat([h.assign(words=name) for name, (h, _) in fig6.items()], ignore_index=True)
@@ -184,18 +182,13 @@ study_parts.show("WORD_GROUPS_FIG6", ctx.profile.name)
 # %% [markdown]
 # ## Table 3: mean preference score of each group
 #
-# Each group (named by its five most typical members, those with the largest $|y_j|$) with the
-# mean preference score of its members in every case and its rank among the groups (1 = most
-# preferred by the primary tower). Groups with fewer than five scored members are left out.
+# Each group (named by its five most typical members) with its members' mean preference score in
+# every case and its rank (1 = most preferred by the primary tower; groups with fewer than five scored
+# members left out), then Spearman's rho of the groups' means between cases (the paper's three columns
+# rank its 22 groups closely alike; the scorecard reads |rho|).
 
 # %% tags=["hide-cell", "full-width"]
 t3.round(3)
-
-# %% [markdown]
-# Do the groups rank alike in every case? Spearman correlation of the groups' mean scores
-# (the paper's three columns rank its 22 groups closely alike). A case whose primary tower is the
-# other one negates its means, so the scorecard reads |rho|; below, the same agreement between seeds
-# of one family against the same towers untrained.
 
 # %% tags=["hide-cell"]
 table3_agreement(t3, runs).round(3) if len(runs) > 1 else "one case only: nothing to compare"
@@ -206,8 +199,8 @@ study_parts.show("WORD_GROUPS_TABLE3", ctx.profile.name)
 # %% [markdown]
 # ## Fig. 7: example groups
 #
-# The three groups the reference case's primary tower prefers most and the three it prefers
-# least, each as a ranked list of its most typical members (text size by frequency).
+# The three groups the reference case's primary tower prefers most and least, as ranked lists of
+# their most typical members (text size by frequency).
 
 # %% tags=["hide-input"]
 shown = pd.concat([t3.head(3), t3.tail(3)]).drop_duplicates("component")
