@@ -184,6 +184,32 @@ def test_bert_sees_everything():
 
 
 @pytest.mark.filterwarnings("ignore:There is a performance drop")  # SDPA has no vmap batching rule yet
+def test_pre_ln_bert_has_pre_ln_layers_a_final_layer_norm_and_still_sees_everything():
+    """`norm_scheme="pre"`: the paper's kernel's pre-LN layer with a LayerNorm after the stack (unlike the released
+    layout, which has none), the same parameters but that LayerNorm's, bidirectional, and fused towers still equal."""
+    from twotower_lib.models.bert import PreLNBertLayer
+
+    post, pre = tiny("bert"), tiny("bert", norm_scheme="pre")
+    assert all(isinstance(layer, PreLNBertLayer) for layer in pre.towers[0].layers)
+    assert isinstance(pre.towers[0].ln_f, torch.nn.LayerNorm) and isinstance(post.towers[0].ln_f, torch.nn.Identity)
+    n = lambda m: sum(p.numel() for p in m.parameters())
+    assert n(pre) - n(post) == 2 * pre.cfg.towers * pre.cfg.hidden
+    assert (_state_change(pre, random_ids(), 13) > 0).all()
+    fused = TwoTowerLM(dataclasses.replace(pre.cfg, fuse_towers=True)).eval()
+    fused.load_state_dict(pre.state_dict())
+    torch.testing.assert_close(fused.tower_states(random_ids()), pre.tower_states(random_ids()))
+
+
+@pytest.mark.parametrize("changes,match", [({"norm_scheme": "mid"}, "is not one of"),
+                                           ({"norm_scheme": "pre", "model_type": "gpt"}, "a BERT option"),
+                                           ({"norm_scheme": "pre", "layout": "released"}, "set by layout")])
+def test_norm_scheme_is_checked(changes, match):
+    cfg = dataclasses.replace(preset("tiny", "bert", vocab_size=V), **changes)
+    with pytest.raises(UserError, match=f"`norm_scheme`.*{match}"):
+        build_model(cfg)
+
+
+@pytest.mark.filterwarnings("ignore:There is a performance drop")  # SDPA has no vmap batching rule yet
 @pytest.mark.parametrize("model_type", ["gpt", "bert"])
 def test_fused_towers_match_sequential(model_type):
     model = tiny(model_type)

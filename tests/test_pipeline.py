@@ -23,6 +23,7 @@ from twotower_lib.book import analyses, paper_items, pipeline, scorecard, sectio
 from twotower_lib.errors import UserError
 from twotower_lib.book.profile_keys import OVERRIDABLE
 from twotower_lib.book.profiles import PROFILES, get_profile
+from twotower_lib.train.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -148,6 +149,23 @@ def test_per_model_end_of_the_decay():
     for bad in ("gpt=1.5", "gpt=-0.1", "gpt=all", "gpt"):
         with pytest.raises(UserError, match="write model=fraction"):
             get_profile("tiny").with_overrides({"train.model_final_lr": bad})
+
+
+def test_a_profile_sets_the_bert_recipe_and_per_model_micro_batches():
+    """`train.norm_scheme`, `mask_rate` and `mask_style` reach BERT's runs only; `train.model_micro_batch` gives a
+    model smaller steps over the same tokens; bad values are named."""
+    p = get_profile("tiny").with_overrides({"train.norm_scheme": "pre", "train.mask_rate": "0.4",
+                                            "train.mask_style": "mask", "train.model_micro_batch": "bert-large=2"})
+    bert, gpt = p.train_config("bert-large", 1, "/d"), p.train_config("gpt", 1, "/d")
+    assert (bert.norm_scheme, bert.mask_rate, bert.mask_style, bert.micro_batch) == ("pre", 0.4, "mask", 2)
+    assert (gpt.norm_scheme, gpt.mask_rate, gpt.mask_style) == ("post", 0.15, "corrupt")
+    assert gpt.micro_batch == p.train.micro_batch
+    assert bert.max_steps == TrainConfig.steps_for(p.tokens_for("bert-large"), 2, p.data.seq_len)   # the same tokens
+    for key, bad, match in (("train.norm_scheme", "mid", "train.norm_scheme"), ("train.mask_rate", "1.5", "mask_rate"),
+                            ("train.mask_style", "blank", "mask_style"), ("train.model_micro_batch", "bert-large=0",
+                                                                          "write model=sequences")):
+        with pytest.raises(UserError, match=match):
+            get_profile("tiny").with_overrides({key: bad})
 
 
 def test_the_deepspeed_launcher_gets_every_training_setting(tmp_path):

@@ -261,6 +261,34 @@ def test_learning_rate_knobs(tiny_data, tmp_path):
             tcfg(**bad).validate()
 
 
+def test_bert_recipe_knobs_train_pre_ln_towers_with_the_asked_masking_and_are_part_of_the_run(tiny_data, tmp_path):
+    """--norm-scheme pre trains pre-LN BERT towers, --mask-rate/--mask-style decide the training masks (the
+    validation loss stays on 15% all-[MASK], the probe's events), --grad-clip sets DeepSpeed's clipping; each is
+    recorded in the run and checked by --resume, and bad values are refused."""
+    from twotower_lib.train.batches import BlockOrder, micro_batch
+
+    cfg = tcfg("bert", norm_scheme="pre", mask_rate=0.4, mask_style="mask", grad_clip=0.5, max_steps=4)
+    summary = train(cfg, tiny_data, tmp_path / "b", show_progress=False)
+    model, _ = load_model(tmp_path / "b")
+    assert model.cfg.norm_scheme == "pre" and isinstance(model.towers[0].ln_f, torch.nn.LayerNorm)
+    assert {k: summary["config"]["train"][k] for k in ("mask_rate", "mask_style", "grad_clip")} == \
+        {"mask_rate": 0.4, "mask_style": "mask", "grad_clip": 0.5}
+    assert deepspeed_config(cfg)["gradient_clipping"] == 0.5
+    order = BlockOrder(len(tiny_data.train), cfg.seed)
+    inputs, labels = micro_batch(tiny_data, order, cfg, step=0, micro=0, rank=0, world=1, micro_size=4, accum=1)
+    chosen = labels != -100
+    assert (inputs[chosen] == tiny_data.special_ids["mask"]).all()          # every chosen position reads [MASK]
+    assert 0.3 < chosen.float().mean().item() < 0.5                          # about 40% of them
+    with pytest.raises(UserError, match="different run setup"):
+        train(tcfg("bert", norm_scheme="pre", max_steps=6), tiny_data, tmp_path / "b", resume=True, show_progress=False)
+    for bad, match in (({"mask_rate": 0.0}, "--mask-rate"), ({"mask_rate": 1.0}, "--mask-rate"),
+                       ({"mask_style": "blank"}, "--mask-style"), ({"grad_clip": -1.0}, "--grad-clip")):
+        with pytest.raises(UserError, match=match):
+            tcfg("bert", **bad).validate()
+    with pytest.raises(UserError, match="--norm-scheme is where BERT's layers normalise"):
+        tcfg("gpt", norm_scheme="pre").validate()
+
+
 def test_bad_inputs(tiny_data, tmp_path, monkeypatch):
     with pytest.raises(UserError, match="budget"):
         train(tcfg(max_steps=None), tiny_data, tmp_path / "x", show_progress=False)

@@ -62,7 +62,8 @@ class Profile:
         if not self.models:
             return
         named = [("train.cases", parse_spec(r)[0]) for r in self.train.cases]
-        named += [(f"train.{k}", item.partition("=")[0]) for k in ("model_tokens", "model_lr", "model_final_lr")
+        named += [(f"train.{k}", item.partition("=")[0]) for k in ("model_tokens", "model_lr", "model_final_lr",
+                                                                   "model_micro_batch")
                   for item in getattr(self.train, k)]
         named += [("analysis.control_models", m) for m in self.analysis.control_models]
         named += [("analysis.reliability_models", m) for m in self.analysis.reliability_models]
@@ -81,6 +82,11 @@ class Profile:
         """The training budget of `model`: its `train.model_tokens` entry, else `train.tokens`."""
         tokens = _entry(self.train.model_tokens, model)
         return self.train.tokens if tokens is None else int(tokens.replace("_", ""))
+
+    def micro_batch_for(self, model: str) -> int:
+        """The micro-batch of `model`: its `train.model_micro_batch` entry, else `train.micro_batch`."""
+        micro = _entry(self.train.model_micro_batch, model)
+        return self.train.micro_batch if micro is None else int(micro)
 
     def lr_for(self, model: str) -> float | None:
         """The peak learning rate of `model`: its `train.model_lr` entry, else None (the DeepSpeed config's)."""
@@ -164,16 +170,18 @@ class Profile:
         accumulation and number of processes, so the budget holds whatever the world size."""
         from twotower_lib.train.config import TrainConfig
 
-        choice, plan = self._choice(model), self.train
+        choice, plan, micro = self._choice(model), self.train, self.micro_batch_for(model)
         batching = dict(grad_accum=plan.grad_accum, world_size=plan.world_size)
-        steps = TrainConfig.steps_for(self.tokens_for(model), plan.micro_batch, self.data.seq_len, **batching)
-        return TrainConfig.for_tokens(choice.model_type, choice.preset, seed, self.tokens_for(model), plan.micro_batch,
+        steps = TrainConfig.steps_for(self.tokens_for(model), micro, self.data.seq_len, **batching)
+        recipe = dict(norm_scheme=plan.norm_scheme, mask_rate=plan.mask_rate, mask_style=plan.mask_style) \
+            if choice.model_type == "bert" else {}
+        return TrainConfig.for_tokens(choice.model_type, choice.preset, seed, self.tokens_for(model), micro,
                                       self.data.seq_len, eval_every_steps=10 * max(1, steps // 100),  # a multiple of the log interval
                                       **batching,
                                       towers=towers, lr=self.lr_for(model), final_lr_fraction=self.final_lr_for(model),
                                       precision=plan.precision, data=str(data_dir), as_released=choice.as_released,
                                       engine=self.engine_for(model), label_bucket=plan.label_bucket,
-                                      vocab_multiple=plan.vocab_multiple)
+                                      vocab_multiple=plan.vocab_multiple, **recipe)
 
     def probe_config(self, replicate: bool = False, **changes: Any) -> ProbeConfig:
         """The `ProbeConfig` of every probe: `probe`, with a second head seed where `replicate`, and

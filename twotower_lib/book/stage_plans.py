@@ -54,6 +54,12 @@ class TrainPlan:
     label_bucket: int = 1                # BERT's predicted positions padded to a multiple (compiled engines: 1024)
     vocab_multiple: int = 1              # the decoder's columns padded to a multiple (bf16 GPUs: 64)
     micro_batch: int = 32                # sequences per process per accumulation step
+    model_micro_batch: tuple[str, ...] = ()  # per-model micro-batches "model=sequences" (e.g. bert-large=8: the same
+                                         # tokens in more, smaller steps)
+    norm_scheme: str = "post"            # BERT's layers: post (Hugging Face's BertLayer) or pre (the paper's DeepSpeed
+                                         # kernel's pre-LN layer)
+    mask_rate: float = 0.15              # BERT: the share of positions predicted each training step
+    mask_style: str = "corrupt"          # BERT: corrupt (80% [MASK], 10% random, 10% kept) or mask (all [MASK])
     grad_accum: int = 1                  # accumulation steps: an optimizer step sees micro_batch x grad_accum x GPUs sequences
     launcher: str = "python"             # "deepspeed": multi-GPU via the DeepSpeed launcher
     num_gpus: int = 0
@@ -81,7 +87,18 @@ class TrainPlan:
         _positive("train", self, ("label_bucket", "vocab_multiple"))
         if self.engine not in ENGINES:
             raise UserError(f"`train.engine` = {self.engine!r} must be one of {ENGINES}")
+        from twotower_lib.models.config import NORM_SCHEMES
+        from twotower_lib.train.config import MASK_STYLES
+
+        if self.norm_scheme not in NORM_SCHEMES:
+            raise UserError(f"`train.norm_scheme` = {self.norm_scheme!r} must be one of {NORM_SCHEMES}")
+        if self.mask_style not in MASK_STYLES:
+            raise UserError(f"`train.mask_style` = {self.mask_style!r} must be one of {MASK_STYLES}")
+        if not (isinstance(self.mask_rate, (int, float)) and 0 < self.mask_rate < 1):
+            raise UserError(f"`train.mask_rate` = {self.mask_rate!r} must be a share of positions in (0, 1), e.g. 0.4")
         per_model = (("model_tokens", _positive_tokens, "write model=tokens with a positive integer, e.g. elmo=2000000"),
+                     ("model_micro_batch", _positive_tokens, "write model=sequences with a positive integer, "
+                                                             "e.g. bert-large=8"),
                      ("model_engine", lambda v: v in ENGINES, f"write model=engine with an engine among {ENGINES}"),
                      ("model_lr", _learning_rate, "write model=lr with a learning rate in (0, 1), e.g. gpt=0.003"),
                      ("model_final_lr", _fraction, "write model=fraction with a fraction of the peak in [0, 1], "

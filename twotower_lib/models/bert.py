@@ -3,8 +3,9 @@
 Bidirectional attention over the (partly masked) input; the masking itself is done by
 `make_batch`. The paper used DeepSpeed's CUDA transformer kernel (pre-LN): set
 `deepspeed_kernel=True` in the model config on a CUDA machine to use it (`DeepSpeedKernelTower`).
-Elsewhere we use the Hugging Face layers (post-LN, as in the original BERT). `layout="released"` gives
-the released code's towers: that kernel's pre-LN layer (`PreLNBertLayer` off CUDA) with no final
+Elsewhere `norm_scheme="post"` uses the Hugging Face layers (post-LN, as in the original BERT) and
+`norm_scheme="pre"` that kernel's pre-LN layer in plain torch (`PreLNBertLayer`) with a final LayerNorm, as
+the kernel tower has. `layout="released"` gives the released code's towers: the pre-LN layer with no final
 LayerNorm.
 """
 
@@ -55,8 +56,11 @@ class PreLNBertLayer(nn.Module):
 class BertTower(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        if cfg.layout == "released":
+        self.ln_f = nn.Identity()
+        if cfg.layout == "released" or cfg.norm_scheme == "pre":
             self.layers = nn.ModuleList(PreLNBertLayer(cfg) for _ in range(cfg.n_layer))
+            if cfg.layout != "released":     # a pre-LN stack ends in a LayerNorm; the released code's towers do not
+                self.ln_f = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
             return
         config = hf_config(cfg)
         self.layers = nn.ModuleList(BertLayer(config, layer_idx=i) for i in range(cfg.n_layer))
@@ -64,7 +68,7 @@ class BertTower(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, H) -> (B, T, H)
         for layer in self.layers:
             x = layer(x)
-        return x
+        return self.ln_f(x)
 
 
 def towers_together(towers: nn.ModuleList, x: torch.Tensor, cfg: ModelConfig) -> torch.Tensor:

@@ -23,7 +23,11 @@ MODEL_TYPES = ("elmo", "gpt", "bert")
 #   bert  pre-LN layers (the DeepSpeed kernel's `pre_layer_norm=True`) with no final LayerNorm
 LAYOUTS = ("paper", "released")
 
-_LATER_OPTIONS = {"elmo_backward_zeroed": False, "layout": "paper", "vocab_multiple": 1, "lstm_streams": False}  # option -> its default
+NORM_SCHEMES = ("post", "pre")  # BERT layers: LayerNorm after each residual sum (the original BERT's, Hugging Face's) or
+                                # before each sub-layer with a final LayerNorm (the paper's DeepSpeed kernel, Cramming's)
+
+_LATER_OPTIONS = {"elmo_backward_zeroed": False, "layout": "paper", "vocab_multiple": 1, "lstm_streams": False,
+                  "norm_scheme": "post"}  # option -> its default
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,8 @@ class ModelConfig:
                               # -inf (the same softmax): 64 aligns the bf16 output GEMMs on GPUs; weights unchanged
     lstm_streams: bool = False  # ELMo on CUDA: every LSTM of every tower on a CUDA stream of its own, side by side
                                 # (the same arithmetic; elsewhere they run one after another)
+    norm_scheme: str = "post"  # BERT's layers in the paper's layout: "post" (Hugging Face's BertLayer) or "pre"
+                               # (the pre-LN layer of the paper's DeepSpeed kernel, a final LayerNorm per tower)
 
     @property
     def embed_dim(self) -> int:
@@ -98,6 +104,12 @@ class ModelConfig:
                                 "the authors' code's")
         if not isinstance(self.vocab_multiple, int) or self.vocab_multiple < 1:
             raise bad("vocab_multiple", "must be a positive integer (1: no padding; 64 aligns GPU matrix products)")
+        if self.norm_scheme not in NORM_SCHEMES:
+            raise bad("norm_scheme", f"is not one of {NORM_SCHEMES}")
+        if self.norm_scheme != "post" and self.model_type != "bert":
+            raise bad("norm_scheme", f"is a BERT option (where its layers normalise), not one of {self.model_type!r}")
+        if self.norm_scheme != "post" and self.layout == "released":
+            raise bad("norm_scheme", "is set by layout 'released' (pre-LN with no final LayerNorm); leave it at 'post'")
         if self.lstm_streams and self.model_type != "elmo":
             raise bad("lstm_streams", f"is an ELMo option (its LSTMs on CUDA streams), not one of {self.model_type!r}")
         if self.elmo_backward_zeroed and self.model_type != "elmo":

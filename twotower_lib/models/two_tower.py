@@ -106,7 +106,8 @@ class TwoTowerLM(nn.Module):
         """All k towers in one call over stacked weights: same maths, fewer, larger kernels. BERT's Hugging Face
         layers run batched by hand with the towers folded into attention's batch (`bert.towers_together`);
         the other transformer towers in one vmapped call."""
-        if self.cfg.model_type == "bert" and self.cfg.layout != "released" and not self.cfg.deepspeed_kernel:
+        if (self.cfg.model_type == "bert" and self.cfg.layout != "released" and self.cfg.norm_scheme == "post"
+                and not self.cfg.deepspeed_kernel):
             from twotower_lib.models.bert import towers_together
 
             return towers_together(self.towers, x, self.cfg).permute(1, 2, 0, 3)

@@ -15,6 +15,7 @@ from twotower_lib.models.config import MODEL_TYPES
 
 ENGINES = ("deepspeed", "torch", "torch-compile", "torch-compile-layers", "torch-graphs")  # see twotower_lib.train.torch_engine
 COMPILE_SCOPE = {"torch-compile": "model", "torch-compile-layers": "layers", "torch-graphs": "layers"}  # what each compiles
+MASK_STYLES = ("corrupt", "mask")  # BERT's chosen positions: 80% [MASK], 10% random, 10% kept (BERT's), or all [MASK]
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # fp16: GPUs only (DeepSpeed loss scaling), as in the paper
 FIRST_SNAPSHOT_TOKENS = 1 << 16  # default snapshots double from here: early training is where things change
 
@@ -61,6 +62,13 @@ class TrainConfig:
                                         # (`book.profiles.FASTEST_ENGINES`)
     vocab_multiple: int = 1             # pad the decoder's output columns to a multiple of this, masked (the same
                                         # loss): 64 aligns the bf16 matrix products on GPUs
+    mask_rate: float = 0.15             # BERT: the share of positions chosen for prediction each step (BERT's 15%;
+                                        # Cramming 25%, MosaicBERT 30%, Wettig et al. 40%)
+    mask_style: str = "corrupt"         # BERT: what a chosen position reads: corrupt (80% [MASK], 10% a random token,
+                                        # 10% kept, BERT's) or mask ([MASK] at every one, as the probe scores)
+    norm_scheme: str = "post"           # BERT's layers: post (Hugging Face's BertLayer, the original BERT's) or pre (the
+                                        # paper's DeepSpeed kernel's pre-LN layer, with a final LayerNorm per tower)
+    grad_clip: float | None = None      # the gradients' global norm clipped to this (default: the DeepSpeed config's)
     label_bucket: int = 1               # decode a micro-batch's predicted positions padded to a multiple of this
                                         # (ignored labels, the same loss), so that BERT's steps repeat their shapes:
                                         # with torch-compile, e.g. 1024
@@ -109,6 +117,14 @@ class TrainConfig:
         if self.engine != "deepspeed" and self.precision == "fp16":
             raise UserError("--engine torch trains in bf16 or fp32; fp16 with loss scaling (the paper's) needs "
                             "--engine deepspeed")
+        if not (isinstance(self.mask_rate, (int, float)) and 0.0 < self.mask_rate < 1.0):
+            raise UserError(f"--mask-rate must be a share of positions in (0, 1), e.g. 0.15 or 0.4, got {self.mask_rate!r}")
+        if self.mask_style not in MASK_STYLES:
+            raise UserError(f"--mask-style must be one of {', '.join(MASK_STYLES)}, got {self.mask_style!r}")
+        if self.norm_scheme != "post" and self.model != "bert":
+            raise UserError(f"--norm-scheme is where BERT's layers normalise; --model {self.model} has its own layers")
+        if self.grad_clip is not None and not (isinstance(self.grad_clip, (int, float)) and self.grad_clip > 0):
+            raise UserError(f"--grad-clip must be a positive gradient norm, e.g. 0.5, got {self.grad_clip!r}")
         if not 0.0 <= self.warmup_fraction < 1.0:
             raise UserError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
         if self.lr is not None and not (isinstance(self.lr, (int, float)) and 0 < self.lr < 1):

@@ -145,6 +145,8 @@ def deepspeed_config(tcfg: TrainConfig) -> dict[str, Any]:
         ds["gradient_accumulation_steps"] = tcfg.grad_accum
     if tcfg.lr is not None:
         ds.setdefault("optimizer", {}).setdefault("params", {})["lr"] = tcfg.lr
+    if tcfg.grad_clip is not None:
+        ds["gradient_clipping"] = tcfg.grad_clip
     ds.pop("train_batch_size", None)  # derived: micro * accumulation * world size
     if gpu and tcfg.precision == "fp32" and not tcfg.deepspeed_config:
         ds.pop("bf16", None)

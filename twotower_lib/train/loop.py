@@ -68,6 +68,10 @@ def _run_identity(cfg: ModelConfig, tcfg: TrainConfig, data, micro: int, accum: 
         identity["final_lr_fraction"] = tcfg.final_lr_fraction
     if tcfg.engine != "deepspeed":
         identity["engine"] = tcfg.engine
+    for name, default in (("mask_rate", 0.15), ("mask_style", "corrupt"), ("grad_clip", None),
+                          ("warmup_fraction", 0.06)):
+        if getattr(tcfg, name) != default:
+            identity[name] = getattr(tcfg, name)
     return identity
 
 
@@ -123,6 +127,7 @@ def _start(tcfg: TrainConfig, data, out: Path, resume: bool) -> _Run | None:
     rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
     cfg = preset(tcfg.preset, tcfg.model, towers=tcfg.towers, vocab_size=data.vocab_size,
                  seq_len=data.seq_len, vocab_multiple=tcfg.vocab_multiple,
+                 **({"norm_scheme": tcfg.norm_scheme} if tcfg.model == "bert" and not tcfg.as_released else {}),
                  **(released_options(tcfg.model) if tcfg.as_released else {}))
     if tcfg.world_size is not None and tcfg.world_size != world:
         raise UserError(f"this run's step count was computed for {tcfg.world_size} process(es) but it runs on {world}: "
