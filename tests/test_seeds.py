@@ -68,7 +68,8 @@ def _study() -> seeds.SeedStudy:
     """Four GPT seeds, one of them (s4) with its towers' roles mirrored; s3's order rules disagree."""
     cases = pd.DataFrame({"kind": "case", "family": "gpt", "seed": [1, 2, 3, 4],
                           "run": [f"gpt-s{i}" for i in range(1, 5)], "primary_eq3": [1, 1, 1, 0],
-                          "rules_agree": [True, True, False, True], "margin": [0.05, 0.04, 0.001, 0.06]})
+                          "rules_agree": [True, True, False, True], "margin": [0.05, 0.04, 0.001, 0.06],
+                          "beyond_word_frequencies": [1.0, 0.9, 1.1, 0.8]})
     untrained = cases.assign(kind="untrained", margin=[0.002, 0.001, 0.003, 0.002])
     rows, null, flat = [], iter([-0.05, 0.05, -0.02, 0.02, 0.01, -0.01]), iter([0.03, -0.04, 0.02, -0.01, 0.05, 0.0])
     for a in range(1, 5):
@@ -82,6 +83,21 @@ def _study() -> seeds.SeedStudy:
             rows.append(pair | {"kind": "untrained", "r": u, "r_logmean": u, "rho": u, "sign_depends_on_rule": False})
     return seeds.SeedStudy(pd.DataFrame(rows), pd.concat([cases, untrained], ignore_index=True),
                            {"seeds": 4, "families": ["gpt"]})
+
+
+def test_a_claim_whose_runs_did_not_learn_context_gets_no_verdict():
+    """`paper.CONTEXT_RULE`: one run 0.4 nats beyond word frequencies (the gate is 0.5) takes the claim's verdict and
+    its division's to "no verdict", whatever its correlations; the least of its runs' values stands beside it."""
+    study = _study()
+    short = seeds.SeedStudy(study.pairs, study.runs.assign(beyond_word_frequencies=[1.0, 0.4, 1.1, 0.8] * 2), study.study)
+    learned, not_learned = (seeds.claim_rows(s).set_index("claim").loc["GPT, two seeds (not in the paper)"]
+                            for s in (study, short))
+    assert learned["learned context"] and learned["beyond word frequencies"] == pytest.approx(0.8)
+    assert not not_learned["learned context"] and not_learned["beyond word frequencies"] == pytest.approx(0.4)
+    assert (not_learned["verdict"], not_learned["partition verdict"]) == (paper.NO_CONTEXT, paper.NO_CONTEXT)
+    assert learned["verdict"] == "partly" and not_learned["median"] == learned["median"]   # the statistics stay
+    unknown = seeds.SeedStudy(study.pairs, study.runs.drop(columns="beyond_word_frequencies"), study.study)
+    assert seeds.claim_rows(unknown)["verdict"].eq(paper.NO_CONTEXT).all()   # a study without the loss: not passed
 
 
 def test_a_claim_is_answered_as_two_questions():

@@ -189,6 +189,23 @@ def test_a_distribution_over_seeds_against_the_papers_value():
         paper.seed_verdict("reproduced", 0.4, 0.6, 0.5)
 
 
+def test_the_context_gate():
+    """`CONTEXT_RULE`: a run counts only at least `CONTEXT_GATE` nats below its word-frequency loss; a verdict whose
+    runs do not is "no verdict" (but "not attempted" stays), and a division of "no verdict" passes through."""
+    gate = paper.CONTEXT_GATE
+    assert paper.learned_context(6.0 - gate, 6.0) and paper.learned_context(5.0 - gate, 5.0)
+    assert not paper.learned_context(6.0 - gate + 1e-3, 6.0) and not paper.learned_context(6.1, 6.0)
+    assert not paper.learned_context(math.nan, 6.0) and not paper.learned_context(5.0, math.nan)
+    assert paper.gated("reproduced", True) == "reproduced" and paper.gated("not", True) == "not"
+    assert paper.gated("reproduced", False) == paper.gated("not", False) == paper.NO_CONTEXT == "no verdict"
+    assert paper.gated("not attempted", False) == "not attempted"
+    assert paper.seed_verdict(paper.NO_CONTEXT, 0.4, 0.6, 0.5) == paper.NO_CONTEXT
+    assert paper.weakest(["partly", paper.NO_CONTEXT]) == paper.NO_CONTEXT
+    assert paper.weakest([paper.NO_CONTEXT, "not attempted"]) == "not attempted"
+    assert paper.weakest(["not", paper.NO_CONTEXT]) == paper.NO_CONTEXT
+    assert f"{gate:g} nats" in paper.CONTEXT_RULE and "no verdict" in paper.CONTEXT_RULE
+
+
 def test_every_family_above_its_controls():
     assert paper.controls_verdict([]) == paper.controls_verdict([None]) == "not attempted"
     assert paper.controls_verdict([True, True]) == "reproduced"

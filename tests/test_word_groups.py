@@ -82,6 +82,9 @@ def test_table3_caps_the_run_verdict_and_is_decided_anew_not_twice(tmp_path):
     path = tmp_path / "word_groups" / "seeds.json"
     path.parent.mkdir()
     path.write_text(json.dumps(found))
+    runs = tmp_path / "seeds" / "p" / "runs.csv"     # the seed study's case runs, each 0.6 nats beyond word frequencies
+    runs.parent.mkdir(parents=True)
+    pd.DataFrame({"kind": "case", "run": [r["run"] for r in found["rows"]], "beyond_word_frequencies": 0.6}).to_csv(runs)
     report.write_book(path)
     assert study_parts.verdict("table3", "p", tmp_path)["caps"] is True
     row = {"id": "table3", "item": "Table 3", "paper": "ranks agree", "section": "05_ica", "ours": "18 groups",

@@ -47,19 +47,24 @@ ICA_DIM, ICA_WIDTH = 128, 1024  # the paper kept d = 128 of a 1,024-wide embeddi
 # compute the statistics (`analysis.*`); the scorecard, the studies and the charts hand them here.
 
 # The rules' edition: a published run records it, and one judged by an earlier edition says so where it is shown.
-# 4: Table 3 reads |rho| between runs (a run's group means change sign with which tower Eq. 3 calls primary), and
-# Figs. 6 and Table 3 over seeds count only where training did what the same towers untrained do not
-# (`fig6_seed_verdict`, `table3_seed_cap`); 3: a claim the paper gives several values for (Table 2's two Bert-large
-# runs) is reproduced only where each of them lies within our central range (edition 2 asked it of one), and Fig. 5
-# over seeds counts only where training made the embedding sparser than its untrained towers' (`fig5_seed_verdict`);
-# 2: no verdict hangs on which tower Eq. 3 calls primary (a correlation is judged on |r|, Fig. 4 in each run's better
-# orientation against its tags shuffled); 1: the signed r, and Fig. 4 with Eq. 3's primary.
-RULES_EDITION = 4
+# 5: a run counts toward a verdict only where its towers learned context (`CONTEXT_RULE`): its cooperative loss at
+# least CONTEXT_GATE nats below its corpus's word-frequency loss; a claim whose runs do not is "no verdict". 4: Table
+# 3 reads |rho| between runs (a run's group means change sign with which tower Eq. 3 calls primary), and Figs. 6 and
+# Table 3 over seeds count only where training did what the same towers untrained do not (`fig6_seed_verdict`,
+# `table3_seed_cap`); 3: a claim the paper gives several values for (Table 2's two Bert-large runs) is reproduced
+# only where each of them lies within our central range (edition 2 asked it of one), and Fig. 5 over seeds counts
+# only where training made the embedding sparser than its untrained towers' (`fig5_seed_verdict`); 2: no verdict
+# hangs on which tower Eq. 3 calls primary (a correlation is judged on |r|, Fig. 4 in each run's better orientation
+# against its tags shuffled); 1: the signed r, and Fig. 4 with Eq. 3's primary.
+RULES_EDITION = 5
 # The last edition that changed a verdict a run's sections record (one run's: edition 4's Table 3); edition 3 changed
 # only verdicts over seed pairs, which the seed study's parts carry and every page showing a record decides anew
 # (`decide_over_seeds`).
 RUN_RULES_EDITION = 4
-VERDICTS = ("reproduced", "partly", "not", "not attempted")   # a list of items takes its weakest: the later
+NO_CONTEXT = "no verdict"  # a claim whose towers did not learn context (`CONTEXT_RULE`)
+VERDICTS = ("reproduced", "partly", "not", NO_CONTEXT, "not attempted")   # a list of items takes its weakest: the later
+CONTEXT_GATE = 0.5          # nats: a run counts toward a verdict only where its cooperative loss is this far below
+                            # the word-frequency loss of its corpus (`learned_context`)
 CI_TOLERANCE = 0.1          # one run: "reproduced" when r's 95% interval reaches within this of the paper's r
 WEAK_RHO = 0.3              # Table 4 / Fig. 8: |rho| with frequency rank below this is weak; runs agree above it
 FIG4_PARTLY = 5             # Fig. 4: of its 7 claims, this many holding in every run is "partly"
@@ -70,6 +75,26 @@ FIG5_TOLERANCE = 0.05       # Fig. 5: "reproduced" within this of FIG5_WITHIN_1 
 GAUSSIAN_WITHIN_1 = 0.683   # ... "partly" above a Gaussian's share within [-1, 1] (sparser than Gaussian)
 FIG6_SHARE_TOLERANCE, FIG6_MEAN_TOLERANCE = 0.10, 0.3   # Fig. 6: "near" the paper's shares, its mean groups
 TABLE3_RHO, ALPHA = 0.75, 0.05   # Table 3: every pair of runs at Spearman rho >= TABLE3_RHO with p < ALPHA
+
+
+CONTEXT_RULE = (f"**Context gate** (edition 5): a run counts toward any verdict only where its towers learned "
+                f"context, its cooperative validation loss at least {CONTEXT_GATE:g} nats below the loss of its "
+                "corpus's word frequencies alone (the validation text under the training split's token counts). A "
+                "claim or rung with a run below the gate reads **no verdict: towers did not learn context**, whatever "
+                "its correlations, since towers near word-frequency level can divide tokens by frequency alone.")
+
+
+def learned_context(cooperative_loss: float, word_frequency_loss: float) -> bool:
+    """`CONTEXT_RULE` for one run: is its cooperative loss at least `CONTEXT_GATE` nats below its corpus's
+    word-frequency loss? A loss not measured (NaN) has not passed."""
+    beyond = word_frequency_loss - cooperative_loss
+    return bool(beyond == beyond and beyond >= CONTEXT_GATE)
+
+
+def gated(verdict: str, learned: bool) -> str:
+    """A verdict where every run it reads passed `CONTEXT_RULE`, else NO_CONTEXT (a verdict of "not attempted"
+    stays: nothing was judged)."""
+    return verdict if learned or verdict == "not attempted" else NO_CONTEXT
 
 
 def weakest(verdicts) -> str:
@@ -214,7 +239,7 @@ CENTRAL = (0.10, 0.90)             # the central range reported beside every med
 CONTROL_QUANTILE = CENTRAL[1]      # a statistic is "above its controls" when above this quantile of theirs
 MARGIN_Z = 2.0                     # an Eq. 3 margin is resolved above MARGIN_Z document-bootstrap SEs ...
                                    # ... and above the untrained towers' margins at CONTROL_QUANTILE
-PARTITION_VERDICTS = ("holds", "unstable", "not", "not attempted")
+PARTITION_VERDICTS = ("holds", "unstable", "not", NO_CONTEXT, "not attempted")
 ORIENTATION_VERDICTS = ("holds", "not", "unresolved", "not attempted")
 
 _LOW, _HIGH = (f"{q * 100:.0f}th" for q in CENTRAL)     # "10th", "90th"
@@ -271,7 +296,7 @@ def seed_verdict(division: str, low: float, high: float, paper: float | tuple[fl
     of its values, every one of which must lie within that range)."""
     if division not in PARTITION_VERDICTS:
         raise ValueError(f"division verdict {division!r} is not one of {PARTITION_VERDICTS}")
-    if division in ("not", "not attempted"):
+    if division in ("not", NO_CONTEXT, "not attempted"):
         return division
     lo, hi = paper if isinstance(paper, (tuple, list)) else (paper, paper)
     return "reproduced" if division == "holds" and low <= lo and hi <= high else "partly"

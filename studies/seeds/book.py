@@ -132,10 +132,32 @@ def frequency_ceiling(s: SeedStudy, runs: pd.Series) -> float:
     return _median_ceiling(rel, np.ones_like(rel))
 
 
+def context_learned(s: SeedStudy, families) -> dict:
+    """`paper.CONTEXT_RULE` for the case runs of `families`: the least loss beyond word frequencies among them (nats;
+    NaN where the study records no word-frequency loss) and whether every one passed the gate."""
+    cases = s.runs[(s.runs["kind"] == "case") & s.runs["family"].isin(set(families))]
+    beyond = (cases["beyond_word_frequencies"] if "beyond_word_frequencies" in cases
+              else pd.Series(np.nan, index=cases.index)).astype(float)
+    least = float(beyond.min()) if len(beyond) and beyond.notna().all() else np.nan
+    return {"beyond word frequencies": least,
+            "learned context": bool(len(beyond)) and all(paper.learned_context(-b, 0.0) for b in beyond)}
+
+
+def _gate(row: dict, families) -> dict:
+    """A claim's row with `context_learned` beside it and its verdicts gated by it (`paper.gated`)."""
+    ctx = context_learned(row["_study"], families)
+    row = {k: v for k, v in row.items() if k != "_study"} | ctx
+    for key in ("verdict", "partition verdict"):
+        if key in row:
+            row[key] = paper.gated(row[key], ctx["learned context"])
+    return row
+
+
 def claim_rows(s: SeedStudy) -> pd.DataFrame:
     """One row per claim with pairs in the study: paper value, our median |r| and its central range over seed
     pairs (the statistic `paper.RULE` judges), the signed r's beside (the paper's statistic, whose sign is Eq. 3's
-    orientation), the controls' median and high end of |r|, and the verdict by `paper.RULE`."""
+    orientation), the controls' median and high end of |r|, the least loss beyond word frequencies of its runs, and
+    the verdict by `paper.RULE`, gated by `paper.CONTEXT_RULE`."""
     rows = []
     for c in CLAIMS:
         kind = "same" if c.families[0][0] == c.families[0][1] else "cross"
@@ -145,21 +167,21 @@ def claim_rows(s: SeedStudy) -> pd.DataFrame:
             continue
         ctrl = controls_for(s.pairs, c)[c.statistic]
         shuffled = controls_for(s.pairs, c, ("shuffled",))[c.statistic].abs()
-        rows.append({"item": c.item, "claim": c.label, "paper": c.paper[0] if c.paper[0] == c.paper[1] else c.paper,
-                     "statistic": "Pearson r" if c.statistic == "r" else "Spearman rho", "unit": "seed pairs"}
-                    | _judged(pairs["a"], pairs["b"], ours, ctrl, c.paper)
-                    | {"shuffled max |r|": float(shuffled.max()) if len(shuffled) else np.nan,
-                       "above controls": seed_spread.above_controls(ours, ctrl) if kind == "same" else None,
-                       "text ceiling": claim_ceiling(s, pairs, c.statistic)}
-                    | two_questions(s, c, pairs))
+        rows.append(_gate({"item": c.item, "claim": c.label, "paper": c.paper[0] if c.paper[0] == c.paper[1] else c.paper,
+                           "statistic": "Pearson r" if c.statistic == "r" else "Spearman rho", "unit": "seed pairs"}
+                          | _judged(pairs["a"], pairs["b"], ours, ctrl, c.paper)
+                          | {"shuffled max |r|": float(shuffled.max()) if len(shuffled) else np.nan,
+                             "above controls": seed_spread.above_controls(ours, ctrl) if kind == "same" else None,
+                             "text ceiling": claim_ceiling(s, pairs, c.statistic)}
+                          | two_questions(s, c, pairs) | {"_study": s}, {f for pair in c.families for f in pair}))
     freq = s.runs[s.runs["family"].isin(FREQUENCY_FAMILIES)] if "rho_frequency_rank" in s.runs else s.runs.iloc[:0]
     if len(freq):
         cases, untrained = freq[freq["kind"] == "case"], freq[freq["kind"] == "untrained"]
-        rows.append({"item": "table4", "claim": FREQUENCY_CLAIM, "paper": FREQUENCY_PAPER, "statistic": "Spearman rho",
-                     "unit": "runs"}
-                    | _judged(cases["run"], cases["run"], cases["rho_frequency_rank"], untrained["rho_frequency_rank"],
-                              FREQUENCY_PAPER)
-                    | {"text ceiling": frequency_ceiling(s, cases["run"])})
+        rows.append(_gate({"item": "table4", "claim": FREQUENCY_CLAIM, "paper": FREQUENCY_PAPER,
+                           "statistic": "Spearman rho", "unit": "runs"}
+                          | _judged(cases["run"], cases["run"], cases["rho_frequency_rank"], untrained["rho_frequency_rank"],
+                                    FREQUENCY_PAPER)
+                          | {"text ceiling": frequency_ceiling(s, cases["run"]), "_study": s}, FREQUENCY_FAMILIES))
     return pd.DataFrame(rows)
 
 
@@ -235,13 +257,21 @@ def scorecard_entries(s: SeedStudy) -> dict[str, dict]:
             text += f"; not yet in the seed study: {', '.join(missing)}"
         out[item] = {"seeds": text, "verdict": paper.weakest(decided["verdict"]),
                      "controls": note}
+    bert = context_learned(s, ("bert-large",))
+    if bert["beyond word frequencies"] == bert["beyond word frequencies"] and not bert["learned context"]:
+        # Fig. 3 plots the profile's own Bert-large pair, runs of this study: below the gate it is no verdict
+        out["fig3"] = {"verdict": paper.NO_CONTEXT, "caps": True, "over": "seed runs", "this_run": True,
+                       "seeds": f"Bert-large's runs did not learn context ({bert['beyond word frequencies']:.2f} nats "
+                                f"beyond word frequencies at the least, the gate {paper.CONTEXT_GATE:g})",
+                       "controls": "`paper.CONTEXT_RULE` on the seed study's Bert-large runs"}
     same = same_config_rows(rows)
     if len(same):  # the item "pairs above their controls": every family's same-configuration pairs
         out["controls"] = {"seeds": "; ".join(f"{r['claim'].split(' (')[0]}: median |r| {r['median']:.2f}, "
                                              f"{'above' if r['above controls'] else 'not above'} its controls' "
                                              f"{r['control pairs']} pairs (90th percentile {r[HIGH]:.2f})"
                                              for _, r in same.iterrows()),
-                           "verdict": paper.controls_verdict(list(same["above controls"])),
+                           "verdict": paper.gated(paper.controls_verdict(list(same["above controls"])),
+                                                  bool(same["learned context"].all())),
                            "controls": "each family against its own untrained, independent and shuffled-label pairs"}
     return out
 

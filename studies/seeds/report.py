@@ -65,7 +65,9 @@ def _rule_sign(manifest: dict) -> int:
     return 1 if int(np.argmax(logp)) == o["primary_tower"] else -1
 
 
-def run_rows(arts: dict, counts: np.ndarray, top_n: int) -> pd.DataFrame:
+def run_rows(arts: dict, counts: np.ndarray, top_n: int, word_frequency_loss: float = np.nan) -> pd.DataFrame:
+    """One row per probe; `beyond_word_frequencies` is `word_frequency_loss` less the run's cooperative loss (nats of
+    context learned, `paper.CONTEXT_RULE`)."""
     rank = frequency_rank(counts)
     rows = []
     for (kind, model, seed), art in arts.items():
@@ -78,6 +80,7 @@ def run_rows(arts: dict, counts: np.ndarray, top_n: int) -> pd.DataFrame:
                      "margin": abs(mean_p[0] - mean_p[1]) / max(mean_p) if mean_p else np.nan,
                      "rho_frequency_rank": correlate(art.table["score"].to_numpy()[ids], rank[ids], "spearman"),
                      "val_loss_cooperative": art.manifest["val_loss"].get("cooperative", np.nan),
+                     "beyond_word_frequencies": word_frequency_loss - art.manifest["val_loss"].get("cooperative", np.nan),
                      "precision": "/".join(art.manifest.get("resolved_precision", {}).values()) or "not recorded",
                      "probe_threads": art.manifest.get("provenance", {}).get("torch_threads"),
                      "probe_minutes": round(art.manifest.get("seconds", {}).get("total", np.nan) / 60, 2)})
@@ -160,7 +163,7 @@ def write_report(layout, seeds: int, families: tuple[str, ...], controls: tuple[
     if not arts:
         raise SystemExit(f"error: no finished probe of the seed study under {layout.study}; run it first")
     top_n = layout.profile.analysis.top_n
-    runs, pairs = run_rows(arts, data.counts, top_n), pair_rows(arts, data.counts, top_n)
+    runs, pairs = run_rows(arts, data.counts, top_n, data.unigram_loss()), pair_rows(arts, data.counts, top_n)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out / "runs.csv", runs.to_csv(index=False, float_format="%.6g").encode())
     atomic_write_bytes(out / "pairs.csv", pairs.to_csv(index=False, float_format="%.6g").encode())
@@ -171,7 +174,7 @@ def write_report(layout, seeds: int, families: tuple[str, ...], controls: tuple[
     atomic_write_json(out / "study.json", {
         "profile": layout.profile.name, "seeds": seeds, "families": list(families), "controls": list(controls),
         "top_n": top_n, "probe_config": next(iter(arts.values())).manifest.get("probe_config"), "probe_threads": threads,
-        "data_hash": data.data_hash,
+        "data_hash": data.data_hash, "word_frequency_loss": data.unigram_loss(),
         "train_settings": {m: {"preset": layout.profile.models[m].preset, "tokens": layout.profile.tokens_for(m)}
                            for m in families},
         "train_minutes": _train_minutes(layout, families, seeds),
@@ -181,6 +184,31 @@ def write_report(layout, seeds: int, families: tuple[str, ...], controls: tuple[
         "wall_minutes_calls": [m for m in previous.get("wall_minutes_calls", []) if m > 0]
                               + ([round(study_seconds / 60, 1)] if study_seconds is not None else []),
         "command": command, "provenance": provenance()})
+    from studies.seeds.book import write_book
+
+    write_book(out.parent)
+    return out
+
+
+def write_context(layout, out: Path, command: str) -> Path:
+    """Add what a committed report written before the context gate (`paper.CONTEXT_RULE`) lacks, from the profile's
+    prepared data, which must be the study's: `word_frequency_loss` in study.json and `beyond_word_frequencies` in
+    runs.csv. Nothing is trained or probed; the book's parts are written again."""
+    from twotower_lib.data import load_prepared
+
+    data = load_prepared(layout.data)
+    committed = read_json(out / "study.json")
+    if committed["data_hash"] != data.data_hash:
+        raise SystemExit(f"error: {layout.data} holds other data ({data.data_hash[:12]}) than the study's "
+                         f"({committed['data_hash'][:12]}); prepare the profile's corpus again")
+    runs = pd.read_csv(out / "runs.csv")
+    loss = data.unigram_loss()
+    runs["beyond_word_frequencies"] = loss - runs["val_loss_cooperative"]
+    order = [c for c in runs if c != "beyond_word_frequencies"]
+    order.insert(order.index("val_loss_cooperative") + 1, "beyond_word_frequencies")   # as `run_rows` writes it
+    runs = runs[order]
+    atomic_write_bytes(out / "runs.csv", runs.to_csv(index=False, float_format="%.6g").encode())
+    atomic_write_json(out / "study.json", committed | {"word_frequency_loss": loss, "context_command": command})
     from studies.seeds.book import write_book
 
     write_book(out.parent)

@@ -185,6 +185,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reliability", action="store_true",
                    help="train nothing; measure the text reliability of each finished case probe on this machine into "
                         "reliability.csv, beside the committed report (`report.write_reliability`)")
+    p.add_argument("--context", action="store_true",
+                   help="train nothing; add the word-frequency loss and each run's loss beyond it to a committed report "
+                        "written before the context gate (`report.write_context`)")
     p.add_argument("--results", default=None, help="the study's results folder (default results/seeds); the report "
                                                   "goes into its <profile>/ subfolder")
 
@@ -210,13 +213,16 @@ def cli(argv: list[str] | None = None) -> int:
             raise UserError(f"--seeds {args.seeds}: a distribution over pairs needs at least 2 seeds (4 give 6 pairs)")
         t0 = time.time()
         layout = Layout(profile, profile_dir(profile.name))
-        if not (args.report_only or args.reliability):
+        if not (args.report_only or args.reliability or args.context):
             run_study(profile, args.seeds, families, controls, args.threads_per_run, precision=args.probe_precision,
                       probe_threads=args.probe_threads, independent=independent)
-        from studies.seeds.report import RESULTS, write_reliability, write_report  # read when the work is done
+        from studies.seeds.report import RESULTS, write_context, write_reliability, write_report  # read when done
 
         out = (Path(args.results) if args.results else RESULTS) / profile.name
         command = "python -m studies.seeds " + " ".join(argv if argv is not None else sys.argv[1:])
+        if args.context:
+            print(f"seed study's context beyond word frequencies -> {write_context(layout, out, command)}")
+            return 0
         if args.reliability:
             print(f"seed study's text reliabilities -> {write_reliability(layout, args.seeds, families, out, command)}")
             return 0

@@ -120,9 +120,37 @@ def _fig6_text(summaries: list[dict]) -> str:
     return f"{m['share_one']:.0%} in one group, {m['share_none']:.0%} in none, {m['mean_groups']:.2f} groups per word"
 
 
-def verdicts(found: dict) -> dict[str, dict]:
+SEEDS = PROJECT_ROOT / "results" / "seeds"   # the seed study, whose runs.csv holds each case run's context learned
+
+
+def context_learned(found: dict, seeds: Path = SEEDS) -> tuple[bool, float]:
+    """`paper.CONTEXT_RULE` for the measured runs, from the seed study's `runs.csv` of the same profile (whose case
+    runs these are): whether every one passed, and the least loss beyond word frequencies among them (NaN where
+    the seed study records none)."""
+    path = Path(seeds) / found["profile"] / "runs.csv"
+    runs = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["kind", "run", "beyond_word_frequencies"])
+    cases = runs[(runs["kind"] == "case") & runs["run"].isin([r["run"] for r in found["rows"]])]
+    beyond = cases.get("beyond_word_frequencies", pd.Series(dtype=float)).astype(float)
+    complete = len(cases) == len(found["rows"]) and beyond.notna().all()
+    least = float(beyond.min()) if complete else float("nan")
+    return complete and least >= paper.CONTEXT_GATE, least
+
+
+def verdicts(found: dict, seeds: Path = SEEDS) -> dict[str, dict]:
     """The scorecard's Figs. 5 and 6 verdicts over seeds (`paper.fig5_seed_verdict`, `paper.fig6_seed_verdict`) and
-    Table 3's cap (`paper.table3_seed_cap`, where it was measured), in the form the scorecard reads."""
+    Table 3's cap (`paper.table3_seed_cap`, where it was measured), in the form the scorecard reads, each gated by
+    `paper.CONTEXT_RULE` on the runs measured."""
+    out = _verdicts(found)
+    learned, least = context_learned(found, seeds) if out else (True, float("nan"))
+    for v in out.values():
+        v["verdict"] = paper.gated(v["verdict"], learned)
+        if not learned:
+            v["caveat"] = (f"the towers did not learn context ({least:.2f} nats beyond word frequencies at the "
+                           f"least, the gate {paper.CONTEXT_GATE:g}); " + v.get("caveat", "")).rstrip("; ")
+    return out
+
+
+def _verdicts(found: dict) -> dict[str, dict]:
     rows, n = found["rows"], len(found["rows"])
     if not n:
         return {}
@@ -170,13 +198,13 @@ def _same_primary(t3: dict) -> str:
             "how the groups rank")
 
 
-def sentences(found: dict, profile: str) -> dict[str, str]:
+def sentences(found: dict, profile: str, seeds: Path = SEEDS) -> dict[str, str]:
     """What section 05 says of each control, every number from the committed file."""
     where = f"{len(found['rows'])} seeds of the `{profile}` profile's ICA reference family, `results/word_groups/`"
     if not found["rows"]:
         missing = "*Not committed yet (`python -m studies.word_groups`).*"
         return {"FIG5": missing, "FIG6": missing, "TABLE3": missing}
-    v = verdicts(found)
+    v = verdicts(found, seeds)
     out = {"FIG5": f"**Against the untrained towers** ({where}): {v['fig5']['seeds']}; {v['fig5']['spread']}. A share "
                    f"above a Gaussian's ({paper.GAUSSIAN_WITHIN_1:.0%}) says nothing alone: with one row per token "
                    "occurrence, a few frequent tokens weigh on every component, trained or not. Only a trained share "
@@ -203,9 +231,11 @@ def write_book(path: Path = RESULT) -> Path:
 
     found = load(path)
     profile = found.get("profile", "cpu")
-    return study_parts.write(path.parent, {f"WORD_GROUPS_{k}@{profile}": v for k, v in sentences(found, profile).items()},
-                             {}, [path] if path.is_file() else [], "python -m studies.word_groups book",
-                             verdicts={f"{k}@{profile}": {"profile": profile, **e} for k, e in verdicts(found).items()})
+    seeds = path.parent.parent / "seeds"          # results/seeds beside results/word_groups
+    runs = seeds / profile / "runs.csv"
+    return study_parts.write(path.parent, {f"WORD_GROUPS_{k}@{profile}": v for k, v in sentences(found, profile, seeds).items()},
+                             {}, [p for p in (path, runs) if p.is_file()], "python -m studies.word_groups book",
+                             verdicts={f"{k}@{profile}": {"profile": profile, **e} for k, e in verdicts(found, seeds).items()})
 
 
 def main(argv: list[str] | None = None) -> int:
