@@ -10,6 +10,8 @@
 # the register rungs' sources beside it, which the GPU rungs do not read),
 # then one call of the device tool:
 #     run(command="BUDGET=6m bash benchmarks/gpu_ladder.sh", carry=["runs/ladder/data/prepared", ".whl"], timeout_s=560)
+# The BERT rungs here train the ladder's recipe, which learned no context at any size: the next BERT call is
+# `benchmarks/gpu_bert_recipe.sh` (Table 1's Bert-large with the piloted recipe, the context gate first).
 # RUNGS names the rungs, one process each; RUNG:SEEDS shares a rung's seeds among processes. The next call: every GPU
 # rung again in fp32 (the 28 Nov probes took bf16 under "auto": the BERT rungs' failed, GPT's is another measurement),
 # with BERT's token axis at Bert-base's size (four passes over the epoch; one epoch taught it nothing beyond word

@@ -23,6 +23,11 @@ class Rung:
     passes: int = 1
     gpu: bool = False
     corpus: str = CORPUS
+    recipe: tuple[tuple[str, object], ...] = ()   # `TrainConfig` changes from the ladder's own training (BERT's levers);
+                                                  # a rung with one checks the context gate before it probes
+    micro_batch: int | None = None                # sequences a step (None: the ladder's `runner.MICRO_BATCH`)
+    budget_s: float | None = None                 # a wall-clock budget per run, the schedule fitted to it (Cramming's):
+                                                  # `passes` is then the most it may read
 
 
 FAMILIES = ("gpt", "bert", "elmo")      # the order the work goes in: ELMo's LSTMs cost most a token
@@ -42,6 +47,11 @@ RUNGS = {
     # three passes: the register rungs' BERT recipe below, on Brown, so that every corpus of that row runs as many steps
     "2x128x3": Rung("cpu", "bert", passes=3),
     "12x384x4": Rung("paper-bert-base", "bert", passes=4, gpu=True),
+    # Table 1's Bert-large with the levers the CPU pilots ranked (`studies.bert_recipe`): pre-LN layers, 40% of the
+    # positions all [MASK], steps of 256 sequences that fill the GPU, for a wall-clock budget a seed; the GPU call
+    # (`benchmarks/gpu_bert_recipe.sh`) checks the context gate after its first seed before probing anything
+    "24x512-pre": Rung("paper-bert-large", "bert", passes=64, gpu=True, micro_batch=256, budget_s=100,
+                       recipe=(("norm_scheme", "pre"), ("mask_rate", 0.4), ("mask_style", "mask"))),
     # the register rungs: a size rung's run on another source of the default corpus alone, for a family whose
     # division repeats on Brown at that size; with Brown's, the direct register test over seeds (does a division
     # repeat without a mixture of registers to divide?). Named by `--rungs` only.
@@ -71,8 +81,8 @@ def size_rung(rung: str) -> str:
     corpus no size rung reads): one preset and one seed are one initialisation, so the two rungs' untrained towers
     are the same towers."""
     r = RUNGS[rung]
-    return next((name for name, s in RUNGS.items()
-                 if (s.preset, s.gpu, s.passes, s.corpus) == (r.preset, r.gpu, 1, r.corpus)), rung)
+    return next((name for name, s in RUNGS.items()     # another recipe builds other towers (pre-LN: other layers)
+                 if (s.preset, s.gpu, s.passes, s.corpus, s.recipe) == (r.preset, r.gpu, 1, r.corpus, r.recipe)), rung)
 
 
 def is_source(corpus: str) -> bool:

@@ -76,14 +76,42 @@ def train_config(rung: str, family: str, seed: int, data_path: Path, data):
     about a minute at Table 1 sizes (results/gpu/levers/whole.json), would pay for itself)."""
     from twotower_lib.train.config import TrainConfig
 
-    tokens = epoch_tokens(data) * passes(rung)
-    steps = TrainConfig.steps_for(tokens, MICRO_BATCH, data.seq_len)
-    device = {"precision": "bf16", "engine": "torch"} if RUNGS[rung].gpu else {"precision": "fp32"}
-    return TrainConfig.for_tokens(family, preset_of(rung), seed, tokens, MICRO_BATCH, data.seq_len,
-                                  eval_every_steps=10 * max(1, steps // 100), data=str(data_path), **device)
+    r = RUNGS[rung]
+    micro, tokens = micro_batch(rung), epoch_tokens(data) * passes(rung)
+    steps = TrainConfig.steps_for(tokens, micro, data.seq_len)
+    device = {"precision": "bf16", "engine": "torch"} if r.gpu else {"precision": "fp32"}
+    return TrainConfig.for_tokens(family, preset_of(rung), seed, tokens, micro, data.seq_len,
+                                  eval_every_steps=10 * max(1, steps // 100), data=str(data_path), budget_s=r.budget_s,
+                                  **device, **dict(r.recipe))
 
 
-def export(probe_path: Path, out: Path, rung: str, family: str, seed: int, kind: str, data, tcfg) -> None:
+def micro_batch(rung: str) -> int:
+    return RUNGS[rung].micro_batch or MICRO_BATCH if rung in RUNGS else MICRO_BATCH
+
+
+def context_learned(run: Path, data) -> dict:
+    """`paper.CONTEXT_RULE` for one trained run, before anything is probed: its cooperative loss over every validation
+    block with 15% of the positions [MASK] (fp32, on the GPU where there is one), against the word-frequency loss."""
+    import torch
+
+    from twotower_lib.models import load_model
+    from twotower_lib.paper import learned_context
+    from twotower_lib.train.batches import evaluate
+    from twotower_lib.train.config import TrainConfig
+
+    model, _ = load_model(run)
+    model = model.to("cuda" if torch.cuda.is_available() else "cpu")
+    tcfg = TrainConfig(**{**read_json(run / "config.json")["train"], "eval_blocks": len(data.valid)})
+    loss, unigram = evaluate(model, data, tcfg, batch_size=64, autocast=False), data.unigram_loss()
+    manifest = read_json(run / "manifest.json")
+    return {"cooperative_loss": round(loss, 4), "word_frequency_loss": round(unigram, 4),
+            "beyond_word_frequencies": round(unigram - loss, 4), "learned_context": learned_context(loss, unigram),
+            "tokens": manifest.get("tokens_seen"), "steps": manifest.get("steps"),
+            "train_minutes": round(manifest.get("wall_time_s", 0) / 60, 2)}
+
+
+def export(probe_path: Path, out: Path, rung: str, family: str, seed: int, kind: str, data, tcfg,
+           tokens: int | None = None) -> None:
     """Write one probe's export: the scores of its `EXPORT_TOKENS` most frequent scored tokens (the report
     compares two runs on the most frequent tokens both scored), the towers' mean p, per-document sums, provenance."""
     from twotower_lib.analysis.correlation import scored_top_tokens
@@ -97,8 +125,9 @@ def export(probe_path: Path, out: Path, rung: str, family: str, seed: int, kind:
     write_export(out, {
         "rung": rung, "family": family, "seed": seed, "kind": kind, "preset": preset_of(rung), "corpus": corpus_of(rung),
         "tower_parameters": tower_parameters(rung, family, data),
-        "train": {"tokens": epoch_tokens(data) * passes(rung), "passes": passes(rung), "steps": tcfg.max_steps,
-                  "micro_batch": MICRO_BATCH, "snapshot": 0 if kind == "untrained" else "final"},
+        "train": {"tokens": tokens or epoch_tokens(data) * passes(rung), "passes": passes(rung), "steps": tcfg.max_steps,
+                  "micro_batch": micro_batch(rung), "snapshot": 0 if kind == "untrained" else "final",
+                  **({"recipe": dict(RUNGS[rung].recipe), "budget_s": RUNGS[rung].budget_s} if RUNGS[rung].recipe else {})},
         "val_loss": art.manifest.get("val_loss", {}),
         "ordering": {"primary_tower": o["primary_tower"], "mean_p": o["mean_p"], "mean_logp": o["mean_logp"]},
         "doc_sums": {"n": docs["n"].astype(int).tolist(), "sum_p1": [float(f"{v:.7g}") for v in docs["sum_p1"]],
@@ -176,9 +205,15 @@ def tower_parameters(rung: str, family: str, data) -> int:
     return int(sum(p.numel() for p in model.towers[0].parameters()))
 
 
-def run_one(root: Path, rung: str, family: str, seed: int, results: Path, data, report: bool = True) -> None:
+def context_path(rung: str, family: str, seed: int, results: Path = RESULTS) -> Path:
+    return results / "context" / rung / f"{case_name(family, seed)}.json"
+
+
+def run_one(root: Path, rung: str, family: str, seed: int, results: Path, data, report: bool = True) -> bool:
     """Train (or resume) one run, probe it and its untrained towers, and export both; with `report`, rewrite the
-    report after each export (a GPU call leaves that to the machine its exports are copied to)."""
+    report after each export (a GPU call leaves that to the machine its exports are copied to). A rung with a recipe
+    first measures the trained run's context (`context_learned`, written to `results/ladder/context/`): below the
+    gate nothing is probed, and it returns False (the ladder then starts no further seed of that rung)."""
     from twotower_lib.probe.run import probe_run
     from twotower_lib.train.loop import train_job
 
@@ -189,18 +224,30 @@ def run_one(root: Path, rung: str, family: str, seed: int, results: Path, data, 
     if not done["untrained"]:
         done["untrained"] = copy_untrained(rung, family, seed, results, data, tcfg)
     if all(done.values()):
-        return
+        return True
     run = run_dir(root, rung, family, seed)
     t0 = time.time()
     train_job(tcfg, str(prepared), str(run))
     print(f"ladder: trained {rung} {case_name(family, seed)} in {(time.time() - t0) / 60:.1f} min", flush=True)
+    context = {}
+    if RUNGS[rung].recipe:
+        context = context_learned(run, data) | {"rung": rung, "family": family, "seed": seed, "data_hash": data.data_hash,
+                                                "recipe": dict(RUNGS[rung].recipe), "provenance": provenance()}
+        write_export(context_path(rung, family, seed, results), context)
+        print(f"ladder: {rung} {case_name(family, seed)}: {context['beyond_word_frequencies']:+.3f} nats beyond word "
+              f"frequencies after {context['tokens']:,} tokens ({context['steps']} steps): "
+              + ("context learned, probing" if context["learned_context"] else "below the context gate, not probed"),
+              flush=True)
+        if not context["learned_context"]:
+            return False
     for kind in KINDS:       # the size rung, run beside this one, may have probed the untrained towers meanwhile
         if done[kind] or (kind == "untrained" and copy_untrained(rung, family, seed, results, data, tcfg)):
             continue
         t0 = time.time()
         probe = probe_run(run, probe_config(rung), snapshot=0 if kind == "untrained" else None, data_dir=prepared,
                           out=root / rung / "probing" / kind / case_name(family, seed), show=False)
-        export(probe, outs[kind], rung, family, seed, kind, data, tcfg)
+        export(probe, outs[kind], rung, family, seed, kind, data, tcfg,    # a budget's run: the tokens it read
+               tokens=context["tokens"] if RUNGS[rung].budget_s and kind == "case" else None)
         if report:
             write_all(results)         # the committed report, book parts and README never lag the exports
         print(f"ladder: probed {rung} {case_name(family, seed)} ({kind}) in {(time.time() - t0) / 60:.1f} min",
@@ -208,6 +255,7 @@ def run_one(root: Path, rung: str, family: str, seed: int, results: Path, data, 
     if RUNGS[rung].gpu:     # a Table 1-size run's snapshots fill several GB; the device's disk holds 64 GB
         shutil.rmtree(run)
         shutil.rmtree(root / rung / "probing", ignore_errors=True)
+    return True
 
 
 def write_all(results: Path) -> None:
@@ -237,7 +285,10 @@ def run_ladder(seeds: list[int], rungs: list[str], families: list[str], root: Pa
                     print(f"ladder: deadline reached before {rung} {case_name(family, seed)}", flush=True)
                     return
                 check_data(rung, family, seed, data, results)
-                run_one(root, rung, family, seed, results, data, report)
+                if not run_one(root, rung, family, seed, results, data, report):
+                    print(f"ladder: {rung} {case_name(family, seed)} did not learn context: no further seed of "
+                          f"{rung} {family}", flush=True)
+                    break
 
 
 def prepared_corpus(root: Path, results: Path, corpus: str):
