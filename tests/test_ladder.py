@@ -3,6 +3,7 @@ as the small committed file the report reads; and the report's two answers on ex
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from dataclasses import asdict
@@ -64,6 +65,9 @@ def test_one_run_is_trained_for_one_epoch_probed_twice_and_exported(tiny_data, t
         runner.check_data("tiny", "gpt", 1, other, results)
 
 
+UNIGRAM = 6.0   # word frequencies' loss of the synthetic exports' corpus: their cooperative loss (5) is 1 nat below
+
+
 def _export(rung, family, seed, kind, scores, margin, params, head_loss=None, reliability=None):
     """A synthetic export: `scores` over token ids 0..n-1, 50 documents whose towers' mean p differ by `margin`;
     its tower heads' validation loss `head_loss` (by default 5 nats trained, 6 untrained)."""
@@ -96,7 +100,7 @@ def test_the_report_answers_partition_and_orientation_per_rung(tmp_path, monkeyp
                                    params))
     runs, pairs = report.run_rows(exports), report.pair_rows(exports)
     assert len(pairs[pairs["kind"] == "same"]) == 12 and set(pairs["kind"]) == {"same", "untrained", "shuffled"}
-    summary = report.summary_rows(runs, pairs).set_index("rung")
+    summary = report.summary_rows(runs, pairs, UNIGRAM).set_index("rung")
     assert list(summary.index) == ["small", "big"]          # by size, as the answer reads, not by the rung's name
     small, big = summary.loc["small"], summary.loc["big"]
     assert small["partition: verdict"] == "holds" and small["partition: median |r|"] > 0.7
@@ -117,6 +121,7 @@ def test_the_report_answers_partition_and_orientation_per_rung(tmp_path, monkeyp
         path = tmp_path / report.EXPORTS / e["rung"] / f"{e['family']}-s{e['seed']}{'' if e['kind'] == 'case' else '-untrained'}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(e))
+    (tmp_path / report.REFERENCE).write_text(json.dumps({"unigram_loss": UNIGRAM}))   # as the runner records it
     report.write_report(tmp_path)
     book = json.loads((tmp_path / "book.json").read_text())
     assert book["parts"]["LADDER_CHART"].startswith("{") and "holds" in book["parts"]["LADDER_TABLE"]
@@ -130,7 +135,7 @@ def test_the_report_answers_partition_and_orientation_per_rung(tmp_path, monkeyp
     # the big rung probed otherwise (a GPU rung whose probe took bf16): said so, and no trend across the two probes
     monkeypatch.setitem(report.RUNGS, "big", Rung("paper-gpt", "gpt", gpu=True))
     other = [e | {"probe_config": {"precision": "auto"}} if e["rung"] == "big" else e for e in exports]
-    summary = report.summary_rows(report.run_rows(other), report.pair_rows(other))
+    summary = report.summary_rows(report.run_rows(other), report.pair_rows(other), UNIGRAM)
     assert summary.set_index("rung")["probed as the ladder probes"].to_dict() == {"small": True, "big": False}
     text = report.answer(summary)
     assert "big: median |r|" in text and "→" not in text
@@ -157,6 +162,46 @@ def test_the_gpu_rungs_train_table_1_sizes_on_the_same_epoch(tiny_data, tmp_path
     script = (runner.Path(__file__).resolve().parent.parent / "benchmarks" / "gpu_ladder.sh").read_text()
     assert "python3 -m studies.ladder --gpu --rungs" in script and "--deadline" in script
     assert runner.seed_list("4") == [1, 2, 3, 4] and runner.seed_list("3,4") == [3, 4] and runner.seed_list("2,") == [2]
+
+
+def test_a_recipe_rung_checks_the_context_gate_before_it_probes_and_stops_its_seeds_below_it(tiny_data, tiny_ladder,
+                                                                                            monkeypatch, capsys):
+    """A rung with a recipe (the GPU call `benchmarks/gpu_bert_recipe.sh`, rung `24x512-pre`) trains with its levers,
+    measures the run's context learned and writes it down; below the gate it probes nothing and trains no further seed;
+    past it both probes are made and the exports carry the recipe."""
+    from twotower_lib import paper
+
+    root, results = tiny_ladder
+    recipe = (("norm_scheme", "pre"), ("mask_rate", 0.4), ("mask_style", "mask"))
+    monkeypatch.setitem(runner.RUNGS, "tiny-pre", Rung("tiny", "bert", recipe=recipe, micro_batch=4))
+    tcfg = runner.train_config("tiny-pre", "bert", 1, root / "data" / "prepared", tiny_data)
+    assert (tcfg.norm_scheme, tcfg.mask_rate, tcfg.mask_style, tcfg.micro_batch) == ("pre", 0.4, "mask", 4)
+    assert rungs.size_rung("tiny-pre") == "tiny-pre"        # other towers than `tiny`'s: its own untrained probe
+    monkeypatch.setattr(paper, "CONTEXT_GATE", 50.0)        # no run learns 50 nats
+    monkeypatch.setattr(runner, "prepared_corpus", lambda root, results, corpus: tiny_data)
+    runner.run_ladder([1, 2], ["tiny-pre"], ["bert"], root, results, report=False)
+    context = json.loads(runner.context_path("tiny-pre", "bert", 1, results).read_text())
+    assert not context["learned_context"] and context["recipe"] == dict(recipe) and context["data_hash"] == tiny_data.data_hash
+    assert context["beyond_word_frequencies"] == pytest.approx(context["word_frequency_loss"] - context["cooperative_loss"],
+                                                                abs=1e-3)
+    assert context["tokens"] == tcfg.max_steps * 4 * tiny_data.seq_len
+    assert not runner.context_path("tiny-pre", "bert", 2, results).exists()    # seed 2 never started
+    assert not any(runner.export_path("tiny-pre", "bert", 1, k, results).exists() for k in runner.KINDS)
+    assert "below the context gate, not probed" in capsys.readouterr().out
+    monkeypatch.setattr(paper, "CONTEXT_GATE", -50.0)
+    assert runner.run_one(root, "tiny-pre", "bert", 1, results, tiny_data, report=False)
+    case = json.loads(runner.export_path("tiny-pre", "bert", 1, "case", results).read_text())
+    assert case["train"]["recipe"] == dict(recipe) and case["train"]["micro_batch"] == 4
+    assert runner.export_path("tiny-pre", "bert", 1, "untrained", results).exists()
+
+
+def test_the_gpu_recipe_rung_is_table_1s_bert_large_with_the_piloted_levers_filling_the_gpu(tiny_data, tmp_path):
+    tcfg = runner.train_config("24x512-pre", "bert", 1, tmp_path, tiny_data)
+    assert (tcfg.preset, tcfg.norm_scheme, tcfg.mask_rate, tcfg.mask_style) == ("paper-bert-large", "pre", 0.4, "mask")
+    assert tcfg.micro_batch >= 256 and tcfg.budget_s and (tcfg.engine, tcfg.precision) == ("torch", "bf16")
+    assert runner.probe_config("24x512-pre").precision == "fp32" and "24x512-pre" not in size_rungs(gpu=True)
+    script = (runner.Path(__file__).resolve().parent.parent / "benchmarks" / "gpu_bert_recipe.sh").read_text()
+    assert "--rungs \"$rung\"" in script and 'RUNG:-24x512-pre' in script and "--deadline" in script
 
 
 def test_a_passes_rung_takes_its_size_rungs_untrained_export(tiny_data, tiny_ladder, monkeypatch):
@@ -208,7 +253,7 @@ def test_a_passes_rung_trains_its_family_for_several_epochs_and_stays_off_the_si
     shared = rng.standard_normal(200)
     exports = [_export(r, "bert", seed, kind, (shared if kind == "case" else 0) + rng.standard_normal(200), 0.05, 10)
                for r in ("1x96", rung) for seed in range(1, 5) for kind in ("case", "untrained")]
-    summary = report.summary_rows(report.run_rows(exports), report.pair_rows(exports))
+    summary = report.summary_rows(report.run_rows(exports), report.pair_rows(exports), UNIGRAM)
     text = report.answer(summary)
     assert f"**bert, {passes} passes over the epoch** — {rung}: median |r|" in text
     assert "→" not in text                                  # one size rung: no trend, the passes rung not in one
@@ -217,7 +262,7 @@ def test_a_passes_rung_trains_its_family_for_several_epochs_and_stays_off_the_si
     assert runner.RUNGS[bigger].passes == passes and runner.RUNGS[bigger].family == "bert"
     exports += [_export(bigger, "bert", seed, kind, (shared if kind == "case" else 0) + rng.standard_normal(200),
                         0.05, 40) for seed in range(1, 5) for kind in ("case", "untrained")]
-    summary = report.summary_rows(report.run_rows(exports), report.pair_rows(exports))
+    summary = report.summary_rows(report.run_rows(exports), report.pair_rows(exports), UNIGRAM)
     line = next(t for t in report.answer(summary).splitlines() if "passes over the epoch" in t)
     assert line.index(f"{rung}: median |r|") < line.index(f"{bigger}: median |r|") and "median |r| goes" in line
     assert report.answer(summary).count("passes over the epoch**") == 1
@@ -226,7 +271,7 @@ def test_a_passes_rung_trains_its_family_for_several_epochs_and_stays_off_the_si
     ends = [summary.set_index("rung").loc[r, "partition: median |r|"] for r in (rung, bigger)]
     exports += [_export("4x256x8", "bert", seed, kind, (shared if kind == "case" else 0) + rng.standard_normal(200),
                         0.05, 160) for seed in (1, 2) for kind in ("case", "untrained")]
-    summary = report.summary_rows(report.run_rows(exports), report.pair_rows(exports))
+    summary = report.summary_rows(report.run_rows(exports), report.pair_rows(exports), UNIGRAM)
     line = next(t for t in report.answer(summary).splitlines() if "passes over the epoch" in t)
     assert "4x256x8: median |r|" in line and "2 seeds" in line and report.NOT_YET in line
     assert f"goes {report._f(ends[0])} → {report._f(ends[1])} " in line
@@ -249,11 +294,12 @@ def test_a_rung_whose_probe_heads_learned_nothing_gets_no_verdict():
     row = report.summary_rows(runs, report.pair_rows(exports)).iloc[0]
     assert row["partition: verdict"] == row["orientation: verdict"] == report.PROBE_FAILED and row["valid probes"] == 1
     assert "no verdict, probe failed (1 of 4 probes count" in report.answer(report.summary_rows(runs, report.pair_rows(exports)))
-    # the synthetic cooperative loss (5 nats) against word frequencies at 4.5 nats, then at 6
-    below, above = (report.summary_rows(runs, report.pair_rows(exports), u).iloc[0] for u in (4.5, 6.0))
-    assert not below["beyond word frequencies"] and above["beyond word frequencies"]
-    assert "the towers learned no context" in report.answer(below.to_frame().T)
-    assert "learned no context" not in report.answer(above.to_frame().T)
+    # the synthetic cooperative loss (5 nats) against word frequencies at 4.5, 5.4 and 6 nats: the gate needs 0.5
+    below, short, above = (report.summary_rows(runs, report.pair_rows(exports), u).iloc[0] for u in (4.5, 5.4, 6.0))
+    assert [r["beyond word frequencies"] for r in (below, short, above)] == pytest.approx([-0.5, 0.4, 1.0])
+    assert not below["learned context"] and not short["learned context"] and above["learned context"]
+    assert "did not learn context: 0.40 nats" in report.answer(short.to_frame().T)
+    assert "did not learn context" not in report.answer(above.to_frame().T)
     # untrained controls not probed yet for three seeds: not a failure, not yet a rung
     partial = [e for e in exports if e["kind"] == "case" or e["seed"] == 3]
     row = report.summary_rows(report.run_rows(partial), report.pair_rows(partial)).iloc[0]
@@ -270,13 +316,14 @@ def test_the_brief_gives_each_family_its_rungs_in_size_order():
                          "passes over the epoch": [1, 1, 8, 1], "partition: median |r|": [0.4, 0.2, 0.3, np.nan],
                          "partition: verdict": ["not attempted", "holds", "holds", "probe failed"],
                          "probed as the ladder probes": [True, True, True, False], "valid probes": [2, 4, 4, 0],
-                         "beyond word frequencies": [True, True, True, False], "cooperative loss": [5, 5, 5, 7],
+                         "beyond word frequencies": [1.0, 1.0, 1.0, -1.0], "learned context": [True, True, True, False],
+                         "cooperative loss": [5, 5, 5, 7],
                          "word frequencies' loss": [6, 6, 6, 6]})
     text = report.brief(rows)
     # the families in the order of the ladder page's answer and table (`rungs.FAMILIES`), not alphabetical
     assert text.startswith("**Along the size ladder**") and "\n  - gpt 1x96" in text and text.index("bert 1x96x8 (8 passes) 0.30 (holds, 4 seeds)") \
         > text.index("gpt 1x96 0.20 (holds, 4 seeds), 2x128 0.40 (not attempted, 2 seeds), "
-                     "12x768 no verdict (probe failed, 0 of 4 seeds' probes count; no context learned; another probe)")
+                     "12x768 no verdict (probe failed, 0 of 4 seeds' probes count; -1.00 nats beyond word frequencies; another probe)")
     assert list(report.in_reading_order(rows)["rung"]) == ["1x96", "2x128", "12x768", "1x96x8"]
 
 
@@ -328,10 +375,11 @@ def test_a_register_rung_trains_its_family_on_one_source_and_answers_beside_brow
                                 for seed in range(1, 5) for kind in ("case", "untrained")]
     exports = make("1x96", 1.0) + make("2x128", 1.0) + make(books, 1.0) + make("2x128-wiki", 0.0)
     runs = report.run_rows(exports)
-    summary = report.summary_rows(runs, report.pair_rows(exports), {"brown": 6.0, "books": 4.5})
+    summary = report.summary_rows(runs, report.pair_rows(exports), {"brown": 6.0, "books": 5.6, "wiki": 6.0})
     by_rung = summary.set_index("rung")
-    assert by_rung.loc[books, "corpus"] == "books" and np.isnan(by_rung.loc["2x128-wiki", "word frequencies' loss"])
-    assert by_rung.loc["2x128", "beyond word frequencies"] and not by_rung.loc[books, "beyond word frequencies"]
+    assert by_rung.loc[books, "corpus"] == "books" and by_rung.loc["2x128-wiki", "word frequencies' loss"] == 6.0
+    assert by_rung.loc["2x128", "beyond word frequencies"] == pytest.approx(1.0)     # each against its own corpus
+    assert by_rung.loc[books, "beyond word frequencies"] == pytest.approx(0.6)
     assert list(summary["rung"]) == ["1x96", "2x128", books, "2x128-wiki"]   # Brown's rungs first, by size
     text = report.answer(summary)
     size_line, register_line = (next(t for t in text.splitlines() if t.startswith(f"- **{k}")) for k in
@@ -355,7 +403,7 @@ def test_a_register_rung_trains_its_family_on_one_source_and_answers_beside_brow
     bert = make("2x128", 0.0) + make("2x128-mixed", 1.0) + make("2x128x3-thinned", 1.0) + make("2x128x8", 0.0) \
         + make("2x128x3-books", 1.0) + make("2x128x3-wiki", 0.0) + make("2x128x3", 0.0)
     bert = [e | {"family": "bert"} for e in bert]
-    both = report.summary_rows(report.run_rows(exports + bert), report.pair_rows(exports + bert))
+    both = report.summary_rows(report.run_rows(exports + bert), report.pair_rows(exports + bert), UNIGRAM)
     assert "bert's division repeats across seeds on no source alone, not on brown; with the same recipe on the mixed " \
            "corpus (every source together) it repeats; over 3 passes of each source alone it repeats on books alone, " \
            "not on brown, wiki; over 8 passes of brown alone it does not repeat; on the mixed corpus thinned to " \
@@ -483,3 +531,30 @@ def test_the_register_rungs_decide_their_familys_part_of_the_register_verdict(tm
     summary.to_csv(path, index=False)
     assert register.verdict_over_seeds(table, path) is None
     assert register.verdict_over_seeds(table, tmp_path / "none.csv") is None
+
+
+def test_the_opening_table_reads_the_size_trend_from_seed_bootstrap_intervals():
+    """The ladder page opens with a table of the size rungs and one sentence on the trend, read from the seed-bootstrap
+    intervals of the median |r| (not from labels); a family with no two rungs with a verdict has no trend to read."""
+    pairs = pd.DataFrame([(a, b, 0.5) for a, b in itertools.combinations(range(1, 5), 2)], columns=["seed_a", "seed_b", "r"])
+    assert report.seed_bootstrap(pairs) == (0.5, 0.5)
+    assert np.isnan(report.seed_bootstrap(pairs.iloc[:0])[0])
+    spread_r = pairs.assign(r=[0.1, -0.2, 0.3, 0.4, -0.5, 0.6])
+    lo, hi = report.seed_bootstrap(spread_r)
+    assert 0.1 <= lo < np.median(np.abs(spread_r["r"])) < hi <= 0.6
+    assert report.seed_bootstrap(spread_r) == (lo, hi)                     # one seed, one interval
+    row = lambda family, rung, p, m, lo, hi, verdict: {"family": family, "rung": rung, "tower parameters": p,
+                                                        "median |r|": m, "interval low": lo, "interval high": hi,
+                                                        "beyond word frequencies": 1.0, "text ceiling": 0.8,
+                                                        "verdict": verdict}
+    table = pd.DataFrame([row("gpt", "1x96", 1, 0.15, 0.1, 0.2, "holds"), row("gpt", "4x256", 3, 0.35, 0.3, 0.4, "holds"),
+                          row("elmo", "1x96", 1, 0.15, 0.1, 0.3, "unstable"), row("elmo", "4x256", 3, 0.2, 0.15, 0.4, "holds"),
+                          row("bert", "1x96", 1, 0.1, 0.0, 0.2, "no verdict"), row("bert", "4x256", 3, 0.5, 0.4, 0.6, "no verdict")])
+    text = report.trend_sentence(table)
+    assert "gpt's median |r| grows from 1x96 (0.15, 0.10–0.20) to 4x256 (0.35, 0.30–0.40)" in text
+    assert "elmo's median |r| shows no trend the intervals resolve" in text
+    assert "bert: fewer than two rungs with a verdict (2 of 2 without" in text
+    assert "falls" in report.trend_sentence(table.assign(**{"interval low": [0.3, 0.1, 0, 0, 0, 0],
+                                                            "interval high": [0.4, 0.2, 1, 1, 1, 1]}))
+    head = report.head_markdown(table)
+    assert "| gpt | 1×96 | 0.15 | 0.10–0.20 | +1.00 | 0.80 | holds |" in head and head.endswith(text + "\n")

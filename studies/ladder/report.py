@@ -120,6 +120,17 @@ def pair_rows(exports: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def with_validity(pairs: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """`pairs` with a column `valid probes`: whether both of a pair's seeds have probes that count
+    (`VALID_PROBE_RULE`), so that a failed probe's pairs are marked, not mixed in with the rest."""
+    if pairs.empty:
+        return pairs.assign(**{"valid probes": pd.Series(dtype=bool)})
+    valid = {key: set(valid_seeds(group)) for key, group in runs.groupby(["rung", "family"], sort=False)}
+    ok = [a in valid.get((r, f), ()) and b in valid.get((r, f), ())
+          for r, f, a, b in zip(pairs["rung"], pairs["family"], pairs["seed_a"], pairs["seed_b"])]
+    return pairs.assign(**{"valid probes": ok})
+
+
 def summary_rows(runs: pd.DataFrame, pairs: pd.DataFrame, unigram: float | dict[str, float] = np.nan) -> pd.DataFrame:
     """Per rung and family (seeds with a trained and an untrained probe): the partition and orientation answers,
     and whether the cooperative model learned more than word frequencies (its loss below `unigram`, or below its
@@ -138,7 +149,9 @@ def summary_rows(runs: pd.DataFrame, pairs: pd.DataFrame, unigram: float | dict[
                 "passes over the epoch": int(cases["passes"].iloc[0]),
                 "seeds": len(cases), "valid probes": len(valid),
                 "cooperative loss": float(cases["val_loss"].median()), "word frequencies' loss": u,
-                "beyond word frequencies": bool(cases["val_loss"].median() < u) if np.isfinite(u) else None,
+                # nats of context of the rung's worst seed, and `paper.CONTEXT_RULE` over every seed
+                "beyond word frequencies": float(u - cases["val_loss"].max()),
+                "learned context": all(paper.learned_context(loss, u) for loss in cases["val_loss"]),
                 "heads' loss": float(cases["head_loss"].median()),
                 "probed as the ladder probes": bool(r_of["current_probe"].all()),
                 "probe precision": ", ".join(sorted({str(p) for p in r_of["probe_precision"]})),
@@ -149,6 +162,7 @@ def summary_rows(runs: pd.DataFrame, pairs: pd.DataFrame, unigram: float | dict[
             verdict = PROBE_FAILED if len(complete) > len(valid) else NOT_YET
             rows.append(base | {"partition: verdict": verdict, "orientation: verdict": verdict})
             continue
+        gate = lambda verdict: paper.gated(verdict, base["learned context"])
         same, shuffled = (df[df["seed_a"].isin(valid) & df["seed_b"].isin(valid)] for df in (same, shuffled))
         cases = cases[cases["seed"].isin(valid)]
         part = spread.partition(same["seed_a"], same["seed_b"], same["r"], untrained["r"], shuffled["r"])
@@ -157,8 +171,8 @@ def summary_rows(runs: pd.DataFrame, pairs: pd.DataFrame, unigram: float | dict[
         ceiling = float(same["text ceiling"].median()) if same["text ceiling"].notna().all() else np.nan
         rows.append(base | {"median r": float(np.median(same["r"])), "text ceiling (median)": ceiling,
                             "median |r| / ceiling": corrected(part["median |r|"], ceiling)}
-                    | {f"partition: {k}": v for k, v in part.items()}
-                    | {f"orientation: {k}": v for k, v in orient.items()})
+                    | {f"partition: {k}": gate(v) if k == "verdict" else v for k, v in part.items()}
+                    | {f"orientation: {k}": gate(v) if k == "verdict" else v for k, v in orient.items()})
     return in_reading_order(pd.DataFrame(rows))
 
 
@@ -174,12 +188,20 @@ def in_reading_order(summary: pd.DataFrame) -> pd.DataFrame:
             .drop(columns=["family_order", "other_source"]).reset_index(drop=True))
 
 
-def chart(summary: pd.DataFrame):
-    """The ladder's lead chart: the median |r| over seed pairs (bar: leave-one-seed-out range) against the
-    tower's parameters, one line per family, each family's untrained-tower threshold dashed, the paper's r. Only
-    rungs probed as the ladder probes today: a rung measured with another probe is in the text, not on the line."""
+def chart(summary: pd.DataFrame, intervals: pd.DataFrame | None = None):
+    """The ladder's lead chart: the median |r| over seed pairs (bar: its seed-bootstrap interval from `intervals`,
+    `size_table`'s, else the leave-one-seed-out range) against the tower's parameters, one line per family, each
+    family's untrained-tower threshold dashed, the paper's r. Only rungs with a verdict probed as the ladder probes
+    today: a rung whose towers learned no context, whose probes failed or that was measured with another probe is in
+    the table and the text, not on the line."""
     from twotower_lib.book.charts import LEGEND_BELOW, WIDTH, alt
 
+    if intervals is not None and not intervals.empty:
+        bounds = intervals.set_index(["rung", "family"])[["interval low", "interval high"]]
+        summary = summary.join(bounds, on=["rung", "family"])
+        summary = summary.assign(**{"partition: loo low": summary["interval low"],
+                                    "partition: loo high": summary["interval high"]})
+    summary = summary[~summary["partition: verdict"].isin([paper.NO_CONTEXT, PROBE_FAILED, NOT_YET])]
     df = summary.rename(columns={"partition: median |r|": "median_abs_r", "partition: loo low": "loo_low",
                                  "partition: loo high": "loo_high", "tower parameters": "params",
                                  "partition: controls |r| threshold": "control",
@@ -388,7 +410,7 @@ def brief(summary: pd.DataFrame) -> str:
         median = r.get("partition: median |r|", np.nan)
         other = "" if r.get("probed as the ladder probes", True) else "; another probe"
         if _no_context(r):
-            other = "; no context learned" + other
+            other = f"; {_f(r['beyond word frequencies'])} nats beyond word frequencies" + other
         counted = r.get("valid probes", r["seeds"])
         seeds = f"{r['seeds']} seeds" if counted == r["seeds"] else f"{counted} of {r['seeds']} seeds' probes count"
         return (f"{name} {'no verdict' if not np.isfinite(median) else f'{median:.2f}'} "
@@ -427,18 +449,18 @@ def _ceiling(r: pd.Series) -> str:
 
 
 def _no_context(r: pd.Series) -> bool:
-    """Whether the rung's cooperative model is known to have learned no more than word frequencies."""
-    beyond = r.get("beyond word frequencies")
-    return beyond is not None and not pd.isna(beyond) and not bool(beyond)
+    """Whether some seed of the rung falls short of `paper.CONTEXT_RULE` (a rung measured before the word-frequency
+    loss was recorded is not known to)."""
+    return not pd.isna(r.get("beyond word frequencies")) and not bool(r.get("learned context", True))
 
 
 def _context(r: pd.Series) -> str:
-    """A note where the rung's cooperative model learned no more than word frequencies."""
+    """A note where some seed of the rung falls short of `paper.CONTEXT_RULE`."""
     if not _no_context(r):
         return ""
     frequencies = _f(r["word frequencies' loss"])
-    return (f"; its cooperative loss {_f(r['cooperative loss'])} nats is not below word frequencies' "
-            f"{frequencies}: the towers learned no context")
+    return (f"; its towers did not learn context: {_f(r['beyond word frequencies'])} nats beyond word frequencies' "
+            f"{frequencies} at its worst seed, where a verdict needs {paper.CONTEXT_GATE:g}")
 
 
 def _failed(r: pd.Series) -> str:
@@ -495,9 +517,93 @@ def ladder_tables(summary: pd.DataFrame) -> str:
     return "".join(out)
 
 
+BOOTSTRAP_DRAWS = 2000       # seed resamples for the median |r|'s interval
+INTERVAL = (0.025, 0.975)    # its ends
+
+
+def seed_bootstrap(same: pd.DataFrame, draws: int = BOOTSTRAP_DRAWS, seed: int = 0) -> tuple[float, float]:
+    """The interval of a rung's median |r| over seed pairs when its seeds are resampled: each draw takes as many
+    seeds as trained, with replacement, and the median |r| over the pairs of two different seeds drawn (every such
+    pair as often as the draw holds it); the `INTERVAL` quantiles of the draws. NaN where fewer than two seeds."""
+    r = {}
+    for a, b, v in zip(same["seed_a"], same["seed_b"], same["r"]):
+        r[(a, b)] = r[(b, a)] = abs(v)
+    seeds = sorted({a for a, _ in r})
+    if len(seeds) < 2:
+        return np.nan, np.nan
+    rng = np.random.default_rng(seed)
+    medians = []
+    for _ in range(draws):
+        drawn = rng.choice(seeds, size=len(seeds), replace=True)
+        values = [r[(x, y)] for x, y in itertools.combinations(drawn, 2) if x != y]
+        if values:
+            medians.append(np.median(values))
+    lo, hi = np.quantile(medians, INTERVAL)
+    return float(lo), float(hi)
+
+
+SIZE_COLUMNS = ["family", "rung", "tower parameters", "median |r|", "interval low", "interval high",
+                "beyond word frequencies", "text ceiling", "verdict"]
+
+
+def size_table(summary: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
+    """The ladder's opening table: per family and size rung (one epoch of Brown, `size_rungs`), the median |r| over
+    seed pairs with its seed-bootstrap interval (`seed_bootstrap`), the worst seed's loss beyond word frequencies,
+    the text ceiling and the division's verdict."""
+    sizes, rows = [*size_rungs(False), *size_rungs(True)], []
+    for _, r in (summary[summary["rung"].isin(sizes)] if "rung" in summary else summary).iterrows():
+        same = pairs[(pairs["rung"] == r["rung"]) & (pairs["family"] == r["family"]) & (pairs["kind"] == "same")]
+        if "valid probes" in same:
+            same = same[same["valid probes"].astype(bool)]
+        lo, hi = seed_bootstrap(same)
+        rows.append({"family": r["family"], "rung": r["rung"], "tower parameters": int(r["tower parameters"]),
+                     "median |r|": r.get("partition: median |r|", np.nan), "interval low": lo, "interval high": hi,
+                     "beyond word frequencies": r["beyond word frequencies"],
+                     "text ceiling": r.get("text ceiling (median)", np.nan), "verdict": r["partition: verdict"]})
+    return pd.DataFrame(rows, columns=SIZE_COLUMNS)
+
+
+def trend_sentence(table: pd.DataFrame) -> str:
+    """What changes with size, per family, read from the seed-bootstrap intervals of its smallest and largest rungs
+    with a verdict (towers that learned context and probes that count): the median |r| grows where the largest
+    rung's interval lies above the smallest's, falls where below, and no trend is resolved where they overlap."""
+    clauses = []
+    for family, rows in table.groupby("family", sort=False):
+        judged = rows[~rows["verdict"].isin([paper.NO_CONTEXT, PROBE_FAILED, NOT_YET])].sort_values("tower parameters")
+        if len(judged) < 2:
+            clauses.append(f"{family}: fewer than two rungs with a verdict ({len(rows) - len(judged)} of {len(rows)} "
+                           "without: towers that learned no context or probes that failed), no trend to read")
+            continue
+        a, b = judged.iloc[0], judged.iloc[-1]
+        trend = ("grows" if b["interval low"] > a["interval high"] else "falls" if b["interval high"] < a["interval low"]
+                 else "shows no trend the intervals resolve")
+        clauses.append(f"{family}'s median |r| {trend} from {a['rung']} ({a['median |r|']:.2f}, {a['interval low']:.2f}"
+                       f"–{a['interval high']:.2f}) to {b['rung']} ({b['median |r|']:.2f}, {b['interval low']:.2f}–"
+                       f"{b['interval high']:.2f})")
+    return ("**With size** (seed-bootstrap intervals of the median |r|, smallest against largest rung with a verdict): "
+            + "; ".join(clauses) + ".") if clauses else "**With size:** no size rung is measured yet."
+
+
+def head_markdown(table: pd.DataFrame) -> str:
+    """`LADDER_HEAD`: the opening table, one number per cell, and the trend sentence."""
+    from twotower_lib.book.tables import markdown_table
+
+    if table.empty:
+        return trend_sentence(table) + "\n"
+    t = pd.DataFrame({"family": table["family"], "layers × width": table["rung"].str.replace("x", "×"),
+                      "median |r|": table["median |r|"].map(lambda v: _f(v)),
+                      "seed-bootstrap interval": [f"{_f(lo)}–{_f(hi)}" if lo == lo else "—"
+                                                  for lo, hi in zip(table["interval low"], table["interval high"])],
+                      "nats beyond word frequencies": table["beyond word frequencies"].map(lambda v: f"{v:+.2f}"),
+                      "text ceiling": table["text ceiling"].map(lambda v: _f(v)), "verdict": table["verdict"]})
+    return markdown_table(t.columns, t.itertuples(index=False)) + "\n\n" + trend_sentence(table) + "\n"
+
+
 def book_parts(summary: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -> dict[str, str]:
-    return {"LADDER_ANSWER": answer(summary), "LADDER_BRIEF": brief(summary),
-            "LADDER_CHART": chart(summary).to_json() if not summary.empty else "*No rung has two seeds probed yet.*",
+    table = size_table(summary, pairs)
+    return {"LADDER_HEAD": head_markdown(table), "LADDER_TREND": trend_sentence(table), "LADDER_ANSWER": answer(summary),
+            "LADDER_BRIEF": brief(summary),
+            "LADDER_CHART": chart(summary, table).to_json() if not summary.empty else "*No rung has two seeds probed yet.*",
             "LADDER_TABLE": ladder_tables(summary), "LADDER_REGISTER": register_sentence(summary),
             "LADDER_RULES": VALID_PROBE_RULE + "\n\n" + paper.PARTITION_RULE + "\n\n" + paper.ORIENTATION_RULE,
             "LADDER_PROGRESS": progress(runs)}
@@ -509,12 +615,15 @@ def progress(runs: pd.DataFrame) -> str:
     gpu = ", ".join(f"{rung}: {int(done[rung])} of {SEEDS}" for rung in size_rungs(True) if rung in done)
     token_axis = ", ".join(f"{name} ({r.family}, {r.passes} passes{', GPU' if r.gpu else ''}): "
                            f"{int(done.get(name, 0))} of {SEEDS} runs" for name, r in RUNGS.items()
-                           if r.passes > 1 and r.corpus == CORPUS)
+                           if r.passes > 1 and r.corpus == CORPUS and not r.recipe)
+    recipe = ", ".join(f"{name} ({r.family}, {', '.join(f'{k} {v}' for k, v in r.recipe)}, GPU): "
+                       f"{int(done.get(name, 0))} runs probed" for name, r in RUNGS.items() if r.recipe)
     register = ", ".join(f"{name} ({r.family}, {source_label(r.corpus, alone=True)}): "
                          f"{int(done.get(name, 0))} of {SEEDS} runs"
                          for name, r in RUNGS.items() if r.corpus != CORPUS)
     return (f"Probed so far, on the CPU: {cells}" + (f"; on a GPU: {gpu}" if gpu else "; the GPU rungs not yet run")
-            + f"; the token axis: {token_axis}; the register axis: {register}. Each size rung's run is one epoch of "
+            + f"; the token axis: {token_axis}; the register axis: {register}; the learning recipe: {recipe}. Each "
+              f"size rung's run is one epoch of "
               f"the Brown corpus, {SEEDS} seeds a family.")
 
 
@@ -550,6 +659,7 @@ def report_tables(exports: list[dict], results: Path) -> tuple[pd.DataFrame, pd.
     """The report's runs, pairs and summary from `exports` (the summary against the word-frequency loss recorded
     in `results`)."""
     runs, pairs = run_rows(exports), pair_rows(exports)
+    pairs = with_validity(pairs, runs)
     losses = {c: unigram_loss(results, c) for c in {CORPUS, *runs.get("corpus", [])}}
     return runs, pairs, summary_rows(runs, pairs, losses) if not pairs.empty else pd.DataFrame()
 
