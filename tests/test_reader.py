@@ -50,11 +50,6 @@ def test_token_counts_read_as_a_reader_writes_them(tokens, label):
     assert tokens_label(tokens) == label
 
 
-def test_the_scale_sentence_follows_the_profile():
-    assert "500k–2M tokens" in front.scale_sentence("cpu")
-    assert "10k–10k" not in front.scale_sentence("tiny") and "10k tokens" in front.scale_sentence("tiny")
-
-
 def test_the_rerun_line_names_the_section_and_a_parameter_at_its_value():
     profile = get_profile("cpu")
     ctx = SectionContext(find_section("03_correlations"), profile, profile_dir("cpu"))
@@ -71,7 +66,7 @@ def test_the_front_table_has_one_row_per_item_and_a_caveat_each():
     seeded = rows[rows["spread over seeds"].str.contains(r" to .*\(\d+ pairs", regex=True)]
     assert len(seeded) >= 5   # Table 2's cells and Table 4 rest on the seed study
     # every seed-decided correlation answers the partition question; the same-configuration ones orientation too
-    assert seeded["division (a run left out)"].str.contains(r"(?:holds|unstable|not): \d", regex=True).all()
+    assert seeded["division (a run left out)"].str.contains(r"(?:holds|unstable|not|no verdict): \d", regex=True).all()
     same = rows[rows["claim"].str.contains("two seeds")]
     assert same["orientation (Eq. 3), signed r"].str.contains(r"/\d resolved; signed median [+−]\d", regex=True).all()
     # how many pairs reach the paper's value, beside the range that may hold it on a few pairs
@@ -162,36 +157,6 @@ def test_a_chapter_summary_counts_its_verdicts(tmp_path):
     assert "Fig. 8: no trend with frequency (reproduced); Table 4: Spearman between types (not)." in text
 
 
-def test_items_of_one_finding_are_counted_once():
-    card = {"rows": [{"id": "table2.cross-type", "verdict": "not"}, {"id": "table4", "verdict": "not"},
-                     {"id": "fig8", "verdict": "partly"}, {"id": "fig5", "verdict": "reproduced"},
-                     {"id": "table2.same-config", "verdict": "partly"}, {"id": "fig3", "verdict": "partly"}]}
-    tally = front.findings_tally(card)
-    assert "*different families agree* (3 items, not)" in tally and "the 3 findings are" in tally
-    assert "**1** reproduced, **1** partly, **1** not" in tally
-
-
-def test_the_answer_sentence_is_generated_from_the_seed_study_and_the_ladder(tmp_path):
-    claims = front.seed_claims("cpu")
-    text = front.answer_sentence("cpu", results=tmp_path)
-    holds = claims[claims["above controls"].notna() & (claims["partition verdict"] == "holds")]
-    assert text.startswith("**In short**, at profile `cpu`:\n\n- **Within a family") and all(c.split(",")[0] in text for c in holds["claim"])
-    rest = claims[claims["above controls"].notna() & (claims["partition verdict"] != "holds")]
-    assert all(f"not in {c.split(',')[0]} ({m:.2f}, {v})" in text   # every family is named, held or not
-               for c, m, v in zip(rest["claim"], rest["partition median |r|"], rest["partition verdict"]))
-    cross = claims[claims["above controls"].isna() & (claims["partition verdict"] == "holds")]
-    assert all(f"{c.split(' (')[0].split(',')[0]} (Table {c.split('(Table ')[1][0]}" in text for c in cross["claim"])
-    assert all(f"{c.split(' (')[0].split(',')[0]} (Table 4, Spearman: " in text for c in cross["claim"] if "Spearman" in c)
-    ceilings = claims.loc[claims["unit"] == "seed pairs", "text ceiling"].dropna()   # how far the text lets runs agree
-    assert f"correlate at {ceilings.min():.2f} to {ceilings.max():.2f} on the validation text (the claims' text ceilings)" in text
-    assert text.endswith("\n- The size ladder has no committed report yet.\n")
-    (tmp_path / "ladder").mkdir()
-    (tmp_path / "ladder" / "book.json").write_text(json.dumps({"parts": {"LADDER_BRIEF": "Along the size ladder: x."}}))
-    assert front.answer_sentence("cpu", results=tmp_path).endswith("\n- Along the size ladder: x.\n")
-    assert front.answer_sentence("no-such-profile") == ""
-
-
-
 def test_the_front_page_counts_the_papers_own_claims_apart():
     """Beside the count of every item, the count of the items the paper itself reports (not those named "Not in
     the paper"), with "reproduced" said even at none."""
@@ -200,3 +165,42 @@ def test_the_front_page_counts_the_papers_own_claims_apart():
     assert front.paper_tally({"rows": rows}) == \
         "Of the 3 the paper itself reports: **0** reproduced, **1** partly, **1** not, **1** not attempted."
     assert front.paper_tally({"rows": rows[:1]}) == "Of the 1 the paper itself reports: **0** reproduced, **1** partly."
+
+
+def test_the_first_screen_is_a_short_table_generated_from_the_results(tmp_path):
+    """The front page's headline table (issue 105): at most six claims, no cell over 80 characters, ours as the seed
+    study's median with its range, the scale as layers x width, tokens and top-N of the vocabulary, the verdict as
+    the scorecard has it, and the same claim at Table 1's size read from the ladder's summary (so a changed ladder
+    changes the cell); the README's block is at most 15 lines."""
+    card = front.published_card("cpu")
+    rows = front.headline_rows(card)
+    assert 0 < len(rows) <= 6 and rows.map(lambda v: len(str(v))).to_numpy().max() <= 80
+    by_id = {r["id"]: r for r in card["rows"]}
+    claims = front.seed_claims("cpu").set_index("item")
+    first = rows.iloc[0]
+    assert first["verdict"] == front.MARK[by_id["table2.same-config"]["verdict"]].split(":")[0]
+    assert first["ours: median (range)"].startswith(f"{claims.loc['table2.same-config', 'median']:.2f} (")
+    p = get_profile("cpu")
+    assert first["measured at"] == (f"{p.model_config('bert-large').n_layer}×{p.model_config('bert-large').hidden}, "
+                                    f"{tokens_label(p.tokens_for('bert-large'))} tokens, top {p.analysis.top_n:,} of "
+                                    f"{p.data.vocab_size:,}")
+    ladder = pd.DataFrame({"rung": ["24x512"], "family": ["bert"], "partition: verdict": ["holds"],
+                           "beyond word frequencies": [1.234], "tower parameters": [1]})
+    moved = front.headline_rows(card, ladder)
+    assert moved.iloc[0]["at Table 1's size"].endswith("holds (+1.23 nats of context)")
+    assert (moved.iloc[1:]["at Table 1's size"] == "at the paper's configuration: not attempted").all()
+    (tmp_path / "ladder").mkdir()
+    (tmp_path / "ladder" / "book.json").write_text(json.dumps({"parts": {"LADDER_TREND": "**With size:** x."}}))
+    assert front.size_sentence(tmp_path) == "**With size:** x. Every rung: [the ladder page](ladder.md)."
+    assert "no committed report yet" in front.size_sentence(tmp_path / "none")
+    block = front.readme_blocks("cpu")["VERDICTS"]
+    assert len(block.strip().splitlines()) <= 15 and "**Tally**" in block
+
+
+def test_the_context_sentence_names_each_familys_least_context_against_the_gate(tmp_path):
+    (tmp_path / "p").mkdir()
+    pd.DataFrame({"kind": ["case", "case", "case", "control"], "family": ["gpt", "gpt", "bert-large", "gpt"],
+                  "beyond_word_frequencies": [0.9, 0.7, 0.1, -1.0]}).to_csv(tmp_path / "p" / "runs.csv", index=False)
+    text = front.context_sentence("p", tmp_path)
+    assert "GPT 0.70, Bert-large 0.10." in text and text.endswith("Bert-large: no verdict, the towers did not learn context.")
+    assert front.context_sentence("none", tmp_path) == ""

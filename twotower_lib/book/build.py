@@ -113,13 +113,13 @@ def execution_markdown(pipe: Pipeline) -> str:
 def fill_placeholders(text: str, card: dict, pipe: Pipeline | None = None) -> str:
     """Replace every `<!-- NAME: replaced by ... -->` of a book page with what it names, computed from
     the run's scorecard, its pipeline's records (`pipe`) and from results/; an unknown name is an error."""
-    from twotower_lib.paper import CONTROLS_RULE, FIG5_RULE, FIG6_RULE, ONE_RUN_RULE, RULE, TABLE3_RULE
+    from twotower_lib.paper import CONTEXT_RULE, CONTROLS_RULE, FIG5_RULE, FIG6_RULE, ONE_RUN_RULE, RULE, TABLE3_RULE
     from twotower_lib.book import front, publish, study_parts
 
     parts = {"PROFILES": profiles_markdown, "SCORECARD": lambda: scorecard.to_markdown(card), "API": api_markdown,
-             "ANSWER": lambda: front.verdict_markdown(card), "LEAD": lambda: chart_markdown(front.lead_chart(card)) + "\n" + front.LEAD_KEY + "\n",
-             "SCALE": lambda: front.scale_sentence(card["profile"]), "IN_SHORT": lambda: front.answer_sentence(card["profile"]), "SPREAD": lambda: front.spread_sentence(card["profile"]),
-             "RULE": lambda: f"{RULE} {CONTROLS_RULE}", "ONE_RUN_RULE": lambda: f"{ONE_RUN_RULE}\n\n{FIG5_RULE}\n\n{FIG6_RULE}\n\n{TABLE3_RULE}", "PICTURE": lambda: picture_markdown(card),
+             "ANSWER": lambda: front.verdict_markdown(card), "HEADLINE": lambda: front.headline_markdown(card), "LEAD": lambda: chart_markdown(front.lead_chart(card)) + "\n" + front.LEAD_KEY + "\n",
+             "SPREAD": lambda: front.spread_sentence(card["profile"]),
+             "RULE": lambda: f"{CONTEXT_RULE}\n\n{RULE} {CONTROLS_RULE}", "ONE_RUN_RULE": lambda: f"{ONE_RUN_RULE}\n\n{FIG5_RULE}\n\n{FIG6_RULE}\n\n{TABLE3_RULE}", "PICTURE": lambda: picture_markdown(card),
              "PUBLISHED": lambda: publish.markdown(publish.load_published(exclude=card["profile"])),
              "EXECUTION": lambda: execution_markdown(pipe) if pipe is not None else "*No pipeline run to report.*\n",
              }

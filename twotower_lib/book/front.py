@@ -22,13 +22,14 @@ from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.book.paper_tables import mark_outside, number
 from twotower_lib.book.tables import keyed, markdown_table
 from twotower_lib.paper import CENTRAL, SAME_CONFIG_R
-from twotower_lib.book.paper_items import CLAIMS, FINDINGS, POINT_LABELS, SHORT_NAMES, Claim
+from twotower_lib.book.paper_items import CLAIMS, POINT_LABELS, SHORT_NAMES, Claim
 from twotower_lib.book.scorecard import redecided, verdict_cell
 from twotower_lib.run_names import model_of
 
 _LOW, _HIGH = (f"{q * 100:.0f}th" for q in CENTRAL)     # the central range's ends, as the page names them
 
-MARK = {"reproduced": "✓ reproduced", "partly": "◐ partly", "not": "✗ not", "not attempted": "— not attempted"}
+MARK = {"reproduced": "✓ reproduced", "partly": "◐ partly", "not": "✗ not",
+        "no verdict": "○ no verdict: towers did not learn context", "not attempted": "— not attempted"}
 PUBLISHED = PROJECT_ROOT / "results" / "profiles"
 SEEDS = PROJECT_ROOT / "results" / "seeds"
 HIGH = "controls' high"   # claims.csv's column: the controls' 90th percentile
@@ -201,11 +202,11 @@ def verdict_rows(card: dict, key: bool = False) -> pd.DataFrame:
 
 
 def verdict_markdown(card: dict, key: bool = True) -> str:
-    """The front page's table, with the counts of each verdict above it (`key`: for the book, not the README)."""
+    """The scorecard's table of every item with its audit, the counts of each verdict above it (`key`: for the book)."""
     t = verdict_rows(card, key)
     n = sum(card["counts"].values())
     counts = ", ".join(f"**{k}** {v}" for v, k in card["counts"].items() if k)
-    head = f"Of the {n} items below, at profile `{card['profile']}`: {counts}. {paper_tally(card)} {findings_tally(card)}\n\n"
+    head = f"Of the {n} items below, at profile `{card['profile']}`: {counts}. {paper_tally(card)}\n\n"
     return head + markdown_table(t.columns, t.itertuples(index=False))
 
 
@@ -215,24 +216,6 @@ def paper_tally(card: dict) -> str:
     own = [r["verdict"] for r in card["rows"] if not r["item"].startswith("Not in the paper")]
     counts = ", ".join(f"**{sum(v == k for v in own)}** {k}" for k in MARK if k == "reproduced" or k in own)
     return f"Of the {len(own)} the paper itself reports: {counts}."
-
-
-def findings_tally(card: dict) -> str:
-    """The tally counted once per finding: the items of each group of `paper_items.FINDINGS` count as one, at
-    their weakest verdict, every other item as itself."""
-    verdict = {r["id"]: r["verdict"] for r in card["rows"]}
-    grouped = {i for items in FINDINGS.values() for i in items}
-    once = [v for i, v in verdict.items() if i not in grouped]
-    named = []
-    for finding, items in FINDINGS.items():
-        present = [verdict[i] for i in items if i in verdict]
-        if present:
-            weakest = max(present, key=list(MARK).index)
-            once.append(weakest)
-            named.append(f"*{finding}* ({len(present)} items, {weakest})")
-    counts = ", ".join(f"**{sum(v == k for v in once)}** {k}" for k in MARK if any(v == k for v in once))
-    return (f"Counted once per finding — {'; '.join(named)} — the {len(once)} findings are: {counts}."
-            if named else "")
 
 
 def lead_points(card: dict) -> pd.DataFrame:
@@ -306,10 +289,9 @@ def published_card(profile: str = "cpu", results: Path = PUBLISHED) -> dict:
 
 
 def readme_blocks(profile: str = "cpu") -> dict[str, str]:
-    """What README.md holds between each pair of markers: the published default profile's verdict table, and
-    the GPU-hours of the paper's runs at the measured rates (the paper-scale study's `GPU_HOURS` part)."""
-    answer = answer_sentence(profile)
-    blocks = {"VERDICTS": (answer.rstrip("\n") + "\n\n" if answer else "") + verdict_markdown(published_card(profile), key=False),
+    """What README.md holds between each pair of markers: the published default profile's headline table, as the
+    front page's first screen has it (`headline_markdown`), and the GPU-hours of the paper's runs at the measured rates (the paper-scale study's `GPU_HOURS` part)."""
+    blocks = {"VERDICTS": headline_markdown(published_card(profile)),
               "GPU_HOURS": study_parts.load()[0]["GPU_HOURS"]}
     return {name: f"<!-- {name}:start -->\n{text}<!-- {name}:end -->" for name, text in blocks.items()}
 
@@ -327,73 +309,6 @@ def update_readme(path: Path, profile: str = "cpu") -> bool:
     return new != text
 
 
-def scale_sentence(profile_name: str) -> str:
-    """At what scale a profile measures, against Table 1: its towers' depths and widths, training tokens and
-    vocabulary as ranges beside the paper's (the rerun page's profile table gives each model)."""
-    from twotower_lib.book.paper_tables import MODEL_NAMES, tokens_label as tokens
-    from twotower_lib.paper import TABLE1, TABLE1_VOCAB
-    from twotower_lib.book.profiles import get_profile
-
-    p = get_profile(profile_name)
-    models = list(dict.fromkeys(m for m, _ in p.case_list()))
-    ours = [p.model_config(m) for m in models]
-    paper = [TABLE1[MODEL_NAMES[m]] for m in models]
-
-    def span(values, fmt=lambda v: f"{v:,}") -> str:
-        lo, hi = min(values), max(values)
-        return fmt(lo) if lo == hi else f"{fmt(lo)}–{fmt(hi)}"
-
-    layers = span([c.n_layer for c in ours])
-    return (f"**Scale.** Profile `{p.name}` trains towers of {layers} layer{'s' * (layers != '1')} and "
-            f"{span([c.hidden for c in ours])} units (Table 1: {span([t[0] for t in paper])} layers, "
-            f"{span([t[1] for t in paper])} units) for {span([p.tokens_for(m) for m in models], tokens)} tokens each, "
-            f"with {p.data.vocab_size:,} word pieces (the paper: {TABLE1_VOCAB:,}, about a day per case on six GPUs).")
-
-
-def _comparison(claim: str, median: float) -> str:
-    """A comparison between configurations as the answer names it, with its table and statistic, since one pair
-    is judged in Table 2 (Pearson) and Table 4 (Spearman): "GPT vs Bert-large (Table 4, Spearman: 0.15)"."""
-    base, _, table = claim.rpartition(" (")
-    pair, _, statistic = base.partition(", ")
-    return f"{pair} ({table.rstrip(')')}{', ' + statistic if statistic else ''}: {median:.2f})"
-
-
-def answer_sentence(profile_name: str, seeds: Path = SEEDS, results: Path = study_parts.RESULTS) -> str:
-    """The answer in a few generated sentences: within which families the division of tokens repeats across
-    seeds and whether its orientation does (the seed study's claims at `profile_name`), whether any division is
-    shared across families, how far the validation text lets runs agree (the claims' text ceilings), and what the
-    size ladder shows so far (its study's `LADDER_BRIEF`). Empty where the profile has no seed study."""
-    claims = seed_claims(profile_name, seeds)
-    if "partition verdict" not in claims or claims.empty:
-        return ""
-    same = claims[claims["above controls"].notna()]
-    cross = claims[claims["above controls"].isna() & claims["partition verdict"].notna()]
-    name = short_claim
-    holds = same[same["partition verdict"] == "holds"]
-    within = (", ".join(f"{name(c)} ({m:.2f})" for c, m in zip(holds["claim"], holds["partition median |r|"]))
-              or "no family")
-    rest = same[same["partition verdict"] != "holds"]   # said too: a family left out of the list reads as unmeasured
-    within += "".join(f"; not in {name(c)} ({f'{m:.2f}, ' if m == m else ''}{v})" for c, m, v in
-                      zip(rest["claim"], rest["partition median |r|"], rest["partition verdict"]))
-    ctrl = same["partition controls |r| threshold"].max()
-    orient = "; ".join(f"{name(c)} {v}" for c, v in zip(same["claim"], same["orientation verdict"]))
-    shared = cross[cross["partition verdict"] == "holds"]
-    across = (f"a division is shared by {', '.join(_comparison(c, m) for c, m in zip(shared['claim'], shared['partition median |r|']))}"
-              f" and by no other" if len(shared) else "none shares a division")
-    ladder = study_parts.load(results)[0].get("LADDER_BRIEF", "The size ladder has no committed report yet.")
-    ceilings = claims[claims["unit"] == "seed pairs"].get("text ceiling", pd.Series(dtype=float)).dropna()
-    text = (f"- **What the text allows:** runs with identical preferences would correlate at {ceilings.min():.2f} to "
-            f"{ceilings.max():.2f} on the validation text (the claims' text ceilings): an |r| far below that is a "
-            "difference between the runs, not noise of the text.\n" if len(ceilings) else "")
-    return (f"**In short**, at profile `{profile_name}`:\n\n"
-            f"- **Within a family, across seeds:** the division of tokens between the two towers repeats (median |r| "
-            f"over seed pairs above the untrained and independent towers' {_HIGH} percentile, at most {ctrl:.2f}, with "
-            f"every seed left out) in {within}.\n"
-            f"- **Which tower takes which role** (Eq. 3's orientation) is another question: {orient}.\n"
-            f"- **Across families:** of the {len(cross)} comparisons between configurations (Tables 2 and 4), "
-            f"{across}.\n{text}- {ladder}\n")
-
-
 def spread_sentence(profile_name: str) -> str:
     """The spread over seeds in one sentence: the profile's seed study where it has one (`SEEDS_SPREAD`),
     else the one committed configuration with four seeds (the emergence study's GPT at 2M tokens)."""
@@ -405,3 +320,96 @@ def spread_sentence(profile_name: str) -> str:
     return (f"No seed study is committed for profile `{profile_name}` yet. The one configuration trained with "
             f"four seeds (gpt-cpu-v8192-2M-4seeds, emergence study): {n['gpt_2m_pairs']} pairs from {n['gpt_2m_min']} "
             f"to {n['gpt_2m_max']}, mean {n['gpt_2m_mean']}, SD {n['gpt_2m_sd']}.")
+
+
+# ---------------------------------------------------------------------- the first screen
+# The paper's headline claims, at most six: (scorecard item, claim, the families it compares; None: every case's).
+HEADLINE = (("table2.same-config", "Two seeds of Bert-large divide tokens alike (Table 2)", ("bert-large",)),
+            ("table2.base-large", "Bert-base and Bert-large divide them alike (Table 2)", ("bert-base", "bert-large")),
+            ("table2.cross-type", "Bert-large, ELMo and GPT divide them alike (Table 2)", ("bert-large", "elmo", "gpt")),
+            ("table4", "The preference is not word frequency (Table 4)", ("elmo", "gpt", "bert-large")),
+            ("fig4", "Each tower prefers parts of speech (Fig. 4)", None),
+            ("fig6", "The embedding holds word groups (Fig. 6)", ("bert-large",)))
+LADDER = PROJECT_ROOT / "results" / "ladder" / "summary.csv"
+TABLE1_RUNG = {"table2.same-config": ("24x512", "bert")}   # the claims the ladder measures at Table 1's size
+FAMILY_NAMES = {"elmo": "ELMo", "gpt": "GPT", "bert-base": "Bert-base", "bert-large": "Bert-large"}
+
+
+def scale_cell(profile_name: str, models) -> str:
+    """Where a claim was measured, in a reader's terms: layers x width of its models, training tokens, and the top-N
+    of the vocabulary compared (the paper: 24 x 512 and others, ~3B words, top 5,000 of 30,522)."""
+    from twotower_lib.book.paper_tables import tokens_label
+    from twotower_lib.book.profiles import get_profile
+
+    p = get_profile(profile_name)
+    models = [m for m in (models or dict.fromkeys(m for m, _ in p.case_list())) if m in p.models]
+    sizes = "/".join(dict.fromkeys(f"{c.n_layer}×{c.hidden}" for c in map(p.model_config, models)))
+    tokens = "/".join(dict.fromkeys(tokens_label(p.tokens_for(m)) for m in models))
+    return f"{sizes}, {tokens} tokens, top {p.analysis.top_n:,} of {p.data.vocab_size:,}"
+
+
+def _ladder(path: Path = LADDER) -> pd.DataFrame:
+    return pd.read_csv(path) if Path(path).exists() else pd.DataFrame(columns=["rung", "family"])
+
+
+def table1_cell(item: str, ladder: pd.DataFrame) -> str:
+    """The same claim measured at Table 1's size (the ladder's GPU rung, with its recipe), else "not attempted"."""
+    rung, family = TABLE1_RUNG.get(item, (None, None))
+    row = ladder[(ladder["rung"] == rung) & (ladder["family"] == family)]
+    if row.empty:
+        return "at the paper's configuration: not attempted"
+    r = row.iloc[0]
+    return (f"{rung.replace('x', '×')}, one GPU, post-LN 15% recipe: {r['partition: verdict']} "
+            f"({r['beyond word frequencies']:+.2f} nats of context)")
+
+
+def headline_rows(card: dict, ladder: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The first screen's table: per headline claim (`HEADLINE`), the paper's value, ours (the seed study's median
+    |r| with its central range where it decides the item, else this run's), the scale measured at, the verdict and
+    the same claim at Table 1's size (`table1_cell`)."""
+    ladder = _ladder() if ladder is None else ladder
+    claims, by_id, rows = seed_claims(card["profile"]), {r["id"]: r for r in card["rows"]}, []
+    for item, claim, families in HEADLINE:
+        r, mine = by_id.get(item), claims[claims["item"] == item] if "item" in claims else claims.iloc[:0]
+        if r is None:
+            continue
+        c = mine.iloc[0] if r.get("decided_by") == "seeds" and len(mine) else None
+        ours = (_brief(r["ours"], 60) if c is None else
+                f"{c['median']:.2f} ({c['low']:.2f}–{c['high']:.2f}, {int(c['pairs'])} {c['unit'].replace('seed ', '')})")
+        rows.append({"claim": claim, "the paper": _brief(r["paper"], 40), "ours: median (range)": ours,
+                     "measured at": scale_cell(card["profile"], families),
+                     "verdict": MARK[r["verdict"]].split(":")[0], "at Table 1's size": table1_cell(item, ladder)})
+    return pd.DataFrame(rows)
+
+
+def context_sentence(profile_name: str, results: Path = SEEDS) -> str:
+    """Each family's context learned, from the seed study's runs (`paper.CONTEXT_RULE`): the least loss beyond word
+    frequencies over its seeds, against the gate; empty where the study records none."""
+    from twotower_lib.paper import CONTEXT_GATE
+
+    path = Path(results) / profile_name / "runs.csv"
+    runs = pd.read_csv(path) if path.exists() else pd.DataFrame()
+    if "beyond_word_frequencies" not in runs:
+        return ""
+    least = runs[runs["kind"] == "case"].groupby("family", sort=False)["beyond_word_frequencies"].min()
+    short = [FAMILY_NAMES.get(f, f) for f, v in least.items() if v < CONTEXT_GATE]
+    return (f"**Context learned** (nats of validation loss below word frequencies alone, the least over seeds; a "
+            f"verdict needs {CONTEXT_GATE:g}): " + ", ".join(f"{FAMILY_NAMES.get(f, f)} {v:.2f}" for f, v in least.items())
+            + "." + (f" {', '.join(short)}: no verdict, the towers did not learn context." if short else ""))
+
+
+def size_sentence(results: Path = study_parts.RESULTS) -> str:
+    """What changes with size, in one sentence: the size ladder's (`LADDER_TREND`, read from the seed-bootstrap
+    intervals of each family's median |r|), with a link to its page."""
+    trend = study_parts.load(results)[0].get("LADDER_TREND", "**With size:** the size ladder has no committed report yet.")
+    return f"{trend} Every rung: [the ladder page](ladder.md)."
+
+
+def headline_markdown(card: dict) -> str:
+    """The first screen: the headline claims' table (`headline_rows`), the tally of every item's verdict, each
+    family's context learned and one sentence on size; the full table with the audit is on the scorecard."""
+    t = headline_rows(card)
+    counts = ", ".join(f"{n} {v}" for v, n in card["counts"].items() if n)
+    return (markdown_table(t.columns, t.itertuples(index=False)) + "\n\n"
+            + f"**Tally** over the scorecard's {sum(card['counts'].values())} items at profile `{card['profile']}`: "
+            f"{counts}. {context_sentence(card['profile'])}\n\n{size_sentence()}\n")

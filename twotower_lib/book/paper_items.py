@@ -81,12 +81,6 @@ SHORT_NAMES = {"table1": "Table 1: model sizes", "table2.same-config": "Table 2:
                "fig3": "Fig. 3: score curves", "fig4": "Fig. 4: POS preference", "fig5": "Fig. 5: sparse ICA vectors",
                "fig6": "Fig. 6: word groups per word", "fig7": "Fig. 7: example groups", "table3": "Table 3: ICA groups' scores",
                "fig8": "Fig. 8: no trend with frequency", "table4": "Table 4: Spearman between types"}
-# Items that test one finding of the paper together (a figure judged with the table it plots, a second statistic
-# of the same comparison): the front page counts each group once, at its weakest verdict, beside the per-item tally.
-FINDINGS: dict[str, tuple[str, ...]] = {
-    "two runs of one configuration agree": ("table2.same-config", "fig3"),
-    "different families agree": ("table2.cross-type", "table2.elmo-gpt", "table2.bert-base-others", "table4", "fig8"),
-}
 # How the scorecard's picture names the items its points come from.
 POINT_LABELS = {"table2.same-config": "Table 2: Bert-large, two seeds", "same-config.other": "two seeds of another model",
                 "table2.base-large": "Table 2: Bert-base vs Bert-large", "table2.cross-type": "Table 2: Bert-large vs ELMo, GPT",
