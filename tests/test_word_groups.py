@@ -28,9 +28,10 @@ def test_the_study_measures_each_seed_trained_and_untrained_and_decides_figs_5_a
     assert all(0 < r[f"fig5 {k}"] <= 1 for r in rows for k in ("trained", "untrained"))
     assert rows[0]["fig5 trained"] != rows[0]["fig5 untrained"]
     assert rows[0]["fig6 trained"]["n_words"] == rows[0]["fig6 untrained"]["n_words"] > 0
-    v = report.verdicts(report.load(out))
-    assert v["fig5"]["verdict"] == paper.fig5_seed_verdict([rows[0]["fig5 trained"]], [rows[0]["fig5 untrained"]])
-    assert v["fig6"]["verdict"] == paper.fig6_seed_verdict([rows[0]["fig6 trained"]], [rows[0]["fig6 untrained"]])
+    v = report.verdicts(report.load(out))     # the tiny profile has no seed study: no context learned on record
+    assert v["fig5"]["verdict"] == paper.gated(paper.fig5_seed_verdict([rows[0]["fig5 trained"]], [rows[0]["fig5 untrained"]]), False)
+    assert v["fig6"]["verdict"] == paper.gated(paper.fig6_seed_verdict([rows[0]["fig6 trained"]], [rows[0]["fig6 untrained"]]), False)
+    assert v["fig5"]["caveat"].startswith("no record that the towers learned context")
     assert "table3" not in v
     report.write_book(out)
     row = {"id": "fig5", "item": "Fig. 5", "paper": "80%", "section": "05_ica", "ours": "81% of the values within [-1, 1]",

@@ -145,8 +145,10 @@ def verdicts(found: dict, seeds: Path = SEEDS) -> dict[str, dict]:
     for v in out.values():
         v["verdict"] = paper.gated(v["verdict"], learned)
         if not learned:
-            v["caveat"] = (f"the towers did not learn context ({least:.2f} nats beyond word frequencies at the "
-                           f"least, the gate {paper.CONTEXT_GATE:g}); " + v.get("caveat", "")).rstrip("; ")
+            why = (f"the towers did not learn context ({least:.2f} nats beyond word frequencies at the least, the gate "
+                   f"{paper.CONTEXT_GATE:g})" if least == least else "no record that the towers learned context (the "
+                   "profile's seed study has none)")
+            v["caveat"] = (f"{why}; " + v.get("caveat", "")).rstrip("; ")
     return out
 
 
