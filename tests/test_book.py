@@ -118,6 +118,7 @@ def test_the_vega_bundle_is_local_and_complete(tmp_path):
 # ---------------------------------------------------------------------- generated pages
 
 
+FRONT_SCREENS, SCORECARD_SCREENS, PAGE_SCREENS = 4.0, 10.0, 12.0   # issue 105's budgets, measured on the tiny book
 CLAIM_CHAPTER_SCREENS = 7.0   # "about six screens" (#71), measured on the tiny book; the test prints every height
 
 
@@ -300,7 +301,7 @@ def test_end_to_end_tiny_pipeline_and_strict_book_build(built_book):
     assert all((pipe.root / "probing" / "independent" / f"gpt-pair-{i}" / "manifest.json").exists() for i in (1, 2))
     assert "automodule" not in (html / "book" / "api.html").read_text()
     assert "twotower_lib.book.sections.open_section" in (html / "book" / "api.html").read_text()
-    assert 'class="math' in (html / "book" / "intro.html").read_text()
+    assert 'class="math' in (html / "book" / "model.html").read_text()
     for page in html.rglob("*.html"):                    # the book agrees with itself, page by page
         assert not book_disagreements(page.read_text()), (page, book_disagreements(page.read_text())[:5])
         assert "|---|" not in page.read_text(), f"{page} shows a Markdown table as text"
@@ -514,8 +515,8 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
                            "(s, c) => s + count(c), 0); })(f.vegaView.scenegraph().root) : 0).reduce((a, b) => a + b, 0)]",
                            done=lambda v: 0 < v[0] == v[1])
         browser.drain(1.0)
-        # MathJax, served from the book itself, typesets the introduction's equations.
-        browser.call("Page.navigate", {"url": f"http://127.0.0.1:{port}/book/intro.html"}, session=True)
+        # MathJax, served from the book itself, typesets the model page's equations.
+        browser.call("Page.navigate", {"url": f"http://127.0.0.1:{port}/book/model.html"}, session=True)
         math = browser.poll("document.querySelectorAll('mjx-container').length") or 0
         browser.drain(1.0)
         # Section 03 as a reader sees it: the paper's Table 2 value under ours in the same cell.
@@ -525,15 +526,20 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
         # The scorecard: its picture draws one dot per correlation, and the table gives paper and ours.
         browser.call("Page.navigate", {"url": f"http://127.0.0.1:{port}/book/scorecard.html"}, session=True)
         dots = browser.poll("document.querySelectorAll('.tt-chart[data-rendered=true] svg .mark-symbol path').length") or 0
+        browser.evaluate("document.querySelectorAll('main details').forEach(d => d.open = true)")   # one click away
+        browser.drain(0.3)
         scorecard_rows = browser.evaluate("[...document.querySelectorAll('table tr')].map(tr => tr.innerText)") or []
         browser.drain(1.0)
         # No table is clipped at the window's 1,280 px, and none scrolls in its own box: a wide one takes the page's
         # margin (tables.full_width on a page, the cell tag full-width in a chapter), folded parts opened.
-        clipped, scrolling, wide_charts, screens, front_overflow = {}, {}, {}, {}, None
+        clipped, scrolling, wide_charts, screens, front_overflow, first_screen = {}, {}, {}, {}, None, None
         for page in ("book/intro", "book/scorecard", "book/rerun", "book/paper_scale", "book/paper_and_code",
                      "notebooks/01_training", "notebooks/02_probing", "notebooks/03_correlations", "notebooks/04_pos",
                      "notebooks/05_ica", "notebooks/06_frequency", "notebooks/07_emergence",
-                     "notebooks/08_probe_validation", "book/ladder"):
+                     "notebooks/08_probe_validation", "book/ladder", "book/model", "book/changelog", "book/changelog_december",
+                     "book/changelog_november", "book/changelog_november_early", "book/changelog_probe_studies",
+                     "book/changelog_earlier", "book/changelog_earliest", "book/probe_validation",
+                     "book/decisions", "book/execution"):
             browser.call("Page.navigate", {"url": f"http://127.0.0.1:{port}/{page}.html"}, session=True)
             browser.poll("document.readyState", done=lambda v: v == "complete")
             browser.drain(0.5)
@@ -552,6 +558,11 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
             if page == "book/intro":   # the answer's table is read whole: it spans the page's margin, no scrolling
                 front_overflow = browser.evaluate("(t => t ? t.scrollWidth - t.clientWidth : null)"
                                                   "(document.querySelector('main .full-width table'))")
+                # where the first screen's answer ends: the headline table and the tally under it (px from the top)
+                first_screen = browser.evaluate(
+                    "[document.querySelector('main .full-width table'), [...document.querySelectorAll('main p')]"
+                    ".find(p => p.innerText.startsWith('Tally'))].map(e => e ? Math.round(e.getBoundingClientRect()"
+                    ".bottom + window.scrollY) : null)")
             # a table wider than the nearest box that clips or scrolls it (itself too), folded parts opened
             browser.evaluate("document.querySelectorAll('main details').forEach(d => d.open = true)")
             browser.drain(0.3)
@@ -573,11 +584,16 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
     assert not any(scrolling.values()), f"tables that scroll sideways: {scrolling}"
     assert not any(wide_charts.values()), f"charts past the article's column (px): {wide_charts}"
     assert front_overflow is not None and front_overflow <= 1, f"front table scrolls {front_overflow} px"
-    print("screens of 1280 x 800:", {p: round(v, 1) for p, v in screens.items()})
+    print("screens of 1280 x 800:", {p: round(v, 1) for p, v in screens.items()}, "front page's table and tally end at",
+          first_screen, "px")
     # a claim chapter a reader can finish: about six screens, its method and extra tables folded
     claims = ("notebooks/03", "notebooks/04", "notebooks/05", "notebooks/06", "notebooks/07")
     long = {p: round(v, 1) for p, v in screens.items() if p.startswith(claims) and v > CLAIM_CHAPTER_SCREENS}
     assert not long, f"claim chapters longer than {CLAIM_CHAPTER_SCREENS} screens of 1,280 x 800: {long}"
+    budgets = {"book/intro": FRONT_SCREENS, "book/scorecard": SCORECARD_SCREENS}
+    over = {p: round(screens[p], 1) for p, most in budgets.items() if screens[p] > most}
+    over |= {p: round(v, 1) for p, v in screens.items() if p.startswith("book/changelog") and v > PAGE_SCREENS}
+    assert not over, f"pages over their budget of screens of 1,280 x 800: {over}"
     same = [r for r in scorecard_rows if r.startswith("Table 2: Bert-large run 1 vs run 2")]
     assert same and "0.94" in same[0], scorecard_rows[:3]
     events = browser.events
@@ -588,7 +604,7 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
     assert "token" in tooltip and "frequency" in tooltip, f"no tooltip on hover: {tooltip!r}"
     assert not failed and not errors and not console, (failed, errors, console)
     assert not outside, f"the page tried to reach the network: {outside}"
-    assert math >= 4, "MathJax did not typeset the introduction's equations"
+    assert math >= 4, "MathJax did not typeset the model page's equations"
     assert ica and ica[0] >= 3 and ica[0] == ica[1] and ica[2] >= 16, f"ICA charts (found, rendered, heatmap cells): {ica}"
     assert shot.read_bytes().startswith(b"\x89PNG")
 

@@ -187,8 +187,8 @@ def test_the_first_screen_is_a_short_table_generated_from_the_results(tmp_path):
     ladder = pd.DataFrame({"rung": ["24x512"], "family": ["bert"], "partition: verdict": ["holds"],
                            "beyond word frequencies": [1.234], "tower parameters": [1]})
     moved = front.headline_rows(card, ladder)
-    assert moved.iloc[0]["at Table 1's size"].endswith("holds (+1.23 nats of context)")
-    assert (moved.iloc[1:]["at Table 1's size"] == "at the paper's configuration: not attempted").all()
+    assert moved.iloc[0]["at the paper's configuration"].endswith("holds, +1.23 nats of context")
+    assert (moved.iloc[1:]["at the paper's configuration"] == "not attempted").all()
     (tmp_path / "ladder").mkdir()
     (tmp_path / "ladder" / "book.json").write_text(json.dumps({"parts": {"LADDER_TREND": "**With size:** x."}}))
     assert front.size_sentence(tmp_path) == "**With size:** x. Every rung: [the ladder page](ladder.md)."

@@ -57,7 +57,7 @@ def test_probe_recipes_give_the_shortfall_and_the_reliability():
            "(mean log p +0.35)" in text
 
 
-def test_the_introduction_states_the_measured_elmo_finding():
+def test_the_model_page_states_the_measured_elmo_finding():
     from twotower_lib.book import build
     from twotower_lib.book.sections import PROJECT_ROOT
 
@@ -67,7 +67,7 @@ def test_the_introduction_states_the_measured_elmo_finding():
     sentence = released.elmo_sentence(found)
     assert sentence.startswith("Measured at the `cpu` profile (top 1000 tokens") and "+0.60" in sentence
     assert released.elmo_sentence(None) == ""
-    intro = (PROJECT_ROOT / "book" / "intro.md").read_text()
+    intro = (PROJECT_ROOT / "book" / "model.md").read_text()
     assert "<!-- RELEASED_ELMO:" in intro
     card = {"profile": "tiny", "rows": [], "points": [],
             "counts": {"reproduced": 0, "partly": 0, "not": 0, "not attempted": 0}}

@@ -324,12 +324,12 @@ def spread_sentence(profile_name: str) -> str:
 
 # ---------------------------------------------------------------------- the first screen
 # The paper's headline claims, at most six: (scorecard item, claim, the families it compares; None: every case's).
-HEADLINE = (("table2.same-config", "Two seeds of Bert-large divide tokens alike (Table 2)", ("bert-large",)),
-            ("table2.base-large", "Bert-base and Bert-large divide them alike (Table 2)", ("bert-base", "bert-large")),
-            ("table2.cross-type", "Bert-large, ELMo and GPT divide them alike (Table 2)", ("bert-large", "elmo", "gpt")),
-            ("table4", "The preference is not word frequency (Table 4)", ("elmo", "gpt", "bert-large")),
-            ("fig4", "Each tower prefers parts of speech (Fig. 4)", None),
-            ("fig6", "The embedding holds word groups (Fig. 6)", ("bert-large",)))
+HEADLINE = (("table2.same-config", "Two Bert-large seeds agree (Table 2)", ("bert-large",)),
+            ("table2.base-large", "Bert-base and Bert-large agree (Table 2)", ("bert-base", "bert-large")),
+            ("table2.cross-type", "Bert-large, ELMo and GPT agree (Table 2)", ("bert-large", "elmo", "gpt")),
+            ("table4", "Not word frequency (Table 4)", ("elmo", "gpt", "bert-large")),
+            ("fig4", "Towers prefer parts of speech (Fig. 4)", None),
+            ("fig6", "Embedding holds word groups (Fig. 6)", ("bert-large",)))
 LADDER = PROJECT_ROOT / "results" / "ladder" / "summary.csv"
 TABLE1_RUNG = {"table2.same-config": ("24x512", "bert")}   # the claims the ladder measures at Table 1's size
 FAMILY_NAMES = {"elmo": "ELMo", "gpt": "GPT", "bert-base": "Bert-base", "bert-large": "Bert-large"}
@@ -353,14 +353,15 @@ def _ladder(path: Path = LADDER) -> pd.DataFrame:
 
 
 def table1_cell(item: str, ladder: pd.DataFrame) -> str:
-    """The same claim measured at Table 1's size (the ladder's GPU rung, with its recipe), else "not attempted"."""
+    """The same claim at the paper's configuration, Table 1's size (the ladder's GPU rung, with its recipe), else "not
+    attempted"."""
     rung, family = TABLE1_RUNG.get(item, (None, None))
     row = ladder[(ladder["rung"] == rung) & (ladder["family"] == family)]
     if row.empty:
-        return "at the paper's configuration: not attempted"
+        return "not attempted"
     r = row.iloc[0]
-    return (f"{rung.replace('x', '×')}, one GPU, post-LN 15% recipe: {r['partition: verdict']} "
-            f"({r['beyond word frequencies']:+.2f} nats of context)")
+    return (f"{rung.replace('x', '×')}, one GPU, post-LN recipe: {r['partition: verdict']}, "
+            f"{r['beyond word frequencies']:+.2f} nats of context")
 
 
 def headline_rows(card: dict, ladder: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -374,11 +375,11 @@ def headline_rows(card: dict, ladder: pd.DataFrame | None = None) -> pd.DataFram
         if r is None:
             continue
         c = mine.iloc[0] if r.get("decided_by") == "seeds" and len(mine) else None
-        ours = (_brief(r["ours"], 60) if c is None else
+        ours = (_brief(r["ours"], 40) if c is None else
                 f"{c['median']:.2f} ({c['low']:.2f}–{c['high']:.2f}, {int(c['pairs'])} {c['unit'].replace('seed ', '')})")
-        rows.append({"claim": claim, "the paper": _brief(r["paper"], 40), "ours: median (range)": ours,
+        rows.append({"claim": claim, "the paper": _brief(r["paper"], 32), "ours: median (range)": ours,
                      "measured at": scale_cell(card["profile"], families),
-                     "verdict": MARK[r["verdict"]].split(":")[0], "at Table 1's size": table1_cell(item, ladder)})
+                     "verdict": MARK[r["verdict"]].split(":")[0], "at the paper's configuration": table1_cell(item, ladder)})
     return pd.DataFrame(rows)
 
 
