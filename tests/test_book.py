@@ -147,6 +147,9 @@ def test_placeholders_are_filled_from_code_and_artifacts():
     assert ".. automodule:: twotower_lib.book.pipeline" in out and "__main__" not in out
     for page in ("rerun.md", "scorecard.md", "api.md", "paper_and_code.md", "paper_scale.md"):
         assert build._PLACEHOLDER.search((ROOT / "book" / page).read_text()), page
+    # the profile table's keys break after "." or "_" only, never inside a word
+    keys = re.findall(r'<code style="word-break:normal;overflow-wrap:normal">(.*?)</code>', build.profiles_markdown())
+    assert "data.<wbr>corpus" in keys and all(re.fullmatch(r"(?:[a-z0-9]+[._]<wbr>)*[a-z0-9]+", k) for k in keys), keys
 
 
 def test_the_scorecard_picture_is_an_offline_chart_of_the_points():

@@ -60,7 +60,9 @@ def profiles_markdown() -> str:
     keys = [k for k in OVERRIDABLE if len({repr(v[k]) for v in values.values()}) > 1]
     lines = [f"- **{p.name}**: {p.description}" for p in PROFILES.values()] + [""]
     lines += ["| setting | " + " | ".join(f"`{n}`" for n in values) + " |", "|---|" + "---|" * len(values)]
-    lines += [f"| `{k}` | " + " | ".join(cell(v[k]) for v in values.values()) + " |" for k in keys]
+    key = lambda k: ('<code style="word-break:normal;overflow-wrap:normal">'   # breaks after . and _ only, never mid-word
+                     + k.replace(".", ".<wbr>").replace("_", "_<wbr>") + "</code>")
+    lines += [f"| {key(k)} | " + " | ".join(cell(v[k]) for v in values.values()) + " |" for k in keys]
     return "\n".join(lines) + "\n"
 
 
