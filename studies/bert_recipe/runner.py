@@ -64,18 +64,11 @@ def recipe_config(profile: Profile, model: str, seed: int, data: Path, changes: 
 
 def context_learned(run_dir: Path, data) -> dict:
     """The run's cooperative loss with 15% of every validation block [MASK] (fixed masks), the word-frequency loss
-    of the same text, and their difference in nats."""
-    from twotower_lib.models import load_model
-    from twotower_lib.train.batches import evaluate
-    from twotower_lib.train.config import TrainConfig
+    of the same text, and their difference in nats: the ladder's measurement (`studies.ladder.runner`)."""
+    from studies.ladder.runner import context_learned as measured
 
-    cfg = read_json(run_dir / "config.json")["train"]
-    model, _ = load_model(run_dir)
-    probe = replace(TrainConfig(**cfg), eval_blocks=len(data.valid))
-    loss = evaluate(model, data, probe, batch_size=64, autocast=False)
-    unigram = data.unigram_loss()
-    return {"cooperative_loss": round(loss, 4), "word_frequency_loss": round(unigram, 4),
-            "beyond_word_frequencies": round(unigram - loss, 4)}
+    found = measured(run_dir, data)
+    return {k: found[k] for k in ("cooperative_loss", "word_frequency_loss", "beyond_word_frequencies")}
 
 
 def run_pilots(profile: Profile, recipes: list[str], model: str, seed: int, threads: int) -> list[dict]:
