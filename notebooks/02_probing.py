@@ -26,13 +26,14 @@
 # secondary tower's (Eq. 4). The authors' public code averages log-probabilities instead; both
 # are in the artifact (`score` and `score_logmean`), and the book uses the paper's.
 #
-# One detail the paper does not discuss matters for everything after this section: the heads
-# of different models must start from *different* random weights. With one probing seed for
+# :::{dropdown} One detail the paper does not discuss: each model's heads start from their own seed
+# The heads of different models must start from *different* random weights. With one probing seed for
 # every model, head 1 of run A and head 1 of run B start identical, and the trace of that start
 # that survives head training is shared between the runs by tower index: two models that learned
 # nothing would correlate. The probe derives each model's head seed from its weights, and
 # `tests/test_probe.py` keeps the effect under test with towers that carry no information at all
 # (the appendix changelog records what the shared seed once did to this book's numbers).
+# :::
 
 # %% tags=["parameters"]
 profile = None                  # None: $TWOTOWER_PROFILE, else cpu; or tiny | cpu-long | gpu | paper (twotower_lib.book.profiles)
@@ -88,8 +89,9 @@ ctx.parameter_table()
 # is what the ordering of Eq. 3 is based on.
 #
 # What the heads read and where BERT is probed are choices the paper leaves open, and each changes
-# the numbers, so they are parameters here:
+# the numbers, so they are parameters here (folded below).
 #
+# :::{dropdown} The probe's choices: the head, its features, BERT's events, when training stops, whitening
 # - **head** (`probe.head`): by default the head the paper's Eq. 2 writes, read out linearly — a
 #   linear map of the tower's features whose output vectors are the frozen input embedding $x_a$,
 #   with a bias per token (`linear`). Its likelihood is concave in the weights, so two heads that
@@ -124,6 +126,7 @@ ctx.parameter_table()
 #   profile's `probe.train_positions` positions it does not, and the appendix notebook of the probe's
 #   validation studies shows why whitened is the default: of the recipes tried it lands nearest the head defined by its
 #   objective, in every family.
+# :::
 
 # %% tags=["full-width"]
 summary = probing.probe_cases(ctx)

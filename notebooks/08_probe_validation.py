@@ -20,6 +20,7 @@
 # with the command that made it): which head, in which coordinates, trained on how many positions, and
 # how far from its optimum. Every number on this page is read from those files; how the probe reached
 # its current form, and what each change did to the book's numbers, is in the changelog appendix.
+# Each study's headline table is shown; its per-run and per-pair tables are folded under "Show output".
 
 # %% tags=["parameters"]
 profile = None   # None: $TWOTOWER_PROFILE, else cpu (only its name is shown; the studies are committed)
@@ -78,7 +79,7 @@ part("PROBE_REPLICATE_SCHEDULE")
 # one is not at its optimum; since the likelihood is concave, the lower validation loss marks the head
 # closer to it.
 
-# %% tags=["full-width"]
+# %% tags=["hide-output", "full-width"]
 part("PROBE_CHANGE")
 
 # %%
@@ -103,10 +104,10 @@ part("PROBE_WHITENING")
 # %%
 part("PROBE_OPTIMUM_RECIPES")
 
-# %%
+# %% tags=["hide-output"]
 part("PROBE_OPTIMUM_COUNTERPARTS")
 
-# %%
+# %% tags=["hide-output"]
 part("PROBE_OPTIMUM_AGREEMENT")
 
 # %% [markdown]
@@ -122,14 +123,14 @@ part("PROBE_OPTIMUM_AGREEMENT")
 # %%
 part("PROBE_DEFINED")
 
-# %%
+# %% tags=["hide-output"]
 part("PROBE_DEFINED_PAIRS")
 
 # %% [markdown]
 # More probe data is the other way toward the optimum: the default probe with four times the training
 # positions (`--train-positions 800000`) on the GPT pair (`results/probe/positions_800k_cases.json`).
 
-# %%
+# %% tags=["hide-output"]
 part("PROBE_800K_PAIRS")
 
 # %% [markdown]
@@ -142,10 +143,10 @@ part("PROBE_800K_PAIRS")
 # probe-seed reliability is a ceiling on the optimiser's noise, not on the error of the heads' finite
 # training data; the gap between the two is what these tables measure.
 
-# %%
+# %% tags=["hide-output"]
 part("PROBE_POSITIONS_PAIRS")
 
-# %%
+# %% tags=["hide-output"]
 part("PROBE_POSITIONS_RUNS")
 
 # %% [markdown]
@@ -157,13 +158,13 @@ part("PROBE_POSITIONS_RUNS")
 # size, a bias that only more positions show. The tables give every two probings of each run (Eq. 4),
 # then each run's and each pair's values.
 
-# %%
+# %% tags=["hide-output"]
 part("PROBE_POSITIONS_AGREEMENT")
 
-# %%
+# %% tags=["hide-output"]
 part("PROBE_NOISE_RUNS")
 
-# %%
+# %% tags=["hide-output"]
 part("PROBE_NOISE_PAIRS")
 
 # %% [markdown]
@@ -171,7 +172,7 @@ part("PROBE_NOISE_PAIRS")
 # measured for it (`results/probe/positions_largest.json`): how far the same-configuration and the
 # cross-type pairs move when the heads see more text.
 
-# %%
+# %% tags=["hide-output"]
 part("PROBE_LARGEST_PAIRS")
 
 # %% [markdown]
@@ -188,13 +189,13 @@ part("PROBE_LARGEST_PAIRS")
 # far the recipes agree on one run. The minutes were measured beside other jobs and compare nothing;
 # `benchmarks/bench_probe.py` times recipes side by side.
 
-# %%
+# %% tags=["hide-output"]
 part("PROBE_RECIPES_RUNS")
 
-# %%
+# %% tags=["hide-output"]
 part("PROBE_RECIPES_PAIRS")
 
-# %%
+# %% tags=["hide-output"]
 part("PROBE_RECIPES_ACROSS")
 
 # %% [markdown]
@@ -203,7 +204,7 @@ part("PROBE_RECIPES_ACROSS")
 # and the commit): minutes, epochs, and the best head's validation loss minus the cooperative model's.
 # One head seed per probe here.
 
-# %%
+# %% tags=["hide-output"]
 part("PROBE_BENCHMARK")
 
 # %% [markdown]
@@ -214,10 +215,10 @@ part("PROBE_BENCHMARK")
 # correlation in each, then how well each run's scores agree between dtypes. Since the dtype moves the
 # scores, the probe's `auto` dtype is fp32 on every CPU.
 
-# %%
+# %% tags=["hide-output"]
 part("PROBE_PRECISION_PAIRS")
 
-# %%
+# %% tags=["hide-output"]
 part("PROBE_PRECISION_RUNS")
 
 # %% [markdown]
