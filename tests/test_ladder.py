@@ -552,7 +552,7 @@ def test_the_opening_table_reads_the_size_trend_from_seed_bootstrap_intervals():
                           row("bert", "1x96", 1, 0.1, 0.0, 0.2, "no verdict"), row("bert", "4x256", 3, 0.5, 0.4, 0.6, "no verdict")])
     text = report.trend_sentence(table)
     assert "gpt's median |r| grows from 1x96 (0.15, 0.10–0.20) to 4x256 (0.35, 0.30–0.40)" in text
-    assert "elmo's median |r| shows no trend the intervals resolve" in text
+    assert "elmo's median |r| shows no trend that the intervals resolve" in text
     assert "bert: fewer than two rungs with a verdict (2 of 2 without" in text
     assert "falls" in report.trend_sentence(table.assign(**{"interval low": [0.3, 0.1, 0, 0, 0, 0],
                                                             "interval high": [0.4, 0.2, 1, 1, 1, 1]}))

@@ -576,7 +576,7 @@ def trend_sentence(table: pd.DataFrame) -> str:
             continue
         a, b = judged.iloc[0], judged.iloc[-1]
         trend = ("grows" if b["interval low"] > a["interval high"] else "falls" if b["interval high"] < a["interval low"]
-                 else "shows no trend the intervals resolve")
+                 else "shows no trend that the intervals resolve")
         clauses.append(f"{family}'s median |r| {trend} from {a['rung']} ({a['median |r|']:.2f}, {a['interval low']:.2f}"
                        f"–{a['interval high']:.2f}) to {b['rung']} ({b['median |r|']:.2f}, {b['interval low']:.2f}–"
                        f"{b['interval high']:.2f})")
