@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The decisive BERT call: three seeds of Table 1's Bert-large (24 x 512) with the learning recipe the CPU pilots ranked
-# (`studies.bert_recipe`; the ladder rung `24x512-pre`: pre-LN layers, 40% of the positions all [MASK], steps of 256
-# sequences, a wall-clock budget a seed), bf16 through the torch engine, on the ladder's Brown epoch. After each
+# (`studies.bert_recipe`; the ladder rung `24x512-pre`: pre-LN layers, the relative position bias, 40% of the positions
+# all [MASK], steps of 256 sequences, a wall-clock budget a seed), bf16 through the torch engine, on the ladder's Brown epoch. After each
 # seed's training the context gate is checked first (`paper.CONTEXT_RULE`, `studies.ladder.runner.context_learned`,
 # written to results/ladder/context/); only a seed past it is probed, in fp32, trained and untrained, and a seed
 # below it stops the rung (no further seed is trained). It replaces the old-recipe call of `gpu_ladder.sh`.

@@ -47,6 +47,7 @@ train_vocab_multiple = None     # None: the profile's; the decoder's columns pad
 train_micro_batch = None        # None: the profile's blocks per process and accumulation step
 train_model_micro_batch = None  # None: the profile's micro-batches of single models, e.g. more, smaller steps for BERT
 train_norm_scheme = None        # None: the profile's; BERT's layers: post (Hugging Face's BertLayer) | pre (pre-LN)
+train_position = None           # None: the profile's; BERT's word order: absolute (a position table) | relative | none
 train_mask_rate = None          # None: the profile's; BERT's share of positions predicted each training step
 train_mask_style = None         # None: the profile's; BERT's chosen positions: corrupt (80/10/10) | mask (all [MASK])
 train_grad_accum = None         # None: the profile's accumulation steps per optimiser step

@@ -13,7 +13,8 @@ from twotower_lib.book.profiles import get_profile
 
 def test_a_recipe_changes_only_its_levers_and_keeps_the_token_budget_unless_it_names_one():
     p = get_profile("cpu")
-    base = p.train_config("bert-large", 1, "/d")
+    base = runner.recipe_config(p, "bert-large", 1, "/d", runner.RECIPES["baseline"])
+    assert (base.norm_scheme, base.position, base.mask_rate, base.micro_batch) == ("post", "absolute", 0.15, 32)
     steps = runner.recipe_config(p, "bert-large", 1, "/d", runner.RECIPES["pre-ln+mask40+steps"])
     assert (steps.norm_scheme, steps.mask_rate, steps.mask_style, steps.micro_batch) == ("pre", 0.4, "mask", 8)
     assert steps.max_steps * steps.micro_batch == pytest.approx(base.max_steps * base.micro_batch, rel=0.02)
@@ -23,7 +24,8 @@ def test_a_recipe_changes_only_its_levers_and_keeps_the_token_budget_unless_it_n
 
 
 def _pilots(beyond):
-    return pd.DataFrame({"recipe": ["baseline", "pre-ln"], "norm_scheme": ["post", "pre"], "mask_rate": [0.15, 0.4],
+    return pd.DataFrame({"recipe": ["baseline", "pre-ln"], "norm_scheme": ["post", "pre"],
+                         "position": ["absolute", "relative"], "mask_rate": [0.15, 0.4],
                          "mask_style": ["corrupt", "mask"], "micro_batch": [32, 8], "steps": [10, 40],
                          "tokens": [1000, 1000], "lr": [None, 3e-4], "grad_clip": [None, 0.5],
                          "beyond_word_frequencies": beyond, "train_minutes": [1.0, 2.5], "threads": [1, 1]})

@@ -200,6 +200,29 @@ def test_pre_ln_bert_has_pre_ln_layers_a_final_layer_norm_and_still_sees_everyth
     torch.testing.assert_close(fused.tower_states(random_ids()), pre.tower_states(random_ids()))
 
 
+def test_bert_positions_order_from_a_relative_bias_or_none():
+    """`position`: "relative" replaces the position table by a bias per head and clipped distance, begun local
+    (ALiBi's penalty); "none" is a bag of words, where reordering the other tokens leaves a position's output as it
+    was; with "relative" reordering them changes it."""
+    from twotower_lib.models.config import RELATIVE_DISTANCE
+
+    rel, bag = tiny("bert", norm_scheme="pre", position="relative"), tiny("bert", norm_scheme="pre", position="none")
+    assert rel.pos_emb is None and bag.pos_emb is None and not hasattr(bag.towers[0].layers[0], "rel_bias")
+    bias = rel.towers[0].layers[0].rel_bias
+    assert bias.shape == (rel.cfg.n_head, 2 * RELATIVE_DISTANCE + 1)
+    assert (bias[:, RELATIVE_DISTANCE] == 0).all() and (bias[:, RELATIVE_DISTANCE] > bias[:, RELATIVE_DISTANCE + 5]).all()
+    ids = random_ids(B=1)
+    shuffled = torch.cat([ids[:, :1], ids[:, 1:][:, torch.randperm(ids.size(1) - 1, generator=torch.Generator().manual_seed(1))]], 1)
+    torch.testing.assert_close(bag.tower_states(shuffled)[:, 0], bag.tower_states(ids)[:, 0])
+    assert not torch.allclose(rel.tower_states(shuffled)[:, 0], rel.tower_states(ids)[:, 0])
+    assert (_state_change(rel, random_ids(), 13) > 0).all()
+    rel.tower_states(ids).square().sum().backward()
+    assert bias.grad is not None and bias.grad.abs().sum() > 0     # the bias learns
+    for changes in ({"position": "relative"}, {"position": "none", "model_type": "gpt"}, {"position": "far"}):
+        with pytest.raises(UserError, match="`position`"):
+            build_model(dataclasses.replace(preset("tiny", "bert", vocab_size=V), **changes))
+
+
 @pytest.mark.parametrize("changes,match", [({"norm_scheme": "mid"}, "is not one of"),
                                            ({"norm_scheme": "pre", "model_type": "gpt"}, "a BERT option"),
                                            ({"norm_scheme": "pre", "layout": "released"}, "set by layout")])

@@ -90,6 +90,10 @@ def test_frequency_weak_with_rank_strong_between_runs(strongest, weakest_pair, e
     assert paper.frequency_verdict(strongest, weakest_pair) == expected
 
 
+def test_fig8_reads_its_own_curves_only():
+    assert [paper.fig8_verdict(r) for r in (0.0, 0.13, 0.29, 0.3, 0.6)] == ["reproduced"] * 3 + ["not"] * 2
+
+
 def test_fig4_counts_the_claims_that_hold_in_every_run():
     n = len(paper.FIG4_CLAIM)
     assert paper.fig4_verdict([n, n], 0.01) == "reproduced"

@@ -28,10 +28,14 @@ from twotower_lib.errors import UserError
 
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "bert_recipe"
 
-# Each recipe changes the profile's training one lever at a time from the one before it, so the table reads
-# which lever bought what. Token budgets stay the profile's unless a recipe names its own.
+# Where every recipe starts: the profile's training as it was before the pilots chose `LEARNING_BERT` (post-LN
+# layers, the position table, BERT's 15% with 80/10/10, the profile's 32 sequences a step), so a recipe reads the same
+# whatever the profile trains now.
+START = {"norm_scheme": "post", "position": "absolute", "mask_rate": 0.15, "mask_style": "corrupt", "micro_batch": 32}
+# Each recipe changes that training one lever at a time from the one before it, so the table reads which lever
+# bought what. Token budgets stay the profile's unless a recipe names its own.
 RECIPES: dict[str, dict] = {
-    "baseline": {},                                                         # the profile's: post-LN, 15%, 80/10/10
+    "baseline": {},                                                         # START: post-LN, 15%, 80/10/10
     "pre-ln": {"norm_scheme": "pre"},
     "pre-ln+mask40": {"norm_scheme": "pre", "mask_rate": 0.4, "mask_style": "mask"},
     "pre-ln+mask40+steps": {"norm_scheme": "pre", "mask_rate": 0.4, "mask_style": "mask", "micro_batch": 8},
@@ -46,16 +50,22 @@ RECIPES: dict[str, dict] = {
                                    "lr": 0.0005},
     "pre-ln+mask40+steps+6M": {"norm_scheme": "pre", "mask_rate": 0.4, "mask_style": "mask", "micro_batch": 8,
                                "tokens": 6_000_000},
+    # Where attention learns word order: with no position at all (a bag of words) the towers learn as much as with
+    # the learned table, so they use no order; a learned bias per head and distance, begun local, gives them order.
+    "pre-ln+mask40+steps+no-position": {"norm_scheme": "pre", "mask_rate": 0.4, "mask_style": "mask", "micro_batch": 8,
+                                        "position": "none"},
+    "pre-ln+mask40+steps+relative": {"norm_scheme": "pre", "mask_rate": 0.4, "mask_style": "mask", "micro_batch": 8,
+                                     "position": "relative"},
 }
 
 
 def recipe_config(profile: Profile, model: str, seed: int, data: Path, changes: dict):
-    """The profile's training configuration of `model` with a recipe's `changes`; a changed micro-batch keeps the
-    token budget (more, smaller steps), and `tokens` sets another budget."""
+    """The profile's training configuration of `model` from `START` with a recipe's `changes`; a changed micro-batch
+    keeps the token budget (more, smaller steps), and `tokens` sets another budget."""
     from twotower_lib.train.config import TrainConfig
 
     base = profile.train_config(model, seed, data)
-    changes = dict(changes)
+    changes = {**START, **changes}
     tokens = changes.pop("tokens", profile.tokens_for(model))
     micro = changes.get("micro_batch", base.micro_batch)
     steps = TrainConfig.steps_for(tokens, micro, profile.data.seq_len, base.grad_accum, base.world_size)
@@ -91,7 +101,7 @@ def run_pilots(profile: Profile, recipes: list[str], model: str, seed: int, thre
     for r in recipes:
         manifest = read_json(out[r] / "manifest.json")
         rows.append({"recipe": r, "model": model, "preset": configs[r].preset, "seed": seed,
-                     "norm_scheme": configs[r].norm_scheme, "mask_rate": configs[r].mask_rate,
+                     "norm_scheme": configs[r].norm_scheme, "position": configs[r].position, "mask_rate": configs[r].mask_rate,
                      "mask_style": configs[r].mask_style, "micro_batch": configs[r].micro_batch,
                      "steps": configs[r].max_steps, "tokens": manifest.get("tokens_seen"),
                      "warmup_fraction": configs[r].warmup_fraction, "grad_clip": configs[r].grad_clip,
@@ -107,7 +117,7 @@ def write_report(profile: Profile, rows: list[dict], seconds: float, command: st
 
     results.mkdir(parents=True, exist_ok=True)
     path = results / f"{profile.name}.csv"
-    old = {r["recipe"]: r for r in csv.DictReader(path.open())} if path.exists() else {}
+    old = {r["recipe"]: {"position": "absolute", **r} for r in csv.DictReader(path.open())} if path.exists() else {}  # before the field
     merged = old | {r["recipe"]: r for r in rows}
     with path.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -116,7 +126,7 @@ def write_report(profile: Profile, rows: list[dict], seconds: float, command: st
     data = load_prepared(profile_dir(profile.name) / "data" / "prepared")
     atomic_write_json(results / f"{profile.name}.json", provenance(
         command=command, profile=profile.name, data_hash=data.data_hash, seconds=round(seconds, 1),
-        recipes={r: RECIPES[r] for r in merged if r in RECIPES},
+        start=START, recipes={r: RECIPES[r] for r in merged if r in RECIPES},
         base_train=asdict(profile.train_config(rows[0]["model"], int(rows[0]["seed"]),   # a path of no machine
                                                Path("runs") / profile.name / "data" / "prepared"))))
     return path
@@ -158,29 +168,31 @@ def cli(argv: list[str] | None = None) -> int:
 
 
 # ---------------------------------------------------------------------- what the book reads
-COLUMNS = {"recipe": "recipe", "norm_scheme": "layers", "mask_rate": "mask rate", "mask_style": "chosen positions",
+COLUMNS = {"recipe": "recipe", "norm_scheme": "layers", "position": "word order", "mask_rate": "mask rate", "mask_style": "chosen positions",
            "micro_batch": "micro-batch", "steps": "steps", "tokens": "tokens", "lr": "peak lr",
            "grad_clip": "clip", "beyond_word_frequencies": "beyond word frequencies (nats)",
            "train_minutes": "minutes", "threads": "threads"}
 
 
 def book_parts(pilots: pd.DataFrame, profile: str) -> dict[str, str]:
-    """`BERT_RECIPE`: every pilot of `profile` (`<profile>.csv`) as a table with its gain over the profile's own
-    recipe, and a generated sentence: the best pilot against `paper.CONTEXT_GATE`."""
+    """`BERT_RECIPE`: every pilot of `profile` (`<profile>.csv`) as a table with its gain over `baseline` (post-LN,
+    BERT's masking, the position table), and a generated sentence: the pilots against `paper.CONTEXT_GATE`."""
     from twotower_lib import paper
     from twotower_lib.book.tables import markdown_table
 
     base = float(pilots.loc[pilots["recipe"] == "baseline", "beyond_word_frequencies"].iloc[0])
-    t = pilots[list(COLUMNS)].rename(columns=COLUMNS).assign(**{"gain over the profile's recipe (nats)": (
+    t = pilots[list(COLUMNS)].rename(columns=COLUMNS).assign(**{"gain over baseline (nats)": (
         pilots["beyond_word_frequencies"] - base).round(3)})
     for column in ("peak lr", "clip"):    # none given: the DeepSpeed config's
         t[column] = [("config's" if pd.isna(v) else f"{v:g}") for v in t[column]]
     best = pilots.loc[pilots["beyond_word_frequencies"].idxmax()]
     passed = pilots[pilots["beyond_word_frequencies"] >= paper.CONTEXT_GATE]
-    sentence = (f"At profile `{profile}` (one seed of its Bert-large), the profile's own recipe learns "
+    sentence = (f"At profile `{profile}` (one seed of its Bert-large), `baseline` (post-LN layers, BERT's masking, the "
+                "position table) learns "
                 f"{base:.2f} nats beyond word frequencies; the best pilot, `{best['recipe']}`, "
                 f"{best['beyond_word_frequencies']:.2f} in {best['train_minutes']:.1f} minutes. "
-                + (f"{len(passed)} of {len(pilots)} pilots pass the context gate ({paper.CONTEXT_GATE:g} nats)."
+                + (f"{len(passed)} of {len(pilots)} pilots pass the context gate ({paper.CONTEXT_GATE:g} nats): "
+                   + ", ".join(f"`{r}`" for r in passed["recipe"]) + "."
                    if len(passed) else f"None of the {len(pilots)} pilots reaches the context gate "
                    f"({paper.CONTEXT_GATE:g} nats): at this size and budget no BERT verdict can be given, and the "
                    "profile keeps its recipe."))

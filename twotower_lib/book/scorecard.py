@@ -226,7 +226,7 @@ def record_register(ctx) -> None:
 
 def record_frequency(ctx, table4_pairs, frequency: str = "frequency rank") -> None:
     """Record Fig. 8 and Table 4 from 06_frequency's Spearman table (long form, with `frequency`), judged by
-    `paper.frequency_verdict`."""
+    `paper.fig8_verdict` and `paper.frequency_verdict`."""
     is_freq = (table4_pairs["a"] == frequency) | (table4_pairs["b"] == frequency)
     with_freq, runs = table4_pairs[is_freq], table4_pairs[~is_freq]
     if with_freq.empty or runs.empty:
@@ -241,8 +241,9 @@ def record_frequency(ctx, table4_pairs, frequency: str = "frequency rank") -> No
     note = (f"Spearman rho, top {int(with_freq['n_tokens'].iloc[0])} tokens; strongest |rho| with frequency "
             f"{strongest:.2f}, weakest between-run lower bound of |rho| {weakest_pair:.2f}")
     record(ctx, "table4", text, verdict, note, points=paper_tables.points(table4_pairs, "table4", table="table4"))
-    record(ctx, "fig8", f"strongest |rho| of a score vector with frequency rank = {strongest:.2f}", verdict,
-           "judged with Table 4: a trendless curve means something only if the runs agree")
+    record(ctx, "fig8", f"strongest |rho| of a score vector with frequency rank = {strongest:.2f}",
+           paper.fig8_verdict(strongest), f"its own curves, below |rho| = {paper.WEAK_RHO:g}; whether the scores agree "
+           "between runs (else noise is trendless too) is Table 4's verdict")
 
 
 def record_pos(ctx, summary: pd.DataFrame, backend: str, shuffled: dict) -> None:

@@ -52,7 +52,7 @@ RULES = "twotower_lib.paper:RUN_RULES_EDITION"   # the rules of one run's verdic
 SECTIONS: tuple[Section, ...] = (
     Section("00_data", "Data", "data", ("data.corpus", "data.vocab_size", "data.seq_len", "data.seed", "data.doc_words", "data.max_docs", "data.valid_fraction")),
     Section("01_training", "Cooperative training", "training",
-            ("train.cases", "train.tokens", "train.model_tokens", "train.model_lr", "train.model_final_lr", "train.precision", "train.engine", "train.model_engine", "train.label_bucket", "train.vocab_multiple", "train.micro_batch", "train.model_micro_batch", "train.norm_scheme", "train.mask_rate", "train.mask_style", "train.grad_accum", "train.launcher", "train.num_gpus",
+            ("train.cases", "train.tokens", "train.model_tokens", "train.model_lr", "train.model_final_lr", "train.precision", "train.engine", "train.model_engine", "train.label_bucket", "train.vocab_multiple", "train.micro_batch", "train.model_micro_batch", "train.norm_scheme", "train.position", "train.mask_rate", "train.mask_style", "train.grad_accum", "train.launcher", "train.num_gpus",
              "analysis.controls", "analysis.control_models", "train.threads_per_run"),
             ("00_data",)),
     Section("02_probing", "Probing and preference scores", "probing",

@@ -58,6 +58,7 @@ class TrainPlan:
                                          # tokens in more, smaller steps)
     norm_scheme: str = "post"            # BERT's layers: post (Hugging Face's BertLayer) or pre (the paper's DeepSpeed
                                          # kernel's pre-LN layer)
+    position: str = "absolute"           # BERT: where attention learns word order (models.config.POSITIONS)
     mask_rate: float = 0.15              # BERT: the share of positions predicted each training step
     mask_style: str = "corrupt"          # BERT: corrupt (80% [MASK], 10% random, 10% kept) or mask (all [MASK])
     grad_accum: int = 1                  # accumulation steps: an optimizer step sees micro_batch x grad_accum x GPUs sequences
@@ -69,10 +70,6 @@ class TrainPlan:
     def validate(self) -> "TrainPlan":
         _positive("train", self, ("tokens", "micro_batch", "grad_accum"))
         _positive("train", self, ("num_gpus", "threads_per_run"), minimum=0)
-        if self.precision not in PRECISIONS:
-            raise UserError(f"`train.precision` = {self.precision!r} must be one of {PRECISIONS}")
-        if self.launcher not in LAUNCHERS:
-            raise UserError(f"`train.launcher` = {self.launcher!r} must be one of {LAUNCHERS}")
         if self.launcher == "deepspeed" and self.num_gpus < 1:
             raise UserError("`train.num_gpus` must be >= 1 with launcher 'deepspeed'")
         if not self.cases:
@@ -82,18 +79,14 @@ class TrainPlan:
                 raise UserError(f"`train.cases` has {r!r}, which is not of the form model:seed (e.g. bert-large:2)")
         if len(set(self.cases)) != len(self.cases):
             raise UserError("`train.cases` lists the same model:seed twice")
-        from twotower_lib.train.config import ENGINES
+        from twotower_lib.models.config import NORM_SCHEMES, POSITIONS
+        from twotower_lib.train.config import ENGINES, MASK_STYLES
 
         _positive("train", self, ("label_bucket", "vocab_multiple"))
-        if self.engine not in ENGINES:
-            raise UserError(f"`train.engine` = {self.engine!r} must be one of {ENGINES}")
-        from twotower_lib.models.config import NORM_SCHEMES
-        from twotower_lib.train.config import MASK_STYLES
-
-        if self.norm_scheme not in NORM_SCHEMES:
-            raise UserError(f"`train.norm_scheme` = {self.norm_scheme!r} must be one of {NORM_SCHEMES}")
-        if self.mask_style not in MASK_STYLES:
-            raise UserError(f"`train.mask_style` = {self.mask_style!r} must be one of {MASK_STYLES}")
+        for name, allowed in (("precision", PRECISIONS), ("launcher", LAUNCHERS), ("engine", ENGINES),
+                              ("norm_scheme", NORM_SCHEMES), ("position", POSITIONS), ("mask_style", MASK_STYLES)):
+            if getattr(self, name) not in allowed:
+                raise UserError(f"`train.{name}` = {getattr(self, name)!r} must be one of {allowed}")
         if not (isinstance(self.mask_rate, (int, float)) and 0 < self.mask_rate < 1):
             raise UserError(f"`train.mask_rate` = {self.mask_rate!r} must be a share of positions in (0, 1), e.g. 0.4")
         per_model = (("model_tokens", _positive_tokens, "write model=tokens with a positive integer, e.g. elmo=2000000"),

@@ -6,7 +6,7 @@ Bidirectional attention over the (partly masked) input; the masking itself is do
 Elsewhere `norm_scheme="post"` uses the Hugging Face layers (post-LN, as in the original BERT) and
 `norm_scheme="pre"` that kernel's pre-LN layer in plain torch (`PreLNBertLayer`) with a final LayerNorm, as
 the kernel tower has. `layout="released"` gives the released code's towers: the pre-LN layer with no final
-LayerNorm.
+LayerNorm. With `position="relative"` the pre-LN layer's attention adds a learned bias per head and distance.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from transformers import BertConfig
 from transformers.models.bert.modeling_bert import BertLayer
 
 from twotower_lib.errors import UserError
-from twotower_lib.models.config import ModelConfig
+from twotower_lib.models.config import RELATIVE_DISTANCE, ModelConfig
 
 
 def hf_config(cfg: ModelConfig) -> BertConfig:
@@ -31,7 +31,8 @@ def hf_config(cfg: ModelConfig) -> BertConfig:
 
 class PreLNBertLayer(nn.Module):
     """DeepSpeed's pre-LN transformer layer in plain torch, with the kernel's parameters (qkv, output,
-    two LayerNorms, two feed-forward maps): x + attention(LN(x)), then x + FFN(LN(x))."""
+    two LayerNorms, two feed-forward maps): x + attention(LN(x)), then x + FFN(LN(x)). With `position="relative"`
+    the attention logits add `rel_bias[head, clip(j - i)]`, started at ALiBi's -slope x |j - i| (slopes 2^(-8h/n))."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -44,11 +45,20 @@ class PreLNBertLayer(nn.Module):
         self.ffn_in = nn.Linear(H, cfg.intermediate)         # inter_w, inter_b
         self.ffn_out = nn.Linear(cfg.intermediate, H)        # output_w, output_b
         self.drop = nn.Dropout(cfg.dropout)
+        if cfg.position == "relative":
+            slopes = 2.0 ** (-8.0 * torch.arange(1, cfg.n_head + 1) / cfg.n_head)
+            self.rel_bias = nn.Parameter(-slopes[:, None] * torch.arange(-RELATIVE_DISTANCE, RELATIVE_DISTANCE + 1).abs())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, H) -> (B, T, H)
         B, T, H = x.shape
         q, k, v = self.qkv(self.attn_ln(x)).view(B, T, 3, self.n_head, H // self.n_head).permute(2, 0, 3, 1, 4)
-        a = F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_dropout if self.training else 0.0)  # (B, nh, T, hd)
+        bias = None
+        if hasattr(self, "rel_bias"):
+            i = torch.arange(T, device=x.device)
+            offset = (i[None] - i[:, None]).clamp(-RELATIVE_DISTANCE, RELATIVE_DISTANCE) + RELATIVE_DISTANCE
+            bias = self.rel_bias[:, offset].to(q.dtype)                               # (nh, T, T)
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=bias,                  # (B, nh, T, hd)
+                                           dropout_p=self.attn_dropout if self.training else 0.0)
         x = x + self.drop(self.attn_out(a.transpose(1, 2).reshape(B, T, H)))
         return x + self.drop(self.ffn_out(F.gelu(self.ffn_in(self.ffn_ln(x)))))
 

@@ -26,8 +26,15 @@ LAYOUTS = ("paper", "released")
 NORM_SCHEMES = ("post", "pre")  # BERT layers: LayerNorm after each residual sum (the original BERT's, Hugging Face's) or
                                 # before each sub-layer with a final LayerNorm (the paper's DeepSpeed kernel, Cramming's)
 
+# Where a transformer tower's attention learns word order from: "absolute" a learned position table added to the
+# embedding (the paper's, GPT-2's and BERT's); "relative" (pre-LN BERT) a learned bias per head and clipped distance
+# (T5's), started as ALiBi's linear penalty so that heads begin local; "none" no position at all (a bag of words, the
+# diagnostic of how much order a BERT uses).
+POSITIONS = ("absolute", "relative", "none")
+RELATIVE_DISTANCE = 16      # "relative": offsets beyond +-this share the last bias
+
 _LATER_OPTIONS = {"elmo_backward_zeroed": False, "layout": "paper", "vocab_multiple": 1, "lstm_streams": False,
-                  "norm_scheme": "post"}  # option -> its default
+                  "norm_scheme": "post", "position": "absolute"}  # option -> its default
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,7 @@ class ModelConfig:
                                 # (the same arithmetic; elsewhere they run one after another)
     norm_scheme: str = "post"  # BERT's layers in the paper's layout: "post" (Hugging Face's BertLayer) or "pre"
                                # (the pre-LN layer of the paper's DeepSpeed kernel, a final LayerNorm per tower)
+    position: str = "absolute"  # BERT: "absolute" | "relative" | "none" (POSITIONS)
 
     @property
     def embed_dim(self) -> int:
@@ -88,8 +96,10 @@ class ModelConfig:
         def bad(field: str, why: str) -> UserError:
             return UserError(f"invalid model config: `{field}` = {getattr(self, field)!r} {why}")
 
-        if self.model_type not in MODEL_TYPES:
-            raise bad("model_type", f"is not one of {MODEL_TYPES}")
+        for name, allowed in (("model_type", MODEL_TYPES), ("layout", LAYOUTS), ("norm_scheme", NORM_SCHEMES),
+                              ("position", POSITIONS)):
+            if getattr(self, name) not in allowed:
+                raise bad(name, f"is not one of {allowed}")
         for name in ("n_layer", "hidden", "intermediate", "vocab_size", "seq_len"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise bad(name, "must be a positive integer")
@@ -99,17 +109,14 @@ class ModelConfig:
             raise bad("dropout", "must be in [0, 1)")
         if self.deepspeed_kernel and self.model_type != "bert":
             raise bad("deepspeed_kernel", f"is only available for BERT towers, not {self.model_type!r}")
-        if self.layout not in LAYOUTS:
-            raise bad("layout", f"is not one of {LAYOUTS}: 'paper' builds the text's architecture, 'released' "
-                                "the authors' code's")
         if not isinstance(self.vocab_multiple, int) or self.vocab_multiple < 1:
             raise bad("vocab_multiple", "must be a positive integer (1: no padding; 64 aligns GPU matrix products)")
-        if self.norm_scheme not in NORM_SCHEMES:
-            raise bad("norm_scheme", f"is not one of {NORM_SCHEMES}")
         if self.norm_scheme != "post" and self.model_type != "bert":
             raise bad("norm_scheme", f"is a BERT option (where its layers normalise), not one of {self.model_type!r}")
         if self.norm_scheme != "post" and self.layout == "released":
             raise bad("norm_scheme", "is set by layout 'released' (pre-LN with no final LayerNorm); leave it at 'post'")
+        if self.position != "absolute" and (self.norm_scheme != "pre" or self.deepspeed_kernel):
+            raise bad("position", "needs BERT's pre-LN layers in plain torch (norm_scheme 'pre', no DeepSpeed kernel)")
         if self.lstm_streams and self.model_type != "elmo":
             raise bad("lstm_streams", f"is an ELMo option (its LSTMs on CUDA streams), not one of {self.model_type!r}")
         if self.elmo_backward_zeroed and self.model_type != "elmo":

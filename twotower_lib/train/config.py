@@ -68,6 +68,8 @@ class TrainConfig:
                                         # 10% kept, BERT's) or mask ([MASK] at every one, as the probe scores)
     norm_scheme: str = "post"           # BERT's layers: post (Hugging Face's BertLayer, the original BERT's) or pre (the
                                         # paper's DeepSpeed kernel's pre-LN layer, with a final LayerNorm per tower)
+    position: str = "absolute"          # BERT (pre-LN): absolute (a learned position table, the paper's), relative (a
+                                        # learned bias per head and distance, begun as ALiBi's) or none (bag of words)
     grad_clip: float | None = None      # the gradients' global norm clipped to this (default: the DeepSpeed config's)
     label_bucket: int = 1               # decode a micro-batch's predicted positions padded to a multiple of this
                                         # (ignored labels, the same loss), so that BERT's steps repeat their shapes:
@@ -103,10 +105,9 @@ class TrainConfig:
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or v < 1):
                 raise UserError(f"`{name}` must be a positive integer, got {v!r}")
-        if self.precision not in PRECISIONS:
-            raise UserError(f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
-        if self.engine not in ENGINES:
-            raise UserError(f"--engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+        for name, allowed in (("precision", PRECISIONS), ("engine", ENGINES), ("mask_style", MASK_STYLES)):
+            if getattr(self, name) not in allowed:
+                raise UserError(f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
         for name in ("vocab_multiple", "label_bucket"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
@@ -119,8 +120,6 @@ class TrainConfig:
                             "--engine deepspeed")
         if not (isinstance(self.mask_rate, (int, float)) and 0.0 < self.mask_rate < 1.0):
             raise UserError(f"--mask-rate must be a share of positions in (0, 1), e.g. 0.15 or 0.4, got {self.mask_rate!r}")
-        if self.mask_style not in MASK_STYLES:
-            raise UserError(f"--mask-style must be one of {', '.join(MASK_STYLES)}, got {self.mask_style!r}")
         if self.norm_scheme != "post" and self.model != "bert":
             raise UserError(f"--norm-scheme is where BERT's layers normalise; --model {self.model} has its own layers")
         if self.grad_clip is not None and not (isinstance(self.grad_clip, (int, float)) and self.grad_clip > 0):

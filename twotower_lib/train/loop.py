@@ -127,7 +127,8 @@ def _start(tcfg: TrainConfig, data, out: Path, resume: bool) -> _Run | None:
     rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
     cfg = preset(tcfg.preset, tcfg.model, towers=tcfg.towers, vocab_size=data.vocab_size,
                  seq_len=data.seq_len, vocab_multiple=tcfg.vocab_multiple,
-                 **({"norm_scheme": tcfg.norm_scheme} if tcfg.model == "bert" and not tcfg.as_released else {}),
+                 **({"norm_scheme": tcfg.norm_scheme, "position": tcfg.position}
+                    if tcfg.model == "bert" and not tcfg.as_released else {}),
                  **(released_options(tcfg.model) if tcfg.as_released else {}))
     if tcfg.world_size is not None and tcfg.world_size != world:
         raise UserError(f"this run's step count was computed for {tcfg.world_size} process(es) but it runs on {world}: "
