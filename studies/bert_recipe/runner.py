@@ -101,7 +101,8 @@ def run_pilots(profile: Profile, recipes: list[str], model: str, seed: int, thre
     for r in recipes:
         manifest = read_json(out[r] / "manifest.json")
         rows.append({"recipe": r, "model": model, "preset": configs[r].preset, "seed": seed,
-                     "norm_scheme": configs[r].norm_scheme, "position": configs[r].position, "mask_rate": configs[r].mask_rate,
+                     "norm_scheme": configs[r].norm_scheme, "position": configs[r].position,
+                     "mask_rate": configs[r].mask_rate,
                      "mask_style": configs[r].mask_style, "micro_batch": configs[r].micro_batch,
                      "steps": configs[r].max_steps, "tokens": manifest.get("tokens_seen"),
                      "warmup_fraction": configs[r].warmup_fraction, "grad_clip": configs[r].grad_clip,
@@ -117,7 +118,8 @@ def write_report(profile: Profile, rows: list[dict], seconds: float, command: st
 
     results.mkdir(parents=True, exist_ok=True)
     path = results / f"{profile.name}.csv"
-    old = {r["recipe"]: {"position": "absolute", **r} for r in csv.DictReader(path.open())} if path.exists() else {}  # before the field
+    # rows written before the `position` field were of the position table
+    old = {r["recipe"]: {"position": "absolute", **r} for r in csv.DictReader(path.open())} if path.exists() else {}
     merged = old | {r["recipe"]: r for r in rows}
     with path.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -168,7 +170,8 @@ def cli(argv: list[str] | None = None) -> int:
 
 
 # ---------------------------------------------------------------------- what the book reads
-COLUMNS = {"recipe": "recipe", "norm_scheme": "layers", "position": "word order", "mask_rate": "mask rate", "mask_style": "chosen positions",
+COLUMNS = {"recipe": "recipe", "norm_scheme": "layers", "position": "word order", "mask_rate": "mask rate",
+           "mask_style": "chosen positions",
            "micro_batch": "micro-batch", "steps": "steps", "tokens": "tokens", "lr": "peak lr",
            "grad_clip": "clip", "beyond_word_frequencies": "beyond word frequencies (nats)",
            "train_minutes": "minutes", "threads": "threads"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from twotower_lib.book.profiles import get_profile
+from twotower_lib.book.profiles import LEARNING_BERT, get_profile
 
 
 CORPUS = "brown"                        # the size and passes rungs' corpus
@@ -47,12 +47,11 @@ RUNGS = {
     # three passes: the register rungs' BERT recipe below, on Brown, so that every corpus of that row runs as many steps
     "2x128x3": Rung("cpu", "bert", passes=3),
     "12x384x4": Rung("paper-bert-base", "bert", passes=4, gpu=True),
-    # Table 1's Bert-large with the levers the CPU pilots ranked (`studies.bert_recipe`): pre-LN layers, the relative
-    # position bias (`LEARNING_BERT`), 40% of the positions all [MASK], steps of 256 sequences that fill the GPU, for a wall-clock budget a seed; the GPU call
-    # (`benchmarks/gpu_bert_recipe.sh`) checks the context gate after its first seed before probing anything
+    # Table 1's Bert-large with the recipe the CPU pilots chose (`studies.bert_recipe`, `LEARNING_BERT`: pre-LN layers,
+    # the relative position bias, 40% of the positions all [MASK]), steps of 256 sequences that fill the GPU, for a
+    # wall-clock budget a seed; the GPU call (`benchmarks/gpu_bert_recipe.sh`) checks the context gate after its first seed before probing anything
     "24x512-pre": Rung("paper-bert-large", "bert", passes=64, gpu=True, micro_batch=256, budget_s=100,
-                       recipe=(("norm_scheme", "pre"), ("position", "relative"), ("mask_rate", 0.4),
-                               ("mask_style", "mask"))),
+                       recipe=tuple(LEARNING_BERT.items())),
     # the register rungs: a size rung's run on another source of the default corpus alone, for a family whose
     # division repeats on Brown at that size; with Brown's, the direct register test over seeds (does a division
     # repeat without a mixture of registers to divide?). Named by `--rungs` only.

@@ -47,7 +47,8 @@ class PreLNBertLayer(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
         if cfg.position == "relative":
             slopes = 2.0 ** (-8.0 * torch.arange(1, cfg.n_head + 1) / cfg.n_head)
-            self.rel_bias = nn.Parameter(-slopes[:, None] * torch.arange(-RELATIVE_DISTANCE, RELATIVE_DISTANCE + 1).abs())
+            distance = torch.arange(-RELATIVE_DISTANCE, RELATIVE_DISTANCE + 1).abs()
+            self.rel_bias = nn.Parameter(-slopes[:, None] * distance)             # (nh, 2 * RELATIVE_DISTANCE + 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, H) -> (B, T, H)
         B, T, H = x.shape

@@ -39,8 +39,10 @@ class TwoTowerLM(nn.Module):
         E, H, k = cfg.embed_dim, cfg.hidden, cfg.towers
         released = cfg.layout == "released"
         self.tok_emb = nn.Embedding(cfg.vocab_size, E)
-        # ELMo's recurrence carries position; GPT and BERT read a learned position table (BERT's other `position`s none).
-        self.pos_emb = nn.Embedding(cfg.max_position, E) if cfg.model_type != "elmo" and cfg.position == "absolute" else None
+        # ELMo's recurrence carries position; GPT and BERT read a learned position table (none with BERT's other
+        # `position`s).
+        table = cfg.model_type != "elmo" and cfg.position == "absolute"
+        self.pos_emb = nn.Embedding(cfg.max_position, E) if table else None
         # The released GPT reads the raw embedding sum (GPT2Model's own wte + wpe): no LayerNorm, no projection.
         shared_input = released and cfg.model_type == "gpt"
         self.emb_ln = None if shared_input else nn.LayerNorm(E, eps=cfg.layer_norm_eps)
