@@ -715,7 +715,41 @@ def test_plan_follows_dependencies_and_every_section_needs_its_notebook(toy, tmp
 # ---------------------------------------------------------------------- scorecard
 
 
-def test_scorecard_is_built_from_section_records(tmp_path):
+@pytest.fixture
+def learned(monkeypatch):
+    """Every case counts as having learned context (`scorecard.not_learned` reads the probes of 02_probing, which
+    these section contexts never ran); the gate itself: `test_a_recorded_verdict_counts_only_where_its_runs_learned`."""
+    monkeypatch.setattr(scorecard, "not_learned", lambda ctx, runs=None: [])
+
+
+def test_a_recorded_verdict_counts_only_where_its_runs_learned(tmp_path, monkeypatch):
+    """`scorecard.record` gates a verdict on the runs the item reads (`paper.CONTEXT_RULE`): each case's
+    cooperative loss, as its probe in 02_probing measured it, against the corpus's word-frequency loss; by default
+    every case of the profile; Table 1's configuration and "not attempted" stay as they are."""
+    from types import SimpleNamespace
+
+    prof = get_profile("cpu").with_overrides({"train.cases": "gpt:1,bert-large:1"})
+    root = tmp_path / "cpu"
+    for name, loss in (("gpt-s1", 5.0), ("bert-large-s1", 5.8)):      # word frequencies: 6.0; the gate 0.5 below
+        (root / "probing" / name).mkdir(parents=True)
+        (root / "probing" / name / "manifest.json").write_text(json.dumps({"val_loss": {"cooperative": loss}}))
+    sections.SectionContext(sections.find_section("02_probing"), prof, root).finish()
+    monkeypatch.setattr(scorecard, "load_data", lambda ctx: SimpleNamespace(unigram_loss=lambda: 6.0))
+    ctx = sections.SectionContext(sections.find_section("06_frequency"), prof, root)
+    assert scorecard.not_learned(ctx) == ["bert-large-s1"] and scorecard.not_learned(ctx, ["gpt-s1"]) == []
+    scorecard.record(ctx, "fig8", "x", "reproduced", "own curves", runs=["gpt-s1"])
+    scorecard.record(ctx, "table4", "x", "partly", "between runs")
+    got = json.loads((ctx.out / "scorecard.json").read_text())
+    assert got["fig8"]["verdict"] == "reproduced" and got["fig8"]["note"] == "own curves"
+    assert got["table4"]["verdict"] == paper.NO_CONTEXT and "bert-large-s1" in got["table4"]["note"]
+    scorecard.record(ctx, "table4", "", "not attempted", "no pairs")
+    assert json.loads((ctx.out / "scorecard.json").read_text())["table4"]["verdict"] == "not attempted"
+    training = sections.SectionContext(sections.find_section("01_training"), prof, root)
+    scorecard.record(training, "table1", "sizes", "reproduced")
+    assert json.loads((training.out / "scorecard.json").read_text())["table1"]["verdict"] == "reproduced"
+
+
+def test_scorecard_is_built_from_section_records(tmp_path, learned):
     root = tmp_path / "tiny"
     card = scorecard.build(root, sections.SECTIONS)
     rows = {r["id"]: r for r in card["rows"]}
@@ -748,7 +782,7 @@ def test_correlation_verdict_follows_the_control_rule():
     assert paper.correlation_verdict((0.5, 0.7), 0.94, control_max=None) == "not attempted"
 
 
-def test_correlation_items_are_judged_from_measured_pairs(tmp_path):
+def test_correlation_items_are_judged_from_measured_pairs(tmp_path, learned):
     import pandas as pd
 
     prof = get_profile("cpu").with_overrides({"train.cases": "gpt:1,bert-large:1,bert-large:2"})
@@ -785,7 +819,7 @@ def test_correlation_items_are_judged_from_measured_pairs(tmp_path):
     assert got["table2.same-config"]["verdict"] == "partly"  # 0.91 would be "reproduced": not what is judged
 
 
-def test_each_same_config_pair_is_judged_against_its_own_models_controls(tmp_path):
+def test_each_same_config_pair_is_judged_against_its_own_models_controls(tmp_path, learned):
     import pandas as pd
 
     prof = get_profile("cpu").with_overrides({"train.cases": "gpt:1,gpt:2,bert-large:1,bert-large:2",
@@ -825,7 +859,7 @@ def test_run_names_have_one_parser_and_one_writer():
     assert run_names.seed_pair_name(1, 2) == "s1-s2" and run_names.independent_pair_name("gpt", 1) == "gpt-pair-1"
 
 
-def test_table4_needs_agreement_between_runs_fig8_its_own_curves(tmp_path):
+def test_table4_needs_agreement_between_runs_fig8_its_own_curves(tmp_path, learned):
     import pandas as pd
 
     ctx = sections.SectionContext(sections.find_section("06_frequency"), get_profile("tiny"), tmp_path / "tiny")
@@ -934,7 +968,7 @@ def test_sample_texts_is_seeded_and_top_tokens_skip_special_ids(tiny_data):
         c for i, c in enumerate(counts) if i not in set(top.tolist()) | set(tiny_data.special_ids.values()))
 
 
-def test_pos_item_is_judged_in_each_runs_better_orientation_against_shuffled_tags(tmp_path):
+def test_pos_item_is_judged_in_each_runs_better_orientation_against_shuffled_tags(tmp_path, learned):
     import pandas as pd
     from twotower_lib.errors import UserError
 
@@ -979,7 +1013,7 @@ def test_pos_item_is_judged_in_each_runs_better_orientation_against_shuffled_tag
         scorecard.record_pos(ctx, rows, "spacy", shuffled(summary({"a": ["VERB"]}), 0.001))
 
 
-def test_ica_items_follow_their_rules(tmp_path):
+def test_ica_items_follow_their_rules(tmp_path, learned):
     import numpy as np
     import pandas as pd
 

@@ -144,9 +144,10 @@ def test_each_claim_chapter_draws_the_paper_beside_ours():
         assert len(spec["layer"]) >= 3
 
 
-def test_a_chapter_summary_counts_its_verdicts(tmp_path):
+def test_a_chapter_summary_counts_its_verdicts(tmp_path, monkeypatch):
     from twotower_lib.book import scorecard
 
+    monkeypatch.setattr(scorecard, "not_learned", lambda ctx, runs=None: [])   # the gate: test_pipeline
     ctx = SectionContext(find_section("06_frequency"), get_profile("tiny"), tmp_path / "tiny")
     assert scorecard.chapter_summary(ctx) == "This section recorded no paper item."
     scorecard.record(ctx, "fig8", "no trend", "reproduced", "")

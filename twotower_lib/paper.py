@@ -58,10 +58,10 @@ ICA_DIM, ICA_WIDTH = 128, 1024  # the paper kept d = 128 of a 1,024-wide embeddi
 # hangs on which tower Eq. 3 calls primary (a correlation is judged on |r|, Fig. 4 in each run's better orientation
 # against its tags shuffled); 1: the signed r, and Fig. 4 with Eq. 3's primary.
 RULES_EDITION = 5
-# The last edition that changed a verdict a run's sections record (one run's: edition 4's Table 3); edition 3 changed
-# only verdicts over seed pairs, which the seed study's parts carry and every page showing a record decides anew
-# (`decide_over_seeds`).
-RUN_RULES_EDITION = 4
+# The last edition that changed a verdict a run's sections record (one run's: edition 5's context gate, which a
+# section applies as it records an item, `scorecard.record`); edition 3 changed only verdicts over seed pairs, which
+# the seed study's parts carry and every page showing a record decides anew (`decide_over_seeds`).
+RUN_RULES_EDITION = 5
 NO_CONTEXT = "no verdict"  # a claim whose towers did not learn context (`CONTEXT_RULE`)
 VERDICTS = ("reproduced", "partly", "not", NO_CONTEXT, "not attempted")   # a list of items takes its weakest: the later
 CONTEXT_GATE = 0.5          # nats: a run counts toward a verdict only where its cooperative loss is this far below

@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 
 from tests.analysis import synthetic_runs
-from twotower_lib.analysis.correlation import correlate, permutation_null, permutation_pvalue, score_matrix, top_tokens
+from twotower_lib.analysis.correlation import correlate, permutation_null, top_tokens, two_sided_p
 from twotower_lib.analysis.table2 import CorrelationConfig, correlation_matrix, fig3_data, pairwise_correlations
 from twotower_lib.analysis.uncertainty import (CEILING_FLOOR, bootstrap, corrected, pair_ceiling, scores_from_doc_stats,
                                                split_half_or_nan, split_half_reliability, text_ceiling)
@@ -43,6 +43,11 @@ def test_partial_correlation_matches_formula(method):
     expected = (rxy - rxz * ryz) / np.sqrt((1 - rxz**2) * (1 - ryz**2))
     assert correlate(x, y, method, control=z) == pytest.approx(expected, abs=1e-10)
     assert correlate(x, y, method, control=z) < rxy   # the shared z inflated the plain correlation
+
+
+def permutation_pvalue(x, y, method="pearson", control=None, n_permutations=10000, seed=0):
+    """Two-sided permutation p-value of corr(x, y), from the library's null and its counting rule."""
+    return two_sided_p(permutation_null(x, y, method, control, n_permutations, seed), correlate(x, y, method, control))
 
 
 def test_permutation_pvalue_matches_exact_scipy():
@@ -231,8 +236,7 @@ def test_fig3_orders_by_reference(runs):
     assert len(ref) == 100 and (np.diff(ref["score"].to_numpy()) <= 0).all()
     assert set(df["run"]) == set(tables)
     assert (df.groupby("run")["token_id"].apply(lambda s: tuple(s)).nunique()) == 1
-    wide = score_matrix(tables, ref["token_id"].to_numpy())
-    np.testing.assert_array_equal(wide["run2"].to_numpy(), ref["score"].to_numpy())
+    np.testing.assert_array_equal(tables["run2"]["score"].reindex(ref["token_id"]).to_numpy(), ref["score"].to_numpy())
     with pytest.raises(UserError, match="reference run"):
         fig3_data(tables, counts, "nope")
 
@@ -459,8 +463,6 @@ def test_a_replicate_keeps_its_correlation_with_three_tokens_left_and_loses_it_w
 def test_the_permutation_null_is_seeded_and_counts_ties_with_the_observed_r():
     """A seed fixes the null (the default: 10,000 permutations from seed 0), and a permuted |r| equal to the
     observed one, to rounding, counts as at least as extreme."""
-    from twotower_lib.analysis.correlation import two_sided_p
-
     x, y = np.arange(8.0), np.array([2.0, 1.0, 4.0, 3.0, 6.0, 5.0, 8.0, 7.0])
     default = permutation_null(x, y)
     assert default.shape == (10_000,) and np.array_equal(default, permutation_null(x, y, n_permutations=10_000, seed=0))

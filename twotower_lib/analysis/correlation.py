@@ -106,13 +106,6 @@ def scored_top_tokens(tabs: dict[str, pd.DataFrame], counts: np.ndarray, n: int,
     return cand[frequency_order(counts[cand], cand)[:n]]
 
 
-def score_matrix(tables: Mapping[str, pd.DataFrame], token_ids: np.ndarray, score_col: str = "score") -> pd.DataFrame:
-    """(tokens x runs) scores, indexed by token_id in the given order."""
-    tabs = check_tables(tables, score_col)
-    return pd.DataFrame({run: t[score_col].reindex(token_ids).to_numpy(dtype=float) for run, t in tabs.items()},
-                        index=pd.Index(token_ids, name="token_id"))
-
-
 
 # ---------------------------------------------------------------------- correlation primitives
 
@@ -201,13 +194,6 @@ def permutation_null(x: np.ndarray, y: np.ndarray, method: str = "pearson", cont
         perm = rng.permuted(np.broadcast_to(ys, (b, len(ys))), axis=1)     # (b, n)
         out.append(perm @ xs)
     return np.concatenate(out) if out else np.empty(0)
-
-
-def permutation_pvalue(x: np.ndarray, y: np.ndarray, method: str = "pearson", control: np.ndarray | None = None,
-                       n_permutations: int = 10000, seed: int = 0, names: tuple[str, str] = ("x", "y")) -> float:
-    """Two-sided permutation p-value of corr(x, y): (1 + #{|r_perm| >= |r|}) / (1 + n_permutations)."""
-    r = correlate(x, y, method, control, names)
-    return two_sided_p(permutation_null(x, y, method, control, n_permutations, seed, names), r)
 
 
 def two_sided_p(null: np.ndarray, r: float) -> float:

@@ -144,12 +144,6 @@ def g(y: np.ndarray) -> np.ndarray:
     return np.sign(y) * (1.0 - np.exp(-SQRT2 * np.abs(y))) / 2.0
 
 
-def neg_log_density(y: np.ndarray) -> np.ndarray:
-    """rho(y) with rho' = g: the source model whose likelihood Eq. 6 ascends (up to a constant)."""
-    a = np.abs(y)
-    return a / 2.0 - (1.0 - np.exp(-SQRT2 * a)) / (2.0 * SQRT2)
-
-
 @dataclass(frozen=True)
 class ICAConfig:
     lr: float = 0.01            # step of the plain rule (the paper: 0.01); Newton steps start at 1

@@ -62,9 +62,7 @@ def notebook_name(key: str) -> str:
 def coerce(key: str, raw: Any, where: str = "-p") -> Any:
     """Convert `raw` (a string from the command line, or a value papermill injected) to `key`'s type
     (`OVERRIDABLE`: int, float, str, bool, tuple[str, ...], or one of them "| None": "none" gives None)."""
-    kind = OVERRIDABLE[key]
-    optional = kind.endswith(" | None")
-    kind = kind.removesuffix(" | None")
+    optional, kind = OVERRIDABLE[key].endswith(" | None"), OVERRIDABLE[key].removesuffix(" | None")
     try:
         if optional and (raw is None or (isinstance(raw, str) and raw.lower() in ("none", "null", ""))):
             return None

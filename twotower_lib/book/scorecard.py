@@ -18,11 +18,12 @@ import pandas as pd
 
 from twotower_lib.artifacts import atomic_write_json, read_json
 from twotower_lib.book import paper_tables
+from twotower_lib.book.sections import load_data
 from twotower_lib import paper
 from twotower_lib.paper import VERDICTS, correlation_verdict
 from twotower_lib.book.paper_items import ITEMS_BY_ID, PAPER_ITEMS, POINT_LABELS, SHORT_NAMES
 from twotower_lib.errors import UserError
-from twotower_lib.run_names import model_of
+from twotower_lib.run_names import case_name, model_of
 
 SECTION_FILE = "scorecard.json"
 
@@ -30,9 +31,12 @@ SECTION_FILE = "scorecard.json"
 # ---------------------------------------------------------------------- recording (in sections)
 
 
-def record(ctx, item_id: str, ours: str, verdict: str, note: str = "", points: list[dict] | None = None) -> Path:
+def record(ctx, item_id: str, ours: str, verdict: str, note: str = "", points: list[dict] | None = None,
+           runs: list[str] | None = None) -> Path:
     """Record our value for one paper item from inside the section that measures it; `points`
-    (`paper_tables.points`: pair, paper, ours, CI) feed the scorecard's picture."""
+    (`paper_tables.points`: pair, paper, ours, CI) feed the scorecard's picture. `runs`, the cases the item reads
+    (default: every case of the profile), must each have learned context for its verdict to count
+    (`paper.CONTEXT_RULE`, `not_learned`); Table 1's sizes are a configuration, not a result, and are not gated."""
     if item_id not in ITEMS_BY_ID:
         raise UserError(f"unknown scorecard item {item_id!r}; known items: {', '.join(ITEMS_BY_ID)}")
     if ITEMS_BY_ID[item_id].section != ctx.section.name:
@@ -40,9 +44,21 @@ def record(ctx, item_id: str, ours: str, verdict: str, note: str = "", points: l
                         f"not {ctx.section.name}")
     if verdict not in VERDICTS:
         raise UserError(f"verdict {verdict!r} for {item_id!r} is not one of {VERDICTS}")
+    flat = [] if ctx.section.name == "01_training" or verdict == "not attempted" else not_learned(ctx, runs)
+    if flat:
+        verdict, note = paper.NO_CONTEXT, f"towers did not learn context ({', '.join(flat)}: the context gate); {note}"
     entries = _recorded(ctx.out)
     entries[item_id] = {"ours": ours, "verdict": verdict, "note": note, **({"points": points} if points else {})}
     return atomic_write_json(ctx.out / SECTION_FILE, entries)
+
+
+def not_learned(ctx, runs: list[str] | None = None) -> list[str]:
+    """The cases of `runs` (default: every case of the profile) whose cooperative loss, as 02_probing measured it,
+    is not `paper.CONTEXT_GATE` nats below the corpus's word-frequency loss (`paper.learned_context`)."""
+    unigram, probing = load_data(ctx).unigram_loss(), ctx.input_dir("02_probing")
+    names = runs if runs is not None else [case_name(m, s) for m, s in ctx.profile.case_list()]
+    return [n for n in dict.fromkeys(names)
+            if not paper.learned_context(read_json(probing / n / "manifest.json")["val_loss"]["cooperative"], unigram)]
 
 
 def _recorded(out: Path) -> dict:
@@ -144,7 +160,8 @@ def _record_pairs(ctx, item_id: str, selected: pd.DataFrame, paper_r: float, wha
     record(ctx, item_id, text, verdict, f"top {int(selected['n_tokens'].iloc[0])} tokens, 95% CI resampling "
            f"validation documents; verdict judged on |r| of Eq. 4's score (log of mean p): its sign is which tower "
            f"Eq. 3 calls primary; {note}{what_note}",
-           points=paper_tables.points(selected, item_id, fallback=paper.SAME_CONFIG_R if own_controls else None))
+           points=paper_tables.points(selected, item_id, fallback=paper.SAME_CONFIG_R if own_controls else None),
+           runs=[*selected["a"], *selected["b"]])
     return verdict
 
 
@@ -162,7 +179,8 @@ def _record_controls(ctx, same: pd.DataFrame, control: pd.DataFrame) -> None:
                      + f"; permutation p = {row.get('p_value', float('nan')):.3g}")
     record(ctx, "controls", "; ".join(parts), paper.share_verdict(above, all(complete)),
            "reproduced = every same-configuration pair's CI of |r| lies above every control's |r| of its own model (untrained, "
-           "independent and permutation run; the quality gap too where the profile runs it); partly = at least one pair's does")
+           "independent and permutation run; the quality gap too where the profile runs it); partly = at least one pair's does",
+           runs=[*same["a"], *same["b"]])
 
 
 def record_correlations(ctx, pairs, control, same_config: list[tuple[str, str]],
@@ -206,7 +224,7 @@ def record_correlations(ctx, pairs, control, same_config: list[tuple[str, str]],
         return
     ref = same[is_paper].iloc[-1]
     record(ctx, "fig3", f"shown for the top {min(1000, int(ref['n_tokens']))} tokens; {ref.a} vs {ref.b}: r = {ref.r:.2f}",
-           fig3_verdict, "same verdict as Table 2's same-configuration pair")
+           fig3_verdict, "same verdict as Table 2's same-configuration pair", runs=[ref.a, ref.b])
     if len(control):
         _record_controls(ctx, same, control)
 
@@ -221,7 +239,7 @@ def record_register(ctx) -> None:
         where = "" if found is None else f" (measured at the {found['profile']} profile)"
         record(ctx, "register", "", "not attempted", f"no single-source pairs at this profile{where}")
         return
-    record(ctx, "register", found["ours"], found["verdict"], found["note"])
+    record(ctx, "register", found["ours"], found["verdict"], found["note"], runs=[])   # the study's runs, not ours
 
 
 def record_frequency(ctx, table4_pairs, frequency: str = "frequency rank") -> None:
@@ -240,10 +258,10 @@ def record_frequency(ctx, table4_pairs, frequency: str = "frequency rank") -> No
             + "; between runs: " + "; ".join(f"{r.a} vs {r.b}: {r.r:.2f}" for r in runs.itertuples()))
     note = (f"Spearman rho, top {int(with_freq['n_tokens'].iloc[0])} tokens; strongest |rho| with frequency "
             f"{strongest:.2f}, weakest between-run lower bound of |rho| {weakest_pair:.2f}")
-    record(ctx, "table4", text, verdict, note, points=paper_tables.points(table4_pairs, "table4", table="table4"))
+    record(ctx, "table4", text, verdict, note, points=paper_tables.points(table4_pairs, "table4", table="table4"), runs=names)
     record(ctx, "fig8", f"strongest |rho| of a score vector with frequency rank = {strongest:.2f}",
            paper.fig8_verdict(strongest), f"its own curves, below |rho| = {paper.WEAK_RHO:g}; whether the scores agree "
-           "between runs (else noise is trendless too) is Table 4's verdict")
+           "between runs (else noise is trendless too) is Table 4's verdict", runs=names)
 
 
 def record_pos(ctx, summary: pd.DataFrame, backend: str, shuffled: dict) -> None:
@@ -294,7 +312,7 @@ def record_pos(ctx, summary: pd.DataFrame, backend: str, shuffled: dict) -> None
             + ", ".join(f"{run} {h}/{n}" for run, h in held_zero.items())
             + ("; failing with Eq. 3's primary: " + "; ".join(f"{r.run} {r.upos} ({r.verdict})" for r in failed.itertuples())
                if len(failed) else ""))
-    record(ctx, "fig4", ours, verdict, note)
+    record(ctx, "fig4", ours, verdict, note, runs=list(held))
 
 
 def record_ica(ctx, fig6_summary: dict, fig5_within_1: float, n_groups: int, table3_runs: pd.DataFrame | None,
@@ -312,15 +330,17 @@ def record_ica(ctx, fig6_summary: dict, fig5_within_1: float, n_groups: int, tab
     from scipy.stats import spearmanr
 
     conv = "" if converged else "; the ICA did not converge"
+    reference = None if table3_runs is None else list(table3_runs.columns[:1])   # the run whose embedding is read
     where = f" (d = {d}: the number of groups a word can join grows with d)" if d else ""
     record(ctx, "fig5", f"{fig5_within_1:.0%} of the values within [-1, 1]", paper.fig5_verdict(fig5_within_1),
            (f"d = {d}; " if d else "")
-           + f"components scaled to unit variance; a Gaussian would give {paper.GAUSSIAN_WITHIN_1:.0%}{conv}")
+           + f"components scaled to unit variance; a Gaussian would give {paper.GAUSSIAN_WITHIN_1:.0%}{conv}", runs=reference)
     record(ctx, "fig6", f"{fig6_summary['share_one']:.0%} in exactly one group, {fig6_summary['share_none']:.0%} in none, "
            f"{fig6_summary['mean_groups']:.2f} groups per word", paper.fig6_verdict(fig6_summary),
            f"over {fig6_summary['n_words']} words ({words}), |y| > 2.5{where}"
            + (f"; over all {fig6_all['n_words']} sampled tokens: {fig6_all['share_one']:.0%} in one, "
-              f"{fig6_all['share_none']:.0%} in none, {fig6_all['mean_groups']:.2f} per word" if fig6_all else "") + conv)
+              f"{fig6_all['share_none']:.0%} in none, {fig6_all['mean_groups']:.2f} per word" if fig6_all else "") + conv,
+           runs=reference)
     record(ctx, "fig7", f"{n_groups} non-empty groups; their members are listed in section 05_ica", "not attempted",
            "whether the groups are semantically meaningful is not judged automatically; read the lists")
     if table3_runs is None or table3_runs.shape[1] < 2:
@@ -335,7 +355,7 @@ def record_ica(ctx, fig6_summary: dict, fig5_within_1: float, n_groups: int, tab
            f"read as |rho| ({sum(r < 0 for *_, r, _ in pairs)} of {len(pairs)} pairs negative: a run's group means "
            "change sign with which tower Eq. 3 calls primary); all groups with enough scored members, not a "
            "hand-picked 22 (groups overlap, so p is optimistic); the syntactic-vs-semantic trend is not judged "
-           "automatically")
+           "automatically", runs=runs)
 
 
 # ---------------------------------------------------------------------- building
