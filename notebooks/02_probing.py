@@ -149,7 +149,7 @@ summary
 # and the verdicts read them there. `-p analysis.controls untrained,independent,permutation,quality`
 # runs them in this build as well.
 
-# %%
+# %% tags=["hide-output"]
 controls_summary = probing.probe_controls(ctx)
 controls_summary
 
@@ -161,7 +161,7 @@ controls_summary
 # **Did the heads converge?** Each head's loss on the training positions (dashed) and on held-out
 # training text (solid) per epoch; training stopped where the held-out loss stopped improving.
 
-# %%
+# %% tags=["hide-output"]
 charts.probe_curves(probing.probe_curves(ctx))
 
 # %% [markdown]
@@ -185,7 +185,7 @@ quality.round(3)
 # A negative shortfall means the fresh head predicts better than the model's own decoder did: at these
 # budgets the decoder itself is short of converged, so the head reads at least what it used.
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input", "hide-output"]
 study_parts.show("SEEDS_SHORTFALL_TABLE", ctx.profile.name)
 
 # %% [markdown]
@@ -218,7 +218,7 @@ reliability.round(3)
 # corruption shows the answer at one probed position in ten, so its losses are lower), and the
 # correlation between the two score vectors of the same frozen run.
 
-# %%
+# %% tags=["hide-output"]
 bert_cases = [c for c in summary.index if run_names.model_of(c).startswith("bert")]
 compare = bert_cases and ctx.profile.probe.bert_events == "mask" and ctx.profile.analysis.bert_events_comparison
 events = probing.compare_bert_events(ctx, bert_cases[-1]) if compare else None
@@ -241,7 +241,7 @@ charts.tower_scatter(scores[first].table, title=f"{first}: each token's mean pro
 # The tokens each tower prefers most in that case, among tokens seen at least 20 times in the
 # validation text (rarer tokens have noisy scores).
 
-# %%
+# %% tags=["hide-output"]
 frequent = scores[first].table.query("count >= 20")
 pd.concat({"primary tower prefers": frequent.nlargest(10, "score")[["token", "count", "score"]].reset_index(drop=True),
            "secondary tower prefers": frequent.nsmallest(10, "score")[["token", "count", "score"]].reset_index(drop=True)},

@@ -64,7 +64,7 @@ part("PROBE_RELIABILITY")
 # schedule, and on their own, show what sharing did (`studies/probe/replicate_schedule.py`,
 # `results/probe/replicate_schedule.json`).
 
-# %%
+# %% tags=["hide-output"]
 part("PROBE_REPLICATE_SCHEDULE")
 
 # %% [markdown]
@@ -82,7 +82,7 @@ part("PROBE_REPLICATE_SCHEDULE")
 # %% tags=["hide-output", "full-width"]
 part("PROBE_CHANGE")
 
-# %%
+# %% tags=["hide-output"]
 part("PROBE_WHITENING")
 
 # %% [markdown]
@@ -101,7 +101,7 @@ part("PROBE_WHITENING")
 # answer; the recipe whose scores lie nearest that answer is the default (whitened AdamW), and its
 # remaining distance from it is the optimiser's row of the error budget.
 
-# %%
+# %% tags=["hide-output"]
 part("PROBE_OPTIMUM_RECIPES")
 
 # %% tags=["hide-output"]
@@ -120,7 +120,7 @@ part("PROBE_OPTIMUM_AGREEMENT")
 # difference between a pair's r under the two is an error of the estimator, beside the text and
 # probe-seed ceilings. One run per case and one probe seed.
 
-# %%
+# %% tags=["hide-output"]
 part("PROBE_DEFINED")
 
 # %% tags=["hide-output"]

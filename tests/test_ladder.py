@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from studies.ladder import report, rungs, runner
-from studies.ladder.rungs import Rung, size_rungs
+from studies.ladder.rungs import RUNGS, Rung, on_size_axis, size_rungs
 from twotower_lib.analysis.uncertainty import CEILING_FLOOR
 from twotower_lib.probe.config import ProbeConfig
 
@@ -276,7 +276,11 @@ def test_a_passes_rung_trains_its_family_for_several_epochs_and_stays_off_the_si
     assert "4x256x8: median |r|" in line and "2 seeds" in line and report.NOT_YET in line
     assert f"goes {report._f(ends[0])} → {report._f(ends[1])} " in line
     chart = json.loads(report.chart(summary).to_json())
-    assert {row["rung"] for rows in chart["datasets"].values() for row in rows} == {"1x96"}
+    # off the chart: the passes rungs, and BERT's post-LN size rung too (its size axis is its learning recipe's rungs)
+    assert {row["rung"] for rows in chart["datasets"].values() for row in rows} == set()
+    pre = summary.assign(rung=summary["rung"].replace({"1x96": "1x96-pre"}))
+    assert {row["rung"] for rows in json.loads(report.chart(pre).to_json())["datasets"].values() for row in rows} \
+        <= {"1x96-pre"}
 
 
 def test_a_rung_whose_probe_heads_learned_nothing_gets_no_verdict():
@@ -551,10 +555,19 @@ def test_the_opening_table_reads_the_size_trend_from_seed_bootstrap_intervals():
                           row("elmo", "1x96", 1, 0.15, 0.1, 0.3, "unstable"), row("elmo", "4x256", 3, 0.2, 0.15, 0.4, "holds"),
                           row("bert", "1x96", 1, 0.1, 0.0, 0.2, "no verdict"), row("bert", "4x256", 3, 0.5, 0.4, 0.6, "no verdict")])
     text = report.trend_sentence(table)
-    assert "gpt's median |r| grows from 1x96 (0.15, 0.10–0.20) to 4x256 (0.35, 0.30–0.40)" in text
+    assert "gpt's median |r| grows from 1×96 (0.15, 0.10–0.20) to 4×256 (0.35, 0.30–0.40)" in text
     assert "elmo's median |r| shows no trend that the intervals resolve" in text
     assert "bert: fewer than two rungs with a verdict (2 of 2 without" in text
     assert "falls" in report.trend_sentence(table.assign(**{"interval low": [0.3, 0.1, 0, 0, 0, 0],
                                                             "interval high": [0.4, 0.2, 1, 1, 1, 1]}))
     head = report.head_markdown(table)
     assert "| gpt | 1×96 | 0.15 | 0.10–0.20 | +1.00 | 0.80 | holds |" in head and head.endswith(text + "\n")
+    # BERT's size axis is its learning recipe's rungs; its post-LN size rungs are named in a note, off the axis
+    summary = pd.DataFrame({"rung": ["2x128", "2x128-pre", "2x128", "2x128x8"], "family": ["bert", "bert", "gpt", "bert"],
+                            "beyond word frequencies": [-0.05, 1.1, 1.0, 0.1]})
+    assert [on_size_axis(r, f) for r, f in zip(summary["rung"], summary["family"])] == [False, True, True, False]
+    note = report.recipe_note(summary)
+    assert note.startswith("**Recipe note.** BERT's rungs with the ladder's post-LN recipe (2×128) are off the axis: "
+                           "-0.05 to -0.05 nats") and report.head_markdown(table, note).endswith(note + "\n")
+    assert report.recipe_note(summary[summary["family"] == "gpt"]) == ""
+    assert RUNGS["4x256-pre"].recipe == RUNGS["24x512-pre"].recipe and RUNGS["4x256-pre"].preset == RUNGS["4x256"].preset

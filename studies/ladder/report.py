@@ -26,8 +26,8 @@ from twotower_lib.artifacts import atomic_write_bytes, atomic_write_json, proven
 from twotower_lib import paper
 from twotower_lib.paper import SAME_CONFIG_R
 from twotower_lib.probe.config import settled
-from studies.ladder.rungs import (CORPUS, FAMILIES, MIXED, RUNGS, SEEDS, THINNED, corpus_of, is_source, passes,
-                                  probe_config, size_rungs)
+from studies.ladder.rungs import (CORPUS, FAMILIES, MIXED, RUNGS, SEEDS, THINNED, corpus_of, is_source, on_size_axis,
+                                  passes, probe_config, size_rungs)
 
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "ladder"
 EXPORTS = "probes"   # results/ladder/probes/<rung>/: one committed file a probe (not "runs/", which git ignores)
@@ -206,7 +206,7 @@ def chart(summary: pd.DataFrame, intervals: pd.DataFrame | None = None):
                                  "partition: loo high": "loo_high", "tower parameters": "params",
                                  "partition: controls |r| threshold": "control",
                                  "orientation: positive pairs": "positive"})
-    df = df[(df["rung"].map(passes) == 1) & (df["rung"].map(corpus_of) == CORPUS)]   # the size axis: one pass, Brown
+    df = df[[on_size_axis(r, f) for r, f in zip(df["rung"], df["family"])]]   # the size axis (`rungs.on_size_axis`)
     if "probed as the ladder probes" in df:
         df = df[df["probed as the ladder probes"].astype(bool)]
     df = df[["rung", "family", "params", "median_abs_r", "loo_low", "loo_high", "control", "positive"]]
@@ -547,11 +547,11 @@ SIZE_COLUMNS = ["family", "rung", "tower parameters", "median |r|", "interval lo
 
 
 def size_table(summary: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
-    """The ladder's opening table: per family and size rung (one epoch of Brown, `size_rungs`), the median |r| over
-    seed pairs with its seed-bootstrap interval (`seed_bootstrap`), the worst seed's loss beyond word frequencies,
-    the text ceiling and the division's verdict."""
-    sizes, rows = [*size_rungs(False), *size_rungs(True)], []
-    for _, r in (summary[summary["rung"].isin(sizes)] if "rung" in summary else summary).iterrows():
+    """The ladder's opening table: per family and rung of its size axis (`rungs.on_size_axis`: one epoch of Brown;
+    BERT's learning-recipe rungs), the median |r| over seed pairs with its seed-bootstrap interval (`seed_bootstrap`),
+    the worst seed's loss beyond word frequencies, the text ceiling and the division's verdict."""
+    rows, axis = [], [on_size_axis(r, f) for r, f in zip(summary["rung"], summary["family"])] if "rung" in summary else []
+    for _, r in (summary[axis] if "rung" in summary else summary).iterrows():
         same = pairs[(pairs["rung"] == r["rung"]) & (pairs["family"] == r["family"]) & (pairs["kind"] == "same")]
         if "valid probes" in same:
             same = same[same["valid probes"].astype(bool)]
@@ -563,45 +563,74 @@ def size_table(summary: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=SIZE_COLUMNS)
 
 
-def trend_sentence(table: pd.DataFrame) -> str:
+def trend_sentence(table: pd.DataFrame, short: bool = False) -> str:
     """What changes with size, per family, read from the seed-bootstrap intervals of its smallest and largest rungs
     with a verdict (towers that learned context and probes that count): the median |r| grows where the largest
-    rung's interval lies above the smallest's, falls where below, and no trend is resolved where they overlap."""
+    rung's interval lies above the smallest's, falls where below, and no trend is resolved where they overlap.
+    `short`: the front page's clause a family, the same reading without its numbers (`LADDER_TREND_SHORT`)."""
     clauses = []
-    for family, rows in table.groupby("family", sort=False):
+    for family in dict.fromkeys([*table["family"], *FAMILIES]) if len(table) else []:
+        rows = table[table["family"] == family]
         judged = rows[~rows["verdict"].isin([paper.NO_CONTEXT, PROBE_FAILED, NOT_YET])].sort_values("tower parameters")
+        if rows.empty:
+            clauses.append(f"{family}: no rung of its size axis measured yet")
+            continue
         if len(judged) < 2:
-            clauses.append(f"{family}: fewer than two rungs with a verdict ({len(rows) - len(judged)} of {len(rows)} "
-                           "without: towers that learned no context or probes that failed), no trend to read")
+            clauses.append(f"{family}: fewer than two rungs with a verdict" + ("" if short else
+                           f" ({len(rows) - len(judged)} of {len(rows)} without: towers that learned no context or "
+                           "probes that failed), no trend to read"))
             continue
         a, b = judged.iloc[0], judged.iloc[-1]
         trend = ("grows" if b["interval low"] > a["interval high"] else "falls" if b["interval high"] < a["interval low"]
                  else "shows no trend that the intervals resolve")
-        clauses.append(f"{family}'s median |r| {trend} from {a['rung']} ({a['median |r|']:.2f}, {a['interval low']:.2f}"
-                       f"–{a['interval high']:.2f}) to {b['rung']} ({b['median |r|']:.2f}, {b['interval low']:.2f}–"
-                       f"{b['interval high']:.2f})")
-    return ("**With size** (seed-bootstrap intervals of the median |r|, smallest against largest rung with a verdict): "
-            + "; ".join(clauses) + ".") if clauses else "**With size:** no size rung is measured yet."
+        span = lambda r: "" if short else (f" ({r['median |r|']:.2f}, {r['interval low']:.2f}–"
+                                           f"{r['interval high']:.2f})")
+        clauses.append(f"{family}'s median |r| {trend} from {_rung_label(a['rung'])}{span(a)} to "
+                       f"{_rung_label(b['rung'])}{span(b)}")
+    if not clauses:
+        return "**With size:** no size rung is measured yet."
+    return ("**With size** (seed-bootstrap intervals of the median |r|" + ("" if short else
+            ", smallest against largest rung with a verdict") + "): " + "; ".join(clauses) + ".")
 
 
-def head_markdown(table: pd.DataFrame) -> str:
-    """`LADDER_HEAD`: the opening table, one number per cell, and the trend sentence."""
+def recipe_note(summary: pd.DataFrame) -> str:
+    """The BERT size rungs of the ladder's post-LN recipe (one pass of Brown at 32 sequences a step), off the size
+    axis: how far below the context gate they stayed; the table of every rung holds them."""
+    old = summary[(summary["family"] == "bert") & summary["rung"].isin([*size_rungs(False), *size_rungs(True)])] \
+        if "rung" in summary else summary.iloc[:0]
+    if old.empty:
+        return ""
+    beyond = old["beyond word frequencies"]
+    return (f"**Recipe note.** BERT's rungs with the ladder's post-LN recipe ({', '.join(_rung_label(r) for r in old['rung'])}) "
+            f"are off the axis: {_f(beyond.min())} to {_f(beyond.max())} nats beyond word frequencies, where a verdict "
+            f"needs {paper.CONTEXT_GATE:g}; BERT's points are its learning recipe's rungs (every rung's table below).")
+
+
+def _rung_label(rung: str) -> str:
+    """A rung as the page names it: 2×128, or 2×128 (learning recipe)."""
+    return rung.replace("x", "×").replace("-pre", " (learning recipe)")
+
+
+def head_markdown(table: pd.DataFrame, note: str = "") -> str:
+    """`LADDER_HEAD`: the opening table, one number per cell, the trend sentence and the recipe note."""
     from twotower_lib.book.tables import markdown_table
 
     if table.empty:
-        return trend_sentence(table) + "\n"
-    t = pd.DataFrame({"family": table["family"], "layers × width": table["rung"].str.replace("x", "×"),
+        return trend_sentence(table) + "\n" + (f"\n{note}\n" if note else "")
+    t = pd.DataFrame({"family": table["family"], "layers × width": table["rung"].map(_rung_label),
                       "median |r|": table["median |r|"].map(lambda v: _f(v)),
                       "seed-bootstrap interval": [f"{_f(lo)}–{_f(hi)}" if lo == lo else "—"
                                                   for lo, hi in zip(table["interval low"], table["interval high"])],
                       "nats beyond word frequencies": table["beyond word frequencies"].map(lambda v: f"{v:+.2f}"),
                       "text ceiling": table["text ceiling"].map(lambda v: _f(v)), "verdict": table["verdict"]})
-    return markdown_table(t.columns, t.itertuples(index=False)) + "\n\n" + trend_sentence(table) + "\n"
+    return (markdown_table(t.columns, t.itertuples(index=False)) + "\n\n" + trend_sentence(table) + "\n"
+            + (f"\n{note}\n" if note else ""))
 
 
 def book_parts(summary: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -> dict[str, str]:
     table = size_table(summary, pairs)
-    return {"LADDER_HEAD": head_markdown(table), "LADDER_TREND": trend_sentence(table), "LADDER_ANSWER": answer(summary),
+    return {"LADDER_HEAD": head_markdown(table, recipe_note(summary)), "LADDER_TREND": trend_sentence(table),
+            "LADDER_TREND_SHORT": trend_sentence(table, short=True), "LADDER_ANSWER": answer(summary),
             "LADDER_BRIEF": brief(summary),
             "LADDER_CHART": chart(summary, table).to_json() if not summary.empty else "*No rung has two seeds probed yet.*",
             "LADDER_TABLE": ladder_tables(summary), "LADDER_REGISTER": register_sentence(summary),

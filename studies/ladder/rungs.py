@@ -52,6 +52,11 @@ RUNGS = {
     # wall-clock budget a seed; the GPU call (`benchmarks/gpu_bert_recipe.sh`) checks the context gate after its first seed before probing anything
     "24x512-pre": Rung("paper-bert-large", "bert", passes=64, gpu=True, micro_batch=256, budget_s=100,
                        recipe=tuple(LEARNING_BERT.items())),
+    # BERT's size axis: the CPU size rungs' presets with the same recipe, two passes of Brown at 8 sequences a step
+    # (the pilots' steps: with the ladder's post-LN recipe, one pass at 32, no BERT rung learned context). Named by
+    # `--rungs` only; the top rung first, to time it
+    **{f"{size}-pre": Rung(preset, "bert", passes=2, micro_batch=8, recipe=tuple(LEARNING_BERT.items()))
+       for size, preset in (("1x96", "cpu-small"), ("2x128", "cpu"), ("4x256", "cpu-large"))},
     # the register rungs: a size rung's run on another source of the default corpus alone, for a family whose
     # division repeats on Brown at that size; with Brown's, the direct register test over seeds (does a division
     # repeat without a mixture of registers to divide?). Named by `--rungs` only.
@@ -74,6 +79,16 @@ SEEDS = 4                               # seeds a family at each rung: six seed 
 def size_rungs(gpu: bool) -> list[str]:
     """The size axis's rungs on the CPU or on a GPU: what `python -m studies.ladder [--gpu]` runs by default."""
     return [name for name, r in RUNGS.items() if r.gpu == gpu and r.passes == 1 and r.corpus == CORPUS]
+
+
+def on_size_axis(rung: str, family: str) -> bool:
+    """Whether a family's rung is a point of the size chart, table and trend: for GPT and ELMo a size rung (one pass
+    of Brown); for BERT a rung of its learning recipe, on the CPU or the GPU (its post-LN rungs learned no context at
+    any size: the ladder page names them in a note, off the axis)."""
+    r = RUNGS.get(rung, Rung("", passes=passes(rung), corpus=corpus_of(rung)))
+    if family == "bert":
+        return bool(r.recipe) and r.corpus == CORPUS
+    return r.passes == 1 and r.corpus == CORPUS and not r.recipe
 
 
 def size_rung(rung: str) -> str:

@@ -34,6 +34,13 @@ def tests_markdown(results: Path = RESULTS) -> str:
     return "| Log | Passed | Failed | Expected failures | Crashed in |\n|---|---|---|---|---|\n" + "\n".join(rows) + "\n"
 
 
+def gpu_name(device: str) -> str:
+    """A device as a column label names it: "NVIDIA H100 80GB HBM3" as H100 (the whole name where no model is in it);
+    the GPU-hours of one device are not another's."""
+    found = re.search(r"\b[A-Z]\d{2,4}\b", device)
+    return found.group(0) if found else device
+
+
 def bench_markdown(path: Path = RESULTS / "bench_gpu.json", baseline: Path | None = RESULTS / "bench_gpu_micro64.json") -> str:
     """The throughput table of `benchmarks/bench_gpu.py`, with the utilisation at micro-batch 64 beside it."""
     if not path.is_file():
@@ -44,7 +51,7 @@ def bench_markdown(path: Path = RESULTS / "bench_gpu.json", baseline: Path | Non
         small = {(r["model"], r["precision"]): r.get("mfu") for r in read_json(baseline)["rows"]}
     head = ("| Model | Precision | Parameters (M) | Sequences per step | Tokens/s | Model FLOPs utilisation | "
             "at 64 sequences | Peak memory (GiB) | Two-tower step ÷ two one-tower steps | "
-            "Paper budget, 1 GPU (h) | 6 GPUs (h) |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+            f"Paper budget, one {gpu_name(bench['device'])} (h) | six (h) |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
     rows = []
     for r in bench["rows"]:
         if "error" in r:
@@ -85,7 +92,8 @@ def engines_markdown(folders: tuple[Path, ...] = ENGINE_DIRS) -> str:
     if not files:
         return "*Not measured: run `benchmarks/gpu_throughput.sh` on a GPU.*\n"
     head = ("| Model | Engine | Lever | Path | Tokens/s | Model FLOPs utilisation | Optimizer step | GPU busy | "
-            "Peak memory (GiB) | Paper budget, 1 GPU (h) | File |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+            f"Peak memory (GiB) | Paper budget, one {'/'.join(sorted({gpu_name(read_json(f)['device']) for f in files}))} "
+            "(h) | File |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
     names = [f.name for f in files]      # a file by its name, its folder too where two folders hold that name
     shown = {f: f.name if names.count(f.name) == 1 else f"{f.parent.name}/{f.name}" for f in files}
     rows = []
@@ -164,7 +172,8 @@ def hours_markdown(folders: tuple[Path, ...] = ENGINE_DIRS) -> str:
              for m in by_model]
     total = sum(cases.count(m) * fastest[m]["paper_hours_1gpu"] for m in by_model)
     device = read_json(files[0])["device"]
-    return ("| Case | Runs | DeepSpeed (h) | Fastest measured (h) |\n|---|---|---|---|\n" + "\n".join(lines)
+    return (f"| Case | Runs | DeepSpeed, one {gpu_name(device)} (h) | Fastest measured, one {gpu_name(device)} (h) |\n"
+            "|---|---|---|---|\n" + "\n".join(lines)
             + f"\n\n*One {device}, bf16, the paper profile's {rows[0]['paper_tokens'] / 1e9:.0f}B tokens a run, "
               f"{rows[0]['sequences_per_step']:,} sequences a step; all the paper's runs at the fastest rates: "
               f"{total:.0f} GPU-hours.*\n")

@@ -34,6 +34,7 @@ import pandas as pd
 
 from twotower_lib.analysis.correlation import correlate, scored_top_tokens
 from twotower_lib.artifacts import atomic_write_bytes, atomic_write_json, provenance, read_json
+from twotower_lib.book.profiles import LEARNING_BERT
 from twotower_lib.preference import frequency_rank, load_artifact
 from twotower_lib.run_names import case_name, control_name
 
@@ -175,8 +176,9 @@ def write_report(layout, seeds: int, families: tuple[str, ...], controls: tuple[
         "profile": layout.profile.name, "seeds": seeds, "families": list(families), "controls": list(controls),
         "top_n": top_n, "probe_config": next(iter(arts.values())).manifest.get("probe_config"), "probe_threads": threads,
         "data_hash": data.data_hash, "word_frequency_loss": data.unigram_loss(),
-        "train_settings": {m: {"preset": layout.profile.models[m].preset, "tokens": layout.profile.tokens_for(m)}
-                           for m in families},
+        "train_settings": {m: {"preset": layout.profile.models[m].preset, "tokens": layout.profile.tokens_for(m),
+                               **({k: getattr(layout.profile.train, k) for k in LEARNING_BERT}     # BERT's recipe
+                                  if layout.profile.models[m].model_type == "bert" else {})} for m in families},
         "train_minutes": _train_minutes(layout, families, seeds),
         "probe_minutes": {f"{k[0]}/{a.path.name}": round(a.manifest.get("seconds", {}).get("total", 0) / 60, 2)
                           for k, a in arts.items()},

@@ -242,14 +242,15 @@ def assemble(pipe: Pipeline, stage: Path) -> list[str]:
 
 
 # Nothing a reader sees is clipped at the page's right edge: long code lines wrap, wide tables scroll in
-# their own box with wrapping cells, where a name in code may break. A table to be read whole takes the page's
+# their own box with wrapping cells; a name in code breaks only where it is longer than its column can be (a key
+# such as `data.corpus` is never cut inside a word to make a column narrower). A table to be read whole takes the page's
 # margin as the theme's full-width block (`tables.full_width`; in a chapter, the cell tag `full-width`), which hides
 # the page's contents while in view.
 READER_CSS = """div.highlight pre, div.cell_input pre, div.output pre { white-space: pre-wrap; overflow-wrap: anywhere; }
 .bd-article table { display: block; max-width: 100%; overflow-x: auto; }
 .bd-article table td, .bd-article table th { white-space: normal; }
 .bd-article table { font-size: 0.85em; }
-.bd-article table td code, .bd-article table td code .pre { white-space: normal; overflow-wrap: anywhere; }
+.bd-article table td code, .bd-article table td code .pre { white-space: normal; overflow-wrap: break-word; }
 .bd-article .full-width table, .bd-article .tag_full-width table { font-size: 0.8em; }
 """
 

@@ -21,7 +21,8 @@ from twotower_lib.book import study_parts
 from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.book.paper_tables import mark_outside, number
 from twotower_lib.book.tables import keyed, markdown_table
-from twotower_lib.paper import CENTRAL, SAME_CONFIG_R
+from twotower_lib import paper
+from twotower_lib.paper import CENTRAL, FIG6, FREQUENCY_RANGE, SAME_CONFIG_R, TABLE2
 from twotower_lib.book.paper_items import CLAIMS, POINT_LABELS, SHORT_NAMES, Claim
 from twotower_lib.book.scorecard import redecided, verdict_cell
 from twotower_lib.run_names import model_of
@@ -323,29 +324,46 @@ def spread_sentence(profile_name: str) -> str:
 
 
 # ---------------------------------------------------------------------- the first screen
-# The paper's headline claims, at most six: (scorecard item, claim, the families it compares; None: every case's).
-HEADLINE = (("table2.same-config", "Two Bert-large seeds agree (Table 2)", ("bert-large",)),
-            ("table2.base-large", "Bert-base and Bert-large agree (Table 2)", ("bert-base", "bert-large")),
-            ("table2.cross-type", "Bert-large, ELMo and GPT agree (Table 2)", ("bert-large", "elmo", "gpt")),
-            ("table4", "Not word frequency (Table 4)", ("elmo", "gpt", "bert-large")),
-            ("fig4", "Towers prefer parts of speech (Fig. 4)", None),
-            ("fig6", "Embedding holds word groups (Fig. 6)", ("bert-large",)))
+# The paper's headline claims, at most six: (scorecard item, claim, the families it compares, None: every case's;
+# the paper's value, short).
+_T2, _LARGE = TABLE2, ("Bert-large-run1", "Bert-large-run2")
+HEADLINE = (("table2.same-config", "Two Bert-large seeds agree (Table 2)", ("bert-large",), f"r = {SAME_CONFIG_R}"),
+            ("table2.base-large", "Bert-base and Bert-large agree (Table 2)", ("bert-base", "bert-large"),
+             "r = " + ", ".join(f"{_T2['Bert-base', b]}" for b in _LARGE)),
+            ("table2.cross-type", "Bert-large, ELMo and GPT agree (Table 2)", ("bert-large", "elmo", "gpt"),
+             "r = {:.2f} to {:.2f}".format(*sorted(_T2[a, b] for a in ("ELMo", "GPT") for b in _LARGE)[::3])),
+            ("table4", "Not word frequency (Table 4)", ("elmo", "gpt", "bert-large"),
+             f"|ρ| with frequency {FREQUENCY_RANGE[0]} to {FREQUENCY_RANGE[1]}"),
+            ("fig4", "Towers prefer parts of speech (Fig. 4)", None, "VERB, ADP, ADV, AUX to one tower"),
+            ("fig6", "Embedding holds word groups (Fig. 6)", ("bert-large",), f"{FIG6['share_one']:.0%} of words in one group"))
 LADDER = PROJECT_ROOT / "results" / "ladder" / "summary.csv"
-TABLE1_RUNG = {"table2.same-config": ("24x512", "bert")}   # the claims the ladder measures at Table 1's size
+TABLE1_RUNG = {"table2.same-config": (("24x512-pre", "learning recipe"), ("24x512", "post-LN recipe"), "bert")}
 FAMILY_NAMES = {"elmo": "ELMo", "gpt": "GPT", "bert-base": "Bert-base", "bert-large": "Bert-large"}
 
 
-def scale_cell(profile_name: str, models) -> str:
-    """Where a claim was measured, in a reader's terms: layers x width of its models, training tokens, and the top-N
-    of the vocabulary compared (the paper: 24 x 512 and others, ~3B words, top 5,000 of 30,522)."""
+def scale_cell(profile_name: str, models, study: bool = False) -> str:
+    """Where a claim was measured, in a reader's terms: layers x width of its models (and BERT's training recipe),
+    training tokens, and the top-N of the vocabulary compared (the paper: 24 x 512 and others, ~3B words, top 5,000 of 30,522)."""
     from twotower_lib.book.paper_tables import tokens_label
-    from twotower_lib.book.profiles import get_profile
+    from twotower_lib.book.profiles import LEARNING_BERT, get_profile
 
     p = get_profile(profile_name)
     models = [m for m in (models or dict.fromkeys(m for m, _ in p.case_list())) if m in p.models]
     sizes = "/".join(dict.fromkeys(f"{c.n_layer}×{c.hidden}" for c in map(p.model_config, models)))
+    bert = [m for m in models if p.models[m].model_type == "bert"]
+    if bert:   # which BERT recipe (`profiles.LEARNING_BERT`): the seed study's, where it decides the row
+        trained = (_study_settings(profile_name).get(bert[0], {}) if study else
+                   {k: getattr(p.train, k) for k in LEARNING_BERT})
+        sizes += f", {'learning' if all(trained.get(k) == v for k, v in LEARNING_BERT.items()) else 'post-LN'} recipe"
     tokens = "/".join(dict.fromkeys(tokens_label(p.tokens_for(m)) for m in models))
     return f"{sizes}, {tokens} tokens, top {p.analysis.top_n:,} of {p.data.vocab_size:,}"
+
+
+def _study_settings(profile_name: str, results: Path = SEEDS) -> dict:
+    """The seed study's training settings per family (`study.json`; a study written before BERT's recipe was recorded
+    trained the post-LN one)."""
+    path = Path(results) / profile_name / "study.json"
+    return read_json(path).get("train_settings", {}) if path.exists() else {}
 
 
 def _ladder(path: Path = LADDER) -> pd.DataFrame:
@@ -353,15 +371,16 @@ def _ladder(path: Path = LADDER) -> pd.DataFrame:
 
 
 def table1_cell(item: str, ladder: pd.DataFrame) -> str:
-    """The same claim at the paper's configuration, Table 1's size (the ladder's GPU rung, with its recipe), else "not
-    attempted"."""
-    rung, family = TABLE1_RUNG.get(item, (None, None))
-    row = ladder[(ladder["rung"] == rung) & (ladder["family"] == family)]
-    if row.empty:
-        return "not attempted"
-    r = row.iloc[0]
-    return (f"{rung.replace('x', '×')}, one GPU, post-LN recipe: {r['partition: verdict']}, "
-            f"{r['beyond word frequencies']:+.2f} nats of context")
+    """The same claim at the paper's configuration, Table 1's size: the ladder's GPU rung with the learning recipe
+    where it has run, else the one with the post-LN recipe, its recipe named; else "not attempted"."""
+    *rungs, family = TABLE1_RUNG.get(item, (None,))
+    for rung, recipe in rungs:
+        row = ladder[(ladder["rung"] == rung) & (ladder["family"] == family)]
+        if len(row):
+            r = row.iloc[0]
+            return (f"{rung.split('-')[0].replace('x', '×')} GPU, {recipe}: {paper.gated(r['partition: verdict'], r['learned context'])}, "
+                    f"{r['beyond word frequencies']:+.2f} nats of context")
+    return "not attempted"
 
 
 def headline_rows(card: dict, ladder: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -370,15 +389,15 @@ def headline_rows(card: dict, ladder: pd.DataFrame | None = None) -> pd.DataFram
     the same claim at Table 1's size (`table1_cell`)."""
     ladder = _ladder() if ladder is None else ladder
     claims, by_id, rows = seed_claims(card["profile"]), {r["id"]: r for r in card["rows"]}, []
-    for item, claim, families in HEADLINE:
+    for item, claim, families, paper_value in HEADLINE:
         r, mine = by_id.get(item), claims[claims["item"] == item] if "item" in claims else claims.iloc[:0]
         if r is None:
             continue
         c = mine.iloc[0] if r.get("decided_by") == "seeds" and len(mine) else None
         ours = (_brief(r["ours"], 40) if c is None else
                 f"{c['median']:.2f} ({c['low']:.2f}–{c['high']:.2f}, {int(c['pairs'])} {c['unit'].replace('seed ', '')})")
-        rows.append({"claim": claim, "the paper": _brief(r["paper"], 32), "ours: median (range)": ours,
-                     "measured at": scale_cell(card["profile"], families),
+        rows.append({"claim": claim, "the paper": paper_value, "ours: median (range)": ours,
+                     "measured at": scale_cell(card["profile"], families, study=c is not None),
                      "verdict": MARK[r["verdict"]].split(":")[0], "at the paper's configuration": table1_cell(item, ladder)})
     return pd.DataFrame(rows)
 
@@ -400,9 +419,10 @@ def context_sentence(profile_name: str, results: Path = SEEDS) -> str:
 
 
 def size_sentence(results: Path = study_parts.RESULTS) -> str:
-    """What changes with size, in one sentence: the size ladder's (`LADDER_TREND`, read from the seed-bootstrap
+    """What changes with size, in one sentence: the size ladder's (`LADDER_TREND_SHORT`, read from the seed-bootstrap
     intervals of each family's median |r|), with a link to its page."""
-    trend = study_parts.load(results)[0].get("LADDER_TREND", "**With size:** the size ladder has no committed report yet.")
+    trend = study_parts.load(results)[0].get("LADDER_TREND_SHORT", "**With size:** the size ladder has no committed "
+                                                                    "report yet.")
     return f"{trend} Every rung: [the ladder page](ladder.md)."
 
 
@@ -413,4 +433,4 @@ def headline_markdown(card: dict) -> str:
     counts = ", ".join(f"{n} {v}" for v, n in card["counts"].items() if n)
     return (markdown_table(t.columns, t.itertuples(index=False)) + "\n\n"
             + f"**Tally** over the scorecard's {sum(card['counts'].values())} items at profile `{card['profile']}`: "
-            f"{counts}. {context_sentence(card['profile'])}\n\n{size_sentence()}\n")
+            f"{counts}. {size_sentence()}\n\n{context_sentence(card['profile'])}\n")

@@ -82,35 +82,6 @@ class BertTower(nn.Module):
         return self.ln_f(x)
 
 
-def towers_together(towers: nn.ModuleList, x: torch.Tensor, cfg: ModelConfig) -> torch.Tensor:
-    """The k towers' Hugging Face BERT layers in one pass: (B, T, k, H) -> (k, B, T, H), the towers' maths unchanged.
-
-    Fewer, larger kernels: each weight is the k towers' stacked and applied as one batched product, and attention
-    folds the towers into the batch, so that `scaled_dot_product_attention` sees one ordinary (k*B, heads, T, d)
-    call and keeps its flash and memory-efficient kernels. (`torch.func.vmap` over the towers, the generic way to
-    fuse them, loses those on CUDA: flash attention's backward refuses the batched call, results/gpu/levers/.)"""
-    B, T, k, H = x.shape
-    drop, training = (cfg.dropout if towers.training else 0.0), towers.training
-    h = x.permute(2, 0, 1, 3).reshape(k, B * T, H)
-    for layers in zip(*(t.layers for t in towers)):
-        def stacked(name: str) -> torch.Tensor:                 # the k towers' parameter `name`: (k, 1, ...)
-            return torch.stack([layer.get_parameter(name) for layer in layers]).unsqueeze(1)
-
-        def linear(inp: torch.Tensor, name: str) -> torch.Tensor:   # (k, N, in) -> (k, N, out)
-            return torch.baddbmm(stacked(f"{name}.bias"), inp, stacked(f"{name}.weight").squeeze(1).transpose(1, 2))
-
-        def norm(inp: torch.Tensor, name: str) -> torch.Tensor:
-            return F.layer_norm(inp, (H,), eps=cfg.layer_norm_eps) * stacked(f"{name}.weight") + stacked(f"{name}.bias")
-
-        q, key, v = (linear(h, f"attention.self.{n}").reshape(k * B, T, cfg.n_head, H // cfg.n_head).transpose(1, 2)
-                     for n in ("query", "key", "value"))              # (k*B, heads, T, d)
-        a = F.scaled_dot_product_attention(q, key, v, dropout_p=drop).transpose(1, 2).reshape(k, B * T, H)
-        h = norm(h + F.dropout(linear(a, "attention.output.dense"), drop, training), "attention.output.LayerNorm")
-        f = linear(F.gelu(linear(h, "intermediate.dense")), "output.dense")
-        h = norm(h + F.dropout(f, drop, training), "output.LayerNorm")
-    return h.view(k, B, T, H)
-
-
 KERNEL_MAX_BATCH = 512  # the fused kernel sizes its workspace for this many sequences per micro-batch
 
 

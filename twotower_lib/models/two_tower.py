@@ -105,14 +105,8 @@ class TwoTowerLM(nn.Module):
         return x
 
     def _fused_towers(self, x: torch.Tensor) -> torch.Tensor:
-        """All k towers in one call over stacked weights: same maths, fewer, larger kernels. BERT's Hugging Face
-        layers run batched by hand with the towers folded into attention's batch (`bert.towers_together`);
-        the other transformer towers in one vmapped call."""
-        if (self.cfg.model_type == "bert" and self.cfg.layout != "released" and self.cfg.norm_scheme == "post"
-                and not self.cfg.deepspeed_kernel):
-            from twotower_lib.models.bert import towers_together
-
-            return towers_together(self.towers, x, self.cfg).permute(1, 2, 0, 3)
+        """All k towers in one vmapped call over stacked weights: same maths, fewer, larger kernels (on CUDA,
+        attention's vmapped call leaves flash attention: results/gpu/levers/)."""
         # torch.stack, not torch.func.stack_module_state: the latter makes new leaf tensors, and the
         # towers' own parameters would then receive no gradient.
         per_tower = [dict(t.named_parameters()) for t in self.towers]
