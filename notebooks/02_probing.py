@@ -135,8 +135,9 @@ summary
 # %% [markdown]
 # ## Probing the controls
 #
-# The same probing for the controls section 03 compares against (none of them is in the paper):
+# The same probing for the controls section 03 compares against (none of them is in the paper).
 #
+# :::{dropdown} The controls, and which a build runs
 # - **untrained**: the same-configuration pair at initialisation (its weight snapshot at 0
 #   tokens): heads trained on randomly initialised, frozen towers;
 # - **independent**: per same-configuration model, four single-tower models trained separately;
@@ -148,6 +149,7 @@ summary
 # independent controls of every family, with as many pairs as the cases, the same sizes, budgets and probe,
 # and the verdicts read them there. `-p analysis.controls untrained,independent,permutation,quality`
 # runs them in this build as well.
+# :::
 
 # %% tags=["hide-output"]
 controls_summary = probing.probe_controls(ctx)
@@ -189,7 +191,10 @@ quality.round(3)
 study_parts.show("SEEDS_SHORTFALL_TABLE", ctx.profile.name)
 
 # %% [markdown]
-# **Does the instrument agree with itself?** The cases of `analysis.reliability_models` (the first
+# **Does the instrument agree with itself?**
+#
+# :::{dropdown} The probe-seed reliability
+# The cases of `analysis.reliability_models` (the first
 # case of each model it names; every case where it names none) are probed with a second set of heads
 # that differs only in the head seed (same frozen run, same features, same validation text). The
 # correlation of the two score vectors over the top-N tokens is the *probe-seed reliability*: no
@@ -198,8 +203,9 @@ study_parts.show("SEEDS_SHORTFALL_TABLE", ctx.profile.name)
 # measured value for a run outside the sample. It is a second ceiling, beside the validation-text
 # ceiling of section 03 — a ceiling, not a certificate: two seeds of one optimiser can stop short of
 # the optimum in the same way (the appendix notebook).
+# :::
 
-# %%
+# %% tags=["hide-output"]
 reliability = probing.probe_reliability(ctx, probe_outputs.load_scores(ctx))
 reliability.round(3)
 
@@ -232,7 +238,7 @@ events.round(3) if events is not None else ("not measured at this profile (`anal
 # tower (y). Points above the diagonal are better predicted by the primary tower ($s > 0$).
 # Hover for the token, its training frequency and its score.
 
-# %%
+# %% tags=["hide-output"]
 scores = probe_outputs.load_scores(ctx)
 first = next(iter(scores))
 charts.tower_scatter(scores[first].table, title=f"{first}: each token's mean probability under each tower")

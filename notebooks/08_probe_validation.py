@@ -64,7 +64,7 @@ part("PROBE_RELIABILITY")
 # schedule, and on their own, show what sharing did (`studies/probe/replicate_schedule.py`,
 # `results/probe/replicate_schedule.json`).
 
-# %% tags=["hide-output"]
+# %%
 part("PROBE_REPLICATE_SCHEDULE")
 
 # %% [markdown]
@@ -82,12 +82,13 @@ part("PROBE_REPLICATE_SCHEDULE")
 # %% tags=["hide-output", "full-width"]
 part("PROBE_CHANGE")
 
-# %% tags=["hide-output"]
+# %%
 part("PROBE_WHITENING")
 
 # %% [markdown]
 # ### Against a head defined by its objective
 #
+# :::{dropdown} What the three tables compare
 # Experiments on the frozen `gpt-s1` (`studies/probe/optimum_experiments.py`, one file each in
 # `results/probe/optimum/`, each with its command). A recipe `A+refinedN` is `A`'s heads taken on by
 # N full-batch L-BFGS iterations toward the minimum of the mean cross-entropy plus a ridge
@@ -100,6 +101,7 @@ part("PROBE_WHITENING")
 # the third every two recipes of an experiment. Two starts refined to one objective value give one
 # answer; the recipe whose scores lie nearest that answer is the default (whitened AdamW), and its
 # remaining distance from it is the optimiser's row of the error budget.
+# :::
 
 # %% tags=["hide-output"]
 part("PROBE_OPTIMUM_RECIPES")

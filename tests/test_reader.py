@@ -180,23 +180,23 @@ def test_the_first_screen_is_a_short_table_generated_from_the_results(tmp_path):
     claims = front.seed_claims("cpu").set_index("item")
     first = rows.iloc[0]
     assert first["verdict"] == front.MARK[by_id["table2.same-config"]["verdict"]].split(":")[0]
-    assert first["ours: median (range)"].startswith(f"{claims.loc['table2.same-config', 'median']:.2f} (")
+    assert first["ours (range)"].startswith(f"{claims.loc['table2.same-config', 'median']:.2f} (")
     p = get_profile("cpu")   # decided by the seed study: the recipe its study.json records (none: post-LN)
     trained = front._study_settings("cpu").get("bert-large", {})
     recipe = "learning" if trained.get("position") == "relative" else "post-LN"
-    assert first["measured at"] == (f"{p.model_config('bert-large').n_layer}×{p.model_config('bert-large').hidden}, "
-                                    f"{recipe} recipe, "
-                                    f"{tokens_label(p.tokens_for('bert-large'))} tokens, top {p.analysis.top_n:,} of "
+    assert first["measured at"] == (f"{p.model_config('bert-large').n_layer}×{p.model_config('bert-large').hidden} "
+                                    f"({recipe} recipe), "
+                                    f"{tokens_label(p.tokens_for('bert-large'))} tokens, top {p.analysis.top_n:,}/"
                                     f"{p.data.vocab_size:,}")
     ladder = pd.DataFrame({"rung": ["24x512"], "family": ["bert"], "partition: verdict": ["holds"],
                            "beyond word frequencies": [1.234], "learned context": [True], "tower parameters": [1]})
     moved = front.headline_rows(card, ladder)
-    assert moved.iloc[0]["at the paper's configuration"] == "24×512 GPU, post-LN recipe: holds, +1.23 nats of context"
+    assert moved.iloc[0]["at Table 1's size"] == "24×512, post-LN recipe: holds, +1.23 nats of context"
     learning = pd.concat([ladder, ladder.assign(rung="24x512-pre", **{"beyond word frequencies": 0.2,
                                                                       "learned context": False})])
-    assert front.headline_rows(card, learning).iloc[0]["at the paper's configuration"] == \
-        "24×512 GPU, learning recipe: no verdict, +0.20 nats of context"    # the gate, on its own rung
-    assert (moved.iloc[1:]["at the paper's configuration"] == "not attempted").all()
+    assert front.headline_rows(card, learning).iloc[0]["at Table 1's size"] == \
+        "24×512, learning recipe: no verdict, +0.20 nats of context"    # the gate, on its own rung
+    assert (moved.iloc[1:]["at Table 1's size"] == "not attempted").all()
     (tmp_path / "ladder").mkdir()
     (tmp_path / "ladder" / "book.json").write_text(json.dumps({"parts": {"LADDER_TREND_SHORT": "**With size:** x."}}))
     assert front.size_sentence(tmp_path) == "**With size:** x. Every rung: [the ladder page](ladder.md)."

@@ -573,7 +573,7 @@ def trend_sentence(table: pd.DataFrame, short: bool = False) -> str:
         rows = table[table["family"] == family]
         judged = rows[~rows["verdict"].isin([paper.NO_CONTEXT, PROBE_FAILED, NOT_YET])].sort_values("tower parameters")
         if rows.empty:
-            clauses.append(f"{family}: no rung of its size axis measured yet")
+            clauses.append(f"{family}: no rung of its size axis measured yet" if not short else f"{family}: no rung measured yet")
             continue
         if len(judged) < 2:
             clauses.append(f"{family}: fewer than two rungs with a verdict" + ("" if short else
@@ -583,8 +583,11 @@ def trend_sentence(table: pd.DataFrame, short: bool = False) -> str:
         a, b = judged.iloc[0], judged.iloc[-1]
         trend = ("grows" if b["interval low"] > a["interval high"] else "falls" if b["interval high"] < a["interval low"]
                  else "shows no trend that the intervals resolve")
-        span = lambda r: "" if short else (f" ({r['median |r|']:.2f}, {r['interval low']:.2f}–"
-                                           f"{r['interval high']:.2f})")
+        span = lambda r: f" ({r['median |r|']:.2f}, {r['interval low']:.2f}–{r['interval high']:.2f})"
+        if short:
+            clauses.append(f"{family} {trend.replace('shows no trend that the intervals resolve', 'no resolved trend')} "
+                           f"({_rung_label(a['rung'])} to {_rung_label(b['rung'])})")
+            continue
         clauses.append(f"{family}'s median |r| {trend} from {_rung_label(a['rung'])}{span(a)} to "
                        f"{_rung_label(b['rung'])}{span(b)}")
     if not clauses:

@@ -24,6 +24,7 @@ from pathlib import Path
 import nbformat
 
 from twotower_lib.book import charts, render, scorecard
+from twotower_lib.book.tables import breakable
 from twotower_lib.book.pipeline import Pipeline, make_pipeline
 from twotower_lib.book.profile_keys import OVERRIDABLE
 from twotower_lib.book.profiles import DEFAULT_PROFILE, PROFILES, runs_root
@@ -49,11 +50,11 @@ def _sync(data: bytes, dest: Path) -> None:
 def profiles_markdown() -> str:
     """Every profile: what it is for, then a table of the settings that differ between profiles (one row
     per "section.field", one column per profile), generated from twotower_lib.book.profiles."""
-    def cell(v) -> str:   # a value as typed after `-p KEY` is code (a long one may break in its cell)
+    def cell(v) -> str:   # a value as typed after `-p KEY` is code, breaking only after _ / + @ or a hyphen
         if isinstance(v, list):
-            return ", ".join(f"`{x}`" for x in v) or "—"
+            return ", ".join(f"<code>{breakable(x)}</code>" for x in v) or "—"
         if isinstance(v, str):
-            return f"`{v}`"
+            return f"<code>{breakable(v)}</code>"
         return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else "—" if v is None else str(v)
 
     values = {p.name: p.values() for p in PROFILES.values()}

@@ -354,9 +354,9 @@ def scale_cell(profile_name: str, models, study: bool = False) -> str:
     if bert:   # which BERT recipe (`profiles.LEARNING_BERT`): the seed study's, where it decides the row
         trained = (_study_settings(profile_name).get(bert[0], {}) if study else
                    {k: getattr(p.train, k) for k in LEARNING_BERT})
-        sizes += f", {'learning' if all(trained.get(k) == v for k, v in LEARNING_BERT.items()) else 'post-LN'} recipe"
+        sizes += f" ({'learning' if all(trained.get(k) == v for k, v in LEARNING_BERT.items()) else 'post-LN'} recipe)"
     tokens = "/".join(dict.fromkeys(tokens_label(p.tokens_for(m)) for m in models))
-    return f"{sizes}, {tokens} tokens, top {p.analysis.top_n:,} of {p.data.vocab_size:,}"
+    return f"{sizes}, {tokens} tokens, top {p.analysis.top_n:,}/{p.data.vocab_size:,}"
 
 
 def _study_settings(profile_name: str, results: Path = SEEDS) -> dict:
@@ -378,7 +378,7 @@ def table1_cell(item: str, ladder: pd.DataFrame) -> str:
         row = ladder[(ladder["rung"] == rung) & (ladder["family"] == family)]
         if len(row):
             r = row.iloc[0]
-            return (f"{rung.split('-')[0].replace('x', '×')} GPU, {recipe}: {paper.gated(r['partition: verdict'], r['learned context'])}, "
+            return (f"{rung.split('-')[0].replace('x', '×')}, {recipe}: {paper.gated(r['partition: verdict'], r['learned context'])}, "
                     f"{r['beyond word frequencies']:+.2f} nats of context")
     return "not attempted"
 
@@ -394,11 +394,11 @@ def headline_rows(card: dict, ladder: pd.DataFrame | None = None) -> pd.DataFram
         if r is None:
             continue
         c = mine.iloc[0] if r.get("decided_by") == "seeds" and len(mine) else None
-        ours = (_brief(r["ours"], 40) if c is None else
+        ours = (_brief(r["ours"], 30) if c is None else
                 f"{c['median']:.2f} ({c['low']:.2f}–{c['high']:.2f}, {int(c['pairs'])} {c['unit'].replace('seed ', '')})")
-        rows.append({"claim": claim, "the paper": paper_value, "ours: median (range)": ours,
+        rows.append({"claim": claim, "the paper": paper_value, "ours (range)": ours,
                      "measured at": scale_cell(card["profile"], families, study=c is not None),
-                     "verdict": MARK[r["verdict"]].split(":")[0], "at the paper's configuration": table1_cell(item, ladder)})
+                     "verdict": MARK[r["verdict"]].split(":")[0], "at Table 1's size": table1_cell(item, ladder)})
     return pd.DataFrame(rows)
 
 

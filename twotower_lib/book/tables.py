@@ -90,10 +90,10 @@ def reader_html(df: pd.DataFrame) -> str:
 
 
 def breakable(name: str) -> str:
-    """A name (a column's, a file's, a setting's, a recipe's), escaped, that may break after a `_`, `/`, `+` or
-    `@` (bias_corrected, levers/after.json, adam-whiten+refined15@0.03) as prose breaks at a space: unbroken,
+    """A name (a column's, a file's, a setting's, a recipe's), escaped, that may break after a `_`, `/`, `+`, `@`,
+    `:` or `=` (bias_corrected, levers/after.json, adam-whiten+refined15@0.03) as prose breaks at a space: unbroken,
     the longest name would set its column's width."""
-    return re.sub(r"([_/+@])", r"\1<wbr>", html.escape(name))
+    return re.sub(r"([_/+@:=])", r"\1<wbr>", html.escape(name))
 
 
 def enable() -> None:
