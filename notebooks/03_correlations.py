@@ -173,9 +173,9 @@ charts.correlation_heatmap(correlation_matrix(pairs), title=f"Pearson r over the
 #
 # Every case's score for the most frequent tokens, ordered by the score of the reference case
 # (the last same-configuration run, like the paper's Bert-large run 2). Where the preference is
-# reproducible, the other runs follow the reference curve.
+# reproducible, the other runs follow the reference curve (Fig. 3, folded: the seed study above decides).
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 reference = probe_outputs.same_config_pairs(ctx)[-1][1] if probe_outputs.same_config_pairs(ctx) else next(iter(scores))
 fig3 = fig3_data({k: r.table for k, r in scores.items()}, sections.load_data(ctx).counts, reference,
                  n=min(1000, ctx.profile.analysis.top_n))

@@ -100,7 +100,8 @@ HTML(paper_tables.matrix_html(paper_tables.compare({"score": t4}, "table4"), [*t
 # Every number behind the table (permutation p-values, bootstrap bias, the number of tokens)
 t4.round(4)
 
-# %%
+# %% tags=["hide-output"]
+# The same rho as a picture (folded: the table above gives each value)
 charts.correlation_heatmap(correlation_matrix(t4), title=f"Spearman rho over the top {ctx.profile.analysis.top_n} tokens")
 
 # %% [markdown]

@@ -24,6 +24,7 @@ import pandas as pd
 import pytest
 
 from studies.emergence import charts as emergence_charts
+from tests.book_layout import layout_failures, measure_pages
 from tests.browser import Browser, free_port, page_problems, wait_for_port
 from tests.conftest import skip_or_fail_in_ci
 import yaml
@@ -120,18 +121,6 @@ def test_the_vega_bundle_is_local_and_complete(tmp_path):
 
 # The names in a table cell's code that a line break cuts inside a word: a break counts only after one of . _ = : / , -
 # (where `tables.breakable` and the profile table put <wbr>), never between two letters of a word (issue 105).
-CUT_NAMES = r"""[...document.querySelectorAll('main table td code')].filter(c => {
-  const walk = document.createTreeWalker(c, NodeFilter.SHOW_TEXT); let top = null, before = '', cut = false, node;
-  while ((node = walk.nextNode())) for (let i = 0; i < node.length; i++) {
-    const range = document.createRange(); range.setStart(node, i); range.setEnd(node, i + 1);
-    const box = range.getBoundingClientRect(); if (!box.width) continue;
-    if (top !== null && box.top > top + 2 && !/[._=:\/,+@-]/.test(before)) cut = true;
-    top = box.top; before = node.data[i]; }
-  return cut; }).map(c => c.innerText)"""
-FRONT_SCREENS, SCORECARD_SCREENS, PAGE_SCREENS = 4.0, 10.0, 12.0   # issue 105's budgets, measured on the tiny book
-CLAIM_CHAPTER_SCREENS = 7.0   # a chapter: "about six screens" (#71, #105), on the tiny book; the test prints every height
-
-
 def test_toc_lists_exactly_the_sections_that_exist():
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
@@ -543,57 +532,8 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
         browser.drain(0.3)
         scorecard_rows = browser.evaluate("[...document.querySelectorAll('table tr')].map(tr => tr.innerText)") or []
         browser.drain(1.0)
-        # No table is clipped at the window's 1,280 px, and none scrolls in its own box: a wide one takes the page's
-        # margin (tables.full_width on a page, the cell tag full-width in a chapter), folded parts opened.
-        clipped, scrolling, wide_charts, screens, broken, front_overflow, first_screen = {}, {}, {}, {}, {}, None, None
-        for page in ("book/intro", "book/scorecard", "book/rerun", "book/paper_scale", "book/paper_and_code",
-                     "notebooks/00_data", "notebooks/01_training", "notebooks/02_probing", "notebooks/03_correlations", "notebooks/04_pos",
-                     "notebooks/05_ica", "notebooks/06_frequency", "notebooks/07_emergence",
-                     "notebooks/08_probe_validation", "book/ladder", "book/model", "book/changelog", "book/changelog_december",
-                     "book/changelog_november", "book/changelog_november_early", "book/changelog_probe_studies",
-                     "book/changelog_earlier", "book/changelog_earliest", "book/probe_validation",
-                     "book/decisions", "book/execution"):
-            browser.call("Page.navigate", {"url": f"http://127.0.0.1:{port}/{page}.html"}, session=True)
-            browser.poll("document.readyState", done=lambda v: v == "complete")
-            browser.drain(0.5)
-            # how many screens of 1,280 x 800 the page is tall, its charts drawn
-            screens[page] = browser.evaluate("document.documentElement.scrollHeight / 800")
-            # a key or name in a table cell is never cut inside itself to narrow a column (issue 105: `data.corp|us`)
-            broken[page] = browser.evaluate(CUT_NAMES)
-            clipped[page] = browser.evaluate(
-                "[...document.querySelectorAll('main table')].filter(t => t.getBoundingClientRect().right > "
-                "document.documentElement.clientWidth + 1).map(t => t.innerText.slice(0, 60))")
-            # every chart drawn inside the article's column: a legend or title past it is cut off
-            browser.poll("(c => c.length === [...c].filter(e => e.dataset.rendered === 'true').length)"
-                         "(document.querySelectorAll('.tt-chart'))", tries=50)
-            wide_charts[page] = browser.evaluate(
-                "[...document.querySelectorAll('.tt-chart svg, .tt-chart canvas')].map(s => Math.round(s.getBoundingClientRect().right "
-                "- (s.closest('.bd-article-container') || document.querySelector('main')).getBoundingClientRect()"
-                ".right)).filter(px => px > 1)")
-            if page == "book/intro":   # the answer's table is read whole: it spans the page's margin, no scrolling
-                front_overflow = browser.evaluate("(t => t ? t.scrollWidth - t.clientWidth : null)"
-                                                  "(document.querySelector('main .full-width table'))")
-                # where the first screen's answer ends: the headline table and the tally and size sentence under it
-                # (px from the top), at 1,280 x 800 and again at 1,400 x 900
-                answer_ends = ("[document.querySelector('main .full-width table'), [...document.querySelectorAll('main p')]"
-                               ".find(p => p.innerText.startsWith('Tally'))].map(e => e ? Math.round(e.getBoundingClientRect()"
-                               ".bottom + window.scrollY) : null)")
-                first_screen = {800: browser.evaluate(answer_ends)}
-                browser.call("Emulation.setDeviceMetricsOverride", {"width": 1400, "height": 900, "deviceScaleFactor": 1,
-                                                                    "mobile": False}, session=True)
-                browser.drain(0.5)
-                first_screen[900] = browser.evaluate(answer_ends)
-                browser.call("Emulation.clearDeviceMetricsOverride", {}, session=True)
-                browser.drain(0.5)
-            # a table wider than the nearest box that clips or scrolls it (itself too), folded parts opened
-            browser.evaluate("document.querySelectorAll('main details').forEach(d => d.open = true)")
-            browser.drain(0.3)
-            scrolling[page] = browser.evaluate("""[...document.querySelectorAll('main table')].filter(t => {
-                if (t.scrollWidth - t.clientWidth > 1) return true;
-                let box = t.parentElement;
-                while (box && getComputedStyle(box).overflowX === 'visible') box = box.parentElement;
-                return box && t.getBoundingClientRect().right - box.getBoundingClientRect().right > 1;
-              }).map(t => t.innerText.slice(0, 60))""")
+        # No table is clipped at the window's 1,280 px, none scrolls in its own box, no page over its budget
+        layout = measure_pages(browser, port, Path(built_book["html"]))
     finally:
         if browser is not None:
             browser.close()
@@ -602,23 +542,9 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
     cell = [c for c in table2_cells if "paper 0.57" in c]  # tiny: gpt-s1 vs bert-large-s1 (paper: GPT vs run 1)
     assert cell and re.match(r"^-?\d\.\d\d\s", cell[0]), table2_cells
     assert dots >= 1, "the scorecard's picture drew no dot"
-    assert not any(clipped.values()), clipped
-    assert not any(broken.values()), f"names cut inside themselves in a table: {broken}"
-    assert not any(scrolling.values()), f"tables that scroll sideways: {scrolling}"
-    assert not any(wide_charts.values()), f"charts past the article's column (px): {wide_charts}"
-    assert front_overflow is not None and front_overflow <= 1, f"front table scrolls {front_overflow} px"
-    # the first screen holds the answer before any scroll: the headline table, the tally and the size sentence
-    assert all(None not in ends and max(ends) <= height for height, ends in first_screen.items()), first_screen
-    print("screens of 1280 x 800:", {p: round(v, 1) for p, v in screens.items()}, "front page's table and tally end at",
-          first_screen, "px")
-    # a chapter a reader can finish: about six screens, its method and extra tables folded (the appendix notebook of
-    # the probe's validation is a page); the front page and the scorecard shorter, no page over PAGE_SCREENS
-    long = {p: round(v, 1) for p, v in screens.items() if p.startswith("notebooks/") and p != "notebooks/08_probe_validation"
-            and v > CLAIM_CHAPTER_SCREENS}
-    assert not long, f"chapters longer than {CLAIM_CHAPTER_SCREENS} screens of 1,280 x 800: {long}"
-    budgets = {"book/intro": FRONT_SCREENS, "book/scorecard": SCORECARD_SCREENS}
-    over = {p: round(v, 1) for p, v in screens.items() if v > budgets.get(p, PAGE_SCREENS)}
-    assert not over, f"pages over their budget of screens of 1,280 x 800: {over}"
+    print("screens of 1280 x 800:", {p: round(v, 1) for p, v in layout["screens"].items()},
+          "front page's table and tally end at", layout["first_screen"], "px")
+    assert not layout_failures(layout), layout_failures(layout)
     same = [r for r in scorecard_rows if r.startswith("Table 2: Bert-large run 1 vs run 2")]
     assert same and "0.94" in same[0], scorecard_rows[:3]
     events = browser.events
@@ -632,6 +558,38 @@ def test_a_chapter_renders_its_chart_in_a_browser_with_no_network(built_book, tm
     assert math >= 4, "MathJax did not typeset the model page's equations"
     assert ica and ica[0] >= 3 and ica[0] == ica[1] and ica[2] >= 16, f"ICA charts (found, rendered, heatmap cells): {ica}"
     assert shot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_built_book_named_by_the_environment_keeps_its_layout():
+    """Issue 105's page rules on a book the suite does not build (the cpu book of a `make reproduce`):
+    `TWOTOWER_BUILT_BOOK=<its _build/html> pytest tests/test_book.py -k named_by_the_environment -s`."""
+    html = os.environ.get("TWOTOWER_BUILT_BOOK")
+    if not html:
+        pytest.skip("TWOTOWER_BUILT_BOOK names no built book (a run's _build/html)")
+    html = Path(html)
+    if not (html / "book" / "intro.html").exists():
+        raise UserError(f"TWOTOWER_BUILT_BOOK={html} holds no built book (no book/intro.html)")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        skip_or_fail_in_ci("chromium is not installed (apt-get install -y chromium)")
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port), "--directory",
+                               str(html)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    browser = None
+    try:
+        wait_for_port(port, 5)
+        browser = Browser(chromium)
+        layout = measure_pages(browser, port, html)
+    finally:
+        if browser is not None:
+            browser.close()
+        server.terminate()
+        server.wait(10)
+    print("screens of 1280 x 800:", {p: round(v, 1) for p, v in layout["screens"].items()},
+          "front page's table and tally end at", layout["first_screen"], "px")
+    assert len(layout["screens"]) >= 10, f"only {sorted(layout['screens'])} of the book's pages were found"
+    assert not layout_failures(layout), layout_failures(layout)
+    assert not page_problems(browser.events, port)["outside"], "a page tried to reach the network"
 
 
 def test_no_committed_result_holds_a_path_of_the_machine_that_made_it():

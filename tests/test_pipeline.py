@@ -749,6 +749,25 @@ def test_a_recorded_verdict_counts_only_where_its_runs_learned(tmp_path, monkeyp
     assert json.loads((training.out / "scorecard.json").read_text())["table1"]["verdict"] == "reproduced"
 
 
+def test_a_chapters_result_box_shortens_a_long_value_and_folds_it_in_full_under_the_table(tmp_path, learned):
+    """`scorecard.verdicts_box`: a value longer than `BOX_OURS` is cut at a clause or comma in the table and given
+    whole in a dropdown under it; a short one is shown as it is, and nothing is folded when nothing was cut."""
+    from twotower_lib.book.tables import brief
+
+    ctx = sections.SectionContext(sections.find_section("06_frequency"), get_profile("tiny"), tmp_path / "tiny")
+    ctx.finish()
+    long = "; ".join(f"run {i} against run {i + 1}: rho 0.{i}1, p = 0.0{i}" for i in range(9))
+    scorecard.record(ctx, "table4", long, "partly", "between runs")
+    scorecard.record(ctx, "fig8", "strongest |rho| 0.13", "reproduced", "own curves")
+    table, folded = scorecard.verdicts_box(ctx).split(":::{dropdown}")
+    assert long not in table and brief(long, scorecard.BOX_OURS).rstrip(" …") in table
+    assert len(brief(long, scorecard.BOX_OURS)) <= scorecard.BOX_OURS + 2 and long in folded
+    assert "strongest" in table and "strongest" not in folded
+    scorecard.record(ctx, "table4", "rho 0.2", "partly", "between runs")
+    assert ":::{dropdown}" not in scorecard.verdicts_box(ctx)
+    assert brief("14% in one group, 80% in none, 0.29 groups per word", 30) == "14% in one group …"
+
+
 def test_scorecard_is_built_from_section_records(tmp_path, learned):
     root = tmp_path / "tiny"
     card = scorecard.build(root, sections.SECTIONS)

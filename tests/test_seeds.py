@@ -114,13 +114,26 @@ def test_a_claim_is_answered_as_two_questions():
 
 
 def test_a_claim_the_paper_does_not_report_says_so_in_its_paper_cell():
-    """A family the paper trained once is held against the paper's Bert-large pair: the section's table says
-    that instead of showing that pair's r as the family's own."""
+    """A family the paper trained once is held against the paper's Bert-large pair: the section's table names that
+    pair's r as Bert-large's (the claim's label says "not in the paper") instead of showing it as the family's own."""
     table = seeds.section_markdown(_study(), "cpu")
     row = next(line for line in table.splitlines() if line.startswith("| GPT, two seeds"))
-    assert row.split(" | ")[1] == f"not reported (held against Bert-large's {paper.SAME_CONFIG_R})"
+    assert row.split(" | ")[1] == f"Bert-large's {paper.SAME_CONFIG_R}"
     assert not next(c for c in CLAIMS if c.label.startswith("GPT, two seeds")).reported
     assert CLAIMS[0].reported and CLAIMS[0].label.startswith("Bert-large, two seeds")
+
+
+def test_the_seed_section_folds_each_claims_division_and_orientation_under_its_verdicts():
+    """Section 03's result box: claim, paper, ours, controls and verdict on the page; every claim's division and
+    orientation one click away, in a dropdown under it (issue 105: the audit folded, complete)."""
+    shown, folded = seeds.section_markdown(_study(), "cpu").split(":::{dropdown}")
+    claims = [line.split(" | ")[0] for line in shown.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    rows = [line.split(" | ") for line in shown.splitlines() if line.startswith("| ") and "---" not in line]
+    assert claims and all(len(r) == 8 for r in rows)                 # one number per cell, each column labelled
+    assert all(0 <= float(r[2]) <= 1 and r[4].split()[0].isdigit() for r in rows[1:]) and "seed pairs" in rows[0][4]
+    audit = [line for line in folded.splitlines() if line.startswith("| ") and "---" not in line]
+    assert audit[0].startswith("| claim | division") and [a.split(" | ")[0] for a in audit[1:]] == claims
+    assert all(line.count(" | ") == 2 and "—" != line.split(" | ")[1] for line in audit[1:2])
 
 
 def test_a_claims_text_ceiling_is_the_median_over_its_pairs_and_corrects_its_division():

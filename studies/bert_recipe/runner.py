@@ -181,7 +181,7 @@ def book_parts(pilots: pd.DataFrame, profile: str) -> dict[str, str]:
     """`BERT_RECIPE`: every pilot of `profile` (`<profile>.csv`) as a table with its gain over `baseline` (post-LN,
     BERT's masking, the position table), and a generated sentence: the pilots against `paper.CONTEXT_GATE`."""
     from twotower_lib import paper
-    from twotower_lib.book.tables import markdown_table
+    from twotower_lib.book.tables import full_width, markdown_table
 
     base = float(pilots.loc[pilots["recipe"] == "baseline", "beyond_word_frequencies"].iloc[0])
     t = pilots[list(COLUMNS)].rename(columns=COLUMNS).assign(**{"gain over baseline (nats)": (
@@ -199,7 +199,8 @@ def book_parts(pilots: pd.DataFrame, profile: str) -> dict[str, str]:
                    if len(passed) else f"None of the {len(pilots)} pilots reaches the context gate "
                    f"({paper.CONTEXT_GATE:g} nats): at this size and budget no BERT verdict can be given, and the "
                    "profile keeps its recipe."))
-    return {f"BERT_RECIPE@{profile}": markdown_table(t.columns, t.itertuples(index=False)) + "\n\n" + sentence + "\n"}
+    return {f"BERT_RECIPE@{profile}": full_width(markdown_table(t.columns, t.itertuples(index=False)))   # 15 columns
+            + "\n" + sentence + "\n"}
 
 
 def write_book(results: Path = RESULTS, profile: str = "cpu") -> Path:

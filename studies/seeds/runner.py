@@ -106,6 +106,28 @@ def train_runs(layout: Layout, runs: list[tuple[str, int, int]], threads: int) -
     run_jobs(train_job, jobs, threads, "seed study: training", label=lambda j: Path(j["out"]).name)
 
 
+def share_pipeline_probes(layout: Layout, names: list[str], cfg) -> list[str]:
+    """Copy the pipeline's probe of a shared case (`runs/<profile>/probing/<name>`) into the study where it is
+    the artifact the study would make: the study's probe settings and version, and the weights of the run the
+    study reads (their sha256). Returns the names copied; the rest are probed as usual."""
+    import shutil
+
+    from twotower_lib.artifacts import sha256_file
+    from twotower_lib.models import weights_path
+
+    copied = []
+    for name in names:
+        source, target = layout.root / "probing" / name, layout.probe_dir("cases", name)
+        run = layout.root / "training" / name
+        if _probed(target) or not _probed(source, cfg) or not (run / "manifest.json").exists():
+            continue
+        if read_json(source / "manifest.json")["identity"].get("weights_sha256") != sha256_file(weights_path(run)):
+            continue
+        shutil.copytree(source, target)
+        copied.append(name)
+    return copied
+
+
 def probe_runs(layout: Layout, probes: list[dict], threads: int, precision: str | None = None) -> None:
     """Probe every job of `probes` (run_dir, out, snapshot) whose artifact is missing or out of date
     (`probe_run` itself keeps an up-to-date one)."""
@@ -133,6 +155,11 @@ def run_study(profile: Profile, seeds: int, families: tuple[str, ...], controls:
     for model in families:
         t0 = time.time()
         train_runs(layout, [(model, s, 2) for s in seed_list], threads)
+        if precision is None:  # a pinned precision makes other artifacts than the pipeline's
+            shared = share_pipeline_probes(layout, [case_name(model, s) for s in seed_list],
+                                           profile.probe_config(replicate=False))
+            if shared:
+                print(f"seed study: the pipeline's probes of {', '.join(shared)} shared", flush=True)
         probe_runs(layout, [{"run_dir": str(layout.run_dir(model, s)), "out": str(layout.probe_dir("cases", case_name(model, s)))}
                             for s in seed_list], probe_threads, precision)
         print(f"seed study: {model} cases done ({(time.time() - t0) / 60:.1f} min this call)", flush=True)

@@ -19,10 +19,11 @@ from twotower_lib.analysis.uncertainty import corrected
 from twotower_lib.artifacts import read_json
 from twotower_lib.book import study_parts
 from twotower_lib.book.sections import PROJECT_ROOT
-from twotower_lib.book.paper_tables import mark_outside, number
-from twotower_lib.book.tables import keyed, markdown_table
+from twotower_lib.book.paper_tables import mark_outside, number, tokens_label
+from twotower_lib.book.profiles import LEARNING_BERT, get_profile
+from twotower_lib.book.tables import brief, keyed, markdown_table
 from twotower_lib import paper
-from twotower_lib.paper import CENTRAL, FIG6, FREQUENCY_RANGE, SAME_CONFIG_R, TABLE2
+from twotower_lib.paper import CENTRAL, CONTEXT_GATE, FIG6, FREQUENCY_RANGE, SAME_CONFIG_R, TABLE2
 from twotower_lib.book.paper_items import CLAIMS, POINT_LABELS, SHORT_NAMES, Claim
 from twotower_lib.book.scorecard import redecided, verdict_cell
 from twotower_lib.run_names import model_of
@@ -35,19 +36,6 @@ PUBLISHED = PROJECT_ROOT / "results" / "profiles"
 SEEDS = PROJECT_ROOT / "results" / "seeds"
 HIGH = "controls' high"   # claims.csv's column: the controls' 90th percentile
 OURS = "ours (median |r| over seed pairs, else this run)"   # which value the front table shows
-
-
-def _brief(text: str, limit: int = 90) -> str:
-    """As many of `text`'s "; "-separated clauses as fit in `limit` characters (at least the first, cut at
-    a word)."""
-    out = ""
-    for clause in str(text).split(";"):
-        clause = clause.strip()
-        longer = f"{out}; {clause}" if out else clause
-        if len(longer) > limit:
-            return (out + "; …") if out else clause[:limit].rsplit(" ", 1)[0].rstrip(",:(") + " …"
-        out = longer
-    return out
 
 
 # The one-line caveat of each item the seed study does not decide (the scorecard page has the full notes).
@@ -191,11 +179,11 @@ def verdict_rows(card: dict, key: bool = False) -> pd.DataFrame:
             mark += _verdict_parts(r["id"], mine)
         else:
             one = r["id"].startswith(("table2", "same-config", "table4", "fig3", "controls"))
-            cells = {"ours": mark_outside(_brief(r["ours"], 70)),
+            cells = {"ours": mark_outside(brief(r["ours"], 70)),
                      "spread over seeds": r.get("spread") or ("one pair" if one else "one run"),
                      "division (a run left out)": "—", "orientation (Eq. 3), signed r": "—",
-                     "caveat": r.get("caveat") or CAVEATS.get(r["id"]) or _brief(r.get("note", ""), 70)}
-        rows.append({"claim": SHORT_NAMES.get(r["id"], r["item"]), "the paper": _brief(r["paper"], 50), OURS: cells["ours"],
+                     "caveat": r.get("caveat") or CAVEATS.get(r["id"]) or brief(r.get("note", ""), 70)}
+        rows.append({"claim": SHORT_NAMES.get(r["id"], r["item"]), "the paper": brief(r["paper"], 50), OURS: cells["ours"],
                      "spread over seeds": cells["spread over seeds"], "verdict": mark,
                      "division (a run left out)": cells["division (a run left out)"],
                      "orientation (Eq. 3), signed r": cells["orientation (Eq. 3), signed r"], "caveat": cells["caveat"]})
@@ -341,12 +329,9 @@ TABLE1_RUNG = {"table2.same-config": (("24x512-pre", "learning recipe"), ("24x51
 FAMILY_NAMES = {"elmo": "ELMo", "gpt": "GPT", "bert-base": "Bert-base", "bert-large": "Bert-large"}
 
 
-def scale_cell(profile_name: str, models, study: bool = False) -> str:
+def scale_cell(profile_name: str, models, study: bool = False, top: bool = True) -> str:
     """Where a claim was measured, in a reader's terms: layers x width of its models (and BERT's training recipe),
     training tokens, and the top-N of the vocabulary compared (the paper: 24 x 512 and others, ~3B words, top 5,000 of 30,522)."""
-    from twotower_lib.book.paper_tables import tokens_label
-    from twotower_lib.book.profiles import LEARNING_BERT, get_profile
-
     p = get_profile(profile_name)
     models = [m for m in (models or dict.fromkeys(m for m, _ in p.case_list())) if m in p.models]
     sizes = "/".join(dict.fromkeys(f"{c.n_layer}×{c.hidden}" for c in map(p.model_config, models)))
@@ -355,8 +340,14 @@ def scale_cell(profile_name: str, models, study: bool = False) -> str:
         trained = (_study_settings(profile_name).get(bert[0], {}) if study else
                    {k: getattr(p.train, k) for k in LEARNING_BERT})
         sizes += f" ({'learning' if all(trained.get(k) == v for k, v in LEARNING_BERT.items()) else 'post-LN'} recipe)"
-    tokens = "/".join(dict.fromkeys(tokens_label(p.tokens_for(m)) for m in models))
-    return f"{sizes}, {tokens} tokens, top {p.analysis.top_n:,}/{p.data.vocab_size:,}"
+    counts = sorted({p.tokens_for(m) for m in models})
+    tokens = "–".join(tokens_label(t) for t in (counts[0], counts[-1])[:len(counts)])
+    return f"{sizes}, {tokens} tokens" + (f", {top_label(p)}" if top else "")
+
+
+def top_label(p) -> str:
+    """The tokens a profile's correlations compare: the top N of its vocabulary (the paper: top 5,000/30,522)."""
+    return f"top {p.analysis.top_n:,}/{p.data.vocab_size:,}"
 
 
 def _study_settings(profile_name: str, results: Path = SEEDS) -> dict:
@@ -394,10 +385,11 @@ def headline_rows(card: dict, ladder: pd.DataFrame | None = None) -> pd.DataFram
         if r is None:
             continue
         c = mine.iloc[0] if r.get("decided_by") == "seeds" and len(mine) else None
-        ours = (_brief(r["ours"], 30) if c is None else
+        ours = (brief(r["ours"], 30) if c is None else
                 f"{c['median']:.2f} ({c['low']:.2f}–{c['high']:.2f}, {int(c['pairs'])} {c['unit'].replace('seed ', '')})")
         rows.append({"claim": claim, "the paper": paper_value, "ours (range)": ours,
-                     "measured at": scale_cell(card["profile"], families, study=c is not None),
+                     f"measured at ({top_label(get_profile(card['profile']))})":   # every row's top-N, said once
+                         scale_cell(card["profile"], families, study=c is not None, top=False),
                      "verdict": MARK[r["verdict"]].split(":")[0], "at Table 1's size": table1_cell(item, ladder)})
     return pd.DataFrame(rows)
 
@@ -405,8 +397,6 @@ def headline_rows(card: dict, ladder: pd.DataFrame | None = None) -> pd.DataFram
 def context_sentence(profile_name: str, results: Path = SEEDS) -> str:
     """Each family's context learned, from the seed study's runs (`paper.CONTEXT_RULE`): the least loss beyond word
     frequencies over its seeds, against the gate; empty where the study records none."""
-    from twotower_lib.paper import CONTEXT_GATE
-
     path = Path(results) / profile_name / "runs.csv"
     runs = pd.read_csv(path) if path.exists() else pd.DataFrame()
     if "beyond_word_frequencies" not in runs:

@@ -82,17 +82,22 @@ def verdict_cell(profile: str, row: dict, shown: str | None = None) -> str:
     return keyed(f"verdict@{profile}: {row['id']}", row["verdict"], shown or f"**{row['verdict']}**")
 
 
+BOX_OURS = 160   # characters of a value in a chapter's result box (the rest folded under it)
+
+
 def verdicts_box(ctx) -> str:
     """A chapter's result box, generated: every paper item this section recorded, the paper's value, ours and
     the verdict (the scorecard's rows for this section)."""
     rows = _section_rows(ctx)
     if not rows:
         return "*This section recorded no paper item.*"
-    from twotower_lib.book.tables import markdown_table
+    from twotower_lib.book.tables import brief, full_width, markdown_table
 
-    return markdown_table(["paper item", "the paper", "ours", "verdict"],
-                          ([r["item"], r["paper"], r["ours"], verdict_cell(ctx.profile.name, r)]
-                           for r in rows)).rstrip("\n")
+    box = full_width(markdown_table(["paper item", "the paper", "ours", "verdict"],   # a long value in full, folded, under it
+                         ([r["item"], r["paper"], brief(r["ours"], BOX_OURS), verdict_cell(ctx.profile.name, r)]
+                          for r in rows))).rstrip("\n")   # across the page's margin, as the front's table
+    full = "\n".join(f"- **{r['item']}**: {r['ours']}" for r in rows if brief(r["ours"], BOX_OURS) != r["ours"])
+    return box + (f"\n\n:::{{dropdown}} Each shortened value in full\n{full}\n:::" if full else "")
 
 
 def chapter_summary(ctx) -> str:

@@ -105,3 +105,17 @@ def enable() -> None:
     ip = get_ipython()
     if ip is not None:
         ip.display_formatter.formatters["text/html"].for_type(pd.DataFrame, reader_html)
+
+
+def brief(text: str, limit: int = 90) -> str:
+    """As many of `text`'s "; "-separated clauses as fit in `limit` characters (at least the first, cut at
+    a comma, else a word)."""
+    out = ""
+    for clause in str(text).split(";"):
+        clause = clause.strip()
+        longer = f"{out}; {clause}" if out else clause
+        if len(longer) > limit:
+            cut = clause[:limit].rsplit(", " if ", " in clause[:limit] else " ", 1)[0]   # at a comma where one fits
+            return (out + "; …") if out else cut.rstrip(",:(") + " …"
+        out = longer
+    return out
