@@ -6,6 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from twotower_lib.book.tables import FULL_WIDTH
+
 from studies.bert_recipe import runner
 from twotower_lib import paper
 from twotower_lib.book.profiles import get_profile
@@ -34,6 +36,9 @@ def _pilots(beyond):
 def test_the_book_part_reads_the_pilots_against_the_gate():
     text = runner.book_parts(_pilots([0.1, 0.25]), "cpu")["BERT_RECIPE@cpu"]
     assert "| 0.15 |" in text and "the best pilot, `pre-ln`, 0.25 in 2.5 minutes" in text
+    assert text.startswith(FULL_WIDTH) and "| 1k |" in text          # across the margin, tokens as the book prints them
+    named = runner.book_parts(_pilots([0.1, 0.2]).assign(recipe=["baseline", "pre-ln+mask40"]), "cpu")["BERT_RECIPE@cpu"]
+    assert "| pre-ln+<wbr>mask40 |" in named                          # a recipe's name breaks only after its "+"
     assert f"None of the 2 pilots reaches the context gate ({paper.CONTEXT_GATE:g} nats)" in text
     passed = runner.book_parts(_pilots([0.1, paper.CONTEXT_GATE + 0.1]), "cpu")["BERT_RECIPE@cpu"]
     assert "1 of 2 pilots pass the context gate" in passed

@@ -343,3 +343,32 @@ def test_the_study_reuses_a_single_tower_run_the_pipeline_trained_and_trains_the
     (tmp_path / "training" / "gpt-k1-s1").mkdir(parents=True)
     (tmp_path / "training" / "gpt-k1-s1" / "manifest.json").write_text("{}")
     assert layout.run_dir("gpt", 1, towers=1) == tmp_path / "training" / "gpt-k1-s1"
+
+
+def test_the_study_takes_the_pipelines_probe_of_a_shared_case_only_where_it_is_the_same_artifact(tmp_path):
+    """`share_pipeline_probes`: the pipeline's probe of a case is copied into the study where its settings, probe
+    version and weights (sha256) are the study's; another probe setting or other weights are probed again."""
+    import json
+    from dataclasses import asdict
+
+    from studies.seeds.runner import Layout, share_pipeline_probes
+    from twotower_lib.artifacts import sha256_file
+    from twotower_lib.book.profiles import get_profile
+    from twotower_lib.probe.config import PROBE_VERSION
+
+    prof = get_profile("cpu")
+    cfg, layout = prof.probe_config(replicate=False), Layout(prof, tmp_path)
+    for name, weights in (("bert-large-s1", b"one"), ("bert-large-s2", b"two"), ("gpt-s1", b"three")):
+        run = tmp_path / "training" / name
+        run.mkdir(parents=True)
+        (run / "manifest.json").write_text("{}")
+        (run / "model.safetensors").write_bytes(weights)
+        probe = asdict(cfg) if name != "gpt-s1" else asdict(prof.probe_config(replicate=True))
+        sha = sha256_file(run / "model.safetensors") if name != "bert-large-s2" else "0" * 64   # s2: other weights
+        (tmp_path / "probing" / name).mkdir(parents=True)
+        (tmp_path / "probing" / name / "manifest.json").write_text(json.dumps(
+            {"identity": {"version": PROBE_VERSION, "weights_sha256": sha, "probe": probe}}))
+    assert share_pipeline_probes(layout, ["bert-large-s1", "bert-large-s2", "gpt-s1", "elmo-s1"], cfg) == ["bert-large-s1"]
+    assert (layout.probe_dir("cases", "bert-large-s1") / "manifest.json").exists()
+    assert not layout.probe_dir("cases", "bert-large-s2").exists() and not layout.probe_dir("cases", "gpt-s1").exists()
+    assert share_pipeline_probes(layout, ["bert-large-s1"], cfg) == []       # already there: kept, not copied again

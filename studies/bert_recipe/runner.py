@@ -171,23 +171,26 @@ def cli(argv: list[str] | None = None) -> int:
 
 # ---------------------------------------------------------------------- what the book reads
 COLUMNS = {"recipe": "recipe", "norm_scheme": "layers", "position": "word order", "mask_rate": "mask rate",
-           "mask_style": "chosen positions",
+           "mask_style": "masking",
            "micro_batch": "micro-batch", "steps": "steps", "tokens": "tokens", "lr": "peak lr",
            "grad_clip": "clip", "beyond_word_frequencies": "beyond word frequencies (nats)",
-           "train_minutes": "minutes", "threads": "threads"}
+           "train_minutes": "minutes (threads)"}
 
 
 def book_parts(pilots: pd.DataFrame, profile: str) -> dict[str, str]:
     """`BERT_RECIPE`: every pilot of `profile` (`<profile>.csv`) as a table with its gain over `baseline` (post-LN,
     BERT's masking, the position table), and a generated sentence: the pilots against `paper.CONTEXT_GATE`."""
     from twotower_lib import paper
-    from twotower_lib.book.tables import full_width, markdown_table
+    from twotower_lib.book.paper_tables import tokens_label
+    from twotower_lib.book.tables import breakable, full_width, markdown_table
 
     base = float(pilots.loc[pilots["recipe"] == "baseline", "beyond_word_frequencies"].iloc[0])
     t = pilots[list(COLUMNS)].rename(columns=COLUMNS).assign(**{"gain over baseline (nats)": (
         pilots["beyond_word_frequencies"] - base).round(3)})
+    t["recipe"], t["tokens"] = t["recipe"].map(breakable), t["tokens"].map(tokens_label)   # a narrow table: no scrolling
+    t["minutes (threads)"] = [f"{m:g} ({n})" for m, n in zip(pilots["train_minutes"], pilots["threads"])]
     for column in ("peak lr", "clip"):    # none given: the DeepSpeed config's
-        t[column] = [("config's" if pd.isna(v) else f"{v:g}") for v in t[column]]
+        t[column] = [("—" if pd.isna(v) else f"{v:g}") for v in t[column]]
     best = pilots.loc[pilots["beyond_word_frequencies"].idxmax()]
     passed = pilots[pilots["beyond_word_frequencies"] >= paper.CONTEXT_GATE]
     sentence = (f"At profile `{profile}` (one seed of its Bert-large), `baseline` (post-LN layers, BERT's masking, the "
@@ -199,8 +202,8 @@ def book_parts(pilots: pd.DataFrame, profile: str) -> dict[str, str]:
                    if len(passed) else f"None of the {len(pilots)} pilots reaches the context gate "
                    f"({paper.CONTEXT_GATE:g} nats): at this size and budget no BERT verdict can be given, and the "
                    "profile keeps its recipe."))
-    return {f"BERT_RECIPE@{profile}": full_width(markdown_table(t.columns, t.itertuples(index=False)))   # 15 columns
-            + "\n" + sentence + "\n"}
+    return {f"BERT_RECIPE@{profile}": full_width(markdown_table(t.columns, t.itertuples(index=False)))   # 13 columns
+            + "\nA peak lr or clip of — is the DeepSpeed config's. " + sentence + "\n"}
 
 
 def write_book(results: Path = RESULTS, profile: str = "cpu") -> Path:
