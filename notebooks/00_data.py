@@ -37,7 +37,7 @@ data_doc_words = None       # None: the profile's document length (long texts cu
 data_max_docs = None        # None: the profile's; only the corpus's first this many documents (0: all)
 data_valid_fraction = None  # None: the profile's share of documents held out
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "The code that loads the section"}
 import pandas as pd
 from IPython.display import Markdown
 

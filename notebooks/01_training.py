@@ -57,7 +57,7 @@ analysis_controls = None        # None: the profile's controls; 'independent' ad
 analysis_control_models = None  # None: the profile's; models whose pair gets the untrained and independent controls
 train_threads_per_run = None    # None: the profile's; CPU threads per run, runs side by side (0: one at a time)
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "The code that loads the section"}
 import pandas as pd
 from IPython.display import Markdown
 

@@ -70,7 +70,7 @@ analysis_top_n = None           # None: the profile's N, the most frequent token
 analysis_reliability_models = None      # None: the profile's; the first case of each is probed with a second head set
 analysis_bert_events_comparison = None  # None: the profile's; probe one BERT case again with the training corruption
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "The code that loads the section"}
 import pandas as pd
 from IPython.display import Markdown
 
@@ -187,7 +187,7 @@ quality.round(3)
 # A negative shortfall means the fresh head predicts better than the model's own decoder did: at these
 # budgets the decoder itself is short of converged, so the head reads at least what it used.
 
-# %% tags=["remove-input", "hide-output"]
+# %% tags=["remove-input", "hide-output"] mystnb={"code_prompt_show": "The shortfall of every family (the seed study's single-tower probes)"}
 study_parts.show("SEEDS_SHORTFALL_TABLE", ctx.profile.name)
 
 # %% [markdown]

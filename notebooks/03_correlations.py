@@ -18,11 +18,9 @@
 # > In light of the stable positive correlation, it can be concluded that there exists a stable
 # > pattern of preference scores among two-tower language models." — Section 5.1
 #
-# If the preference of a token for one tower were an accident of initialisation, the score
-# vectors $s$ of two independently trained models would be unrelated. The paper's central
-# evidence (Section 5.1, Table 2, Fig. 3) is that they are not: over the 5000 most frequent
-# tokens, two runs of Bert-large with different seeds correlate at r = 0.94, Bert-base and
-# Bert-large at 0.72, and different model types at 0.57–0.63.
+# If the preference of a token for one tower were an accident of initialisation, the score vectors $s$ of two
+# independently trained models would be unrelated. The paper's central evidence (Section 5.1, Table 2, Fig. 3)
+# is that they are not: two seeds of Bert-large correlate closely, other pairs less (its values beside ours below).
 #
 # :::{dropdown} What this chapter adds to the paper's Table 2
 # This section computes the same correlations between the cases of the chosen profile, over its
@@ -44,7 +42,7 @@ analysis_bootstrap = None       # None: the profile's number of bootstrap resamp
 analysis_controls = None        # None: the profile's controls (untrained, independent, permutation)
 analysis_control_models = None  # None: the profile's; models whose pair gets the untrained and independent controls
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "The code that loads the section"}
 import itertools
 
 import pandas as pd
@@ -61,12 +59,7 @@ ctx.parameter_table()
 Markdown(ctx.rerun_markdown())
 
 # %% [markdown]
-# ## Over seeds: the distribution that decides
-#
-# One pair of seeds is one draw. The seed study trains several seeds of every family at this
-# profile's sizes and budgets and probes them with the same probe; every same-configuration and
-# cross-type claim is then a distribution over seed pairs, held against control pairs measured with
-# the same statistic (untrained towers, independent single-tower pairs, shuffled labels).
+# ## The spread over seeds
 
 # %% tags=["remove-input"]
 study_parts.show("SEEDS_SECTION", ctx.profile.name)
@@ -75,12 +68,12 @@ study_parts.show("SEEDS_SECTION", ctx.profile.name)
 study_parts.show("SEEDS_STRIPS_CHART", ctx.profile.name)
 
 # %% [markdown]
+# :::{dropdown} How to read the chart; caveats; the two folded tables below
 # Each mark is one pair of seeds (top lane) or one control pair (the lanes below) at its |r|, the statistic
 # the verdict judges: a circle where r is positive, a cross where negative (one run's towers' roles swapped
 # against the other's, as Eq. 3 names them). The red line is the paper's value (for a family the paper trained
 # once, its Bert-large pair's, which the verdict holds it against).
 #
-# :::{dropdown} Caveats, and the two folded tables below
 # 1. Pairs that share a run are not independent (each seed is in three of a family's six pairs), so
 #    the central range describes the seed pairs; it is not a confidence interval.
 # 2. The sign of r rests on Eq. 3's choice of the primary tower; where a run's towers are nearly tied
@@ -97,17 +90,17 @@ study_parts.show("SEEDS_STRIPS_CHART", ctx.profile.name)
 # are swapped).
 # :::
 
-# %% tags=["hide-cell", "full-width"]
+# %% tags=["hide-cell", "full-width"] mystnb={"code_prompt_show": "Per family: both score variants, |r| beside the controls', sign and margins"}
 study_parts.show("SEEDS_FAMILY_TABLE", ctx.profile.name)
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "Every negative same-configuration pair, and what made it negative"}
 study_parts.show("SEEDS_SIGN_FLIP_TABLE", ctx.profile.name)
 
 # %% [markdown]
 # ## Table 2: pair-wise correlation
 #
 # Pearson r between the preference vectors of every pair of cases, with its 95% interval, beside the
-# paper's value.
+# paper's value (the summary at the end reads it in sentences).
 #
 # :::{dropdown} The interval, the p-value and the two score variants
 # The bootstrap resamples validation *documents* (tokens within a document are not independent); the
@@ -119,7 +112,7 @@ study_parts.show("SEEDS_SIGN_FLIP_TABLE", ctx.profile.name)
 # basic interval's correction for that can move it past the estimate.
 # :::
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "full-width"]
 scores = probe_outputs.load_scores(ctx)
 pairs_by = {col: analyses.correlations(ctx, scores, col) for col in probe_outputs.VARIANTS}
 pairs = pairs_by["score"]
@@ -131,8 +124,6 @@ HTML(paper_tables.matrix_html(
     table2, list(scores), caption=f"Table 2, ours (Eq. 4) [95% CI] and the paper's, top {ctx.profile.analysis.top_n} tokens"))
 
 # %% [markdown]
-# The summary at the end of this chapter reads this table in sentences.
-#
 # :::{dropdown} The folded tables below: the same pairs seen five ways
 # 1. One pair per row, in both score variants, with the highest control each pair is held against
 #    (its own model's for a same-configuration pair, any model's otherwise) and the scorecard's
@@ -149,33 +140,32 @@ HTML(paper_tables.matrix_html(
 # 5. The matrix as a heat map.
 # :::
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "One pair a row: both score variants, the highest control, the verdict"}
 HTML(paper_tables.pairs_html(table2, {c: f"ours, {v}" for c, v in probe_outputs.VARIANTS.items()}))
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "The same pairs over words only"}
 words_by = {col: analyses.word_correlations(ctx, scores, col) for col in probe_outputs.VARIANTS}
 pd.concat([analyses.side_by_side(pairs_by, ("a", "b"))[[f"r ({v})" for v in probe_outputs.VARIANTS.values()]],
            analyses.side_by_side(words_by, ("a", "b")).rename(columns=lambda c: c.replace("r (", "r, words only ("))],
           axis=1).round(3)
 
-# %% tags=["hide-cell", "full-width"]
+# %% tags=["hide-cell", "full-width"] mystnb={"code_prompt_show": "Every number behind the two tables"}
 # Every number behind the two tables (permutation p-values, bootstrap bias, the number of tokens)
 pd.concat(pairs_by.values(), ignore_index=True).round(4)
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "Each case's tower order by both rules"}
 probe_outputs.tower_order(scores).round(4)
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "The matrix as a heat map"}
 charts.correlation_heatmap(correlation_matrix(pairs), title=f"Pearson r over the top {ctx.profile.analysis.top_n} tokens (Eq. 4)")
 
 # %% [markdown]
 # ## Fig. 3: the scores themselves
 #
-# Every case's score for the most frequent tokens, ordered by the score of the reference case
-# (the last same-configuration run, like the paper's Bert-large run 2). Where the preference is
-# reproducible, the other runs follow the reference curve (Fig. 3, folded: the seed study above decides).
+# Every case's score for the most frequent tokens in the order of the last same-configuration run's (the paper:
+# Bert-large run 2); folded, as the seeds decide.
 
-# %% tags=["hide-input", "hide-output"]
+# %% tags=["hide-input", "hide-output"] mystnb={"code_prompt_show": "Fig. 3, one build's curves: {type}"}
 reference = probe_outputs.same_config_pairs(ctx)[-1][1] if probe_outputs.same_config_pairs(ctx) else next(iter(scores))
 fig3 = fig3_data({k: r.table for k, r in scores.items()}, sections.load_data(ctx).counts, reference,
                  n=min(1000, ctx.profile.analysis.top_n))
@@ -183,10 +173,10 @@ counts = scores[reference].table.set_index("token_id")["train_count"]
 charts.score_lines(fig3.rename(columns={"run": "case"}).assign(frequency=fig3["token_id"].map(counts)), reference=reference)
 
 # %% [markdown]
-# ## Controls: is the pattern specific to cooperative training?
+# ## Controls: is it cooperative training?
 #
-# Word frequency and the data alone can make two models' scores correlate. Controls, none of them in
-# the paper, say how high r gets without the paper's mechanism (the tables below, folded).
+# Word frequency and the data alone can make two models' scores correlate: controls (none in the paper) say how
+# high r gets without the paper's mechanism.
 #
 # :::{dropdown} The controls and the rule that reads them
 # - **untrained**: the same-configuration pair probed before any training (heads on random, frozen towers);
@@ -215,26 +205,26 @@ charts.score_lines(fig3.rename(columns={"run": "case"}).assign(frequency=fig3["t
 # division of labour.
 # :::
 
-# %% tags=["hide-cell", "full-width"]
+# %% tags=["hide-cell", "full-width"] mystnb={"code_prompt_show": "This build's controls"}
 analyses.side_by_side(control_by, ("control", "model", "a", "b")).round(3) if len(control) else control
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "This build's cases against their model's quality profile"}
 analyses.side_by_side(quality_by, ("quality of", "a")).round(3) if len(quality_by["score"]) else "no quality-gap control at this profile"
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "An earlier build with Bert-large's controls: its probe"}
 study_parts.show("BERT_CONTROLS_PROBE")
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "An earlier build with Bert-large's controls: the controls"}
 study_parts.show("BERT_CONTROLS_TABLE")
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "An earlier build with Bert-large's controls: the quality profile"}
 study_parts.show("BERT_CONTROLS_QUALITY_TABLE")
 
 # %% [markdown]
-# ## Two ceilings: the validation text and the probe
+# ## Two ceilings: text and probe
 #
-# No correlation between two runs can exceed what each measurement allows: the validation text's
-# and the probe's ceilings, per pair in the table below (folded).
+# No correlation between two runs can exceed what each measurement allows: where r lies far below both
+# ceilings (per pair, folded below), what separates the two runs is their training.
 #
 # :::{dropdown} How each ceiling is measured
 # - **Text ceiling.** Each run's scores are measured on a finite validation text. Splitting the
@@ -247,20 +237,16 @@ study_parts.show("BERT_CONTROLS_QUALITY_TABLE")
 #   training data (the appendix "How the probe was validated" budgets every source).
 #
 # :::
-#
-# Where r lies far below both ceilings, what separates the two runs is their training.
 
-# %% tags=["hide-cell", "full-width"]
+# %% tags=["hide-cell", "full-width"] mystnb={"code_prompt_show": "Every pair's text and probe ceilings"}
 ceiling = pd.concat([analyses.ceilings(ctx, scores, col) for col in probe_outputs.VARIANTS], ignore_index=True)
 ceiling.round(3)
 
 # %% [markdown]
 # ## Does s read the register?
 #
-# The corpus mixes sources of different registers (the paper's: BookCorpus fiction and Wikipedia).
-# If the towers split the *registers*, a token's s would follow its source — a different claim from
-# the paper's division of linguistic labour. Three tests, none in the paper, and training on each
-# source alone (their tables folded below).
+# If the towers split the corpus's *registers* (the paper's: BookCorpus fiction and Wikipedia), a token's s
+# would follow its source, a different claim from the paper's: three tests and training on each source alone.
 #
 # :::{dropdown} The three register tests
 # - **Per-source tower gap**: each run's primary minus secondary mean log-probability on each
@@ -280,27 +266,27 @@ ceiling.round(3)
 # paragraph; the ladder page).
 # :::
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "The register tests in words"}
 register = analyses.register_tests(ctx, scores, list(itertools.combinations(scores, 2)))
 Markdown(analyses.describe_register(register, probe_outputs.same_config_pairs(ctx)))
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "Per-source tower gap"}
 register["gaps"].round(3)
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "Register fit"}
 register["fit"].round(3)
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "Partial r of every pair"}
 register["pairs"].pivot_table(index=["a", "b"], columns="variant", values=["r", "partial r"], sort=False).round(3) \
     if len(register["pairs"]) else register["pairs"]
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "Each source alone: one seed pair per corpus"}
 study_parts.show("REGISTER_TABLE")
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "Each source alone, in words"}
 study_parts.show("REGISTER")
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "Each source alone over seeds (the ladder's register rungs)"}
 study_parts.show("LADDER_REGISTER")
 
 # %% tags=["remove-cell"]

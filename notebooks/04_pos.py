@@ -32,7 +32,7 @@ analysis_top_n = None        # None: the profile's N, the most frequent tokens c
 analysis_pos_docs = None     # None: the profile's number of training documents to tag
 analysis_pos_backend = None  # None: the profile's backend, auto | stanza | spacy
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "The code that loads the section"}
 from IPython.display import Markdown
 
 from twotower_lib.book import analyses, charts, probe_outputs, render, scorecard, sections
@@ -44,7 +44,7 @@ backend, tagger = pos.choose_tagger(ctx.profile.analysis.pos_backend)  # stops h
 render.enable()
 ctx.parameter_table()
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "The computation: each token's part of speech, and every test"}
 data = sections.load_data(ctx)
 tags = analyses.vocabulary_pos(ctx, data, tagger)
 scores = probe_outputs.load_scores(ctx)

@@ -18,10 +18,9 @@
 # > less semantic meaning tend to have larger preference scores. In contrast, words with more solid
 # > semantic meaning tend to have smaller preference scores." — Section 5.3
 #
-# The paper reduces the word vectors of a corpus sample with PCA to $d = 128$ of their 1,024
-# dimensions and unmixes them with independent component analysis (Amari's rule, Eq. 6–7). After ICA
-# the representation is sparse (Fig. 5), most words fall in one or two "groups" (component $j$'s group
-# holds the words with $|y_j| > 2.5$; Fig. 6), the groups look meaningful (Fig. 7), and their mean
+# The paper reduces the word vectors of a corpus sample with PCA to $d$ dimensions and unmixes them with
+# independent component analysis (Amari's rule, Eq. 6–7): the result is sparse (Fig. 5), most words fall in one
+# or two "groups" (the words far out on a component; Fig. 6), the groups look meaningful (Fig. 7), and their mean
 # preference scores rank alike in Bert-large, ELMo and GPT (Table 3).
 #
 # :::{dropdown} The word vectors here, and two readings of the paper's formulas
@@ -42,7 +41,7 @@ analysis_ica_dim = None        # None: the profile's d; 0: the paper's share of 
 analysis_ica_starts = None     # None: the profile's number of ICA starts (the identity first, then seeded random rotations)
 analysis_top_n = None          # None: the profile's N: Fig. 6's shares over the N most frequent words (and over all)
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "The code that loads the section"}
 import numpy as np
 import pandas as pd
 from IPython.display import Markdown
@@ -57,7 +56,7 @@ reference = analyses.ica_reference(ctx)  # the case name; stops here if it is no
 render.enable()
 ctx.parameter_table()
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "The computation: whitening, ICA, the groups and Table 3"}
 data = sections.load_data(ctx)
 fitted, token_ids, components, sample_counts, spectrum = analyses.word_ica(ctx, data)
 d = components.shape[1]
@@ -81,7 +80,7 @@ scorecard.record_ica(ctx, groups_per_word, within_1, int(members["component"].nu
 # The paper's shares of Figs. 5 and 6 against ours, over the most frequent words and over every
 # sampled token (the paper does not say which words it counted).
 
-# %%
+# %% tags=["hide-input"]
 charts.paper_and_ours(word_groups.paper_points({name: g for name, (_, g) in fig6.items()}, within_1),
                       "share", f"{reference}: sparsity and groups after ICA (d = {d})", percent=True, domain=(0, 1))
 
@@ -103,8 +102,7 @@ Markdown(ctx.rerun_markdown())
 # %% [markdown]
 # ## PCA whitening and ICA
 #
-# How many directions the whitening keeps, and whether the ICA converged to *the* answer: the chart
-# and the table (folded) say; how the library decides both is in the dropdowns.
+# How many directions the whitening keeps, and whether the ICA converged to *the* answer (folded below).
 #
 # :::{dropdown} How many directions to keep
 # How many directions to keep? The paper kept $d = 128$ of a 1,024-wide embedding: an eighth.
@@ -115,7 +113,7 @@ Markdown(ctx.rerun_markdown())
 # separate directions that are not Gaussian (excess kurtosis 0).
 # :::
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "The principal directions of the word vectors (chart)"}
 charts.pca_spectrum(spectrum, d, title=f"{reference}: the principal directions of its word vectors (dashed: d = {d})")
 
 # %% [markdown]
@@ -134,7 +132,7 @@ charts.pca_spectrum(spectrum, d, title=f"{reference}: the principal directions o
 # the groups of unstable components are the ones to read with care.
 # :::
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "Whitening and ICA in numbers: directions kept, convergence, starts"}
 pd.DataFrame({"value": {
     "reference case": reference, "token occurrences in the sample": int(sample_counts.sum()),
     "distinct tokens (words)": len(token_ids), "embedding width": fitted.whitening.mean.shape[0],
@@ -148,8 +146,8 @@ pd.DataFrame({"value": {
 # %% [markdown]
 # ## Fig. 5: the representation after ICA
 #
-# The 500 most frequent words (columns) on the $d$ components (rows); the paper: sparse, about 80%
-# of the values within $[-1, 1]$. Below, against the same towers untrained.
+# The most frequent words (columns) on the $d$ components (rows), against the paper's sparse picture; below it,
+# the same towers untrained.
 
 # %% tags=["hide-input"]
 print(f"{within_1:.1%} of the values shown are within [-1, 1] (paper: about {paper.FIG5_WITHIN_1:.0%}; a Gaussian: {paper.GAUSSIAN_WITHIN_1:.0%})")
@@ -159,13 +157,12 @@ charts.component_heatmap(fig5, title=f"{reference}: the {fig5['word_index'].nuni
 study_parts.show("WORD_GROUPS_FIG5", ctx.profile.name)
 
 # %% [markdown]
-# ## Fig. 6: how many groups a word belongs to
+# ## Fig. 6: groups per word
 #
-# The paper does not say which words it counted. Rare tokens are outliers on many of the
-# frequency-weighted components, so the shares are computed both ways: over the `analysis.top_n` most
-# frequent words (what the scorecard judges) and over every distinct token of the sample.
+# The paper does not say which words it counted, and rare tokens are outliers on many components: the shares
+# are over the `analysis.top_n` most frequent words (what the scorecard judges) and over every sampled token.
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "Fig. 6's shares both ways, beside the paper's"}
 hist = pd.concat([h.assign(words=name) for name, (h, _) in fig6.items()], ignore_index=True)
 pd.DataFrame({**{name: [f"{g['share_one']:.0%}", f"{g['share_none']:.0%}", f"{g['mean_groups']:.2f}"]
                  for name, (_, g) in fig6.items()},
@@ -180,17 +177,16 @@ charts.group_histogram(hist)
 study_parts.show("WORD_GROUPS_FIG6", ctx.profile.name)
 
 # %% [markdown]
-# ## Table 3: mean preference score of each group
+# ## Table 3: each group's mean score
 #
-# Each group (named by its five most typical members) with its members' mean preference score in
-# every case and its rank (1 = most preferred by the primary tower; groups with fewer than five scored
-# members left out), then Spearman's rho of the groups' means between cases (the paper's three columns
-# rank its 22 groups closely alike; the scorecard reads |rho|).
+# Each group (named by its most typical members; one with too few scored members left out) with its members'
+# mean score and rank in every case (1: most preferred by the primary tower), then Spearman's rho of the
+# groups' means between cases (the paper's columns rank its groups closely alike; the scorecard reads |rho|).
 
-# %% tags=["hide-cell", "full-width"]
+# %% tags=["hide-cell", "full-width"] mystnb={"code_prompt_show": "Table 3: every group's mean score and rank in every case"}
 t3.round(3)
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "Spearman's rho of the groups' means between cases"}
 table3_agreement(t3, runs).round(3) if len(runs) > 1 else "one case only: nothing to compare"
 
 # %% tags=["remove-input"]

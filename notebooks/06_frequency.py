@@ -31,7 +31,7 @@ train_cases = None         # None: the profile's cases, 'model:seed' comma-separ
 analysis_top_n = None      # None: the profile's N, the most frequent tokens compared (paper: 5000)
 analysis_bootstrap = None  # None: the profile's number of bootstrap resamples
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "The code that loads the section"}
 from IPython.display import HTML, Markdown
 
 from twotower_lib.book import analyses, charts, paper_tables, probe_outputs, render, scorecard, sections
@@ -42,7 +42,7 @@ ctx = sections.open_section("06_frequency", globals())
 render.enable()
 ctx.parameter_table()
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "The computation: scores, counts and Table 4"}
 scores = probe_outputs.load_scores(ctx)
 tables = {k: r.table for k, r in scores.items()}
 counts = sections.load_data(ctx).counts
@@ -92,11 +92,11 @@ charts.score_vs_rank(fig8.rename(columns={"run": "case", "count": "frequency"}))
 # the frequency rank is fixed) and the paper's value under it. The paper's Table 4 has one
 # Bert-large run and does not say which; both of ours are held against it.
 
-# %%
+# %% tags=["full-width"]
 HTML(paper_tables.matrix_html(paper_tables.compare({"score": t4}, "table4"), [*tables, paper_tables.FREQUENCY],
                                            table="table4", caption="Table 4, ours [95% CI] and the paper's"))
 
-# %% tags=["hide-cell", "full-width"]
+# %% tags=["hide-cell", "full-width"] mystnb={"code_prompt_show": "Every number behind the table"}
 # Every number behind the table (permutation p-values, bootstrap bias, the number of tokens)
 t4.round(4)
 
@@ -110,7 +110,7 @@ charts.correlation_heatmap(correlation_matrix(t4), title=f"Spearman rho over the
 # fewer). The agreement between runs, and with frequency, can change with N: the rarer tokens
 # added at larger N are scored from fewer occurrences.
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "The same rho at two N, in both score variants"}
 grid = table4_grid(tables, counts, [ctx.profile.analysis.top_n, 5000]).rename(columns=probe_outputs.VARIANTS, level="variant")
 grid.round(3)
 
@@ -120,7 +120,7 @@ grid.round(3)
 # Pearson r of each pair of cases before (`r`) and after (`r_partial`) removing the linear effect
 # of log-frequency from both score vectors, with the 95% bootstrap interval of the partial one.
 
-# %% tags=["hide-cell", "full-width"]
+# %% tags=["hide-cell", "full-width"] mystnb={"code_prompt_show": "Pearson r before and after partialling out frequency"}
 partial_correlations(tables, counts, CorrelationConfig(n=ctx.profile.analysis.top_n, n_boot=ctx.profile.analysis.bootstrap,
                                                        n_permutations=1000, progress=False),
                      doc_stats={k: r.doc_stats for k, r in scores.items()}).round(3)

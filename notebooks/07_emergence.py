@@ -35,7 +35,7 @@
 profile = None   # None: $TWOTOWER_PROFILE, else cpu; or tiny | cpu-long | gpu | paper (twotower_lib.book.profiles)
 runs_dir = None  # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "The code that loads the section"}
 import pandas as pd
 
 from twotower_lib.book import publish, render, sections, study_parts
@@ -69,7 +69,7 @@ part("EMERGENCE_CHART")
 # measured with today's probe are on it; those measured with the earliest probe, whose heads had not
 # converged and whose values run higher, are on a chart of their own:
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "The curves measured with the earliest probe"}
 part("EMERGENCE_EARLIER_CHART")
 
 # %% [markdown]
@@ -86,10 +86,10 @@ part("EMERGENCE_EARLIER_CHART")
 # **Re-run.** `python -m studies.emergence NAME` recomputes one configuration's curve (`--all`:
 # every one, hours on 2 cores); `python -m twotower_lib run 07_emergence` rebuilds this chapter.
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "Which probe measured each curve"}
 part("EMERGENCE_PROBES_TEXT")
 
-# %% tags=["hide-cell", "full-width"]
+# %% tags=["hide-cell", "full-width"] mystnb={"code_prompt_show": "Every configuration of the study"}
 part("EMERGENCE_STUDY_TABLE")
 
 # %% [markdown]
@@ -103,10 +103,10 @@ part("EMERGENCE_STUDY_TABLE")
 # configuration share runs, so this describes; it is not a test).
 # :::
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "|r| against the smaller of the two runs' tower gaps (chart)"}
 part("EMERGENCE_GAP_CHART")
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "The tower margins of every point"}
 part("EMERGENCE_MARGIN_TABLE")
 
 # %% [markdown]
@@ -115,7 +115,7 @@ part("EMERGENCE_MARGIN_TABLE")
 # deviation and range, and the mean order-free strength.
 # :::
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "How much r moves between seeds, per snapshot"}
 part("EMERGENCE_SPREAD_TABLE")
 
 # %% [markdown]
@@ -128,10 +128,10 @@ part("EMERGENCE_SPREAD_TABLE")
 # smaller of the two runs' tower gaps.
 # :::
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "Measured again with the current probe: per pair"}
 part("EMERGENCE_COMPARED_TABLE")
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "Measured again: the Bert-base pairs along training"}
 part("EMERGENCE_ALONG_TABLE")
 
 # %% [markdown]
@@ -145,7 +145,7 @@ part("EMERGENCE_ALONG_TABLE")
 # row with its numbers.
 # :::
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "Width, depth, vocabulary and tower family"}
 part("EMERGENCE_SIZES_TABLE")
 
 # %% [markdown]
@@ -157,10 +157,10 @@ part("EMERGENCE_SIZES_TABLE")
 # ceiling. GPT first, then BERT.
 # :::
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "The learning-rate schedules: GPT"}
 part("EMERGENCE_SCHEDULES_TABLE")
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "The learning-rate schedules: BERT"}
 part("EMERGENCE_BERT_SCHEDULES_TABLE")
 
 # %% [markdown]
@@ -176,15 +176,15 @@ part("EMERGENCE_BERT_SCHEDULES_TABLE")
 # `results/profiles/` with its code version and packages): when each ran, for how long, and each of
 # its same-configuration pairs against the highest control of the pair's own model.
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "This profile's own same-configuration pairs"}
 own = sections.upstream_summary(ctx, "03_correlations")
 pd.DataFrame(own.get("same_config", [])).assign(profile=ctx.profile.name)
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "Every published profile: when it ran, for how long"}
 published = publish.load_published(exclude=ctx.profile.name)
 publish.overview_by_profile(published)
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "Every published profile's same-configuration pairs against its controls"}
 publish.same_config_table(published)
 
 # %% [markdown]

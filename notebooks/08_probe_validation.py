@@ -26,7 +26,7 @@
 profile = None   # None: $TWOTOWER_PROFILE, else cpu (only its name is shown; the studies are committed)
 runs_dir = None  # where runs/<profile>/ lives; None: $TWOTOWER_RUNS, else the project's runs/
 
-# %% tags=["hide-cell"]
+# %% tags=["hide-cell"] mystnb={"code_prompt_show": "The code that loads the section"}
 from twotower_lib.book import render, sections, study_parts
 
 part = study_parts.show  # a study's table, chart or text, as its report wrote it (`python -m studies.probe book`)

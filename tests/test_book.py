@@ -181,6 +181,9 @@ def test_a_chapter_shows_no_local_path_and_collapses_the_injected_parameters(tmp
     cells = nbformat.reads(out, as_version=4).cells
     assert cells[0].source == 'profile = "tiny"\nruns_dir = "runs"' and "hide-cell" in cells[0].metadata.tags
     assert cells[1].metadata.tags == ["parameters", "hide-input"]      # folded: the parameter table lists them
+    # each folded under a label that says what it holds, not "Show code cell content"
+    assert [c.metadata.mystnb.code_prompt_show for c in cells[:2]] == ["The parameters this build ran with",
+                                                                       "The parameters a re-run may set"]
     assert cells[2].outputs[0]["text"] == "<python>/lib/x.py:1: Warning\n"
     assert cells[2].outputs[1]["data"]["text/plain"] == "runs/tiny/probing"
     assert cells[2].outputs[1]["data"]["text/html"] == "<td>./notebooks</td>"
@@ -190,6 +193,21 @@ def test_a_chapter_shows_no_local_path_and_collapses_the_injected_parameters(tmp
     assert "$TWOTOWER_RUNS" in dict(build.local_paths(tmp_path)).values()
     assert dict(build.local_paths(runs, str(tmp_path / "c" / "corpus.txt")))[str(tmp_path / "c")] == "<corpus folder>"
     assert "<corpus folder>" not in dict(build.local_paths(runs, "registry:brown")).values()
+
+
+def test_every_folded_cell_of_a_chapter_says_what_it_holds():
+    """A folded cell opens under a label naming what it holds (`mystnb.code_prompt_show`), so that a row of folded
+    tables reads as a list of them, not as a screen of "Show code cell content" buttons (issue 105)."""
+    import jupytext
+
+    unlabelled = []
+    for path in sorted((build.PROJECT_ROOT / "notebooks").glob("*.py")):
+        for i, cell in enumerate(jupytext.read(path).cells):
+            tags = set(cell.metadata.get("tags", []))   # folded whole: no source shows what the button opens
+            folded = "hide-cell" in tags or ("hide-output" in tags and tags & {"hide-input", "remove-input"})
+            if cell.cell_type == "code" and folded and not cell.metadata.get("mystnb", {}).get("code_prompt_show"):
+                unlabelled.append(f"{path.name} cell {i}: {cell.source.splitlines()[0][:60]}")
+    assert not unlabelled, unlabelled
 
 
 def test_docstrings_are_made_safe_for_the_strict_build():

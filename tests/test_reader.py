@@ -54,7 +54,9 @@ def test_the_rerun_line_names_the_section_and_a_parameter_at_its_value():
     profile = get_profile("cpu")
     ctx = SectionContext(find_section("03_correlations"), profile, profile_dir("cpu"))
     line = ctx.rerun_markdown()
-    assert "python -m twotower_lib run 03_correlations --profile cpu -p train.cases " in line and "`analysis.top_n`" in line
+    top_n = profile.analysis.top_n   # the first numeric parameter: a value a reader would change, short to copy
+    assert f"python -m twotower_lib run 03_correlations --profile cpu -p analysis.top_n {top_n}`" in line
+    assert "`train.cases`" in line and "`analysis.bootstrap`" in line
 
 
 def test_the_front_table_has_one_row_per_item_and_a_caveat_each():

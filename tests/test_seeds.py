@@ -114,11 +114,13 @@ def test_a_claim_is_answered_as_two_questions():
 
 
 def test_a_claim_the_paper_does_not_report_says_so_in_its_paper_cell():
-    """A family the paper trained once is held against the paper's Bert-large pair: the section's table names that
-    pair's r as Bert-large's (the claim's label says "not in the paper") instead of showing it as the family's own."""
+    """A family the paper trained once is held against the paper's Bert-large pair: the section's table marks that
+    pair's r and says under the table whose it is (the claim's label says "not in the paper"), instead of showing it
+    as the family's own."""
     table = seeds.section_markdown(_study(), "cpu")
     row = next(line for line in table.splitlines() if line.startswith("| GPT, two seeds"))
-    assert row.split(" | ")[1] == f"Bert-large's {paper.SAME_CONFIG_R}"
+    assert row.split(" | ")[1] == f"{paper.SAME_CONFIG_R}{seeds.HELD_TO_BERT_LARGE}"
+    assert f"\\{seeds.HELD_TO_BERT_LARGE} The paper's Bert-large pair" in table.split(":::{dropdown}")[0]
     assert not next(c for c in CLAIMS if c.label.startswith("GPT, two seeds")).reported
     assert CLAIMS[0].reported and CLAIMS[0].label.startswith("Bert-large, two seeds")
 

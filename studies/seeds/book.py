@@ -231,12 +231,14 @@ def _sign(v: float) -> str:
 
 
 def _reach(row) -> str:
-    """How many seed pairs reach the paper's value (and its higher one where it gives two); "—" for runs."""
+    """How many seed pairs reach the paper's value (the column beside it), each of its two where it gives two:
+    "none", "3", "2 (0.62), 1 (0.72)"; "—" for runs."""
     if row.get("unit", "seed pairs") != "seed pairs" or "reach paper" not in row:
         return "—"
     low, high = _ends(row["paper"])
-    return (f"{row['reach paper'] or 'none'} of {low:.2f}"
-            + (f", {row['reach paper high'] or 'none'} of {high:.2f}" if high != low and row["reach paper"] else ""))
+    if high != low and row["reach paper"]:
+        return f"{row['reach paper']} ({low:.2f}), {row['reach paper high'] or 'none'} ({high:.2f})"
+    return f"{row['reach paper'] or 'none'}"
 
 
 def _fmt(row) -> str:
@@ -308,27 +310,33 @@ def family_table(s: SeedStudy) -> pd.DataFrame:
     return t.set_index("family").round(2)
 
 
+HELD_TO_BERT_LARGE = "*"   # marks the paper's Bert-large value in the row of a claim the paper does not make
+
+
 def section_markdown(s: SeedStudy, profile: str) -> str:
     """The result box of section 03: per claim, the paper's value, ours over seed pairs and the verdict."""
     t = claim_rows(s)
     low, high = paper.CENTRAL
-    lines = [f"Seed study of profile `{profile}`: {s.study['seeds']} seeds per family "
-             f"({', '.join(NAMES.get(f, f) for f in s.study['families'] if f in set(s.pairs['family_a']))} probed so far). "
-             f"Median and central range ({low * 100:.0f}th to {high * 100:.0f}th percentile) of |r| over seed pairs, "
-             "the statistic the verdict judges (`paper.RULE`); the paper's signed r sits in the folded orientation column:", ""]
+    lines = [f"Seed study of profile `{profile}`, {s.study['seeds']} seeds per family "
+             f"({', '.join(NAMES.get(f, f) for f in s.study['families'] if f in set(s.pairs['family_a']))} probed so far): "
+             "one pair of seeds is one draw, so each claim is |r| over seed pairs, held against control pairs measured "
+             "the same way (`paper.RULE`; the signed r is folded under the table).",
+             ""]
     table = [f"| claim | paper | median \\|r\\| | {low * 100:.0f}th–{high * 100:.0f}th percentile | seed pairs | reaching the paper "
-             f"| controls' {high * 100:.0f}th percentile (pairs) | verdict |", "|---|---|---|---|---|---|---|---|"]
+             f"| controls' {high * 100:.0f}th pct. (pairs) | verdict |", "|---|---|---|---|---|---|---|---|"]
     audit = ["| claim | division (leaving one run out) | orientation (signed median) |", "|---|---|---|"]
     reported = {c.label: c.reported for c in CLAIMS}
     for _, r in t.iterrows():
         value = r["paper"] if isinstance(r["paper"], float) else f"{r['paper'][0]:.2f}–{r['paper'][1]:.2f}"
         if not reported.get(r["claim"], True):
-            value = f"Bert-large's {value}"   # the claim says "(not in the paper)"; the verdict holds it to this
+            value = f"{value}{HELD_TO_BERT_LARGE}"   # the claim says "(not in the paper)"; the verdict holds it to this
         table.append(markdown_row([r["claim"], value, f"{r['median']:.2f}", f"{r['low']:.2f}–{r['high']:.2f}",
                                    f"{r['pairs']}" + ("" if r["unit"] == "seed pairs" else f" {r['unit']}"), _reach(r),
                                    f"{r[HIGH]:.2f} ({r['control pairs']})", f"**{r['verdict']}**"]))
         audit.append(markdown_row([r["claim"], front.division_cell(r, profile) or "—", front.orientation_cell(r, profile) or "—"]))
-    return ("\n".join(lines) + "\n" + full_width("\n".join(table))   # the division and orientation one click away
+    note = (f"\n\n\\{HELD_TO_BERT_LARGE} The paper's Bert-large pair: a family the paper trained once is held to it.\n"
+            if not all(reported.get(c, True) for c in t["claim"]) else "\n")
+    return ("\n".join(lines) + "\n" + full_width("\n".join(table) + note)   # the division and orientation one click away
             + "\n:::{dropdown} Each claim's division and orientation, and their rules\n" + "\n".join(audit) + "\n\n"
             + paper.PARTITION_RULE + "\n\n" + paper.ORIENTATION_RULE + "\n\n" + CEILING_NOTE + "\n:::\n")
 
@@ -360,7 +368,7 @@ def strip_chart(points: pd.DataFrame, title: str = "Every seed pair, its control
     their own, the paper's value a red line."""
     order = list(dict.fromkeys(points["claim"]))
     scale = alt.Scale(domain=[0, 1])
-    base = alt.Chart(width=300, height=alt.Step(14))
+    base = alt.Chart(width=280, height=alt.Step(12))
     dots = base.mark_point(size=50, opacity=0.8, filled=True).encode(
         x=alt.X("value:Q", scale=scale, title="|r| (Pearson) or |rho| (Spearman)"),
         y=alt.Y("group:N", title=None, sort=["seed pairs"]), color=alt.Color("group:N", legend=None),
@@ -370,8 +378,8 @@ def strip_chart(points: pd.DataFrame, title: str = "Every seed pair, its control
     paper = base.mark_rule(color="#e45756", strokeWidth=2).encode(x=alt.X("paper:Q", scale=scale))
     zero = base.mark_rule(color="#ccc").encode(x=alt.X("zero:Q", scale=scale))
     return alt.layer(zero, dots, paper, data=points.assign(zero=0.0)).facet(
-        row=alt.Row("claim:N", sort=order, title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelLimit=220)),
-        title=title).resolve_scale(y="independent")
+        row=alt.Row("claim:N", sort=order, title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelLimit=200)),
+        spacing=6, title=title).resolve_scale(y="independent")   # close rows: a claim's lanes read as one block
 
 
 # ---------------------------------------------------------------- the probe's error budget

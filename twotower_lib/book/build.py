@@ -33,6 +33,7 @@ from twotower_lib.errors import MissingDependencyError, UserError
 
 PAGES_DIR = PROJECT_ROOT / "book"
 LIBRARY_PARENT = Path(__file__).resolve().parents[2]  # the directory that holds twotower_lib/
+READER_CSS = Path(__file__).with_name("twotower.css")  # the reader's stylesheet: what wraps, what folds, what spans
 _PLACEHOLDER = re.compile(r"<!-- ([A-Z][A-Z0-9_]*): .*?-->", re.DOTALL)
 
 
@@ -177,9 +178,9 @@ def local_paths(runs: Path, corpus: str = "") -> list[tuple[str, str]]:
 
 def for_readers(executed: Path, runs: Path, corpus: str = "") -> str:
     """An executed notebook as the book shows it: no local path in any source or text output
-    (`local_paths`), papermill's injected-parameters cell collapsed and the parameters cell's source folded
-    (the parameter table at the top of each section lists the values; the folded cell still shows what a
-    reader may pass)."""
+    (`local_paths`), papermill's injected-parameters cell collapsed and the parameters cell's source folded, each
+    under a label that says what it holds (the parameter table at the top of each section lists the values; the
+    folded cell still shows what a reader may pass)."""
     nb = nbformat.read(executed, as_version=4)
     prefixes = local_paths(runs, corpus)
 
@@ -197,8 +198,10 @@ def for_readers(executed: Path, runs: Path, corpus: str = "") -> str:
         tags = cell.metadata.setdefault("tags", [])
         if "injected-parameters" in tags and "hide-cell" not in tags:
             tags.append("hide-cell")
+            cell.metadata.setdefault("mystnb", {}).setdefault("code_prompt_show", "The parameters this build ran with")
         if "parameters" in tags and "hide-input" not in tags:
             tags.append("hide-input")
+            cell.metadata.setdefault("mystnb", {}).setdefault("code_prompt_show", "The parameters a re-run may set")
         for out in cell.get("outputs", []):
             if "text" in out:
                 out["text"] = clean(out["text"])
@@ -238,22 +241,8 @@ def assemble(pipe: Pipeline, stage: Path) -> list[str]:
                 data = fill_placeholders(data.decode("utf-8"), card, pipe).encode("utf-8")
             _sync(data, stage / "book" / src.relative_to(PAGES_DIR))
     render.write_bundle(stage / "_static")
-    _sync(READER_CSS.encode("utf-8"), stage / "_static" / "twotower.css")  # jupyter-book links every _static/*.css
+    _sync(READER_CSS.read_bytes(), stage / "_static" / "twotower.css")  # jupyter-book links every _static/*.css
     return chapters
-
-
-# Nothing a reader sees is clipped at the page's right edge: long code lines wrap, wide tables scroll in
-# their own box with wrapping cells; a name in code breaks only where it is longer than its column can be (a key
-# such as `data.corpus` is never cut inside a word to make a column narrower). A table to be read whole takes the page's
-# margin as the theme's full-width block (`tables.full_width`; in a chapter, the cell tag `full-width`), which hides
-# the page's contents while in view.
-READER_CSS = """div.highlight pre, div.cell_input pre, div.output pre { white-space: pre-wrap; overflow-wrap: anywhere; }
-.bd-article table { display: block; max-width: 100%; overflow-x: auto; }
-.bd-article table td, .bd-article table th { white-space: normal; }
-.bd-article table { font-size: 0.85em; }
-.bd-article table td code, .bd-article table td code .pre { white-space: normal; overflow-wrap: break-word; }
-.bd-article .full-width table, .bd-article .tag_full-width table { font-size: 0.8em; }
-"""
 
 
 def jupyter_book_command() -> list[str]:

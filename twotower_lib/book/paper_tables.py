@@ -168,20 +168,25 @@ def _label_html(case: str, table: str) -> str:
     return html.escape(case)
 
 
+# A one-line matrix keeps each number beside its interval (`table.` outranks the book's wrapping cells,
+# `.bd-article table td`); elsewhere the book wraps a cell that does not fit.
 _STYLE = ("<style>.tt-paper-table td,.tt-paper-table th{white-space:nowrap;padding:.2em .4em;"
           "text-align:center}.tt-paper-table td.tt-pair,.tt-paper-table th.tt-row{text-align:left}"
+          "table.tt-one-line td{white-space:nowrap}"
           ".tt-paper-table .tt-paper{color:#666;font-size:85%}.tt-paper-table .tt-ci{color:#444;font-size:85%}</style>")
 
 
 def matrix_html(comparison: pd.DataFrame, cases: list[str], variant: str = "score", table: str = "table2",
                 caption: str = "") -> str:
-    """The paper's square layout: a row and a column per case; each cell holds our r, its interval
-    and (where the paper has the pair) the paper's value under it. HTML for the book."""
+    """The paper's square layout: a row and a column per case; each cell holds our r, its interval (beside it
+    up to six cases, under it for more) and, where the paper has the pair, the paper's value under them. HTML for
+    the book, read across the margin (the cell tag `full-width`)."""
+    one_line = len(cases) <= 6   # six cases fit the page's width with each number beside its interval
     cells: dict[frozenset, str] = {}
     for row in comparison.itertuples():
         r, lo, hi = (getattr(row, f"{c}_{variant}") for c in ("r", "ci_low", "ci_high"))
-        ours = "—" if pd.isna(r) else (f"<b>{r:.2f}</b>" + ("" if pd.isna(lo) else
-                                                           f"<br><span class='tt-ci'>{interval(r, lo, hi)}</span>"))
+        ci = "" if pd.isna(lo) else f"{' ' if one_line else '<br>'}<span class='tt-ci'>{interval(r, lo, hi)}</span>"
+        ours = "—" if pd.isna(r) else f"<b>{r:.2f}</b>{ci}"
         paper = "" if pd.isna(row.paper) else f"<br><span class='tt-paper'>paper {row.paper:.2f}</span>"
         cells[frozenset((row.a, row.b))] = ours + paper
     head = "".join(f"<th>{_label_html(c, table)}</th>" for c in cases)
@@ -190,8 +195,8 @@ def matrix_html(comparison: pd.DataFrame, cases: list[str], variant: str = "scor
         tds = "".join("<td>1.0</td>" if a == b else f"<td>{cells.get(frozenset((a, b)), '—')}</td>" for b in cases)
         body.append(f"<tr><th class='tt-row'>{_label_html(a, table)}</th>{tds}</tr>")
     cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
-    return (f"{_STYLE}<table class='tt-paper-table'>{cap}<thead><tr><th></th>{head}</tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table>")
+    return (f"{_STYLE}<table class='tt-paper-table{' tt-one-line' if one_line else ''}'>{cap}<thead><tr><th></th>"
+            f"{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
 
 
 def pairs_html(comparison: pd.DataFrame, variants: Mapping[str, str], table: str = "table2") -> str:

@@ -122,11 +122,12 @@ class SectionContext:
 
     def rerun_markdown(self) -> str:
         """How to re-run this chapter with a new parameter, as one line a reader can copy: the command with
-        its first parameter at its current value, and the names of the others."""
+        its first numeric parameter (else its first) at its current value, and the names of the others."""
         params = self.parameters
         if not params:
             return f"**Re-run:** `{run_command(self.section.name, self.profile.name)}`."
-        first, value = next(iter(params.items()))
+        first, value = next(((k, v) for k, v in params.items() if isinstance(v, (int, float)) and not isinstance(v, bool)),
+                            next(iter(params.items())))
         return (f"**Re-run with new parameters:** `{run_command(self.section.name, self.profile.name, {first: value})}` "
                 f"(parameters: {', '.join(f'`{k}`' for k in params)}; papermill writes `_` for the dot).")
 
