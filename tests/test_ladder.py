@@ -562,6 +562,10 @@ def test_the_opening_table_reads_the_size_trend_from_seed_bootstrap_intervals():
                                                             "interval high": [0.4, 0.2, 1, 1, 1, 1]}))
     head = report.head_markdown(table)
     assert "| gpt | 1×96 | 0.15 | 0.10–0.20 | +1.00 | 0.80 | holds |" in head and head.endswith(text + "\n")
+    # a rung measured with another probe than the ladder's today is shown, labelled, and read in no trend (as the chart)
+    older = table.assign(**{"current probe": [True, False, True, True, True, True]})
+    assert "gpt: fewer than two rungs with a verdict" in report.trend_sentence(older)
+    assert "| gpt | 4×256 (another probe) | 0.35 |" in report.head_markdown(older)
     # BERT's size axis is its learning recipe's rungs; its post-LN size rungs are named in a note, off the axis
     summary = pd.DataFrame({"rung": ["2x128", "2x128-pre", "2x128", "2x128x8"], "family": ["bert", "bert", "gpt", "bert"],
                             "beyond word frequencies": [-0.05, 1.1, 1.0, 0.1]})

@@ -19,7 +19,7 @@ import pytest
 
 from twotower_lib import paper, run_names
 from twotower_lib.analysis import pos
-from twotower_lib.book import analyses, paper_items, pipeline, scorecard, sections, training
+from twotower_lib.book import analyses, paper_items, pipeline, scorecard, sections, tables, training
 from twotower_lib.errors import UserError
 from twotower_lib.book.profile_keys import OVERRIDABLE
 from twotower_lib.book.profiles import PROFILES, get_profile
@@ -1020,7 +1020,9 @@ def test_pos_item_is_judged_in_each_runs_better_orientation_against_shuffled_tag
     assert "b: 4/7 claims hold" in got["note"] and "b PROPN" in got["note"] and "the paper used stanza" in got["note"]
     assert "against zero instead, with Eq. 3's primary: a 6/7, b 6/7" in got["note"]   # the second threshold, reported
     # "ours" is what the verdict reads: the better orientations' counts, their sum, the shuffles' and p
-    assert got["ours"] == "in each run's better orientation: a 7/7, b 4/7 claims hold, 11 in all, against 10.8 with the tags shuffled (p = 0.001)"
+    assert got["ours"] == ("11 of 14 claims hold; 10.8 with the tags shuffled (p = 0.001); in each run's better "
+                           "orientation: a 7/7, b 4/7")
+    assert tables.brief(got["ours"], 30) == "11 of 14 claims hold; …"   # the front page's cell: the sum first
     # b's claims hold with its towers' roles swapped: which tower Eq. 3 calls primary decides nothing
     got = judged({"b": ["VERB", "ADP", "PROPN"]}, swapped={"b": 6})
     assert got["verdict"] == "partly" and "a 7/7, b 6/7" in got["ours"]

@@ -36,6 +36,13 @@ def test_the_readme_block_lists_every_command_of_the_cli():
     assert listed == {"data", *COMMANDS}, f"README command block: {sorted(listed)}; CLI: data, {sorted(COMMANDS)}"
 
 
+def test_every_relative_link_of_the_readme_resolves():
+    """The README's links, its generated answer block's too (written for the book's folder, `front.readme_blocks`
+    points them from the README's), name files of the repository."""
+    links = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", (ROOT / "README.md").read_text(encoding="utf-8"))
+    assert links and not [link for link in links if not (ROOT / link).exists()]
+
+
 @pytest.mark.slow
 def test_the_layout_table_names_every_module():
     """A new contributor finds each module of the library in the README's layout table."""

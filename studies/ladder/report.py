@@ -543,13 +543,14 @@ def seed_bootstrap(same: pd.DataFrame, draws: int = BOOTSTRAP_DRAWS, seed: int =
 
 
 SIZE_COLUMNS = ["family", "rung", "tower parameters", "median |r|", "interval low", "interval high",
-                "beyond word frequencies", "text ceiling", "verdict"]
+                "beyond word frequencies", "text ceiling", "verdict", "current probe"]
 
 
 def size_table(summary: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
     """The ladder's opening table: per family and rung of its size axis (`rungs.on_size_axis`: one epoch of Brown;
     BERT's learning-recipe rungs), the median |r| over seed pairs with its seed-bootstrap interval (`seed_bootstrap`),
-    the worst seed's loss beyond word frequencies, the text ceiling and the division's verdict."""
+    the worst seed's loss beyond word frequencies, the text ceiling, the division's verdict and whether its probes are
+    the ladder's today (a rung measured with another probe is shown, labelled, and read in no trend)."""
     rows, axis = [], [on_size_axis(r, f) for r, f in zip(summary["rung"], summary["family"])] if "rung" in summary else []
     for _, r in (summary[axis] if "rung" in summary else summary).iterrows():
         same = pairs[(pairs["rung"] == r["rung"]) & (pairs["family"] == r["family"]) & (pairs["kind"] == "same")]
@@ -559,7 +560,8 @@ def size_table(summary: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
         rows.append({"family": r["family"], "rung": r["rung"], "tower parameters": int(r["tower parameters"]),
                      "median |r|": r.get("partition: median |r|", np.nan), "interval low": lo, "interval high": hi,
                      "beyond word frequencies": r["beyond word frequencies"],
-                     "text ceiling": r.get("text ceiling (median)", np.nan), "verdict": r["partition: verdict"]})
+                     "text ceiling": r.get("text ceiling (median)", np.nan), "verdict": r["partition: verdict"],
+                     "current probe": bool(r.get("probed as the ladder probes", True))})
     return pd.DataFrame(rows, columns=SIZE_COLUMNS)
 
 
@@ -571,14 +573,15 @@ def trend_sentence(table: pd.DataFrame, short: bool = False) -> str:
     clauses = []
     for family in dict.fromkeys([*table["family"], *FAMILIES]) if len(table) else []:
         rows = table[table["family"] == family]
-        judged = rows[~rows["verdict"].isin([paper.NO_CONTEXT, PROBE_FAILED, NOT_YET])].sort_values("tower parameters")
+        current = rows["current probe"].astype(bool) if "current probe" in rows else True   # as the chart reads them
+        judged = rows[~rows["verdict"].isin([paper.NO_CONTEXT, PROBE_FAILED, NOT_YET]) & current].sort_values("tower parameters")
         if rows.empty:
             clauses.append(f"{family}: no rung of its size axis measured yet" if not short else f"{family}: no rung measured yet")
             continue
         if len(judged) < 2:
             clauses.append(f"{family}: fewer than two rungs with a verdict" + ("" if short else
-                           f" ({len(rows) - len(judged)} of {len(rows)} without: towers that learned no context or "
-                           "probes that failed), no trend to read"))
+                           f" ({len(rows) - len(judged)} of {len(rows)} without: towers that learned no context, "
+                           "probes that failed or another probe's), no trend to read"))
             continue
         a, b = judged.iloc[0], judged.iloc[-1]
         trend = ("grows" if b["interval low"] > a["interval high"] else "falls" if b["interval high"] < a["interval low"]
@@ -620,7 +623,9 @@ def head_markdown(table: pd.DataFrame, note: str = "") -> str:
 
     if table.empty:
         return trend_sentence(table) + "\n" + (f"\n{note}\n" if note else "")
-    t = pd.DataFrame({"family": table["family"], "layers × width": table["rung"].map(_rung_label),
+    other = ~table["current probe"].astype(bool) if "current probe" in table else pd.Series(False, index=table.index)
+    t = pd.DataFrame({"family": table["family"], "layers × width": [_rung_label(r) + (" (another probe)" if o else "")
+                                                                    for r, o in zip(table["rung"], other)],
                       "median |r|": table["median |r|"].map(lambda v: _f(v)),
                       "seed-bootstrap interval": [f"{_f(lo)}–{_f(hi)}" if lo == lo else "—"
                                                   for lo, hi in zip(table["interval low"], table["interval high"])],

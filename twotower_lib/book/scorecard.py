@@ -302,9 +302,9 @@ def record_pos(ctx, summary: pd.DataFrame, backend: str, shuffled: dict) -> None
     claims = relative[relative["upos"].isin(list(paper.FIG4_CLAIM))]
     failed = claims[~claims["holds"].astype(bool)]
     few = [part.split(" (")[0].split(":")[0] + ": " + part.split(" (")[1].rstrip(")") for part in parts if " (too few" in part]
-    ours = ("in each run's better orientation: " + ", ".join(f"{run} {b}/{n}" for run, b in runs["best"].items())
-            + f" claims hold, {shuffled['observed']} in all, against {shuffled['null_mean']:.1f} with the tags "
-            f"shuffled (p = {shuffled['p']:.2g})" + "".join(f"; {f}" for f in few))
+    ours = (f"{shuffled['observed']} of {n * len(runs)} claims hold; {shuffled['null_mean']:.1f} with the tags shuffled "
+            f"(p = {shuffled['p']:.2g}); in each run's better orientation: "   # the sum first: the front page's brief
+            + ", ".join(f"{run} {b}/{n}" for run, b in runs["best"].items()) + "".join(f"; {f}" for f in few))
     note = ("judged in each run's better orientation (which tower Eq. 3 calls primary is a label, a coin flip where "
             "its margin is within noise): its claims' sum against the same sum with each run's tags shuffled among "
             f"its tokens ({shuffled['null_high']:.0f} at the {paper.CONTROL_QUANTILE * 100:.0f}th percentile), "
