@@ -162,8 +162,8 @@ charts.correlation_heatmap(correlation_matrix(pairs), title=f"Pearson r over the
 # %% [markdown]
 # ## Fig. 3: the scores themselves
 #
-# Every case's score for the most frequent tokens in the order of the last same-configuration run's (the paper:
-# Bert-large run 2); folded, as the seeds decide.
+# Every case's score for the most frequent tokens, ordered by the last same-configuration run's (the paper's: by
+# Bert-large run 2); folded, since the seed study decides.
 
 # %% tags=["hide-input", "hide-output"] mystnb={"code_prompt_show": "Fig. 3, one build's curves: {type}"}
 reference = probe_outputs.same_config_pairs(ctx)[-1][1] if probe_outputs.same_config_pairs(ctx) else next(iter(scores))

@@ -279,7 +279,8 @@ def published_card(profile: str = "cpu", results: Path = PUBLISHED) -> dict:
 
 def readme_blocks(profile: str = "cpu") -> dict[str, str]:
     """What README.md holds between each pair of markers: the published default profile's headline table, as the
-    front page's first screen has it (`headline_markdown`, its link to the ladder page from the README's folder), and the GPU-hours of the paper's runs at the measured rates (the paper-scale study's `GPU_HOURS` part)."""
+    front page's first screen has it (`headline_markdown`, its link to the ladder page from the README's folder),
+    and the GPU-hours of the paper's runs at the measured rates (the paper-scale study's `GPU_HOURS` part)."""
     blocks = {"VERDICTS": headline_markdown(published_card(profile)).replace("](ladder.md)", "](book/ladder.md)"),
               "GPU_HOURS": study_parts.load()[0]["GPU_HOURS"]}
     return {name: f"<!-- {name}:start -->\n{text}<!-- {name}:end -->" for name, text in blocks.items()}

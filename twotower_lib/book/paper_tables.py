@@ -179,7 +179,7 @@ _STYLE = ("<style>.tt-paper-table td,.tt-paper-table th{white-space:nowrap;paddi
 def matrix_html(comparison: pd.DataFrame, cases: list[str], variant: str = "score", table: str = "table2",
                 caption: str = "") -> str:
     """The paper's square layout: a row and a column per case; each cell holds our r, its interval (beside it
-    up to six cases, under it for more) and, where the paper has the pair, the paper's value under them. HTML for
+    for up to six cases, under it for more) and, where the paper has the pair, the paper's value under them. HTML for
     the book, read across the margin (the cell tag `full-width`)."""
     one_line = len(cases) <= 6   # six cases fit the page's width with each number beside its interval
     cells: dict[frozenset, str] = {}
