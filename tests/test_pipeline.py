@@ -525,23 +525,24 @@ def test_a_section_reruns_when_the_committed_results_it_reads_change(toy, tmp_pa
     assert any("committed results" in m for m in messages)
 
 
-def test_a_section_reruns_when_a_constant_that_versions_its_library_calls_changes(toy, tmp_path, monkeypatch):
-    """A runs folder made by older code is not up to date where the probe's version (or how its replicate heads
-    train) changed; sections without such a constant do not care."""
-    from dataclasses import replace
-
-    from twotower_lib.probe import config
-
-    sections = (TEST_SECTIONS[0], replace(TEST_SECTIONS[1], versions=("twotower_lib.probe.config:PROBE_VERSION",)))
-    make = lambda: pipeline.make_pipeline("tiny", {}, tmp_path / "runs", notebooks_dir=tmp_path / "notebooks",  # noqa: E731
-                                          sections=sections)
+def test_a_section_reruns_when_the_librarys_code_changes(toy, tmp_path, monkeypatch):
+    """A chapter made by older code is not up to date: what its library calls compute (a probe's version, the rules
+    of a verdict) and how its page renders them (a result box, a table) live in the library, so a change to any of
+    its files re-runs every section (whose calls then redo only what their own identity says changed)."""
+    library = tmp_path / "twotower_lib"
+    (library / "book").mkdir(parents=True)
+    (library / "book" / "scorecard.py").write_text("RULES = 5\n")
+    (library / "book" / "notes.txt").write_text("not code")
+    monkeypatch.setattr(pipeline, "LIBRARY_CODE", library)
     toy()
+    make = lambda: pipeline.make_pipeline("tiny", {}, tmp_path / "runs", notebooks_dir=tmp_path / "notebooks",  # noqa: E731
+                                          sections=TEST_SECTIONS)
     assert make().run(log=lambda m: None) == ["00_first", "01_second"] and make().stale() == {}
-    monkeypatch.setattr(config, "PROBE_VERSION", config.PROBE_VERSION + 1)
-    assert make().stale() == {"01_second": "the library's twotower_lib.probe.config:PROBE_VERSION changed"}
-    probing = pipeline.find_section("02_probing", pipeline.SECTIONS)
-    assert set(probing.versions) == {"twotower_lib.probe.config:PROBE_VERSION", "twotower_lib.probe.run:REPLICATE_HEADS"}
-    assert pipeline.versions(probing)["twotower_lib.probe.run:REPLICATE_HEADS"] == "own schedule"
+    (library / "book" / "notes.txt").write_text("still not code")
+    assert make().stale() == {}
+    (library / "book" / "scorecard.py").write_text("RULES = 6\n")
+    assert make().stale() == {"00_first": "the library's code changed", "01_second": "the library's code changed"}
+    assert make().run(log=lambda m: None) == ["00_first", "01_second"] and make().stale() == {}
 
 
 def test_a_profiles_own_published_run_is_not_an_input_of_its_sections(toy, tmp_path):

@@ -3,8 +3,9 @@
 Each section is a jupytext percent-format notebook `notebooks/<name>.py` (`sections.SECTIONS`).
 `run` converts it in memory, executes it with papermill and writes the executed copy to
 `runs/<profile>/notebooks/<name>.ipynb` (never into a jupytext-paired file, so the source stays
-clean). A section re-runs only when its parameters, its source or an upstream section's output
-changed; each run leaves a record in `runs/<profile>/.pipeline/<name>.json` saying what it read.
+clean). A section re-runs only when its parameters, its source, an upstream section's output, the committed
+results it reads or the library's code changed; each run leaves a record in `runs/<profile>/.pipeline/<name>.json`
+saying what it read.
 What a running notebook calls lives in `sections`, `training`, `probing` and `analyses`.
 """
 
@@ -69,15 +70,7 @@ class _Hashes:
             atomic_write_json(self.path, self.known)
 
 
-def versions(s: Section) -> dict[str, Any]:
-    """The values of the constants that version what `s`'s library calls compute (`Section.versions`)."""
-    import importlib
-
-    found = {}
-    for name in s.versions:
-        module, attr = name.split(":")
-        found[name] = getattr(importlib.import_module(module), attr)
-    return found
+LIBRARY_CODE = Path(__file__).resolve().parents[1]   # twotower_lib/: what every section's library calls run
 
 
 @dataclass
@@ -120,7 +113,8 @@ class Pipeline:
         return [s for s in self.sections if s.name in wanted]
 
     def inputs(self, s: Section, hashes: _Hashes) -> dict[str, Any]:
-        """Everything a section's result depends on: its source, its parameters, its inputs' outputs."""
+        """Everything a section's result depends on: its source, its parameters, its inputs' outputs, the committed
+        results it reads and the library's code."""
         values = self.profile.values()
         return {
             "source": sha256_file(self.source(s)),
@@ -132,9 +126,11 @@ class Pipeline:
             "committed": {c: hashes.files(PROJECT_ROOT / c, exclude=("README.md", *((f"{self.profile.name}.json",)
                                                                                  if Path(c).name == "profiles" else ())))
                           for c in s.committed},
-            # what its library calls compute, where a constant versions it: a runs folder made by older code is
-            # not up to date for this section (the calls then redo only what their own identity says changed)
-            **({"versions": versions(s)} if s.versions else {}),
+            # what its library calls compute and how its page renders them: a chapter made by older code is not up
+            # to date (re-run, its calls redo only what their own identity says changed: a probe its version, a run
+            # its config)
+            "library": sha256_json([[p.relative_to(LIBRARY_CODE).as_posix(), hashes.file(p)]
+                                    for p in sorted(LIBRARY_CODE.rglob("*.py"))]),
         }
 
     def why_stale(self, s: Section, hashes: _Hashes) -> str | None:
@@ -155,8 +151,8 @@ class Pipeline:
         if rec.get("upstream") != now["upstream"]:
             changed = [u for u in now["upstream"] if rec.get("upstream", {}).get(u) != now["upstream"][u]]
             return f"the output of {', '.join(changed)} changed"
-        if rec.get("versions") != now.get("versions"):
-            return f"the library's {', '.join(s.versions)} changed"
+        if rec.get("library") != now["library"]:
+            return "the library's code changed"
         if rec.get("committed", {}) != now["committed"]:
             changed = [c for c in now["committed"] if rec.get("committed", {}).get(c) != now["committed"][c]]
             return f"the committed results in {', '.join(changed)} changed"

@@ -45,10 +45,8 @@ class Section:
     parameters: tuple[str, ...]        # profile keys it reads ("section.field", overridable with -p)
     upstream: tuple[str, ...] = ()     # every section whose output it reads (re-runs when one changes)
     committed: tuple[str, ...] = ()    # committed result folders it reads, relative to the project (re-runs when they change)
-    versions: tuple[str, ...] = ()     # "module:NAME" constants that version what its library calls compute (re-runs when one changes)
 
 
-RULES = "twotower_lib.paper:RUN_RULES_EDITION"   # the rules of one run's verdicts: a section that records verdicts re-runs
 SECTIONS: tuple[Section, ...] = (
     Section("00_data", "Data", "data", ("data.corpus", "data.vocab_size", "data.seq_len", "data.seed", "data.doc_words", "data.max_docs", "data.valid_fraction")),
     Section("01_training", "Cooperative training", "training",
@@ -58,18 +56,15 @@ SECTIONS: tuple[Section, ...] = (
     Section("02_probing", "Probing and preference scores", "probing",
             ("train.cases", *PROBE_KEYS, "analysis.controls", "analysis.control_models", "analysis.top_n",
              "analysis.reliability_models", "analysis.bert_events_comparison"),
-            ("00_data", "01_training"), committed=("results/probe", "results/seeds"),
-            versions=("twotower_lib.probe.config:PROBE_VERSION", "twotower_lib.probe.run:REPLICATE_HEADS")),
+            ("00_data", "01_training"), committed=("results/probe", "results/seeds")),
     Section("03_correlations", "Correlation of preference scores", "correlations",
             ("train.cases", "analysis.top_n", "analysis.bootstrap", "analysis.controls", "analysis.control_models"), ("00_data", "01_training", "02_probing"),
-            committed=("results/register", "results/bert-controls", "results/seeds", "results/ladder"),
-            versions=(RULES,)),
+            committed=("results/register", "results/bert-controls", "results/seeds", "results/ladder")),
     Section("04_pos", "Part-of-speech preference", "pos", ("train.cases", "analysis.top_n", "analysis.pos_docs", "analysis.pos_backend"),
-            ("00_data", "02_probing"), versions=(RULES,)),
+            ("00_data", "02_probing")),
     Section("05_ica", "ICA word groups", "ica", ("train.cases", "analysis.ica_reference", "analysis.ica_tokens", "analysis.ica_dim", "analysis.ica_starts", "analysis.top_n"),
-            ("00_data", "01_training", "02_probing"), committed=("results/word_groups",), versions=(RULES,)),
-    Section("06_frequency", "Preference and word frequency", "frequency", ("train.cases", "analysis.top_n", "analysis.bootstrap"), ("00_data", "02_probing"),
-            versions=(RULES,)),
+            ("00_data", "01_training", "02_probing"), committed=("results/word_groups",)),
+    Section("06_frequency", "Preference and word frequency", "frequency", ("train.cases", "analysis.top_n", "analysis.bootstrap"), ("00_data", "02_probing")),
     Section("07_emergence", "When the preference emerges", "emergence", (), ("03_correlations",),
             committed=("results/emergence", "results/profiles")),
     Section("08_probe_validation", "Appendix: the probe's validation studies", "probe_validation", (),
