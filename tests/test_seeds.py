@@ -303,6 +303,13 @@ def test_the_seed_study_runs_resumes_and_reports_at_the_tiny_profile(tmp_path):
     again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)  # resumes: nothing retrained
     assert again.returncode == 0 and "training" not in again.stderr
     assert pd.read_csv(tmp_path / "out" / "tiny" / "pairs.csv").equals(pairs)
+    exports = sorted(p.relative_to(tmp_path / "out" / "tiny" / "probes").as_posix()
+                     for p in (tmp_path / "out" / "tiny" / "probes").rglob("*.json"))
+    assert exports == ["cases/gpt-s1.json", "cases/gpt-s2.json", "untrained/gpt-s1.json", "untrained/gpt-s2.json"]
+    __import__("shutil").rmtree(tmp_path / "runs")   # a new machine: only the committed exports are left
+    fresh = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    assert fresh.returncode == 0 and "training" not in fresh.stderr and "probing" not in fresh.stderr
+    assert pd.read_csv(tmp_path / "out" / "tiny" / "pairs.csv").equals(pairs)
     rel = subprocess.run(cmd + ["--reliability"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert rel.returncode == 0, rel.stdout[-2000:] + rel.stderr[-2000:]
     runs = pd.read_csv(tmp_path / "out" / "tiny" / "reliability.csv")

@@ -16,9 +16,10 @@ Writes `results/seeds/<profile>/`:
 - `study.json`: what ran (profile, seeds, probe configuration, data hash, code and package
   versions, training and probing minutes, the command).
 
-`write_reliability` adds, from the case probes on the machine it runs on, `reliability.csv` (each case run's
+Every table is made from the probes' exports in `<profile>/probes/` (`studies.seeds.exports`), not from `runs/`.
+`write_reliability` adds, from the exported case probes, `reliability.csv` (each case run's
 split-half text reliability, which puts the ceiling sqrt(rel_a * rel_b) on a pair's r) and `reliability.json`
-(what it was measured from, and how far that machine's probes reproduce the committed pairs' r).
+(what it was measured from, and how far the exports reproduce the committed pairs' r).
 
 Then `studies.seeds.book` turns them into what the book reads (`claims.csv` and `results/seeds/book.json`);
 nothing here is imported by the library.
@@ -35,26 +36,31 @@ import pandas as pd
 from twotower_lib.analysis.correlation import correlate, scored_top_tokens
 from twotower_lib.artifacts import atomic_write_bytes, atomic_write_json, provenance, read_json
 from twotower_lib.book.profiles import LEARNING_BERT
-from twotower_lib.preference import frequency_rank, load_artifact
+from twotower_lib.preference import frequency_rank
 from twotower_lib.run_names import case_name, control_name
+from studies.seeds.exports import EXPORTS, export_path, load_export
 
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "seeds"
 SHUFFLE_SEED = 0
 
 
-def _probes(layout, seeds: int, families: tuple[str, ...]) -> dict[tuple[str, str, int], Path]:
-    """(kind, family, seed or pseudo-model index) -> probe directory, for every probe that exists."""
+def _exports(out: Path, seeds: int, families: tuple[str, ...]) -> dict[tuple[str, str, int], Path]:
+    """(kind, family, seed or pseudo-model index) -> export, for every probe exported to `out` (`exports`)."""
     found = {}
     for m in families:
         for s in range(1, seeds + 1):
-            for kind in ("cases", "untrained"):
-                p = layout.probe_dir(kind, case_name(m, s))
-                if (p / "manifest.json").exists():
-                    found[(kind, m, s)] = p
-            p = layout.probe_dir("pairs", f"{m}-pair-{s}")
-            if (p / "manifest.json").exists():
-                found[("independent", m, s)] = p
+            for kind, name in (("cases", case_name(m, s)), ("untrained", case_name(m, s)), ("pairs", f"{m}-pair-{s}")):
+                path = export_path(out, kind, name)
+                if path.exists():
+                    found[("independent" if kind == "pairs" else kind, m, s)] = path
     return found
+
+
+def load_exports(out: Path, seeds: int, families: tuple[str, ...], kinds=("cases", "untrained", "independent")) -> dict:
+    arts = {k: load_export(p) for k, p in _exports(out, seeds, families).items() if k[0] in kinds}
+    if not arts:
+        raise SystemExit(f"error: no exported probe of the seed study under {out / EXPORTS}; run it first")
+    return arts
 
 
 def _rule_sign(manifest: dict) -> int:
@@ -123,52 +129,60 @@ def pair_rows(arts: dict, counts: np.ndarray, top_n: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def single_tower_rows(layout, seeds: int, families: tuple[str, ...]) -> pd.DataFrame:
+def single_tower_rows(out: Path, seeds: int, families: tuple[str, ...]) -> pd.DataFrame:
     """One row per single-tower probe of the independent control: the model's own validation loss, its head's,
     and the probe shortfall (head minus model: what the head fails to read of a tower that carries
     everything its decoder used)."""
     rows = []
     for m in families:
         for s in range(1, 2 * seeds + 1):
-            path = layout.probe_dir("independent", control_name(m, s))
-            if not (path / "manifest.json").exists():
+            path = export_path(out, "independent", control_name(m, s))
+            if not path.exists():
                 continue
-            manifest = read_json(path / "manifest.json")
+            manifest = read_json(path)["manifest"]
             loss = manifest["val_loss"]
             head = min(v for k, v in loss.items() if k.endswith("_head"))
-            rows.append({"family": m, "seed": s, "run": path.name, "val_loss_model": loss["cooperative"],
+            rows.append({"family": m, "seed": s, "run": control_name(m, s), "val_loss_model": loss["cooperative"],
                          "val_loss_head": head, "shortfall": head - loss["cooperative"],
                          "epochs": manifest["heads"]["epochs"]})
     return pd.DataFrame(rows, columns=["family", "seed", "run", "val_loss_model", "val_loss_head", "shortfall", "epochs"])
 
 
-def _train_minutes(layout, families, seeds) -> dict[str, float]:
-    out = {}
+def _train_minutes(out: Path, families, seeds) -> dict[str, float]:
+    """Minutes each case and single-tower run trained, as its export records them."""
+    found = {}
     for m in families:
         for s in range(1, 2 * seeds + 1):
-            for towers in (2, 1):
-                run = layout.run_dir(m, s, towers)
-                if (run / "manifest.json").exists():
-                    out[run.name] = round(read_json(run / "manifest.json")["wall_time_s"] / 60, 2)
-    return out
+            for kind, name in (("cases", case_name(m, s)), ("independent", control_name(m, s))):
+                path = export_path(out, kind, name)
+                if path.exists() and read_json(path).get("train_minutes") is not None:
+                    found[name] = read_json(path)["train_minutes"]
+    return found
+
+
+def check_data(arts: dict, data, layout) -> None:
+    """Every export must have been probed on the profile's prepared data as it is on this machine."""
+    other = sorted(a.path.name for a in arts.values() if a.manifest.get("data_hash") != data.data_hash)
+    if other:
+        raise SystemExit(f"error: the exports of {', '.join(other)} were probed on other data than {layout.data} "
+                         f"({data.data_hash[:12]}); prepare the profile's corpus again, or run the study to re-probe them")
 
 
 def write_report(layout, seeds: int, families: tuple[str, ...], controls: tuple[str, ...], out: Path,
                  study_seconds: float | None, command: str) -> Path:
-    """Write runs.csv, pairs.csv and study.json from every finished probe; return `out`. `study_seconds`: the
+    """Write runs.csv, pairs.csv and study.json from every exported probe in `out`; return `out`. `study_seconds`: the
     wall time of the call that did the work (None for a call that only reports)."""
     from twotower_lib.data import load_prepared
 
     data = load_prepared(layout.data)
-    arts = {k: load_artifact(p) for k, p in _probes(layout, seeds, families).items()}
-    if not arts:
-        raise SystemExit(f"error: no finished probe of the seed study under {layout.study}; run it first")
+    arts = load_exports(out, seeds, families)
+    check_data(arts, data, layout)
     top_n = layout.profile.analysis.top_n
     runs, pairs = run_rows(arts, data.counts, top_n, data.unigram_loss()), pair_rows(arts, data.counts, top_n)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out / "runs.csv", runs.to_csv(index=False, float_format="%.6g").encode())
     atomic_write_bytes(out / "pairs.csv", pairs.to_csv(index=False, float_format="%.6g").encode())
-    single = single_tower_rows(layout, seeds, families)
+    single = single_tower_rows(out, seeds, families)
     atomic_write_bytes(out / "single_tower.csv", single.to_csv(index=False, float_format="%.6g").encode())
     previous = read_json(out / "study.json") if (out / "study.json").exists() else {}
     threads = sorted({a.manifest.get("provenance", {}).get("torch_threads") for a in arts.values()} - {None})
@@ -179,7 +193,7 @@ def write_report(layout, seeds: int, families: tuple[str, ...], controls: tuple[
         "train_settings": {m: {"preset": layout.profile.models[m].preset, "tokens": layout.profile.tokens_for(m),
                                **({k: getattr(layout.profile.train, k) for k in LEARNING_BERT}     # BERT's recipe
                                   if layout.profile.models[m].model_type == "bert" else {})} for m in families},
-        "train_minutes": _train_minutes(layout, families, seeds),
+        "train_minutes": _train_minutes(out, families, seeds),
         "probe_minutes": {f"{k[0]}/{a.path.name}": round(a.manifest.get("seconds", {}).get("total", 0) / 60, 2)
                           for k, a in arts.items()},
         # minutes of each call that trained or probed (a call that only reports adds none)
@@ -218,13 +232,13 @@ def write_context(layout, out: Path, command: str) -> Path:
 
 
 def write_reliability(layout, seeds: int, families: tuple[str, ...], out: Path, command: str) -> Path:
-    """Write `reliability.csv` and `reliability.json` into `out` from the case probes on this machine: per run,
-    the split-half reliability of its scores over the study's top-N tokens (`uncertainty.split_half_or_nan`;
-    of their values for the Pearson claims, of their ranks for the Spearman ones),
-    and beside it how far this machine's probe reproduces the committed one (cooperative loss, Eq. 3's primary
-    tower and margin; per case pair, |r| and whether r's sign flipped), so that reliabilities of re-made probes
-    say which probes they describe. The committed report is left as it is."""
-    from twotower_lib.analysis.uncertainty import RELIABILITY_SPLITS, split_half_or_nan
+    """Write `reliability.csv` and `reliability.json` into `out` from the exported case probes: per run, the
+    split-half reliability of its scores over the study's top-N tokens (`uncertainty.split_half_or_nan` of the
+    probe's per-document sums, measured when it was exported; of their values for the Pearson claims, of their ranks
+    for the Spearman ones), and beside it how far the exports reproduce the committed report (cooperative loss,
+    Eq. 3's primary tower and margin; per case pair, |r| and whether r's sign flipped), so that reliabilities of
+    re-made probes say which probes they describe. The committed report is left as it is."""
+    from twotower_lib.analysis.uncertainty import RELIABILITY_SPLITS
     from twotower_lib.data import load_prepared
 
     if not (out / "study.json").exists():
@@ -234,20 +248,17 @@ def write_reliability(layout, seeds: int, families: tuple[str, ...], out: Path, 
     if committed["data_hash"] != data.data_hash:
         raise SystemExit(f"error: {layout.data} holds other data ({data.data_hash[:12]}) than the study's "
                          f"({committed['data_hash'][:12]}); prepare the profile's corpus again")
-    arts = {k: load_artifact(p) for k, p in _probes(layout, seeds, families).items() if k[0] == "cases"}
-    if not arts:
-        raise SystemExit(f"error: no finished case probe of the seed study under {layout.study}; run it first")
+    arts = load_exports(out, seeds, families, kinds=("cases",))
+    check_data(arts, data, layout)
     top_n = layout.profile.analysis.top_n
     here = run_rows(arts, data.counts, top_n).set_index("run")
     then = pd.read_csv(out / "runs.csv").query("kind == 'case'").set_index("run")
     rows = []
     for (_, model, seed), art in sorted(arts.items()):
-        ids = scored_top_tokens({"x": art.table}, data.counts, top_n, "score")
         run = art.path.name
         rows.append({"family": model, "seed": seed, "run": run,
-                     "text_reliability": split_half_or_nan(art.doc_stats, ids),
-                     "text_reliability_spearman": split_half_or_nan(art.doc_stats, ids, method="spearman"),
-                     "tokens": len(ids)}
+                     "text_reliability": art.text_reliability["pearson"],
+                     "text_reliability_spearman": art.text_reliability["spearman"], "tokens": top_n}
                     | {f"{k}{suffix}": t[k].get(run) for k in ("val_loss_cooperative", "primary_eq3", "margin")
                        for suffix, t in (("", here), ("_committed", then))})
     cases = lambda t: t[t["kind"].isin(("same", "cross"))].set_index(["a", "b"])["r"]

@@ -32,6 +32,7 @@ from twotower_lib.artifacts import read_json
 from twotower_lib.book.profiles import Profile, get_profile, profile_dir
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import case_name, control_name
+from studies.seeds.exports import export_path, export_probe, is_current
 
 FAMILIES = ("gpt", "bert-large", "bert-base", "elmo")  # the order the work goes in
 CONTROL_KINDS = ("untrained", "independent", "shuffled")
@@ -66,11 +67,22 @@ class Layout:
         return self.study / "probing" / kind / name
 
 
-def probe_job(run_dir: str, cfg, data_dir: str, out: str, snapshot: int | None = None) -> str:
-    """One probe, from paths only (a module-level function: `workers.run_jobs` runs it in a worker)."""
+def probe_job(run_dir: str, cfg, data_dir: str, out: str, snapshot: int | None = None, export: str | None = None,
+              top_n: int = 0) -> str:
+    """One probe, from paths only (a module-level function: `workers.run_jobs` runs it in a worker), exported at once
+    to `export` (`exports.export_probe`; the minutes of the run it trained, unless it probes snapshot 0)."""
     from twotower_lib.probe.run import probe_run
 
-    return str(probe_run(run_dir, cfg, snapshot=snapshot, data_dir=data_dir, out=out, show=False))
+    path = probe_run(run_dir, cfg, snapshot=snapshot, data_dir=data_dir, out=out, show=False)
+    if export is not None:
+        write_export(Path(path), Path(export), data_dir, top_n, None if snapshot == 0 else Path(run_dir))
+    return str(path)
+
+
+def write_export(probe: Path, export: Path, data_dir: str, top_n: int, run: Path | None = None) -> None:
+    from twotower_lib.data import load_prepared
+
+    export_probe(probe, export, load_prepared(data_dir).counts, top_n, run)
 
 
 def _finished(run: Path, steps: int) -> bool:
@@ -92,8 +104,9 @@ def _probed(out: Path, cfg=None) -> bool:
     return identity.get("version") == PROBE_VERSION and settled(identity.get("probe", {})) == asdict(cfg)
 
 
-def train_runs(layout: Layout, runs: list[tuple[str, int, int]], threads: int) -> None:
-    """Train (or resume) every (model, seed, towers) not yet finished, side by side."""
+def train_runs(layout: Layout, runs: list[tuple[str, int, int]], threads: int, exported=lambda model, seed, towers: False) -> None:
+    """Train (or resume) every (model, seed, towers) not yet finished, side by side, except those whose probes are all
+    `exported` already (a new checkout: the committed exports stand for them)."""
     from twotower_lib.train.loop import train_job
     from twotower_lib.workers import run_jobs
 
@@ -101,7 +114,7 @@ def train_runs(layout: Layout, runs: list[tuple[str, int, int]], threads: int) -
     for model, seed, towers in runs:
         tcfg = layout.profile.train_config(model, seed, layout.data, towers=towers)
         out = layout.run_dir(model, seed, towers)
-        if not _finished(out, tcfg.max_steps):
+        if not _finished(out, tcfg.max_steps) and not exported(model, seed, towers):
             jobs.append({"tcfg": tcfg, "data_path": str(layout.data), "out": str(out)})
     run_jobs(train_job, jobs, threads, "seed study: training", label=lambda j: Path(j["out"]).name)
 
@@ -129,57 +142,79 @@ def share_pipeline_probes(layout: Layout, names: list[str], cfg) -> list[str]:
 
 
 def probe_runs(layout: Layout, probes: list[dict], threads: int, precision: str | None = None) -> None:
-    """Probe every job of `probes` (run_dir, out, snapshot) whose artifact is missing or out of date
-    (`probe_run` itself keeps an up-to-date one)."""
+    """Probe every job of `probes` (run_dir, out, export, snapshot) whose export is missing or out of date, and export
+    it (`probe_run` itself keeps an up-to-date artifact, which is then only exported)."""
     from twotower_lib.workers import run_jobs
 
-    cfg = layout.profile.probe_config(replicate=False, **({"precision": precision, "score_precision": precision}
-                                                          if precision else {}))
+    cfg = study_probe_config(layout, precision)
+    wanted = lambda p: (not is_current(Path(p["export"]), cfg)       # or a half of a pseudo-model not yet paired
+                        or ("halves_of" in p and not p["halves_of"].exists() and not _probed(Path(p["out"]), cfg)))
     jobs = [{"run_dir": p["run_dir"], "cfg": cfg, "data_dir": str(layout.data), "out": p["out"],
-             "snapshot": p.get("snapshot")} for p in probes if not _probed(Path(p["out"]), cfg)]
+             "snapshot": p.get("snapshot"), "export": str(p["export"]), "top_n": layout.profile.analysis.top_n}
+            for p in probes if wanted(p)]
     run_jobs(probe_job, jobs, threads, "seed study: probing", label=lambda j: Path(j["out"]).name)
 
 
+def study_probe_config(layout: Layout, precision: str | None = None):
+    return layout.profile.probe_config(replicate=False, **({"precision": precision, "score_precision": precision}
+                                                          if precision else {}))
+
+
 def run_study(profile: Profile, seeds: int, families: tuple[str, ...], controls: tuple[str, ...],
-              threads: int, root: Path | None = None, precision: str | None = None,
+              threads: int, results: Path, root: Path | None = None, precision: str | None = None,
               probe_threads: int | None = None, independent: tuple[str, ...] | None = None) -> Layout:
-    """Prepare the data, then each family's cases, then the controls; every step resumes. `independent`: the
-    families whose independent control is measured (default: the profile's `control_models` among `families`)."""
+    """Prepare the data, then each family's cases, then the controls; every step resumes, within a machine from
+    `runs/` and across machines from the exports in `results` (the profile's folder of the study's results).
+    `independent`: the families whose independent control is measured (default: the profile's `control_models`
+    among `families`)."""
     from twotower_lib.data.prepare import prepare_data
     from twotower_lib.probe.run import pair_runs
 
     layout = Layout(profile, root or profile_dir(profile.name))
     probe_threads = probe_threads or os.cpu_count() or 1
     prepare_data(profile.data_config(), out=layout.data)
-    seed_list = range(1, seeds + 1)
+    cfg, seed_list = study_probe_config(layout, precision), range(1, seeds + 1)
+    kinds = ("cases", "untrained") if "untrained" in controls else ("cases",)
+    pair_export = lambda m, i: export_path(results, "pairs", f"{m}-pair-{i}")
+    single_export = lambda m, s: export_path(results, "independent", control_name(m, s))
+
+    def exported(m: str, s: int, towers: int) -> bool:
+        if towers == 2:
+            return all(is_current(export_path(results, k, case_name(m, s)), cfg) for k in kinds)
+        return is_current(single_export(m, s), cfg) and pair_export(m, (s + 1) // 2).exists()
+
+    def case(m: str, s: int, kind: str = "cases") -> dict:
+        return {"run_dir": str(layout.run_dir(m, s)), "out": str(layout.probe_dir(kind, case_name(m, s))),
+                "export": export_path(results, kind, case_name(m, s)), **({"snapshot": 0} if kind == "untrained" else {})}
+
     for model in families:
         t0 = time.time()
-        train_runs(layout, [(model, s, 2) for s in seed_list], threads)
+        train_runs(layout, [(model, s, 2) for s in seed_list], threads, exported)
         if precision is None:  # a pinned precision makes other artifacts than the pipeline's
-            shared = share_pipeline_probes(layout, [case_name(model, s) for s in seed_list],
-                                           profile.probe_config(replicate=False))
+            shared = share_pipeline_probes(layout, [case_name(model, s) for s in seed_list], cfg)
             if shared:
                 print(f"seed study: the pipeline's probes of {', '.join(shared)} shared", flush=True)
-        probe_runs(layout, [{"run_dir": str(layout.run_dir(model, s)), "out": str(layout.probe_dir("cases", case_name(model, s)))}
-                            for s in seed_list], probe_threads, precision)
+        probe_runs(layout, [case(model, s) for s in seed_list], probe_threads, precision)
         print(f"seed study: {model} cases done ({(time.time() - t0) / 60:.1f} min this call)", flush=True)
     if "untrained" in controls:
-        probe_runs(layout, [{"run_dir": str(layout.run_dir(m, s)), "snapshot": 0,
-                             "out": str(layout.probe_dir("untrained", case_name(m, s)))}
-                            for m in families for s in seed_list], probe_threads, precision)
+        probe_runs(layout, [case(m, s, "untrained") for m in families for s in seed_list], probe_threads, precision)
     if "independent" in controls:
         # the independent control costs 2 x seeds single-tower runs a family: the profile's control_models by default
         controlled = independent_families(profile, families, independent)
         singles = [(m, s, 1) for m in controlled for s in range(1, 2 * seeds + 1)]
-        train_runs(layout, singles, threads)
-        probe_runs(layout, [{"run_dir": str(layout.run_dir(m, s, 1)), "out": str(layout.probe_dir("independent", control_name(m, s)))}
-                            for m, s, _ in singles], probe_threads, precision)
+        train_runs(layout, singles, threads, exported)
+        probe_runs(layout, [{"run_dir": str(layout.run_dir(m, s, 1)), "export": single_export(m, s),
+                             "out": str(layout.probe_dir("independent", control_name(m, s))),
+                             "halves_of": pair_export(m, (s + 1) // 2)} for m, s, _ in singles], probe_threads, precision)
         for m in controlled:
             for i in range(1, seeds + 1):
+                if pair_export(m, i).exists():
+                    continue
                 a, b = (layout.probe_dir("independent", control_name(m, s)) for s in (2 * i - 1, 2 * i))
                 out = layout.probe_dir("pairs", f"{m}-pair-{i}")
                 if not _probed(out):
                     pair_runs(a, b, out, show=False)
+                write_export(out, pair_export(m, i), str(layout.data), profile.analysis.top_n)
     return layout
 
 
@@ -240,12 +275,16 @@ def cli(argv: list[str] | None = None) -> int:
             raise UserError(f"--seeds {args.seeds}: a distribution over pairs needs at least 2 seeds (4 give 6 pairs)")
         t0 = time.time()
         layout = Layout(profile, profile_dir(profile.name))
-        if not (args.report_only or args.reliability or args.context):
-            run_study(profile, args.seeds, families, controls, args.threads_per_run, precision=args.probe_precision,
-                      probe_threads=args.probe_threads, independent=independent)
         from studies.seeds.report import RESULTS, write_context, write_reliability, write_report  # read when done
 
         out = (Path(args.results) if args.results else RESULTS) / profile.name
+        if args.report_only or args.reliability:      # a new checkout: the exports and the profile's corpus suffice
+            from twotower_lib.data.prepare import prepare_data
+
+            prepare_data(profile.data_config(), out=layout.data)
+        elif not args.context:
+            run_study(profile, args.seeds, families, controls, args.threads_per_run, out, precision=args.probe_precision,
+                      probe_threads=args.probe_threads, independent=independent)
         command = "python -m studies.seeds " + " ".join(argv if argv is not None else sys.argv[1:])
         if args.context:
             print(f"seed study's context beyond word frequencies -> {write_context(layout, out, command)}")
