@@ -230,24 +230,29 @@ def _sign(v: float) -> str:
     return "negative" if v < 0 else "positive"
 
 
-def _reach(row) -> str:
-    """How many seed pairs reach the paper's value (the column beside it), each of its two where it gives two:
-    "none", "3", "2 (0.62), 1 (0.72)"; "—" for runs."""
+def _reaching(row) -> list[tuple[str, float]]:
+    """How many seed pairs reach each of the paper's values (its two ends where it gives a range, the second only
+    where some reach the first): [("3", 0.62), ("none", 0.72)]; empty for a claim over runs."""
     if row.get("unit", "seed pairs") != "seed pairs" or "reach paper" not in row:
-        return "—"
+        return []
     low, high = _ends(row["paper"])
-    if high != low and row["reach paper"]:
-        return f"{row['reach paper']} ({low:.2f}), {row['reach paper high'] or 'none'} ({high:.2f})"
-    return f"{row['reach paper'] or 'none'}"
+    ends = [(row["reach paper"], low)] + ([(row["reach paper high"], high)] if high != low and row["reach paper"] else [])
+    return [(f"{n or 'none'}", v) for n, v in ends]
+
+
+def _reach(row) -> str:
+    """The table's column beside the paper's value: "none", "3", "2 (0.62), 1 (0.72)"; "—" for runs."""
+    ends = _reaching(row)
+    if not ends:
+        return "—"
+    return ends[0][0] if len(ends) == 1 else ", ".join(f"{n} ({v:.2f})" for n, v in ends)
 
 
 def _fmt(row) -> str:
     unit = row.get("unit", "seed pairs")
     stat = "|rho|" if row.get("statistic") == "Spearman rho" else "|r|"
-    low, high = _ends(row["paper"])
-    reach = (f", {row['reach paper'] or 'none'} reaching the paper's {low:.2f}"
-             + (f", {row['reach paper high'] or 'none'} its {high:.2f}" if high != low and row["reach paper"] else "")
-             if unit == "seed pairs" and "reach paper" in row else "")
+    reach = "".join(f", {n} reaching the paper's {v:.2f}" if i == 0 else f", {n} its {v:.2f}"
+                    for i, (n, v) in enumerate(_reaching(row)))
     return f"median {stat} {row['median']:.2f} ({row['low']:.2f} to {row['high']:.2f}) over {row['pairs']} {unit}{reach}"
 
 
@@ -317,8 +322,10 @@ def section_markdown(s: SeedStudy, profile: str) -> str:
     """The result box of section 03: per claim, the paper's value, ours over seed pairs and the verdict."""
     t = claim_rows(s)
     low, high = paper.CENTRAL
+    probed = [NAMES.get(f, f) for f in s.study["families"] if f in set(s.pairs["family_a"])]
     lines = [f"Seed study of profile `{profile}`, {s.study['seeds']} seeds per family "
-             f"({', '.join(NAMES.get(f, f) for f in s.study['families'] if f in set(s.pairs['family_a']))} probed so far): "
+             + (f"({', '.join(probed)} probed so far)" if len(probed) < len(s.study["families"]) else
+                f"({', '.join(probed)})") + ": "
              "one pair of seeds is one draw, so each claim is |r| over seed pairs, held against control pairs measured "
              "the same way (`paper.RULE`; the signed r is folded under the table).",
              ""]
