@@ -865,6 +865,14 @@ def test_each_same_config_pair_is_judged_against_its_own_models_controls(tmp_pat
     assert [(p["pair"], p["paper"]) for p in got["same-config.other"]["points"]] == [("gpt-s1 vs gpt-s2", 0.94)]
     assert got["table2.same-config"]["points"][0]["paper"] == 0.94
     assert all(p["ci_low"] <= p["ours"] <= p["ci_high"] for e in got.values() for p in e.get("points", []))
+    # a profile with no Bert-large pair (tiny's cases are GPT's): the paper's Bert-large claim is not attempted,
+    # GPT's pair is its own item, and Fig. 3 says whose pair it plots
+    (ctx.out / "scorecard.json").unlink()
+    scorecard.record_correlations(ctx, pairs.iloc[:1], control, same[:1])
+    got = json.loads((ctx.out / "scorecard.json").read_text())
+    assert got["table2.same-config"]["verdict"] == "not attempted" and "gpt" not in got["table2.same-config"]["ours"]
+    assert got["same-config.other"]["verdict"] == "partly"
+    assert got["fig3"]["verdict"] == "not attempted" and "plots gpt's" in got["fig3"]["note"]
 
 
 def test_run_names_have_one_parser_and_one_writer():
