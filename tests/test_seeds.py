@@ -100,6 +100,31 @@ def test_a_claim_whose_runs_did_not_learn_context_gets_no_verdict():
     assert seeds.claim_rows(unknown)["verdict"].eq(paper.NO_CONTEXT).all()   # a study without the loss: not passed
 
 
+def test_a_failed_probes_pairs_are_marked_in_pairs_csv_and_left_out_of_every_claim(tmp_path):
+    """`report.with_validity`: a case whose worst head is no better than its untrained towers' heads (s2 here) marks
+    every trained pair it is in, its shuffled pairs too; the controls' pairs stand. The book leaves those out."""
+    from studies.seeds.report import with_validity
+
+    study = _study()
+    runs = study.runs.assign(head_loss=[5.0, 7.5, 5.1, 5.2] + [7.0] * 4)
+    pairs = with_validity(study.pairs, runs)
+    failed = pairs[~pairs["valid probes"]]
+    assert set(failed["kind"]) == {"same", "shuffled"} and all("gpt-s2" in (a, b) for a, b in zip(failed["a"], failed["b"]))
+    assert len(failed) == 6 and pairs.loc[pairs["kind"] == "untrained", "valid probes"].all()
+    assert with_validity(study.pairs, runs.query("kind == 'case'"))["valid probes"].all()   # no untrained yet: not judged
+    d = tmp_path / "cpu"
+    d.mkdir()
+    pairs.to_csv(d / "pairs.csv", index=False)
+    runs.to_csv(d / "runs.csv", index=False)
+    (d / "study.json").write_text(__import__("json").dumps(study.study | {"families": ["gpt"]}))
+    loaded = seeds.load("cpu", tmp_path)
+    trained = loaded.pairs[loaded.pairs["kind"] != "untrained"]
+    assert loaded.study["failed probe pairs"] == 6 and "gpt-s2" not in set(trained["a"]) | set(trained["b"])
+    row = seeds.claim_rows(loaded).set_index("claim").loc["GPT, two seeds (not in the paper)"]
+    assert row["pairs"] == 3
+    assert "6 pairs of a run whose probe failed are left out" in seeds.section_markdown(loaded, "cpu")
+
+
 def test_a_claim_is_answered_as_two_questions():
     """s4's towers are mirrored: the signed median is 0, the division (|r|) repeats in every pair, and Eq. 3's
     orientation does not repeat between resolved runs; s3's margin is within the untrained towers'. The verdict
@@ -300,6 +325,7 @@ def test_the_seed_study_runs_resumes_and_reports_at_the_tiny_profile(tmp_path):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     pairs = pd.read_csv(tmp_path / "out" / "tiny" / "pairs.csv")
     assert sorted(pairs["kind"]) == ["same", "shuffled", "untrained"]
+    assert pairs["valid probes"].dtype == bool   # each pair says whether both its probes count
     again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)  # resumes: nothing retrained
     assert again.returncode == 0 and "training" not in again.stderr
     assert pd.read_csv(tmp_path / "out" / "tiny" / "pairs.csv").equals(pairs)

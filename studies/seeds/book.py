@@ -29,6 +29,7 @@ from twotower_lib.book.sections import PROJECT_ROOT
 from twotower_lib.book.tables import full_width, markdown_row, reader_html
 from twotower_lib import paper
 from twotower_lib.paper import FREQUENCY_RANGE
+from studies.ladder.report import VALID_PROBE_RULE
 
 RESULTS = PROJECT_ROOT / "results" / "seeds"
 PROBE = PROJECT_ROOT / "results" / "probe"
@@ -64,7 +65,11 @@ def load(profile: str, results: Path = RESULTS) -> SeedStudy | None:
         return None
     single = pd.read_csv(d / "single_tower.csv") if (d / "single_tower.csv").exists() else None
     rel = pd.read_csv(d / "reliability.csv").set_index("run") if (d / "reliability.csv").exists() else None
-    return SeedStudy(pd.read_csv(d / "pairs.csv"), pd.read_csv(d / "runs.csv"), read_json(d / "study.json"), single, rel)
+    pairs, study = pd.read_csv(d / "pairs.csv"), read_json(d / "study.json")
+    if "valid probes" in pairs:     # a failed probe's pairs are left out of every claim, and counted
+        study = study | {"failed probe pairs": int((~pairs["valid probes"]).sum())}
+        pairs = pairs[pairs["valid probes"]].reset_index(drop=True)
+    return SeedStudy(pairs, pd.read_csv(d / "runs.csv"), study, single, rel)
 
 
 def _of(pairs: pd.DataFrame, kinds: tuple[str, ...], families: tuple[tuple[str, str], ...]) -> pd.DataFrame:
@@ -325,10 +330,12 @@ def section_markdown(s: SeedStudy, profile: str) -> str:
     probed = [NAMES.get(f, f) for f in s.study["families"] if f in set(s.pairs["family_a"])]
     lines = [f"Seed study of profile `{profile}`, {s.study['seeds']} seeds per family "
              + (f"({', '.join(probed)} probed so far)" if len(probed) < len(s.study["families"]) else
-                f"({', '.join(probed)})") + ": "
+                f"({', '.join(probed)})")
+             + (f"; {s.study['failed probe pairs']} pairs of a run whose probe failed are left out"
+                if s.study.get("failed probe pairs") else "") + ": "
              "one pair of seeds is one draw, so each claim is |r| over seed pairs, held against control pairs measured "
              "the same way (`paper.RULE`; the signed r is folded under the table).",
-             ""]
+             ""] + ([VALID_PROBE_RULE, ""] if s.study.get("failed probe pairs") else [])
     table = [f"| claim | paper | median \\|r\\| | {low * 100:.0f}th–{high * 100:.0f}th percentile | seed pairs | reaching the paper "
              f"| controls' {high * 100:.0f}th pct. (pairs) | verdict |", "|---|---|---|---|---|---|---|---|"]
     audit = ["| claim | division (leaving one run out) | orientation (signed median) |", "|---|---|---|"]

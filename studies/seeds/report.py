@@ -5,12 +5,12 @@ Writes `results/seeds/<profile>/`:
 - `runs.csv`: one row per probe (cases, untrained towers, independent pseudo-models): which tower
   each order rule calls primary (Eq. 3's mean p, the authors' mean log p), the towers' relative
   margin in mean p, the Spearman correlation of the run's scores with frequency rank (Table 4's
-  last column), and the precision and threads the probe ran with (its scores depend on the thread
+  last column), the worst tower head's validation loss (`head_loss`), and the precision and threads the probe ran with (its scores depend on the thread
   count through float rounding only);
 - `pairs.csv`: one row per pair: kind (`same`, `cross`, `untrained`, `independent`, `shuffled`),
   the two families and runs, Pearson r of Eq. 4's score and of the mean of log p, Spearman's rho
-  (Table 4), r with both towers ordered by the other rule, and whether the sign of r depends on the
-  rule;
+  (Table 4), r with both towers ordered by the other rule, whether the sign of r depends on the
+  rule, and whether both runs' probes count (`valid probes`, `with_validity`);
 - `single_tower.csv`: one row per single-tower probe of the independent control: the model's and the
   head's validation loss, and their difference, the probe shortfall;
 - `study.json`: what ran (profile, seeds, probe configuration, data hash, code and package
@@ -87,6 +87,8 @@ def run_rows(arts: dict, counts: np.ndarray, top_n: int, word_frequency_loss: fl
                      "margin": abs(mean_p[0] - mean_p[1]) / max(mean_p) if mean_p else np.nan,
                      "rho_frequency_rank": correlate(art.table["score"].to_numpy()[ids], rank[ids], "spearman"),
                      "val_loss_cooperative": art.manifest["val_loss"].get("cooperative", np.nan),
+                     "head_loss": max((v for k, v in art.manifest["val_loss"].items() if k.endswith("_head")),
+                                      default=np.nan),
                      "beyond_word_frequencies": word_frequency_loss - art.manifest["val_loss"].get("cooperative", np.nan),
                      "precision": "/".join(art.manifest.get("resolved_precision", {}).values()) or "not recorded",
                      "probe_threads": art.manifest.get("provenance", {}).get("torch_threads"),
@@ -127,6 +129,18 @@ def pair_rows(arts: dict, counts: np.ndarray, top_n: int) -> pd.DataFrame:
             if a[1] == b[1]:
                 rows.append(pair_row(kind, a, b, arts[a], arts[b], counts, top_n))
     return pd.DataFrame(rows)
+
+
+def with_validity(pairs: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """`pairs` with a column `valid probes`: whether both runs of a pair of trained runs have probes that count
+    (`VALID_PROBE_RULE`, the ladder's: the worst tower head's validation loss below the same seed's untrained heads'), so
+    that a failed probe's pairs are marked, not mixed in; a control's pairs are the null and count as they are."""
+    loss = runs.pivot_table(index=["family", "seed"], columns="kind", values="head_loss").reindex(
+        columns=["case", "untrained"])
+    # a seed whose untrained towers are not probed yet is not judged (NaN compares False)
+    counts = {case_name(m, s) for (m, s), row in loss.iterrows() if not row["case"] >= row["untrained"]}
+    trained = pairs["kind"].isin(("same", "cross", "shuffled"))
+    return pairs.assign(**{"valid probes": ~trained | (pairs["a"].isin(counts) & pairs["b"].isin(counts))})
 
 
 def single_tower_rows(out: Path, seeds: int, families: tuple[str, ...]) -> pd.DataFrame:
@@ -178,7 +192,8 @@ def write_report(layout, seeds: int, families: tuple[str, ...], controls: tuple[
     arts = load_exports(out, seeds, families)
     check_data(arts, data, layout)
     top_n = layout.profile.analysis.top_n
-    runs, pairs = run_rows(arts, data.counts, top_n, data.unigram_loss()), pair_rows(arts, data.counts, top_n)
+    runs = run_rows(arts, data.counts, top_n, data.unigram_loss())
+    pairs = with_validity(pair_rows(arts, data.counts, top_n), runs)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out / "runs.csv", runs.to_csv(index=False, float_format="%.6g").encode())
     atomic_write_bytes(out / "pairs.csv", pairs.to_csv(index=False, float_format="%.6g").encode())
