@@ -80,6 +80,7 @@ def probe_job(run_dir: str, cfg, data_dir: str, out: str, snapshot: int | None =
 
 
 def write_export(probe: Path, export: Path, data_dir: str, top_n: int, run: Path | None = None) -> None:
+    """`exports.export_probe` with the token counts of the prepared data in `data_dir`."""
     from twotower_lib.data import load_prepared
 
     export_probe(probe, export, load_prepared(data_dir).counts, top_n, run)
@@ -156,6 +157,7 @@ def probe_runs(layout: Layout, probes: list[dict], threads: int, precision: str 
 
 
 def study_probe_config(layout: Layout, precision: str | None = None):
+    """The study's probe: the profile's without its replicate heads, at `precision` where one is pinned."""
     return layout.profile.probe_config(replicate=False, **({"precision": precision, "score_precision": precision}
                                                           if precision else {}))
 
