@@ -307,10 +307,11 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
             models=_CPU_MODELS),
     # Longer budgets on the same CPU (a few hours), with the independent control for both pairs.
     Profile("cpu-long", "overnight on the same CPU: GPT 2M tokens, Bert-large 12M and a Bert-base pair at 16M "
-                        "(where seed pairs reached r >= 0.6 with the earliest probe), ELMo 4M, every control",
+                        "on the default profile's learning recipe, ELMo 4M, every control",
             train=TrainPlan(cases=("elmo:1", "gpt:1", "gpt:2", "bert-base:1", "bert-base:2", "bert-large:1", "bert-large:2"),
                             precision="fp32", threads_per_run=1, tokens=12_000_000,
-                            model_tokens=("elmo=4000000", "elmo-released=4000000", "gpt=2000000", "bert-base=16000000")),
+                            model_tokens=("elmo=4000000", "elmo-released=4000000", "gpt=2000000", "bert-base=16000000"),
+                            model_micro_batch=("bert-large=8", "bert-base=8"), **LEARNING_BERT),
             probe=_cpu_probe(), models=_CPU_MODELS),
     # One GPU, a corpus that exists: the paper's cases at Table 1 sizes and vocabulary on the default registry
     # corpus, four epochs each (repeated text helps up to a few epochs, then memorises); times from
