@@ -5,8 +5,8 @@ Writes `results/seeds/<profile>/`:
 - `runs.csv`: one row per probe (cases, untrained towers, independent pseudo-models): which tower
   each order rule calls primary (Eq. 3's mean p, the authors' mean log p), the towers' relative
   margin in mean p, the Spearman correlation of the run's scores with frequency rank (Table 4's
-  last column), the worst tower head's validation loss (`head_loss`), and the precision and threads the probe ran with (its scores depend on the thread
-  count through float rounding only);
+  last column), the worst tower head's validation loss (`head_loss`), and the precision and threads
+  the probe ran with (its scores depend on the thread count through float rounding only);
 - `pairs.csv`: one row per pair: kind (`same`, `cross`, `untrained`, `independent`, `shuffled`),
   the two families and runs, Pearson r of Eq. 4's score and of the mean of log p, Spearman's rho
   (Table 4), r with both towers ordered by the other rule, whether the sign of r depends on the
