@@ -87,11 +87,14 @@ def load_export(path: Path) -> Exported:
 def is_current(path: Path, cfg) -> bool:
     """An export at `path` made by a probe with `cfg`'s settings and today's probe version (a pseudo-model's pairing
     records no probe of its own: it is kept once exported; delete it to pair its halves again)."""
-    from twotower_lib.probe.config import PROBE_VERSION, settled
-
     if not path.exists():
         return False
     identity = read_json(path)["manifest"].get("identity")
-    if identity is None:
-        return True
+    return identity is None or made_by(identity, cfg)
+
+
+def made_by(identity: dict, cfg) -> bool:
+    """Whether a probe's recorded identity is that of a probe with `cfg`'s settings at today's probe version."""
+    from twotower_lib.probe.config import PROBE_VERSION, settled
+
     return identity.get("version") == PROBE_VERSION and settled(identity.get("probe", {})) == asdict(cfg)

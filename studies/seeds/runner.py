@@ -32,7 +32,7 @@ from twotower_lib.artifacts import read_json
 from twotower_lib.book.profiles import Profile, get_profile, profile_dir
 from twotower_lib.errors import UserError
 from twotower_lib.run_names import case_name, control_name
-from studies.seeds.exports import export_path, export_probe, is_current
+from studies.seeds.exports import export_path, export_probe, is_current, made_by
 
 FAMILIES = ("gpt", "bert-large", "bert-base", "elmo")  # the order the work goes in
 CONTROL_KINDS = ("untrained", "independent", "shuffled")
@@ -95,14 +95,7 @@ def _probed(out: Path, cfg=None) -> bool:
     `probe_run` itself also checks the weights and data it was made from)."""
     if not (out / "manifest.json").exists():
         return False
-    if cfg is None:
-        return True
-    from dataclasses import asdict
-
-    from twotower_lib.probe.config import PROBE_VERSION, settled
-
-    identity = read_json(out / "manifest.json").get("identity", {})
-    return identity.get("version") == PROBE_VERSION and settled(identity.get("probe", {})) == asdict(cfg)
+    return cfg is None or made_by(read_json(out / "manifest.json").get("identity", {}), cfg)
 
 
 def train_runs(layout: Layout, runs: list[tuple[str, int, int]], threads: int, exported=lambda model, seed, towers: False) -> None:
