@@ -4,7 +4,8 @@
 profile's sizes, budgets and data, probes them with the profile's probe, and measures the controls
 with as many pairs as each family has:
 
-- *untrained*: every seed's towers at 0 tokens (the run's first snapshot), probed the same way;
+- *untrained*: every seed's towers at 0 tokens (the run's first snapshot), probed the same way (on a new
+  checkout whose trained probes are exported, from a one-step run of the same configuration);
 - *independent*: single-tower runs paired as if they were two towers (`probe.pair_runs`), two
   single-tower seeds a pseudo-model, so 2 x seeds single-tower runs give as many pairs as the cases
   (for the profile's `control_models`, or every family where it names none; `--independent` names others);
@@ -113,6 +114,31 @@ def train_runs(layout: Layout, runs: list[tuple[str, int, int]], threads: int, e
     run_jobs(train_job, jobs, threads, "seed study: training", label=lambda j: Path(j["out"]).name)
 
 
+def first_snapshot_run(layout: Layout, model: str, seed: int) -> Path:
+    """The run holding a case's weights at 0 tokens: the case's own run where this machine trained it, else a
+    one-step run of the same configuration in `seeds/init/` (`train_first_snapshots`)."""
+    run = layout.run_dir(model, seed)
+    return run if (run / "snapshots").exists() else layout.study / "init" / case_name(model, seed)
+
+
+def train_first_snapshots(layout: Layout, runs: list[tuple[str, int]], threads: int) -> None:
+    """Write the weights at 0 tokens of every (model, seed) whose case run is not on this machine (a new checkout,
+    its trained probe exported): one optimizer step of the case's configuration, whose snapshot 0 is the case's
+    own byte for byte (the initialization is seeded before any step and any data), instead of its whole training."""
+    from dataclasses import replace
+
+    from twotower_lib.train.loop import train_job
+    from twotower_lib.workers import run_jobs
+
+    jobs = []
+    for model, seed in runs:
+        out = first_snapshot_run(layout, model, seed)
+        if out != layout.run_dir(model, seed) and not _finished(out, 1):
+            tcfg = replace(layout.profile.train_config(model, seed, layout.data), max_steps=1, budget_s=None)
+            jobs.append({"tcfg": tcfg, "data_path": str(layout.data), "out": str(out)})
+    run_jobs(train_job, jobs, threads, "seed study: weights at 0 tokens", label=lambda j: Path(j["out"]).name)
+
+
 def share_pipeline_probes(layout: Layout, names: list[str], cfg) -> list[str]:
     """Copy the pipeline's probe of a shared case (`runs/<profile>/probing/<name>`) into the study where it is
     the artifact the study would make: the study's probe settings and version, and the weights of the run the
@@ -173,13 +199,14 @@ def run_study(profile: Profile, seeds: int, families: tuple[str, ...], controls:
     pair_export = lambda m, i: export_path(results, "pairs", f"{m}-pair-{i}")
     single_export = lambda m, s: export_path(results, "independent", control_name(m, s))
 
-    def exported(m: str, s: int, towers: int) -> bool:
+    def exported(m: str, s: int, towers: int) -> bool:  # the untrained control needs only the run's first snapshot
         if towers == 2:
-            return all(is_current(export_path(results, k, case_name(m, s)), cfg) for k in kinds)
+            return is_current(export_path(results, "cases", case_name(m, s)), cfg)
         return is_current(single_export(m, s), cfg) and pair_export(m, (s + 1) // 2).exists()
 
     def case(m: str, s: int, kind: str = "cases") -> dict:
-        return {"run_dir": str(layout.run_dir(m, s)), "out": str(layout.probe_dir(kind, case_name(m, s))),
+        run = layout.run_dir(m, s) if kind == "cases" else first_snapshot_run(layout, m, s)
+        return {"run_dir": str(run), "out": str(layout.probe_dir(kind, case_name(m, s))),
                 "export": export_path(results, kind, case_name(m, s)), **({"snapshot": 0} if kind == "untrained" else {})}
 
     for model in families:
@@ -192,7 +219,10 @@ def run_study(profile: Profile, seeds: int, families: tuple[str, ...], controls:
         probe_runs(layout, [case(model, s) for s in seed_list], probe_threads, precision)
         print(f"seed study: {model} cases done ({(time.time() - t0) / 60:.1f} min this call)", flush=True)
     if "untrained" in controls:
-        probe_runs(layout, [case(m, s, "untrained") for m in families for s in seed_list], probe_threads, precision)
+        missing = [(m, s) for m in families for s in seed_list
+                   if not is_current(export_path(results, "untrained", case_name(m, s)), cfg)]
+        train_first_snapshots(layout, missing, threads)
+        probe_runs(layout, [case(m, s, "untrained") for m, s in missing], probe_threads, precision)
     if "independent" in controls:
         # the independent control costs 2 x seeds single-tower runs a family: the profile's control_models by default
         controlled = independent_families(profile, families, independent)
