@@ -195,7 +195,6 @@ def run_study(profile: Profile, seeds: int, families: tuple[str, ...], controls:
     probe_threads = probe_threads or os.cpu_count() or 1
     prepare_data(profile.data_config(), out=layout.data)
     cfg, seed_list = study_probe_config(layout, precision), range(1, seeds + 1)
-    kinds = ("cases", "untrained") if "untrained" in controls else ("cases",)
     pair_export = lambda m, i: export_path(results, "pairs", f"{m}-pair-{i}")
     single_export = lambda m, s: export_path(results, "independent", control_name(m, s))
 
