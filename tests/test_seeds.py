@@ -341,9 +341,9 @@ def test_the_seed_study_runs_resumes_and_reports_at_the_tiny_profile(tmp_path):
     untrained.unlink()   # an untrained control to make again with no trained run here: one step, not the whole run
     init = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     assert init.returncode == 0, init.stdout[-2000:] + init.stderr[-2000:]
-    runs = tmp_path / "runs" / "tiny"
-    assert __import__("json").loads((runs / "seeds" / "init" / "gpt-s2" / "manifest.json").read_text())["steps"] == 1
-    assert not [*runs.glob("**/training/gpt-s2/manifest.json")]    # the case itself was not trained again
+    root = tmp_path / "runs" / "tiny"
+    assert __import__("json").loads((root / "seeds" / "init" / "gpt-s2" / "manifest.json").read_text())["steps"] == 1
+    assert not [*root.glob("**/training/gpt-s2/manifest.json")]    # the case itself was not trained again
     assert __import__("json").loads(untrained.read_text())["manifest"]["identity"] == before["manifest"]["identity"]
     assert pd.read_csv(tmp_path / "out" / "tiny" / "pairs.csv").equals(pairs)
     rel = subprocess.run(cmd + ["--reliability"], cwd=ROOT, env=env, capture_output=True, text=True)
