@@ -320,18 +320,19 @@ def test_a_book_page_with_an_unknown_placeholder_fails_the_build():
 def test_the_seed_study_runs_resumes_and_reports_at_the_tiny_profile(tmp_path):
     env = {**__import__("os").environ, "TWOTOWER_RUNS": str(tmp_path / "runs"), "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "studies.seeds", "--profile", "tiny", "--seeds", "2", "--families", "gpt",
-           "--controls", "shuffled,untrained", "--results", str(tmp_path / "out")]
+           "--controls", "shuffled,untrained,independent", "--results", str(tmp_path / "out")]
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     pairs = pd.read_csv(tmp_path / "out" / "tiny" / "pairs.csv")
-    assert sorted(pairs["kind"]) == ["same", "shuffled", "untrained"]
+    assert sorted(pairs["kind"]) == ["independent", "same", "shuffled", "untrained"]
     assert pairs["valid probes"].dtype == bool   # each pair says whether both its probes count
     again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)  # resumes: nothing retrained
     assert again.returncode == 0 and "training" not in again.stderr
     assert pd.read_csv(tmp_path / "out" / "tiny" / "pairs.csv").equals(pairs)
     exports = sorted(p.relative_to(tmp_path / "out" / "tiny" / "probes").as_posix()
                      for p in (tmp_path / "out" / "tiny" / "probes").rglob("*.json"))
-    assert exports == ["cases/gpt-s1.json", "cases/gpt-s2.json", "untrained/gpt-s1.json", "untrained/gpt-s2.json"]
+    assert exports == ["cases/gpt-s1.json", "cases/gpt-s2.json", *(f"independent/gpt-k1-s{s}.json" for s in range(1, 5)),
+                       "pairs/gpt-pair-1.json", "pairs/gpt-pair-2.json", "untrained/gpt-s1.json", "untrained/gpt-s2.json"]
     __import__("shutil").rmtree(tmp_path / "runs")   # a new machine: only the committed exports are left
     fresh = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     assert fresh.returncode == 0 and "training" not in fresh.stderr and "probing" not in fresh.stderr

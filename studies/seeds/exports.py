@@ -7,7 +7,7 @@ probe, `pairs` for two single-tower probes scored as one pseudo-model): Eq. 4's 
 most frequent scored tokens (the report compares two runs on the `top_n` most frequent tokens both scored: every
 run of a profile scores the same validation tokens, so the top 1,000 both scored lie in each run's top 1,200),
 what the report reads of its manifest, the split-half text reliability of its top-`top_n` scores (the
-per-document sums it needs are not exported), the minutes its run trained, and provenance. A study on a new
+per-document sums it needs are not exported; a single-tower probe has neither scores nor reliability), the minutes its run trained, and provenance. A study on a new
 checkout skips every probe whose export was made with today's probe settings and version (`is_current`), and
 every run whose exports are all current.
 """
@@ -55,11 +55,14 @@ def export_probe(probe: Path, out: Path, counts: np.ndarray, top_n: int, run: Pa
     from twotower_lib.preference import load_artifact
 
     art = load_artifact(probe)
-    scored = len(scored_tokens({"run": art.table}, counts, "score"))     # a small vocabulary: every scored token
-    ids = scored_top_tokens({"run": art.table}, counts, min(EXPORT_TOKENS, scored), "score")
     m = art.manifest
-    reliability = {method: split_half_or_nan(art.doc_stats, ids[:top_n], method=method)
-                   for method in ("pearson", "spearman")}
+    if m.get("towers") == 1:   # one tower prefers nothing: its pseudo-model's pairing (`pairs`) holds the scores
+        ids, reliability = np.array([], dtype=int), {"pearson": np.nan, "spearman": np.nan}
+    else:
+        scored = len(scored_tokens({"run": art.table}, counts, "score"))     # a small vocabulary: every scored token
+        ids = scored_top_tokens({"run": art.table}, counts, min(EXPORT_TOKENS, scored), "score")
+        reliability = {method: split_half_or_nan(art.doc_stats, ids[:top_n], method=method)
+                       for method in ("pearson", "spearman")}
     trained = run is not None and (run / "manifest.json").exists()
     record = {"name": probe.name, "token_ids": ids.tolist(),
               "score": [float(f"{v:.6g}") for v in art.table["score"].to_numpy()[ids]],

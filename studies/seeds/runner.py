@@ -12,7 +12,7 @@ with as many pairs as each family has:
 - *shuffled*: one pair's token labels permuted (computed in the report, no training).
 
 Work goes in order of what it tells: the cases family by family, then the untrained controls, then
-the independent runs, so an interrupted study leaves whole families behind it. Runs and probes that
+the independent runs pair by pair, so an interrupted study leaves whole families (and pairs) behind it. Runs and probes that
 are finished are kept (an interrupted command resumes). Runs the profile's own pipeline trains
 (its cases, e.g. gpt:1 and gpt:2 of `cpu`, and its independent-control runs) are trained into the
 pipeline's `training/` folder with the same configuration, so the two share them bit for bit.
@@ -225,13 +225,13 @@ def run_study(profile: Profile, seeds: int, families: tuple[str, ...], controls:
     if "independent" in controls:
         # the independent control costs 2 x seeds single-tower runs a family: the profile's control_models by default
         controlled = independent_families(profile, families, independent)
-        singles = [(m, s, 1) for m in controlled for s in range(1, 2 * seeds + 1)]
-        train_runs(layout, singles, threads, exported)
-        probe_runs(layout, [{"run_dir": str(layout.run_dir(m, s, 1)), "export": single_export(m, s),
-                             "out": str(layout.probe_dir("independent", control_name(m, s))),
-                             "halves_of": pair_export(m, (s + 1) // 2)} for m, s, _ in singles], probe_threads, precision)
-        for m in controlled:
+        for m in controlled:     # pair by pair: a new machine loses at most one pair's training (runs/ is not committed)
             for i in range(1, seeds + 1):
+                singles = [(m, s, 1) for s in (2 * i - 1, 2 * i)]
+                train_runs(layout, singles, threads, exported)
+                probe_runs(layout, [{"run_dir": str(layout.run_dir(m, s, 1)), "export": single_export(m, s),
+                                     "out": str(layout.probe_dir("independent", control_name(m, s))),
+                                     "halves_of": pair_export(m, i)} for m, s, _ in singles], probe_threads, precision)
                 if pair_export(m, i).exists():
                     continue
                 a, b = (layout.probe_dir("independent", control_name(m, s)) for s in (2 * i - 1, 2 * i))
