@@ -14,6 +14,7 @@ from studies.word_groups import report
 from twotower_lib import paper
 from twotower_lib.book.profiles import get_profile
 from twotower_lib.book.scorecard import decide_over_seeds
+from twotower_lib.data import load_prepared
 from twotower_lib.errors import UserError
 
 
@@ -24,14 +25,23 @@ def test_the_study_measures_each_seed_trained_and_untrained_and_decides_figs_5_a
     assert report.main(["--profile", "tiny", "--runs", str(root.parent), "--seeds", "1", "--out", str(out)]) == 0
     found = json.loads(out.read_text())
     rows = found["rows"]
-    assert [r["run"] for r in rows] == ["bert-large-s1"] and found["table3"] is None    # no seed-study probes here
+    assert [r["run"] for r in rows] == ["bert-large-s1"] and found["table3"] is None    # one seed makes no pair
+    probes = root / "seeds" / "probing"                # probed here, trained and at 0 tokens, for Table 3 and the gate
+    case = json.loads((probes / "cases" / "bert-large-s1" / "manifest.json").read_text())
+    assert case["identity"]["weights_sha256"] == rows[0]["weights_sha256"]
+    assert (probes / "untrained" / "bert-large-s1" / "manifest.json").is_file()
+    learned = rows[0]["beyond_word_frequencies"]
+    assert learned == pytest.approx(load_prepared(root / "data" / "prepared").unigram_loss() - rows[0]["val_loss_cooperative"])
     assert all(0 < r[f"fig5 {k}"] <= 1 for r in rows for k in ("trained", "untrained"))
     assert rows[0]["fig5 trained"] != rows[0]["fig5 untrained"]
     assert rows[0]["fig6 trained"]["n_words"] == rows[0]["fig6 untrained"]["n_words"] > 0
-    v = report.verdicts(report.load(out))     # the tiny profile has no seed study: no context learned on record
-    assert v["fig5"]["verdict"] == paper.gated(paper.fig5_seed_verdict([rows[0]["fig5 trained"]], [rows[0]["fig5 untrained"]]), False)
-    assert v["fig6"]["verdict"] == paper.gated(paper.fig6_seed_verdict([rows[0]["fig6 trained"]], [rows[0]["fig6 untrained"]]), False)
-    assert v["fig5"]["caveat"].startswith("no record that the towers learned context")
+    v = report.verdicts(report.load(out))     # gated on the context the measured towers learned
+    passed = learned >= paper.CONTEXT_GATE
+    assert v["fig5"]["verdict"] == paper.gated(paper.fig5_seed_verdict([rows[0]["fig5 trained"]], [rows[0]["fig5 untrained"]]), passed)
+    assert v["fig6"]["verdict"] == paper.gated(paper.fig6_seed_verdict([rows[0]["fig6 trained"]], [rows[0]["fig6 untrained"]]), passed)
+    assert passed or v["fig5"]["caveat"].startswith(f"the towers did not learn context ({learned:.2f} nats")
+    old = {**found, "rows": [{k: x for k, x in rows[0].items() if k != "beyond_word_frequencies"}]}
+    assert report.verdicts(old)["fig5"]["caveat"].startswith("no record that the towers learned context")
     assert "table3" not in v
     report.write_book(out)
     row = {"id": "fig5", "item": "Fig. 5", "paper": "80%", "section": "05_ica", "ours": "81% of the values within [-1, 1]",
@@ -74,8 +84,8 @@ def test_table3_over_seeds_holds_where_ranks_repeat_beyond_the_untrained_towers_
 def test_table3_caps_the_run_verdict_and_is_decided_anew_not_twice(tmp_path):
     from twotower_lib.book import study_parts
 
-    found = {"profile": "p", "family": "bert-large", "rows": [
-        {"run": f"bert-large-s{s}", "seed": s, "fig5 trained": 0.8, "fig5 untrained": 0.84,
+    found = {"profile": "p", "family": "bert-large", "rows": [      # each seed 0.6 nats beyond word frequencies
+        {"run": f"bert-large-s{s}", "seed": s, "beyond_word_frequencies": 0.6, "fig5 trained": 0.8, "fig5 untrained": 0.84,
          "fig6 trained": {"share_one": 0.2, "share_none": 0.7, "mean_groups": 0.3, "n_words": 100},
          "fig6 untrained": {"share_one": 0.1, "share_none": 0.9, "mean_groups": 0.1, "n_words": 100}} for s in (1, 2, 3)],
         "table3": {"groups": 9, "pairs": [], "triads": 1.0, "division": {"verdict": "unstable", "median |r|": 0.4, "pairs": 3,
@@ -83,9 +93,6 @@ def test_table3_caps_the_run_verdict_and_is_decided_anew_not_twice(tmp_path):
     path = tmp_path / "word_groups" / "seeds.json"
     path.parent.mkdir()
     path.write_text(json.dumps(found))
-    runs = tmp_path / "seeds" / "p" / "runs.csv"     # the seed study's case runs, each 0.6 nats beyond word frequencies
-    runs.parent.mkdir(parents=True)
-    pd.DataFrame({"kind": "case", "run": [r["run"] for r in found["rows"]], "beyond_word_frequencies": 0.6}).to_csv(runs)
     report.write_book(path)
     assert study_parts.verdict("table3", "p", tmp_path)["caps"] is True
     row = {"id": "table3", "item": "Table 3", "paper": "ranks agree", "section": "05_ica", "ours": "18 groups",
@@ -100,8 +107,8 @@ def test_table3_caps_the_run_verdict_and_is_decided_anew_not_twice(tmp_path):
     assert "Eq. 3 calls tower 1 primary in 2 of 3 seeds" in report.verdicts(found)["table3"]["spread"]
 
 
-def test_a_runs_folder_without_the_reference_family_is_refused_with_the_command(tmp_path):
+def test_a_runs_folder_without_a_prepared_corpus_is_refused_with_the_command_before_anything_trains(tmp_path):
     (tmp_path / "cpu" / "training").mkdir(parents=True)
-    with pytest.raises(UserError, match="no bert-large run at .*; train and probe its seeds first:  python -m studies.seeds "
-                                        "--profile cpu --families bert-large --seeds 4 --controls untrained"):
+    with pytest.raises(UserError, match="no prepared data at .*data prepare"):
         report.measure(tmp_path / "cpu", get_profile("cpu"), 4)
+    assert list((tmp_path / "cpu").rglob("*")) == [tmp_path / "cpu" / "training"]

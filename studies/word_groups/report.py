@@ -6,10 +6,10 @@ Section 5.3 stacks one row per token occurrence, so the rows are weighted by fre
 dominate every component, and an untrained embedding's components come out sparse too. Each seed is measured trained
 and at 0 tokens (each run's first snapshot), with the section's own ICA settings. Table 3 over seeds asks whether the
 groups' ranks repeat between seeds of one family more than between the same towers untrained, each probed as the
-trained ones are: where they do not, agreement across families cannot be training's. The seed study trains and probes
-the seeds (`studies.seeds`, its untrained control); this study reads them:
+trained ones are: where they do not, agreement across families cannot be training's. The runs are the seed study's
+cases (`studies.seeds`, same configurations and seeds), trained and probed here where this machine lacks them; each
+row records its towers' loss beyond word frequencies, which gates the verdicts:
 
-    python -m studies.seeds --profile cpu --families bert-large --controls untrained --results DIR
     python -m studies.word_groups --profile cpu --runs runs    # results/word_groups/seeds.json, then the book's parts
     python -m studies.word_groups book                         # the book's parts alone, from the committed file
 """
@@ -26,37 +26,34 @@ import pandas as pd
 from twotower_lib import paper
 from twotower_lib.artifacts import atomic_write_json, provenance, read_json
 from twotower_lib.book.sections import PROJECT_ROOT
-from twotower_lib.errors import UserError
 
 RESULT = PROJECT_ROOT / "results" / "word_groups" / "seeds.json"
 COMMAND = "python -m studies.word_groups --profile {profile} --runs {runs}"
 FIG6_KEYS = ("share_one", "share_none", "mean_groups")
 
 
-def measure(root: Path, profile, seeds: int) -> dict:
+def measure(root: Path, profile, seeds: int, threads: int = 1) -> dict:
     """Figs. 5 and 6 for each seed of `profile`'s ICA reference family in the seed study's layout under `root`
-    (`<runs dir>/<profile>/`), trained and untrained; Table 3 over seeds where every seed has both probes."""
+    (`<runs dir>/<profile>/`), trained and untrained, and Table 3 over seeds, training and probing first what this
+    machine lacks (`prepare`)."""
     import numpy as np
 
     from studies.seeds.runner import Layout
     from twotower_lib.analysis.word_groups import fig5_within_1, fig6_data, group_members
+    from twotower_lib.artifacts import sha256_file
     from twotower_lib.book.analyses import embedding_ica, top_token_ids
     from twotower_lib.data import load_prepared
-    from twotower_lib.models import load_embedding
+    from twotower_lib.models import load_embedding, weights_path
     from twotower_lib.run_names import case_name
 
     family = profile.analysis.ica_reference.split(":")[0]
     layout = Layout(profile, root)
-    runs = [layout.run_dir(family, s) for s in range(1, seeds + 1)]
-    missing = [str(r) for r in runs if not (r / "config.json").is_file()]
-    if missing:
-        raise UserError(f"no {family} run at {', '.join(missing)}; train and probe its seeds first:  python -m "
-                        f"studies.seeds --profile {root.name} --families {family} --seeds {seeds} --controls untrained")
-    data = load_prepared(layout.data)
+    data = load_prepared(layout.data)        # a missing corpus is said before anything trains
+    runs = prepare(layout, family, seeds, threads)
     top = top_token_ids(data, profile.analysis.top_n)
     rows, members = [], None
     for seed, run in enumerate(runs, 1):
-        row = {"run": run.name, "seed": seed}
+        row = {"run": run.name, "seed": seed, "weights_sha256": sha256_file(weights_path(run))}
         for name, snapshot in (("trained", None), ("untrained", 0)):
             fitted, token_ids, components, _ = embedding_ica(load_embedding(run, snapshot), data, profile)
             row[f"fig5 {name}"] = fig5_within_1(components, token_ids, data.tokens, data.counts)
@@ -69,17 +66,37 @@ def measure(root: Path, profile, seeds: int) -> dict:
         print(f"{run.name}: Fig. 5 trained {row['fig5 trained']:.3f}, untrained {row['fig5 untrained']:.3f}", flush=True)
     probes = {(kind, s): layout.probe_dir(kind, case_name(family, s)) for kind in ("cases", "untrained")
               for s in range(1, seeds + 1)}
-    absent = [str(p) for p in probes.values() if not (p / "manifest.json").is_file()]
-    if absent:
-        print(f"Table 3 over seeds not measured: no probe at {', '.join(absent)}", flush=True)
-        return {"family": family, "rows": rows, "table3": None}
     from twotower_lib.preference import load_artifact
 
     arts = {key: load_artifact(path) for key, path in probes.items()}
+    for row in rows:                        # the context these towers learned, for `context_learned`
+        row["val_loss_cooperative"] = float(arts["cases", row["seed"]].manifest["val_loss"]["cooperative"])
+        row["beyond_word_frequencies"] = data.unigram_loss() - row["val_loss_cooperative"]
     tables = {kind: {s: arts[kind, s].table for s in range(1, seeds + 1)} for kind in ("cases", "untrained")}
     primary = [arts["cases", s].manifest["ordering"]["primary_tower"] for s in range(1, seeds + 1)]
-    return {"family": family, "rows": rows,
-            "table3": {**table3_over_seeds(members, tables["cases"], tables["untrained"]), "primary_eq3": primary}}
+    table3 = (None if seeds < 2 else      # one seed makes no pair
+              {**table3_over_seeds(members, tables["cases"], tables["untrained"]), "primary_eq3": primary})
+    return {"family": family, "rows": rows, "table3": table3}
+
+
+def prepare(layout, family: str, seeds: int, threads: int) -> list[Path]:
+    """Train and probe, resumably, what `measure` reads and this machine lacks: each seed's two-tower case of
+    `family` (its run, with the snapshot at 0 tokens) and the study's probes of it trained and at 0 tokens. On a
+    fresh checkout the seed study's committed exports stand in for its runs, but the ICA needs the weights and
+    Table 3 the full preference tables. The runs are the seed study's own (same configuration and seed: same
+    weights), so `context_learned` can read the study's loss beyond word frequencies for them."""
+    from studies.seeds.runner import probe_job, study_probe_config, train_runs
+    from twotower_lib.run_names import case_name
+    from twotower_lib.workers import run_jobs
+
+    train_runs(layout, [(family, s, 2) for s in range(1, seeds + 1)], threads)
+    runs = [layout.run_dir(family, s) for s in range(1, seeds + 1)]
+    cfg = study_probe_config(layout)
+    jobs = [{"run_dir": str(run), "cfg": cfg, "data_dir": str(layout.data), "snapshot": snapshot,
+             "out": str(layout.probe_dir(kind, case_name(family, s)))}
+            for kind, snapshot in (("cases", None), ("untrained", 0)) for s, run in enumerate(runs, 1)]
+    run_jobs(probe_job, jobs, threads, "word groups: probing", label=lambda j: Path(j["out"]).name)
+    return runs
 
 
 def table3_over_seeds(members: pd.DataFrame, trained: dict[int, pd.DataFrame], untrained: dict[int, pd.DataFrame]) -> dict:
@@ -120,34 +137,27 @@ def _fig6_text(summaries: list[dict]) -> str:
     return f"{m['share_one']:.0%} in one group, {m['share_none']:.0%} in none, {m['mean_groups']:.2f} groups per word"
 
 
-SEEDS = PROJECT_ROOT / "results" / "seeds"   # the seed study, whose runs.csv holds each case run's context learned
+def context_learned(found: dict) -> tuple[bool, float]:
+    """`paper.CONTEXT_RULE` for the measured runs, from the loss beyond word frequencies each row records (its case
+    probe's cooperative loss against the corpus's word-frequency loss): whether every one passed, and the least (NaN
+    where a row records none, as in a file measured before the rows carried it)."""
+    beyond = [r.get("beyond_word_frequencies", float("nan")) for r in found["rows"]]
+    least = min(beyond) if beyond and all(b == b for b in beyond) else float("nan")
+    return least >= paper.CONTEXT_GATE, least
 
 
-def context_learned(found: dict, seeds: Path = SEEDS) -> tuple[bool, float]:
-    """`paper.CONTEXT_RULE` for the measured runs, from the seed study's `runs.csv` of the same profile (whose case
-    runs these are): whether every one passed, and the least loss beyond word frequencies among them (NaN where
-    the seed study records none)."""
-    path = Path(seeds) / found["profile"] / "runs.csv"
-    runs = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["kind", "run", "beyond_word_frequencies"])
-    cases = runs[(runs["kind"] == "case") & runs["run"].isin([r["run"] for r in found["rows"]])]
-    beyond = cases.get("beyond_word_frequencies", pd.Series(dtype=float)).astype(float)
-    complete = len(cases) == len(found["rows"]) and beyond.notna().all()
-    least = float(beyond.min()) if complete else float("nan")
-    return complete and least >= paper.CONTEXT_GATE, least
-
-
-def verdicts(found: dict, seeds: Path = SEEDS) -> dict[str, dict]:
+def verdicts(found: dict) -> dict[str, dict]:
     """The scorecard's Figs. 5 and 6 verdicts over seeds (`paper.fig5_seed_verdict`, `paper.fig6_seed_verdict`) and
     Table 3's cap (`paper.table3_seed_cap`, where it was measured), in the form the scorecard reads, each gated by
     `paper.CONTEXT_RULE` on the runs measured."""
     out = _verdicts(found)
-    learned, least = context_learned(found, seeds) if out else (True, float("nan"))
+    learned, least = context_learned(found) if out else (True, float("nan"))
     for v in out.values():
         v["verdict"] = paper.gated(v["verdict"], learned)
         if not learned:
             why = (f"the towers did not learn context ({least:.2f} nats beyond word frequencies at the least, the gate "
                    f"{paper.CONTEXT_GATE:g})" if least == least else "no record that the towers learned context (the "
-                   "profile's seed study has none)")
+                   "file predates its rows' loss beyond word frequencies: measure again)")
             v["caveat"] = (f"{why}; " + v.get("caveat", "")).rstrip("; ")
     return out
 
@@ -165,12 +175,16 @@ def _verdicts(found: dict) -> dict[str, dict]:
                     "caveat": "judged against the same towers untrained: frequency-weighted rows are sparse untrained too",
                     "controls": f"{control}, their rows weighted by frequency as Section 5.3's are"}}
     ft, fu = [r["fig6 trained"] for r in rows], [r["fig6 untrained"] for r in rows]
+    tolerance = {"share_one": paper.FIG6_SHARE_TOLERANCE, "share_none": paper.FIG6_SHARE_TOLERANCE,
+                 "mean_groups": paper.FIG6_MEAN_TOLERANCE}
+    near = sum(abs(median(a[k] for a in ft) - paper.FIG6[k]) <= tolerance[k] for k in FIG6_KEYS)
     nearer = {k: sum(abs(a[k] - paper.FIG6[k]) < abs(b[k] - paper.FIG6[k]) for a, b in zip(ft, fu)) for k in FIG6_KEYS}
     out["fig6"] = {"verdict": paper.fig6_seed_verdict(ft, fu), "over": "seeds",
                    "seeds": f"{_fig6_text(ft)}; untrained {_fig6_text(fu)} (medians of {n} seeds)",
                    "spread": f"trained nearer the paper's than untrained in {nearer['share_one']}, "
                              f"{nearer['share_none']} and {nearer['mean_groups']} of {n} seeds (one group, none, "
-                             "groups per word)",
+                             f"groups per word); the medians near the paper's (within {paper.FIG6_SHARE_TOLERANCE:.0%} "
+                             f"of words, {paper.FIG6_MEAN_TOLERANCE:g} groups per word) in {near} of 3",
                    "controls": f"{control}, over the same {ft[0]['n_words']} most frequent words"}
     t3 = found.get("table3")
     if t3 and t3["division"]["verdict"] in paper.TABLE3_CAP:
@@ -200,13 +214,13 @@ def _same_primary(t3: dict) -> str:
             "how the groups rank")
 
 
-def sentences(found: dict, profile: str, seeds: Path = SEEDS) -> dict[str, str]:
+def sentences(found: dict, profile: str) -> dict[str, str]:
     """What section 05 says of each control, every number from the committed file."""
     where = f"{len(found['rows'])} seeds of the `{profile}` profile's ICA reference family, `results/word_groups/`"
     if not found["rows"]:
         missing = "*Not committed yet (`python -m studies.word_groups`).*"
         return {"FIG5": missing, "FIG6": missing, "TABLE3": missing}
-    v = verdicts(found, seeds)
+    v = verdicts(found)
     out = {"FIG5": f"**Against the untrained towers** ({where}): {v['fig5']['seeds']}; {v['fig5']['spread']}. A share "
                    f"above a Gaussian's ({paper.GAUSSIAN_WITHIN_1:.0%}) says nothing alone: with one row per token "
                    "occurrence, a few frequent tokens weigh on every component, trained or not. Only a trained share "
@@ -233,11 +247,9 @@ def write_book(path: Path = RESULT) -> Path:
 
     found = load(path)
     profile = found.get("profile", "cpu")
-    seeds = path.parent.parent / "seeds"          # results/seeds beside results/word_groups
-    runs = seeds / profile / "runs.csv"
-    return study_parts.write(path.parent, {f"WORD_GROUPS_{k}@{profile}": v for k, v in sentences(found, profile, seeds).items()},
-                             {}, [p for p in (path, runs) if p.is_file()], "python -m studies.word_groups book",
-                             verdicts={f"{k}@{profile}": {"profile": profile, **e} for k, e in verdicts(found, seeds).items()})
+    return study_parts.write(path.parent, {f"WORD_GROUPS_{k}@{profile}": v for k, v in sentences(found, profile).items()},
+                             {}, [path], "python -m studies.word_groups book",
+                             verdicts={f"{k}@{profile}": {"profile": profile, **e} for k, e in verdicts(found).items()})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -250,9 +262,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", default="cpu")
     ap.add_argument("--runs", type=Path, required=True, help="the runs directory the seed study trained and probed in")
     ap.add_argument("--seeds", type=int, default=4, help="seeds of the ICA reference family")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="CPU threads per training run or probe, as many side by side as the cores allow")
     ap.add_argument("--out", type=Path, default=RESULT)
     args = ap.parse_args(argv)
-    found = measure(args.runs.expanduser() / args.profile, get_profile(args.profile), args.seeds)
+    found = measure(args.runs.expanduser() / args.profile, get_profile(args.profile), args.seeds, args.threads)
     atomic_write_json(args.out, {"profile": args.profile, **found, "provenance": provenance(),
                                  "command": COMMAND.format(profile=args.profile, runs=args.runs)})
     print(f"wrote {args.out}: {len(found['rows'])} seeds")
