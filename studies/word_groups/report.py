@@ -83,8 +83,8 @@ def prepare(layout, family: str, seeds: int, threads: int) -> list[Path]:
     """Train and probe, resumably, what `measure` reads and this machine lacks: each seed's two-tower case of
     `family` (its run, with the snapshot at 0 tokens) and the study's probes of it trained and at 0 tokens. On a
     fresh checkout the seed study's committed exports stand in for its runs, but the ICA needs the weights and
-    Table 3 the full preference tables. The runs are the seed study's own (same configuration and seed: same
-    weights), so `context_learned` can read the study's loss beyond word frequencies for them."""
+    Table 3 the full preference tables. The runs have the seed study's configurations and seeds; their weights
+    match its bit for bit only on the machine that trained it, so each row records its own weights and loss."""
     from studies.seeds.runner import probe_job, study_probe_config, train_runs
     from twotower_lib.run_names import case_name
     from twotower_lib.workers import run_jobs
