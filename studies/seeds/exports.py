@@ -7,9 +7,9 @@ probe, `pairs` for two single-tower probes scored as one pseudo-model): Eq. 4's 
 most frequent scored tokens (the report compares two runs on the `top_n` most frequent tokens both scored: every
 run of a profile scores the same validation tokens, so the top 1,000 both scored lie in each run's top 1,200),
 what the report reads of its manifest, the split-half text reliability of its top-`top_n` scores (the
-per-document sums it needs are not exported; a single-tower probe has neither scores nor reliability), the minutes its run trained, and provenance. A study on a new
-checkout skips every probe whose export was made with today's probe settings and version (`is_current`), and
-every run whose exports are all current.
+per-document sums it needs are not exported; a single-tower probe has neither scores nor reliability), the minutes
+its run trained, and provenance. A study on a new checkout skips every probe whose export was made with today's
+probe settings and version (`is_current`), and every run whose exports are all current.
 """
 
 from __future__ import annotations

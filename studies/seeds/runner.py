@@ -12,8 +12,8 @@ with as many pairs as each family has:
 - *shuffled*: one pair's token labels permuted (computed in the report, no training).
 
 Work goes in order of what it tells: the cases family by family, then the untrained controls, then
-the independent runs pair by pair, so an interrupted study leaves whole families (and pairs) behind it. Runs and probes that
-are finished are kept (an interrupted command resumes). Runs the profile's own pipeline trains
+the independent runs pair by pair, so an interrupted study leaves whole families (and pairs) behind
+it. Runs and probes that are finished are kept (an interrupted command resumes). Runs the profile's own pipeline trains
 (its cases, e.g. gpt:1 and gpt:2 of `cpu`, and its independent-control runs) are trained into the
 pipeline's `training/` folder with the same configuration, so the two share them bit for bit.
 
